@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the GPU machine: environment, GPU tests, the default sweep (timed), plots, and the C++ reference comparison.
+# Everything lands in results/ and plots/ and is tarred, with the log, into $OUT (device tool) or ./gpu-out.
+#   bash scripts/gpu_check.sh [tests|sweep|all]      (default: all)
+set -uo pipefail
+what=${1:-all}
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+log="$out/gpu_check.log"
+{
+  echo "== $(date -u +%FT%TZ) gpu_check $what, commit ${BENCH_GIT_COMMIT:-unknown}"
+  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  python3 -m bench env
+  if [ "$what" = tests ] || [ "$what" = all ]; then
+    echo "== GPU tests"
+    timeout 200 python3 -m pytest -v -m gpu tests 2>&1 | tail -40
+  fi
+  if [ "$what" = sweep ] || [ "$what" = all ]; then
+    echo "== default sweep"
+    start=$(date +%s)
+    timeout 300 python3 -m bench sweep
+    echo "sweep wall time: $(( $(date +%s) - start )) s"
+    newest=$(ls results/*.parquet | sort | tail -1)
+    python3 -m bench plot "$newest"
+    echo "== C++ reference (cudaMemcpyAsync loop timed with events)"
+    if nvcc -O2 -o /tmp/reference_bandwidth scripts/reference_bandwidth.cu; then
+      reference="results/${newest#results/}"; reference="${reference%.parquet}-reference-cpp.csv"
+      /tmp/reference_bandwidth > "$reference" && python3 scripts/compare_reference.py "$newest" "$reference"
+    fi
+  fi
+} 2>&1 | tee "$log"
+tar czf "$out/artifacts.tgz" results plots
+ls -la "$out"

@@ -1,0 +1,210 @@
+"""``python -m bench {sweep,plot,env}``.
+
+A user's mistake (bad argument, no GPU, unreadable results file) is one line on stderr and exit status 2, and
+nothing is written. A sweep interrupted with Ctrl-C keeps its finished rows and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.units import format_size, parse_sizes
+
+RESULTS_DIR = Path("results")
+PLOTS_DIR = Path("plots")
+
+
+class UsageError(Exception):
+    """A mistake in how bench was called; its message is the one line the user sees."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and a second line; we want one line
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m bench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,env}")
+
+    sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
+    sweep.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke test in seconds")
+    sweep.add_argument("--experiments", help="comma-separated experiment names (default: all)")
+    sweep.add_argument("--sizes", help="transfer sizes, e.g. 4K,1M,1G or 4K:1G for every power of two between")
+    sweep.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory or .parquet file")
+    sweep.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    sweep.set_defaults(handler=_sweep)
+
+    plot = commands.add_parser("plot", help="turn a results file into figures under plots/")
+    plot.add_argument("results", nargs="?", type=Path, help="results file (default: the newest in results/)")
+    plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/)")
+    plot.set_defaults(handler=_plot)
+
+    env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment")
+    env.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    env.set_defaults(handler=_env)
+    return parser
+
+
+def _writable_target(out: Path) -> Path:
+    """The results file's directory must be writable (it is created at the first save if missing)."""
+    directory = out.parent if out.suffix == ".parquet" else out
+    existing = directory
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # a real probe: permission bits do not tell root's story
+            pass
+    except OSError as error:
+        raise UsageError(f"--out: cannot write to {directory}/ ({existing}: {error.strerror})") from None
+    return directory
+
+
+def _use_gpu(device: int):
+    """Select the device for CuPy and Numba; return its environment. UsageError when there is none."""
+    from bench import env
+
+    reason = env.no_gpu_reason()
+    if reason:
+        raise UsageError(reason)
+    from cupy.cuda import runtime
+
+    count = runtime.getDeviceCount()
+    if not 0 <= device < count:
+        raise UsageError(f"--device {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
+    runtime.setDevice(device)
+    from numba import cuda
+
+    cuda.select_device(device)
+    return env.collect(device)
+
+
+def _host_memory_available() -> int:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _check_memory(plans, gpu_name: str) -> None:
+    from cupy.cuda import runtime
+
+    device_free, _ = runtime.memGetInfo()
+    host_available = _host_memory_available()
+    for item in plans:
+        device_bytes, host_bytes = item.experiment.memory_needed(item.configs)
+        if device_bytes > device_free:
+            raise UsageError(f"--sizes: {item.experiment.name} needs {format_size(device_bytes)} of device memory; "
+                             f"{gpu_name} has {format_size(device_free)} free")
+        if host_bytes > host_available:
+            raise UsageError(f"--sizes: {item.experiment.name} needs {format_size(host_bytes)} of host memory; "
+                             f"{format_size(host_available)} is available")
+
+
+def _sweep(args: argparse.Namespace, console: Console) -> int:
+    from bench import sweep
+    from bench.experiments import registry
+
+    names = [name.strip() for name in args.experiments.split(",")] if args.experiments else list(registry())
+    try:
+        sizes = parse_sizes(args.sizes) if args.sizes is not None else None
+    except ValueError as error:
+        raise UsageError(f"--sizes: {error}") from None
+    try:
+        plans = sweep.plan(names, quick=args.quick, sizes=sizes)
+    except ValueError as error:
+        raise UsageError(f"--experiments: {error}") from None
+    directory = _writable_target(args.out)
+    environment = _use_gpu(args.device)
+    _check_memory(plans, environment.gpu_name)
+
+    from bench.timing import StopRule, Timer
+
+    started = datetime.now(timezone.utc)
+    run_id = started.strftime("%Y%m%dT%H%M%SZ")
+    slug = "".join(c if c.isalnum() else "-" for c in environment.gpu_name).strip("-")
+    path = args.out if args.out.suffix == ".parquet" else directory / f"{run_id}-{slug}.parquet"
+    rule = StopRule(min_samples=5, time_cap_s=0.1) if args.quick else StopRule()
+    outcome = sweep.run(plans, Timer(rule), environment.as_dict(), path, run_id=run_id,
+                        command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), console=console)
+    _print_summary(plans, outcome, console)
+    return 130 if outcome.interrupted else 0
+
+
+def _print_summary(plans, outcome, console: Console) -> None:
+    import pandas as pd
+
+    from bench.sweep import describe
+
+    rows = pd.DataFrame(outcome.rows)
+    for item in plans:
+        mine = rows[rows["experiment"] == item.experiment.name] if len(rows) else rows
+        if not len(mine):
+            continue
+        headline = item.experiment.headline(mine)
+        table = Table(title=f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}")
+        for column in headline.columns:
+            table.add_column(column, justify="right" if "GB/s" in column else "left")
+        for values in headline.itertuples(index=False):
+            table.add_row(*map(str, values))
+        console.print(table)
+        failed = mine[mine["status"] != "ok"]
+        for _, row in failed.iterrows():
+            console.print(f"[red]failed[/red] {describe(item.experiment, row)}: {row['error']}")
+    done = len(outcome.rows)
+    if outcome.interrupted:
+        console.print(f"interrupted after {done} of {outcome.planned} configurations")
+    if outcome.path:
+        console.print(f"{done} configurations written to {outcome.path}; plot with: python -m bench plot {outcome.path}")
+    else:
+        console.print("no configuration finished; nothing was written")
+
+
+def _plot(args: argparse.Namespace, console: Console) -> int:
+    from bench import plots, store
+
+    path = args.results or store.newest(RESULTS_DIR)
+    rows = store.read(path)
+    paths = plots.plot_results(rows, args.out)
+    if not paths:
+        raise UsageError(f"{path} holds no experiment that bench can plot")
+    for written in paths:
+        console.print(f"wrote {written}")
+    return 0
+
+
+def _env(args: argparse.Namespace, console: Console) -> int:
+    environment = _use_gpu(args.device)
+    table = Table(title="bench environment", show_header=False)
+    for key, value in environment.as_dict().items():
+        table.add_row(key, format_size(value) if key.endswith("bytes") else str(value))
+    console.print(table)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.store import ResultsError
+
+    console = Console()
+    try:
+        args = _parser().parse_args(argv)
+        return args.handler(args, console)
+    except (UsageError, ResultsError) as error:
+        print(f"bench: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,166 @@
+"""The environment a result came from: GPU, driver, CUDA, PCIe link, clocks, library versions, host, commit."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import bench
+
+
+def no_gpu_reason() -> str | None:
+    """None when a CUDA GPU is usable; otherwise why not, in one line."""
+    try:
+        from cupy.cuda import runtime
+
+        if runtime.getDeviceCount() > 0:
+            return None
+        return "no CUDA GPU visible"
+    except Exception as error:  # ImportError, CUDARuntimeError (no driver, no device, ...)
+        return f"no CUDA GPU visible ({type(error).__name__}: {error})".replace("\n", " ")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One row's worth of environment columns (every result row carries them)."""
+
+    gpu_name: str
+    gpu_uuid: str
+    gpu_index: int
+    pci_bus_id: str
+    compute_capability: str
+    sm_count: int
+    device_memory_bytes: int
+    async_engine_count: int
+    driver_version: str
+    cuda_driver: str
+    cuda_runtime: str
+    pcie_gen: int  # current link generation; an idle link may have dropped to a lower one to save power
+    pcie_width: int
+    pcie_gen_max: int  # what the GPU and the slot can reach together
+    pcie_width_max: int
+    sm_clock_mhz: int
+    mem_clock_mhz: int
+    sm_clock_max_mhz: int
+    mem_clock_max_mhz: int
+    hostname: str
+    python_version: str
+    cupy_version: str
+    numba_cuda_version: str
+    numpy_version: str
+    bench_version: str
+    git_commit: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+
+def pcie_gbps_per_direction(generation: int, width: int) -> float | None:
+    """Theoretical one-direction data rate of a PCIe link, GB/s (line rate after encoding, before packet overhead)."""
+    gigatransfers = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}.get(generation)
+    if gigatransfers is None or width <= 0:
+        return None
+    encoding = 8 / 10 if generation <= 2 else 128 / 130
+    return gigatransfers * encoding * width / 8
+
+
+def _cuda_version(number: int) -> str:
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def _distribution_version(module: str) -> str:
+    """'cupy-cuda13x 14.2.0' for module 'cupy': which build is installed matters as much as its version."""
+    names = importlib.metadata.packages_distributions().get(module, [])
+    found = [f"{name} {importlib.metadata.version(name)}" for name in sorted(set(names))]
+    return ", ".join(found) or "not installed"
+
+
+def git_commit() -> str:
+    """The suite's commit (with '-dirty' for local changes); BENCH_GIT_COMMIT where the tree has no .git."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("BENCH_GIT_COMMIT", "unknown")
+
+
+def _nvml_readings(pci_bus_id: str) -> dict:
+    """Driver, PCIe and clock readings from NVML; -1 / 'unknown' for any it cannot give."""
+    import pynvml
+
+    readings = {
+        "gpu_uuid": "unknown", "driver_version": "unknown", "pcie_gen": -1, "pcie_width": -1,
+        "pcie_gen_max": -1, "pcie_width_max": -1, "sm_clock_mhz": -1, "mem_clock_mhz": -1,
+        "sm_clock_max_mhz": -1, "mem_clock_max_mhz": -1,
+    }
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return readings
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+        queries = {
+            "gpu_uuid": lambda: pynvml.nvmlDeviceGetUUID(handle),
+            "driver_version": pynvml.nvmlSystemGetDriverVersion,
+            "pcie_gen": lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+            "pcie_width": lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
+            "pcie_gen_max": lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            "pcie_width_max": lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
+            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "mem_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+        for key, query in queries.items():
+            try:
+                value = query()
+                readings[key] = value.decode() if isinstance(value, bytes) else value
+            except pynvml.NVMLError:
+                pass
+    except pynvml.NVMLError:
+        pass
+    finally:
+        pynvml.nvmlShutdown()
+    return readings
+
+
+def collect(device: int = 0) -> Environment:
+    """Read the environment of CUDA device ``device`` (needs a GPU)."""
+    from cupy.cuda import runtime
+
+    properties = runtime.getDeviceProperties(device)
+    pci_bus_id = runtime.deviceGetPCIBusId(device)
+    name = properties["name"]
+    return Environment(
+        gpu_name=name.decode() if isinstance(name, bytes) else name,
+        gpu_index=device,
+        pci_bus_id=pci_bus_id,
+        compute_capability=f"{properties['major']}.{properties['minor']}",
+        sm_count=properties["multiProcessorCount"],
+        device_memory_bytes=properties["totalGlobalMem"],
+        async_engine_count=properties["asyncEngineCount"],
+        cuda_driver=_cuda_version(runtime.driverGetVersion()),
+        cuda_runtime=_cuda_version(runtime.runtimeGetVersion()),
+        hostname=socket.gethostname(),
+        python_version=platform.python_version(),
+        cupy_version=_distribution_version("cupy"),
+        numba_cuda_version=_distribution_version("numba_cuda"),
+        numpy_version=_distribution_version("numpy"),
+        bench_version=bench.__version__,
+        git_commit=git_commit(),
+        **_nvml_readings(pci_bus_id),
+    )

@@ -1,0 +1,98 @@
+"""Host memory kinds and device allocators, each freed deterministically (context managers).
+
+Host kinds:
+    ``pinned``      cudaHostAlloc: page-locked, DMA-able directly, allows asynchronous copies.
+    ``pageable``    ordinary numpy memory with every page touched; copies stage through a driver buffer.
+    ``registered``  ordinary numpy memory page-locked after the fact with cudaHostRegister.
+Device allocators:
+    ``malloc``       cudaMalloc / cudaFree.
+    ``mallocAsync``  cudaMallocAsync / cudaFreeAsync on a stream, from the device's default pool.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+
+import cupy
+import numpy as np
+from cupy.cuda import runtime
+
+HOST_MEMORY = ("pinned", "pageable", "registered")
+DEVICE_ALLOCATORS = ("malloc", "mallocAsync")
+
+
+class HostBuffer:
+    """``nbytes`` of host memory of one kind; ``array`` is a uint8 numpy view, ``ptr`` its address."""
+
+    def __init__(self, kind: str, nbytes: int) -> None:
+        if kind not in HOST_MEMORY:
+            raise ValueError(f"unknown host memory kind {kind!r}; choose from {', '.join(HOST_MEMORY)}")
+        if nbytes <= 0:
+            raise ValueError("nbytes must be positive")
+        self.kind, self.nbytes = kind, nbytes
+        self._pinned_ptr = 0
+        self._registered = False
+        if kind == "pinned":
+            self._pinned_ptr = runtime.hostAlloc(nbytes, 0)
+            self.array = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(self._pinned_ptr), dtype=np.uint8)
+        else:
+            self.array = np.empty(nbytes, dtype=np.uint8)
+            self.array[:: mmap.PAGESIZE] = 0  # fault every page in now, not during the first timed copy
+            if kind == "registered":
+                runtime.hostRegister(self.array.ctypes.data, nbytes, 0)
+                self._registered = True
+        self.ptr = self.array.ctypes.data
+
+    def close(self) -> None:
+        if self._registered:  # unregister while the numpy memory still exists
+            runtime.hostUnregister(self.ptr)
+            self._registered = False
+        self.array = None  # drops pageable memory; for pinned, the view goes before the memory behind it
+        if self._pinned_ptr:
+            runtime.freeHost(self._pinned_ptr)
+            self._pinned_ptr = 0
+
+    def __enter__(self) -> HostBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class DeviceBuffer:
+    """``nbytes`` of device memory from one allocator; ``array`` is a uint8 CuPy view, ``ptr`` its address.
+
+    ``mallocAsync`` buffers are allocated and freed in stream order on ``stream`` (a CuPy stream).
+    """
+
+    def __init__(self, allocator: str, nbytes: int, stream=None) -> None:
+        if allocator not in DEVICE_ALLOCATORS:
+            raise ValueError(f"unknown allocator {allocator!r}; choose from {', '.join(DEVICE_ALLOCATORS)}")
+        if nbytes <= 0:
+            raise ValueError("nbytes must be positive")
+        if allocator == "mallocAsync" and stream is None:
+            raise ValueError("mallocAsync needs a stream")
+        self.allocator, self.nbytes, self.stream = allocator, nbytes, stream
+        if allocator == "malloc":
+            self.ptr = runtime.malloc(nbytes)
+        else:
+            self.ptr = runtime.mallocAsync(nbytes, stream.ptr)
+        memory = cupy.cuda.UnownedMemory(self.ptr, nbytes, self)
+        self.array = cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
+
+    def close(self) -> None:
+        if not self.ptr:
+            return
+        self.array = None
+        if self.allocator == "malloc":
+            runtime.free(self.ptr)
+        else:
+            runtime.freeAsync(self.ptr, self.stream.ptr)
+        self.ptr = 0
+
+    def __enter__(self) -> DeviceBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

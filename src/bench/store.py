@@ -1,0 +1,76 @@
+"""Results on disk: one tidy parquet table per run, a schema version in its metadata, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+METADATA_KEY = b"bench"
+
+
+class ResultsError(Exception):
+    """A results file that cannot be used; the message is one line for the user."""
+
+
+def write(path: Path, rows: Sequence[dict], metadata: dict) -> None:
+    """Write ``rows`` to ``path`` atomically: a reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(pd.DataFrame(list(rows)), preserve_index=False)
+    stamp = {"schema_version": SCHEMA_VERSION, **metadata}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: json.dumps(stamp)})
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as sink:
+            pq.write_table(table, sink)
+            sink.flush()
+            os.fsync(sink.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read_metadata(path: Path) -> dict:
+    """The bench metadata of a results file; ResultsError if it is unreadable, foreign or too new."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as error:
+        raise ResultsError(f"cannot read results file {path}: {error}") from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise ResultsError(f"{path} is not a bench results file (no bench metadata)")
+    try:
+        metadata = json.loads(raw)
+    except ValueError:
+        raise ResultsError(f"{path} has unreadable bench metadata") from None
+    if metadata.get("schema_version", 0) > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path} has schema version {metadata['schema_version']}; this bench reads up to {SCHEMA_VERSION}"
+        )
+    return metadata
+
+
+def read(path: Path) -> pd.DataFrame:
+    """A results file as one DataFrame (plain ``pandas.read_parquet`` works too; this also checks it)."""
+    read_metadata(path)
+    try:
+        return pd.read_parquet(path)
+    except (OSError, pa.ArrowException) as error:
+        raise ResultsError(f"cannot read results file {path}: {error}") from None
+
+
+def newest(directory: Path) -> Path:
+    """The newest results file in ``directory`` (names start with a UTC timestamp, so they sort by time)."""
+    candidates = sorted(Path(directory).glob("*.parquet"))
+    if not candidates:
+        raise ResultsError(f"no results files (*.parquet) in {directory}/; run 'python -m bench sweep' first")
+    return candidates[-1]

@@ -1,0 +1,114 @@
+"""Expand axes into configurations, run the experiments under a progress bar, keep every finished row on disk."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench import store
+from bench.experiments import Config, Experiment, registry
+from bench.units import format_size
+
+
+def expand(axes: Mapping[str, Sequence], valid: Callable[[Config], bool] = lambda config: True) -> list[Config]:
+    """Every combination of the axes' values, the first axis varying slowest, minus those ``valid`` rejects."""
+    names = list(axes)
+    combinations = (dict(zip(names, values)) for values in itertools.product(*axes.values()))
+    return [config for config in combinations if valid(config)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    experiment: Experiment
+    configs: list[Config]
+
+
+def plan(names: Sequence[str], *, quick: bool = False, sizes: Sequence[int] | None = None) -> list[Plan]:
+    """The configurations each named experiment will run. Raises ValueError for an unknown name."""
+    known = registry()
+    plans = []
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)}")
+        experiment = known[name]
+        axes = {**experiment.axes, **(experiment.quick_axes if quick else {})}
+        if sizes:
+            axes[experiment.size_axis] = tuple(sizes)
+        plans.append(Plan(experiment, expand(axes, experiment.valid)))
+    return plans
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: Path | None  # None when no row finished, so nothing was written
+    rows: list[dict]
+    planned: int
+    interrupted: bool
+
+
+def describe(experiment: Experiment, config: Mapping) -> str:
+    """A configuration in a few words, for the progress bar: 'bandwidth pinned H2D 16 MiB'."""
+    values = [config[axis] for axis in experiment.axes]
+    words = [format_size(value) if axis == experiment.size_axis else str(value)
+             for axis, value in zip(experiment.axes, values)]
+    return " ".join([experiment.name, *words])
+
+
+def run(
+    plans: Sequence[Plan],
+    timer,
+    environment: Mapping,
+    path: Path,
+    *,
+    run_id: str,
+    command: str = "",
+    save_every_s: float = 2.0,
+    console: Console | None = None,
+) -> Outcome:
+    """Run every plan; rows carry the environment columns. The results file is rewritten atomically every
+    ``save_every_s`` and at the end, so an interrupted or failed sweep keeps what it finished."""
+    metadata = {
+        "run_id": run_id,
+        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "stop_rule": dataclasses.asdict(timer.rule),
+        "environment": dict(environment),
+    }
+    planned = sum(len(item.configs) for item in plans)
+    rows: list[dict] = []
+
+    def save(complete: bool) -> None:
+        if rows:
+            store.write(path, rows, {**metadata, "complete": complete, "planned": planned})
+
+    last_save = time.monotonic()
+    progress = Progress(
+        TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console,
+    )
+    try:
+        with progress:
+            task = progress.add_task("starting", total=planned)
+            for item in plans:
+                for row in item.experiment.run(item.configs, timer):
+                    rows.append({"experiment": item.experiment.name, **row, **environment, "run_id": run_id})
+                    progress.update(task, advance=1, description=describe(item.experiment, row))
+                    if time.monotonic() - last_save >= save_every_s:
+                        save(complete=False)
+                        last_save = time.monotonic()
+    except KeyboardInterrupt:
+        save(complete=False)
+        return Outcome(path if rows else None, rows, planned, interrupted=True)
+    except BaseException:
+        save(complete=False)
+        raise
+    save(complete=True)
+    return Outcome(path if rows else None, rows, planned, interrupted=False)

@@ -1,0 +1,273 @@
+"""All GPU timing: CUDA events on the streams that do the work, a gate, warm-up and adaptive stopping.
+
+Work is handed over as ``enqueue(ops)``, a callable that enqueues ``ops`` repetitions of the operation on its
+streams. One *batch* is: [gate] → start event → ``enqueue(ops)`` → one end event per stream → [open the gate].
+Each batch gives one sample: its GPU time divided by ``ops``. With the gate (nvbandwidth's technique), the whole
+batch waits behind a one-thread kernel until the host has finished enqueuing it, so the GPU time does not depend on
+how fast Python enqueues. Pageable copies must be timed without it (``gated=False``): ``cudaMemcpyAsync`` from
+pageable memory waits on the host for earlier work in its stream, so behind a closed gate it would never return.
+
+Example (needs a GPU)::
+
+    import cupy
+    from cupy.cuda import runtime
+    from bench.timing import StopRule, Timer
+
+    src, dst = cupy.ones(1 << 24, cupy.uint8), cupy.empty(1 << 24, cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def enqueue(ops):
+        for _ in range(ops):
+            runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+
+    timing = Timer(StopRule()).measure(enqueue, [stream])
+    print(f"{timing.summary.median_ms:.4f} ms per copy ({timing.stop_reason})")
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cupy.cuda import runtime
+
+# The robust standard error of a median: 1.2533 σ/√n (large-sample, normal data), with σ estimated as 1.4826·MAD.
+_MEDIAN_SE_FACTOR = 1.2533 * 1.4826
+
+
+class MeasurementFailed(RuntimeError):
+    """A measurement that produced no trustworthy number; its message says why."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics of a list of samples, in milliseconds."""
+
+    n: int
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    stdrel: float  # sample standard deviation / mean (nvbench's "noise")
+    median_relerr: float  # robust standard error of the median / median: how well the median is pinned down
+
+    @classmethod
+    def of(cls, samples_ms: Sequence[float]) -> Summary:
+        if not samples_ms:
+            raise ValueError("no samples")
+        n = len(samples_ms)
+        median = statistics.median(samples_ms)
+        mean = statistics.fmean(samples_ms)
+        stdrel = statistics.stdev(samples_ms) / mean if n > 1 and mean > 0 else math.inf
+        if n > 1 and median > 0:
+            mad = statistics.median(abs(x - median) for x in samples_ms)
+            median_relerr = _MEDIAN_SE_FACTOR * mad / math.sqrt(n) / median
+        else:
+            median_relerr = math.inf
+        return cls(n, median, min(samples_ms), max(samples_ms), stdrel, median_relerr)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When to stop sampling one configuration, and how to size its batches."""
+
+    min_samples: int = 10
+    max_samples: int = 1000
+    target_relerr: float = 0.005  # stop once the median is known to ±0.5% (one standard error)...
+    time_cap_s: float = 0.3  # ...or once this much time was spent sampling (after min_samples)
+    warmup_batches: int = 1  # discarded batches at full batch size, after the two single-op sizing batches
+    batch_ms: float = 1.0  # aim each batch at this much GPU time, so event resolution (~0.5 µs) is negligible
+    max_ops_per_batch: int = 64  # bound the queue behind a closed gate well below the stream's queue depth
+    gate_timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_samples <= self.max_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
+        if self.target_relerr <= 0 or self.time_cap_s <= 0 or self.batch_ms <= 0 or self.gate_timeout_s <= 0:
+            raise ValueError("target_relerr, time_cap_s, batch_ms and gate_timeout_s must be positive")
+        if self.max_ops_per_batch < 1 or self.warmup_batches < 0:
+            raise ValueError("need max_ops_per_batch >= 1 and warmup_batches >= 0")
+
+    def stop_reason(self, samples_ms: Sequence[float], sampling_s: float) -> str | None:
+        """``"converged"``, ``"time_cap"``, ``"max_samples"``, or None to keep sampling."""
+        n = len(samples_ms)
+        if n >= self.max_samples:
+            return "max_samples"
+        if n < self.min_samples:
+            return None
+        if Summary.of(samples_ms).median_relerr <= self.target_relerr:
+            return "converged"
+        if sampling_s >= self.time_cap_s:
+            return "time_cap"
+        return None
+
+    def ops_per_batch(self, single_op_ms: float) -> int:
+        """How many operations a batch needs to last about ``batch_ms``."""
+        if single_op_ms <= 0:
+            return self.max_ops_per_batch
+        return max(1, min(self.max_ops_per_batch, math.ceil(self.batch_ms / single_op_ms)))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Raw GPU samples of one configuration. Every value is milliseconds per operation."""
+
+    samples_ms: list[float]  # one per batch: start event to the last stream's end event, / ops
+    stream_samples_ms: list[list[float]]  # per stream, one per batch: start event to that stream's end event, / ops
+    ops_per_sample: int
+    gated: bool
+    stop_reason: str
+
+    @property
+    def summary(self) -> Summary:
+        return Summary.of(self.samples_ms)
+
+    def stream_median_ms(self, index: int) -> float:
+        return statistics.median(self.stream_samples_ms[index])
+
+    def columns(self) -> dict:
+        """The standard timing columns of a result row."""
+        summary = self.summary
+        return {
+            "samples_ms": list(self.samples_ms),
+            "n_samples": summary.n,
+            "ops_per_sample": self.ops_per_sample,
+            "gated": self.gated,
+            "median_ms": summary.median_ms,
+            "min_ms": summary.min_ms,
+            "max_ms": summary.max_ms,
+            "stdrel": summary.stdrel,
+            "median_relerr": summary.median_relerr,
+            "stop_reason": self.stop_reason,
+        }
+
+
+def untimed_columns(gated: bool) -> dict:
+    """The timing columns of a row that was not timed (its measurement failed or its data did not verify)."""
+    nan = math.nan
+    return {
+        "samples_ms": [], "n_samples": 0, "ops_per_sample": 0, "gated": gated, "median_ms": nan,
+        "min_ms": nan, "max_ms": nan, "stdrel": nan, "median_relerr": nan, "stop_reason": "",
+    }
+
+
+class Gate:
+    """A one-thread kernel that holds a stream until the host opens it, with a watchdog.
+
+    The latch lives in host-mapped pinned memory: ``latch[0]`` is the host's release flag, ``latch[1]`` the
+    kernel's outcome. If the host does not open the gate within ``timeout_s`` the kernel gives up, and
+    :meth:`check` raises: the batch it held was not measured behind a closed gate.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        import numpy as np
+        from numba import cuda
+
+        from bench.kernels import GATE_PENDING, gate_kernel
+
+        self._cuda, self._kernel, self._pending = cuda, gate_kernel, GATE_PENDING
+        self._latch = cuda.mapped_array(2, dtype=np.int32)
+        self._timeout_ns = np.uint64(int(timeout_s * 1e9))
+        self.timeout_s = timeout_s
+
+    def close(self, stream) -> None:
+        """Launch the gate on a CuPy stream; work enqueued behind it waits until :meth:`open`."""
+        self._latch[0] = 0
+        self._latch[1] = self._pending
+        self._kernel[1, 1, self._cuda.external_stream(stream.ptr)](self._latch, self._timeout_ns)
+
+    def open(self) -> None:
+        self._latch[0] = 1
+
+    def check(self) -> None:
+        """After the gated work finished: raise unless the gate was opened by the host."""
+        from bench.kernels import GATE_EXPIRED, GATE_RELEASED
+
+        outcome = int(self._latch[1])
+        if outcome == GATE_EXPIRED:
+            raise MeasurementFailed(
+                f"gate watchdog expired after {self.timeout_s:g} s: the host did not finish enqueuing in time"
+            )
+        if outcome != GATE_RELEASED:
+            raise MeasurementFailed(f"gate kernel did not run (outcome {outcome})")
+
+
+class _Events:
+    """A start event and one end event per stream, destroyed on exit."""
+
+    def __init__(self, streams: int) -> None:
+        self.start = runtime.eventCreate()
+        self.ends = [runtime.eventCreate() for _ in range(streams)]
+
+    def __enter__(self) -> _Events:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for event in [self.start, *self.ends]:
+            runtime.eventDestroy(event)
+
+
+class Timer:
+    """Times ``enqueue(ops)`` with CUDA events until the :class:`StopRule` is met."""
+
+    def __init__(self, rule: StopRule | None = None) -> None:
+        self.rule = rule or StopRule()
+        self._gate: Gate | None = None
+
+    @property
+    def gate(self) -> Gate:
+        if self._gate is None:
+            self._gate = Gate(self.rule.gate_timeout_s)
+        return self._gate
+
+    def measure(
+        self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True
+    ) -> Timing:
+        """Warm up, size the batch, then sample until the stop rule says so.
+
+        ``streams`` are CuPy streams; the first one carries the gate and the start event, the others wait on the
+        start event. Raises :class:`MeasurementFailed` if a gate's watchdog expired.
+        """
+        if not streams:
+            raise ValueError("need at least one stream")
+        rule = self.rule
+        with _Events(len(streams)) as events:
+            self._batch(events, enqueue, streams, 1, gated)  # first touch, kernel compilation, lazy loading
+            ops = rule.ops_per_batch(max(self._batch(events, enqueue, streams, 1, gated)))
+            for _ in range(rule.warmup_batches):
+                self._batch(events, enqueue, streams, ops, gated)
+            samples: list[float] = []
+            per_stream: list[list[float]] = [[] for _ in streams]
+            started = time.perf_counter()
+            while True:
+                batch_ms = self._batch(events, enqueue, streams, ops, gated)
+                samples.append(max(batch_ms) / ops)
+                for column, ms in zip(per_stream, batch_ms):
+                    column.append(ms / ops)
+                reason = rule.stop_reason(samples, time.perf_counter() - started)
+                if reason:
+                    return Timing(samples, per_stream, ops, gated, reason)
+
+    def _batch(self, events: _Events, enqueue, streams, ops: int, gated: bool) -> list[float]:
+        """Run one batch; return each stream's GPU time from the start event to its end event (ms)."""
+        first = streams[0]
+        if gated:
+            self.gate.close(first)
+        try:
+            runtime.eventRecord(events.start, first.ptr)
+            for stream in streams[1:]:
+                runtime.streamWaitEvent(stream.ptr, events.start, 0)
+            enqueue(ops)
+            # End events go in before the gate opens: recorded later, they would time the host, not the GPU.
+            for stream, end in zip(streams, events.ends):
+                runtime.eventRecord(end, stream.ptr)
+        finally:
+            if gated:
+                self.gate.open()
+        for end in events.ends:
+            runtime.eventSynchronize(end)
+        if gated:
+            self.gate.check()
+        return [runtime.eventElapsedTime(events.start, end) for end in events.ends]

@@ -1,0 +1,21 @@
+import pytest
+
+from bench.env import no_gpu_reason
+
+_NO_GPU = no_gpu_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _NO_GPU:
+        skip = pytest.mark.skip(reason=f"needs a GPU: {_NO_GPU}")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def no_gpu():
+    """For tests of what happens without a GPU; skipped where there is one."""
+    if not _NO_GPU:
+        pytest.skip("a GPU is visible here, so the no-GPU path cannot be exercised")
+    return _NO_GPU

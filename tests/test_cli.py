@@ -1,0 +1,80 @@
+"""Bad input: one line on stderr, exit 2, no traceback, nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def bench(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def assert_usage_error(result, cwd, fragment):
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench: error: "), result.stderr
+    assert fragment in lines[0] and "Traceback" not in result.stderr
+    assert not (Path(cwd) / "results").exists() and not (Path(cwd) / "plots").exists()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["sweep", "--experiments", "nope"], "unknown experiment 'nope'"),
+    (["sweep", "--sizes", "0"], "'0' is not a positive size"),
+    (["sweep", "--sizes=-4K"], "'-4K' is not a positive size"),
+    (["sweep", "--sizes", "-4K"], "expected one argument"),
+    (["sweep", "--sizes", "lots"], "'lots' is not a size"),
+    (["sweep", "--device", "x"], "invalid int value"),
+    (["sweep", "--frobnicate"], "unrecognized arguments"),
+    (["teleport"], "invalid choice"),
+    ([], "required"),
+    (["plot"], "no results files"),
+    (["plot", "missing.parquet"], "cannot read results file"),
+])
+def test_usage_errors(tmp_path, args, fragment):
+    assert_usage_error(bench(*args, cwd=tmp_path), tmp_path, fragment)
+
+
+def test_plot_rejects_foreign_newer_and_non_parquet_files(tmp_path):
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "foreign.parquet")
+    newer = pa.table({"a": [1]}).replace_schema_metadata({b"bench": json.dumps({"schema_version": 99})})
+    pq.write_table(newer, tmp_path / "newer.parquet")
+    (tmp_path / "notes.parquet").write_text("not parquet")
+    for name, fragment in (("foreign", "not a bench results file"), ("newer", "schema version 99"),
+                           ("notes", "cannot read results file")):
+        assert_usage_error(bench("plot", f"{name}.parquet", cwd=tmp_path), tmp_path, fragment)
+
+
+def test_sweep_without_gpu(tmp_path, no_gpu):
+    assert_usage_error(bench("sweep", cwd=tmp_path), tmp_path, "no CUDA GPU visible")
+    assert_usage_error(bench("env", cwd=tmp_path), tmp_path, "no CUDA GPU visible")
+
+
+def test_unwritable_output_directory(tmp_path):
+    if os.geteuid() == 0:
+        target = Path("/proc/bench-results")  # not writable even for root
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = locked / "results"
+    assert_usage_error(bench("sweep", "--out", str(target), cwd=tmp_path), tmp_path, "cannot write to")
+
+
+def test_plot_writes_figures(tmp_path):
+    from bench import store
+    from synthetic import bandwidth_rows
+
+    store.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet",
+                bandwidth_rows().to_dict("records"), {"run_id": "x"})
+    result = bench("plot", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["bandwidth.png", "bandwidth.svg"]

@@ -1,0 +1,171 @@
+"""The real thing, at small sizes. Skipped (with the reason) where no GPU is visible."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.gpu
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+@pytest.fixture(scope="module")
+def cupy():
+    import cupy
+
+    return cupy
+
+
+def test_gate_holds_work_until_opened(cupy):
+    from cupy.cuda import runtime
+
+    from bench.timing import Gate
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    src, dst = cupy.arange(1 << 20, dtype=cupy.uint8), cupy.zeros(1 << 20, dtype=cupy.uint8)
+    done = runtime.eventCreate()
+    gate = Gate(timeout_s=5.0)
+    gate.close(stream)
+    runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+    runtime.eventRecord(done, stream.ptr)
+    time.sleep(0.2)
+    with pytest.raises(cupy.cuda.runtime.CUDARuntimeError):  # cudaErrorNotReady: still held
+        runtime.eventQuery(done)
+    gate.open()
+    runtime.eventSynchronize(done)
+    gate.check()
+    assert bool((dst == src).all())
+    runtime.eventDestroy(done)
+
+
+def test_gate_watchdog_expires(cupy):
+    from bench.timing import Gate, MeasurementFailed
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    gate = Gate(timeout_s=0.2)
+    started = time.monotonic()
+    gate.close(stream)
+    stream.synchronize()  # nobody opens it
+    assert 0.15 < time.monotonic() - started < 3
+    with pytest.raises(MeasurementFailed, match="watchdog expired"):
+        gate.check()
+
+
+@pytest.mark.parametrize("kind", ["pinned", "pageable", "registered"])
+def test_host_memory_round_trip(cupy, kind):
+    from cupy.cuda import runtime
+
+    from bench.memory import DeviceBuffer, HostBuffer
+
+    nbytes = 3 << 20
+    pattern = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
+    with HostBuffer(kind, nbytes) as src, HostBuffer(kind, nbytes) as dst, DeviceBuffer("malloc", nbytes) as dev:
+        src.array[:] = pattern
+        dst.array[:] = 0
+        runtime.memcpy(dev.ptr, src.ptr, nbytes, runtime.memcpyHostToDevice)
+        runtime.memcpy(dst.ptr, dev.ptr, nbytes, runtime.memcpyDeviceToHost)
+        assert np.array_equal(dst.array, pattern)
+        assert src.array is not None
+    assert src.array is None and dst.array is None
+
+
+def test_device_allocators(cupy):
+    from bench.memory import DeviceBuffer
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    free_before, _ = cupy.cuda.runtime.memGetInfo()
+    with DeviceBuffer("malloc", 256 << 20) as buffer:
+        buffer.array.fill(7)
+        assert int(buffer.array[-1]) == 7
+        assert cupy.cuda.runtime.memGetInfo()[0] <= free_before - (256 << 20)
+    assert buffer.ptr == 0
+    with DeviceBuffer("mallocAsync", 1 << 20, stream) as buffer:
+        with stream:
+            buffer.array.fill(3)
+            assert int(buffer.array.sum()) == 3 << 20
+    stream.synchronize()
+    with pytest.raises(ValueError, match="needs a stream"):
+        DeviceBuffer("mallocAsync", 1024)
+
+
+def test_verification_catches_a_wrong_copy(cupy):
+    from bench.experiments import bandwidth
+
+    with bandwidth._Buffers("pinned", 1 << 20) as buffers:
+        (h2d,) = buffers.copies("H2D")
+        assert bandwidth._mismatch([h2d], 1 << 20) is None
+        buffers.host_src.array[12345] ^= 0xFF  # the source no longer matches the reference
+        message = bandwidth._mismatch([h2d], 1 << 20)
+        assert message == "data mismatch after copy: 1 of 1048576 bytes differ (first at offset 12345)"
+        # a copy shorter than the verified range leaves poison behind, which the check must see
+        (d2d,) = buffers.copies("D2D")
+        short = bandwidth._Copy(d2d.stream, d2d.dst_ptr, d2d.src_ptr, d2d.kind, d2d.dst, d2d.expected)
+        short.dst[: 1 << 20].fill(bandwidth.POISON)
+        short.enqueue(1 << 19)
+        short.stream.synchronize()
+        assert int((short.dst[: 1 << 20] == bandwidth.POISON).sum()) == 1 << 19
+
+
+def test_bandwidth_experiment_small(cupy):
+    from bench import sweep
+    from bench.timing import StopRule, Timer
+
+    (item,) = sweep.plan(["bandwidth"], sizes=[4096, 16 << 20])
+    rows = pd.DataFrame(item.experiment.run(item.configs, Timer(StopRule(min_samples=5, time_cap_s=0.2))))
+    assert len(rows) == 20 and (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
+    assert rows["verified"].all() and (rows["n_samples"] >= 5).all()
+    assert (rows["gated"] == (rows["host_memory"] != "pageable")).all()
+    big = rows[rows["bytes"] == 16 << 20].set_index(["direction", "host_memory"])["gbps"]
+    # Plausibility on any PCIe Gen3+ x16 GPU; on the H200 pinned is ~55 GB/s.
+    assert 8 < big["H2D", "pinned"] < 70 and 8 < big["D2H", "pinned"] < 70
+    assert big["D2D", "device"] > 200
+    assert big["BIDIR", "pinned"] > max(big["H2D", "pinned"], big["D2H", "pinned"])
+    bidir = rows[(rows["direction"] == "BIDIR") & (rows["bytes"] == 16 << 20) & (rows["host_memory"] == "pinned")]
+    assert bidir["h2d_gbps"].iloc[0] > 8 and bidir["d2h_gbps"].iloc[0] > 8
+
+
+def test_env_collect(cupy):
+    from bench import env
+
+    environment = env.collect(0)
+    assert environment.gpu_name and environment.sm_count > 0 and environment.async_engine_count >= 1
+    assert environment.cuda_runtime.count(".") == 1 and environment.driver_version != "unknown"
+    assert environment.pcie_width_max > 0 and environment.pcie_gen_max > 0
+
+
+def _bench(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_quick_sweep_then_plot(tmp_path):
+    result = _bench("sweep", "--quick", "--sizes", "64K,4M", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (path,) = (tmp_path / "results").glob("*.parquet")
+    rows = pd.read_parquet(path)
+    assert len(rows) == 20 and (rows["status"] == "ok").all()
+    for column in ("experiment", "direction", "host_memory", "bytes", "samples_ms", "median_ms", "min_ms",
+                   "max_ms", "stdrel", "gbps", "verified", "gpu_name", "driver_version", "cuda_runtime",
+                   "pcie_gen", "pcie_width", "gpu_uuid", "hostname", "git_commit"):
+        assert column in rows.columns, column
+    assert "configurations written to" in result.stdout
+    plotted = _bench("plot", cwd=tmp_path)
+    assert plotted.returncode == 0, plotted.stderr
+    assert (tmp_path / "plots" / "bandwidth.png").stat().st_size > 10_000
+
+
+def test_cli_size_beyond_device_memory(tmp_path):
+    result = _bench("sweep", "--sizes", "4T", cwd=tmp_path)
+    assert result.returncode == 2 and "of device memory" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
+
+
+def test_cli_bad_device(tmp_path):
+    result = _bench("sweep", "--device", "99", cwd=tmp_path)
+    assert result.returncode == 2 and "--device 99" in result.stderr

@@ -1,0 +1,35 @@
+"""The gate kernel's logic under Numba's CUDA simulator (no GPU needed; a fresh process, since the simulator
+must be chosen before numba.cuda is first imported)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+SCRIPT = """
+import time
+import numpy as np
+from numba import cuda
+from bench.kernels import GATE_EXPIRED, GATE_RELEASED, gate_kernel
+
+latch = cuda.mapped_array(2, np.int32)
+latch[:] = 0
+started = time.monotonic()
+gate_kernel[1, 1](latch, np.uint64(50_000_000))  # nobody opens it: the watchdog must end it
+waited = time.monotonic() - started
+assert latch[1] == GATE_EXPIRED, latch[1]
+assert 0.05 <= waited < 5, waited
+
+latch[0], latch[1] = 1, 0
+gate_kernel[1, 1](latch, np.uint64(10_000_000_000))  # already open: returns at once
+assert latch[1] == GATE_RELEASED, latch[1]
+print("ok")
+"""
+
+
+def test_gate_kernel_in_simulator():
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": SRC}
+    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -1,0 +1,29 @@
+import matplotlib.image
+
+from bench import plots
+from bench.experiments.bandwidth import headline
+from synthetic import bandwidth_rows
+
+
+def test_bandwidth_plot_from_synthetic_frame(tmp_path):
+    paths = plots.plot_results(bandwidth_rows(failed=2), tmp_path)
+    assert [p.name for p in paths] == ["bandwidth.png", "bandwidth.svg"]
+    height, width, _ = matplotlib.image.imread(paths[0]).shape
+    assert width > 1500 and height > 700
+    svg = paths[1].read_text()
+    assert "PCIe Gen5 x16 theoretical, one direction (63.0 GB/s)" in svg
+    assert "2 configuration(s) failed" in svg and "H2D pinned" in svg and "D2D device" in svg
+
+
+def test_plot_ignores_unknown_experiments(tmp_path):
+    rows = bandwidth_rows()
+    rows["experiment"] = "something-else"
+    assert plots.plot_results(rows, tmp_path) == []
+
+
+def test_headline():
+    table = headline(bandwidth_rows())
+    pinned_h2d = table[(table["direction"] == "H2D") & (table["host memory"] == "pinned")].iloc[0]
+    assert pinned_h2d["peak at"] == "1 GiB" and float(pinned_h2d["peak GB/s"]) > 54
+    assert float(pinned_h2d["GB/s at 16 MiB"]) < float(pinned_h2d["peak GB/s"])
+    assert len(table) == 10
