@@ -19,7 +19,7 @@ GATE_EXPIRED = 2
 if config.ENABLE_CUDASIM:
 
     def fresh_load(array, index):
-        """Simulator stand-in for ``cuda.ldcv``."""
+        """Simulator stand-in for a volatile load."""
         return array[index]
 
     def globaltimer_ns():
@@ -29,10 +29,29 @@ if config.ENABLE_CUDASIM:
 else:
     from llvmlite import ir
     from numba import types
+    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
 
-    # ld.global.cv: treat cached lines as stale and fetch again, so a poll sees the host's store.
-    fresh_load = cuda.ldcv
+    @intrinsic
+    def fresh_load(typingctx, array, index):
+        """``ld.volatile.global`` of an int32 element, emitted as side-effecting asm.
+
+        numba's ``cuda.ldcv`` is not enough here: its asm carries no side effect, so the compiler may hoist it
+        out of a polling loop, which then spins on a stale register (seen on the H200).
+        """
+        if not (isinstance(array, types.Array) and array.dtype == types.int32 and isinstance(index, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            array_type, _ = signature.args
+            array_value, index_value = args
+            view = context.make_array(array_type)(context, builder, array_value)
+            pointer = cgutils.get_item_pointer(context, builder, array_type, view, [index_value])
+            load = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [pointer.type]),
+                                "ld.volatile.global.s32 $0, [$1];", "=r,l", side_effect=True)
+            return builder.call(load, [pointer])
+
+        return types.int32(array, index), codegen
 
     @intrinsic
     def globaltimer_ns(typingctx):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -164,10 +165,12 @@ class Gate:
     def __init__(self, timeout_s: float) -> None:
         import numpy as np
         from numba import cuda
+        from numba.cuda.core.errors import NumbaPerformanceWarning
 
         from bench.kernels import GATE_PENDING, gate_kernel
 
         self._cuda, self._kernel, self._pending = cuda, gate_kernel, GATE_PENDING
+        self._quiet = NumbaPerformanceWarning
         self._latch = cuda.mapped_array(2, dtype=np.int32)
         self._timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.timeout_s = timeout_s
@@ -176,7 +179,9 @@ class Gate:
         """Launch the gate on a CuPy stream; work enqueued behind it waits until :meth:`open`."""
         self._latch[0] = 0
         self._latch[1] = self._pending
-        self._kernel[1, 1, self._cuda.external_stream(stream.ptr)](self._latch, self._timeout_ns)
+        with warnings.catch_warnings():  # one thread on purpose: numba's low-occupancy warning does not apply
+            warnings.simplefilter("ignore", self._quiet)
+            self._kernel[1, 1, self._cuda.external_stream(stream.ptr)](self._latch, self._timeout_ns)
 
     def open(self) -> None:
         self._latch[0] = 1
