@@ -3,7 +3,7 @@
 import pandas as pd
 
 ENV = {"gpu_name": "Test GPU", "driver_version": "580.0", "cuda_runtime": "12.9", "pcie_gen": 5, "pcie_width": 16,
-       "pcie_gen_max": 5, "pcie_width_max": 16, "run_id": "20261121T000000Z", "git_commit": "abc123"}
+       "pcie_gen_max": 5, "pcie_width_max": 16, "l2_cache_bytes": 62914560, "run_id": "20261121T000000Z", "git_commit": "abc123"}
 
 
 def bandwidth_rows(failed: int = 0) -> pd.DataFrame:

@@ -144,7 +144,7 @@ def test_env_collect(cupy):
     environment = env.collect(0)
     assert environment.gpu_name and environment.sm_count > 0 and environment.async_engine_count >= 1
     assert environment.cuda_runtime.count(".") == 1 and environment.driver_version != "unknown"
-    assert environment.pcie_width_max > 0 and environment.pcie_gen_max > 0
+    assert environment.pcie_width_max > 0 and environment.pcie_gen_max > 0 and environment.l2_cache_bytes > 0
 
 
 def _bench(*args, cwd):

@@ -12,6 +12,7 @@ def test_bandwidth_plot_from_synthetic_frame(tmp_path):
     assert width > 1500 and height > 700
     svg = paths[1].read_text()
     assert "PCIe Gen5 x16 theoretical, one direction (63.0 GB/s)" in svg
+    assert "source + destination = L2 (63 MB)" in svg
     assert "2 configuration(s) failed" in svg and "H2D pinned" in svg and "D2D device" in svg
 
 

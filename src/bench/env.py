@@ -37,6 +37,7 @@ class Environment:
     compute_capability: str
     sm_count: int
     device_memory_bytes: int
+    l2_cache_bytes: int
     async_engine_count: int
     driver_version: str
     cuda_driver: str
@@ -152,6 +153,7 @@ def collect(device: int = 0) -> Environment:
         compute_capability=f"{properties['major']}.{properties['minor']}",
         sm_count=properties["multiProcessorCount"],
         device_memory_bytes=properties["totalGlobalMem"],
+        l2_cache_bytes=properties["l2CacheSize"],
         async_engine_count=properties["asyncEngineCount"],
         cuda_driver=_cuda_version(runtime.driverGetVersion()),
         cuda_runtime=_cuda_version(runtime.runtimeGetVersion()),

@@ -37,7 +37,7 @@ def plot_bandwidth(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
     ok = rows[rows["status"] == "ok"]
     env = rows.iloc[0]
     figure, (pcie_ax, device_ax) = plt.subplots(
-        1, 2, figsize=(14, 6.2), gridspec_kw={"width_ratios": [2.3, 1]}, constrained_layout=True
+        1, 2, figsize=(14, 7.2), gridspec_kw={"width_ratios": [2.3, 1]}, constrained_layout=True
     )
     for (direction, host_memory), group in ok.groupby(["direction", "host_memory"], sort=False):
         group = group.sort_values("bytes")
@@ -58,6 +58,11 @@ def plot_bandwidth(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
                         label=f"{name} theoretical, one direction ({link:.1f} GB/s)")
         pcie_ax.axhline(2 * link, color="0.6", linestyle="-.", linewidth=1,
                         label=f"{name} theoretical, both directions ({2 * link:.1f} GB/s)")
+    l2_bytes = int(env.get("l2_cache_bytes", 0) or 0)
+    if l2_bytes and (ok["direction"] == "D2D").any():
+        # Repeated copies between two buffers that together fit in L2 measure the cache, not device memory.
+        device_ax.axvline(l2_bytes / 2, color="0.5", linestyle=":", linewidth=1,
+                          label=f"source + destination = L2 ({l2_bytes / 1e6:.0f} MB):\ncache-assisted to the left")
     for ax, title in ((pcie_ax, "Host ↔ device (cudaMemcpyAsync)"), (device_ax, "Device → device")):
         ax.set_title(title)
         ax.set_ylabel("GB/s (10⁹ bytes/s), median")
@@ -66,16 +71,16 @@ def plot_bandwidth(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
         if len(ok):
             _size_axis(ax, ok["bytes"].to_numpy())
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="upper left", ncol=2 if ax is pcie_ax else 1)
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3 if ax is pcie_ax else 1)
     failed = int((rows["status"] != "ok").sum())
     figure.suptitle(
         f"Copy bandwidth on {env['gpu_name']} — driver {env['driver_version']}, CUDA runtime {env['cuda_runtime']}, "
         f"link now Gen{env['pcie_gen']} x{env['pcie_width']}"
         + (f" — {failed} configuration(s) failed, not shown" if failed else "")
     )
-    figure.text(0.005, 0.003, "band: min–max of samples; pageable copies are timed without the gate, so their time "
-                f"includes the host's staging work.   run {env['run_id']}, commit {str(env['git_commit'])[:12]}",
-                fontsize=7, color="0.4")
+    figure.supxlabel("band: min–max of samples; pageable copies are timed without the gate, so their time includes "
+                     f"the host's staging work.   run {env['run_id']}, commit {str(env['git_commit'])[:12]}",
+                     fontsize=7, color="0.4")
     return _save(figure, Path(out_dir) / "bandwidth")
 
 
