@@ -1,4 +1,5 @@
 import json
+import os
 
 import pandas as pd
 import pyarrow as pa
@@ -22,6 +23,13 @@ def test_round_trip_with_metadata(tmp_path):
     assert list(rows["samples_ms"].iloc[0]) == [0.1, 0.2] and len(rows["samples_ms"].iloc[1]) == 0
     assert store.read_metadata(path) == {"schema_version": store.SCHEMA_VERSION, "run_id": "x"}
     assert store.read(path).equals(rows)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
+
+
+def _current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_atomic_write_survives_interruption(tmp_path, monkeypatch):

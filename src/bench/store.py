@@ -33,10 +33,17 @@ def write(path: Path, rows: Sequence[dict], metadata: dict) -> None:
             pq.write_table(table, sink)
             sink.flush()
             os.fsync(sink.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; a results file is as shareable as any other
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_metadata(path: Path) -> dict:
