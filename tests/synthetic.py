@@ -24,3 +24,40 @@ def bandwidth_rows(failed: int = 0) -> pd.DataFrame:
     for row in rows[:failed]:
         row.update(status="failed", gbps=float("nan"), error="data mismatch after copy")
     return pd.DataFrame(rows)
+
+
+def overlap_rows() -> pd.DataFrame:
+    """Pinned pipelines whose efficiency grows with streams and chunks; pageable ones that barely overlap."""
+    rows = []
+    for host_memory in ("pinned", "pageable"):
+        for chunks_per_stream in (1, 4):
+            for streams in (1, 2, 4, 8):
+                serial, bound = 15.0, 5.25
+                if host_memory == "pinned":
+                    efficiency = 0.35 if streams == 1 else min(0.95, 0.35 + 0.1 * streams * chunks_per_stream / 2)
+                else:
+                    efficiency = 0.3 + 0.01 * streams
+                makespan = bound / efficiency
+                if streams == 1:
+                    makespan = serial
+                rows.append({"experiment": "overlap", "total_bytes": 256 << 20, "compute_ratio": 1.0,
+                             "host_memory": host_memory, "allocator": "malloc", "launch": "eager",
+                             "chunks_per_stream": chunks_per_stream, "streams": streams, "makespan_ms": makespan,
+                             "bound_ms": bound, "serial_ms": serial, "speedup": serial / makespan,
+                             "efficiency": bound / makespan, "concurrency": 0.5, "status": "ok", **ENV})
+    return pd.DataFrame(rows)
+
+
+def overlap_timeline(rows: pd.DataFrame) -> pd.DataFrame:
+    """A plausible per-op timeline for every row: chunk c on stream c % streams, ops back to back per stream."""
+    keys = ["total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream", "streams"]
+    ops = []
+    for _, row in rows.iterrows():
+        chunks = row["streams"] * row["chunks_per_stream"]
+        for chunk in range(chunks):
+            stream, start = chunk % row["streams"], 0.3 * (chunk // row["streams"]) + 0.05 * chunk
+            for kind, length in (("H2D", 0.1), ("kernel", 0.1), ("D2H", 0.1)):
+                ops.append({**row[keys].to_dict(), "stream": stream, "chunk": chunk, "op": kind,
+                            "start_ms": start, "end_ms": start + length})
+                start += length
+    return pd.DataFrame(ops)

@@ -178,3 +178,43 @@ def test_cli_size_beyond_device_memory(tmp_path):
 def test_cli_bad_device(tmp_path):
     result = _bench("sweep", "--device", "99", cwd=tmp_path)
     assert result.returncode == 2 and "--device 99" in result.stderr
+
+
+def test_launch_paths_cost_what_they_should(cupy):
+    from bench.experiments.launch import EXPERIMENT as LAUNCH
+    from bench.timing import Timer
+
+    rows = pd.DataFrame(LAUNCH.run([{"path": p} for p in ("dispatcher", "precompiled", "graph")], Timer()))
+    cost = rows.set_index("path")["host_us_per_launch"]
+    assert 0 < cost["graph"] < cost["precompiled"] < cost["dispatcher"], cost.to_dict()
+
+
+def test_overlap_small_pipeline(cupy):
+    from bench import sweep
+    from bench.experiments.overlap import EXPERIMENT as OVERLAP
+    from bench.timing import StopRule, Timer
+
+    axes = {**OVERLAP.axes, "total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4)}
+    configs = sweep.expand(axes)
+    rows = list(OVERLAP.run(configs, Timer(StopRule(min_samples=3, time_cap_s=0.1))))
+    frame = pd.DataFrame(rows)
+    assert len(frame) == len(configs) == 32
+    pinned = frame[frame["host_memory"] == "pinned"]
+    assert (pinned["status"] == "ok").all() and pinned["verified"].all(), pinned["error"].tolist()
+    assert pinned["gated"].all() and not frame[frame["host_memory"] == "pageable"]["gated"].any()
+    # pageable + graph is either captured and verified, or an unsupported row with the runtime's words
+    for _, row in frame[frame["status"] != "ok"].iterrows():
+        assert row["status"] == "unsupported" and row["launch"] == "graph" and "capture" in row["error"]
+    ok = frame[frame["status"] == "ok"]
+    assert ok["verified"].all() and (ok["kernel_rounds"] >= 1).all()
+    assert ((ok["compute_ratio_measured"] - 1.0).abs() < 0.15).all(), ok["compute_ratio_measured"].tolist()
+    one = pinned[(pinned["streams"] == 1) & (pinned["launch"] == "eager") & (pinned["allocator"] == "malloc")]
+    assert ((one["speedup"] > 0.8) & (one["speedup"] < 1.2)).all(), one["speedup"].tolist()
+    best = pinned[(pinned["streams"] == 4) & (pinned["chunks_per_stream"] == 4)]["efficiency"].max()
+    assert best > 0.5, best  # without overlap, three equal stages give about 1/3
+    eager = [row for row in rows if row["launch"] == "eager" and row["status"] == "ok"]
+    for row in eager:
+        kinds = {op["op"] for op in row["_timeline"]}
+        assert {"H2D", "kernel", "D2H"} <= kinds and len(row["_timeline"]) >= 3 * row["chunks"]
+        assert ("alloc" in kinds) == (row["allocator"] == "mallocAsync")
+        assert 0 <= row["concurrency"] <= 1

@@ -25,11 +25,18 @@ assert 0.05 <= waited < 5, waited
 latch[0], latch[1] = 1, 0
 gate_kernel[1, 1](latch, np.uint64(10_000_000_000))  # already open: returns at once
 assert latch[1] == GATE_RELEASED, latch[1]
+
+from bench.kernels import mix_array_kernel, mix_reference
+values = np.random.default_rng(3).integers(0, 2**32, 1000, dtype=np.uint32)
+data = cuda.to_device(values.copy())
+mix_array_kernel[4, 64](data, 9)
+assert np.array_equal(data.copy_to_host(), mix_reference(values, 9))
+assert not np.array_equal(mix_reference(values, 9), values)
 print("ok")
 """
 
 
-def test_gate_kernel_in_simulator():
+def test_gate_and_mix_kernels_in_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": SRC}
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

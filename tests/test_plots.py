@@ -28,3 +28,22 @@ def test_headline():
     assert pinned_h2d["peak at"] == "1 GiB" and float(pinned_h2d["peak GB/s"]) > 54
     assert float(pinned_h2d["GB/s at 16 MiB"]) < float(pinned_h2d["peak GB/s"])
     assert len(table) == 10
+
+
+def test_overlap_figures_from_synthetic_frame(tmp_path):
+    from synthetic import overlap_rows, overlap_timeline
+
+    rows = overlap_rows()
+    paths = plots.plot_results(rows, tmp_path, {"timeline": overlap_timeline(rows)})
+    assert sorted(p.name for p in paths) == sorted(
+        f"overlap_{kind}.{ext}" for kind in ("scaling", "heatmap", "timeline") for ext in ("png", "svg"))
+    scaling = (tmp_path / "overlap_scaling.svg").read_text()
+    assert "pinned, 4 chunks/stream" in scaling and "90% of bound" in scaling
+    assert "makespan" in (tmp_path / "overlap_timeline.svg").read_text()
+
+
+def test_overlap_figures_without_timeline(tmp_path):
+    from synthetic import overlap_rows
+
+    names = {p.name for p in plots.plot_results(overlap_rows(), tmp_path)}
+    assert "overlap_scaling.png" in names and "overlap_timeline.png" not in names

@@ -39,7 +39,8 @@ def test_plan_rejects_unknown_experiment():
 
 def test_registry_entries_are_complete():
     for name, experiment in registry().items():
-        assert experiment.name == name and experiment.axes and experiment.size_axis in experiment.axes
+        assert experiment.name == name and experiment.axes
+        assert experiment.size_axis in experiment.axes or experiment.size_axis == ""
 
 
 def test_describe():
@@ -94,3 +95,36 @@ def test_complete_sweep_metadata(tmp_path):
     assert not outcome.interrupted and metadata["complete"] is True and metadata["run_id"] == "r7"
     assert metadata["environment"] == {"gpu_name": "g"} and metadata["stop_rule"]["target_relerr"] == 0.005
     assert not math.isnan(pd.read_parquet(path)["median_ms"].iloc[0])
+
+
+def test_sizes_do_not_add_an_axis_to_experiments_without_one():
+    (item,) = sweep.plan(["launch"], sizes=[4096])
+    assert [set(c) for c in item.configs] == [{"path"}] * 3
+
+
+def test_overlap_default_plan_covers_the_issue_axes():
+    (item,) = sweep.plan(["overlap"])
+    assert len(item.configs) == 2 * 3 * 2 * 2 * 2 * 2 * 7
+    assert {c["streams"] for c in item.configs} == {1, 2, 3, 4, 8, 16, 32}
+    (sized,) = sweep.plan(["overlap"], sizes=[64 << 20])
+    assert {c["total_bytes"] for c in sized.configs} == {64 << 20}
+
+
+def test_side_tables_and_stop_rule_overrides(tmp_path):
+    def run(configs, timer):
+        assert timer.rule.min_samples == 3  # the experiment's override reached its timer
+        for config in configs:
+            yield {**config, "median_ms": 1.0, "_timeline": [{"op": "H2D", "start_ms": 0.0, "end_ms": 1.0}]}
+
+    experiment = Experiment(name="piped", description="", axes={"n": (1, 2)}, run=run,
+                            memory_needed=lambda configs: (0, 0), headline=lambda rows: rows,
+                            stop_rule={"min_samples": 3})
+    path = tmp_path / "20261121T000000Z-x.parquet"
+    sweep.run([sweep.Plan(experiment, sweep.expand(experiment.axes))], _Timer(), {}, path, run_id="r")
+    rows = pd.read_parquet(path)
+    assert "_timeline" not in rows.columns and list(rows["n"]) == [1, 2]
+    tables = store.read_side_tables(path)
+    assert list(tables) == ["timeline"]
+    assert list(tables["timeline"]["n"]) == [1, 2] and set(tables["timeline"]["run_id"]) == {"r"}
+    assert store.newest(tmp_path) == path
+    assert store.read_metadata(path)["stop_rule_overrides"] == {"piped": {"min_samples": 3}}

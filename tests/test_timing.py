@@ -154,3 +154,14 @@ def test_timer_opens_the_gate_when_enqueue_fails(fake):
     with pytest.raises(RuntimeError):
         timer.measure(broken, [FakeStream(1)])
     assert log[-1] == ("open",)
+
+
+def test_timer_fixed_batch_size_and_host_enqueue_time(fake):
+    log, runtime = fake
+    timer = Timer(StopRule(min_samples=3, warmup_batches=1))
+    timer._gate = FakeGate(log)
+    result = timer.measure(lambda ops: setattr(runtime, "ops", ops), [FakeStream(1)], ops_per_batch=1)
+    assert result.ops_per_sample == 1 and len(result.enqueue_ms) == 3
+    columns = result.columns()
+    assert columns["host_enqueue_ms"] >= 0 and columns["median_ms"] == 0.25 and columns["n_samples"] == 3
+    assert timer.run_once(lambda ops: setattr(runtime, "ops", ops), [FakeStream(1)]) == [0.25]

@@ -161,9 +161,12 @@ def _print_summary(plans, outcome, console: Console) -> None:
         for values in headline.itertuples(index=False):
             table.add_row(*map(str, values))
         console.print(table)
-        failed = mine[mine["status"] != "ok"]
-        for _, row in failed.iterrows():
-            console.print(f"[red]failed[/red] {describe(item.experiment, row)}: {row['error']}")
+        not_ok = mine[mine["status"] != "ok"]
+        if len(not_ok):
+            counts = ", ".join(f"{count} {status}" for status, count in not_ok["status"].value_counts().items())
+            console.print(f"{item.experiment.name}: {len(mine) - len(not_ok)} ok, {counts}; the first:")
+            for _, row in not_ok.head(3).iterrows():
+                console.print(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}")
     done = len(outcome.rows)
     if outcome.interrupted:
         console.print(f"interrupted after {done} of {outcome.planned} configurations")
@@ -178,7 +181,7 @@ def _plot(args: argparse.Namespace, console: Console) -> int:
 
     path = args.results or store.newest(RESULTS_DIR)
     rows = store.read(path)
-    paths = plots.plot_results(rows, args.out)
+    paths = plots.plot_results(rows, args.out, store.read_side_tables(path))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:

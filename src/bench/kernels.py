@@ -79,3 +79,75 @@ def gate_kernel(latch, timeout_ns):
             latch[1] = GATE_EXPIRED
             return
     latch[1] = GATE_RELEASED
+
+
+# --- compute with tunable intensity -------------------------------------------------------------------------------
+# Each element goes through `rounds` steps of a 32-bit linear congruential generator: integer arithmetic, so the GPU
+# result is bit-exact and a host reference (numpy uint32) can verify it.
+MIX_MULTIPLIER = 1664525
+MIX_INCREMENT = 1013904223
+THREADS_PER_BLOCK = 256
+
+
+@cuda.jit(device=True)
+def mix(value, rounds):
+    for _ in range(rounds):
+        value = (value * MIX_MULTIPLIER + MIX_INCREMENT) & 0xFFFFFFFF
+    return value
+
+
+def mix_reference(values, rounds: int):
+    """What :func:`mix` computes, on the host (numpy uint32 arithmetic wraps the same way)."""
+    import numpy as np
+
+    values = np.array(values, dtype=np.uint32)
+    for _ in range(rounds):
+        values = values * np.uint32(MIX_MULTIPLIER) + np.uint32(MIX_INCREMENT)
+    return values
+
+
+def _mix_in_place(data, count, rounds):
+    index = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while index < count:
+        data[index] = mix(data[index], rounds)
+        index += stride
+
+
+_mix_in_place_device = cuda.jit(device=True)(_mix_in_place)
+
+
+@cuda.jit
+def mix_array_kernel(data, rounds):
+    """The same work on a device array, launched through numba's default dispatcher."""
+    _mix_in_place_device(data, data.size, rounds)
+
+
+class MixKernel:
+    """``data[i] = mix(data[i], rounds)`` for ``count`` uint32 at a raw device pointer, launched the cheap way.
+
+    The kernel is compiled once for a raw-pointer signature and launched through the compiled kernel object, which
+    skips the dispatcher's per-call type matching; see the ``launch`` experiment for what each path costs.
+    """
+
+    def __init__(self, max_blocks: int) -> None:
+        from numba import types
+
+        signature = types.void(types.CPointer(types.uint32), types.int64, types.int32)
+        self._compiled = cuda.jit(signature)(_mix_in_place).overloads[signature.args]
+        self.max_blocks = max_blocks
+        self._streams: dict[int, object] = {}
+
+    def grid(self, count: int) -> int:
+        return max(1, min(self.max_blocks, -(-count // THREADS_PER_BLOCK)))
+
+    def numba_stream(self, stream):
+        """numba's handle for a CuPy stream (cached: numba makes a new wrapper object per call)."""
+        handle = self._streams.get(stream.ptr)
+        if handle is None:
+            handle = self._streams[stream.ptr] = cuda.external_stream(stream.ptr)
+        return handle
+
+    def launch(self, stream, pointer: int, count: int, rounds: int) -> None:
+        self._compiled.launch([pointer, count, rounds], self.grid(count), THREADS_PER_BLOCK,
+                              self.numba_stream(stream))

@@ -31,7 +31,7 @@ def _size_axis(ax, sizes: np.ndarray) -> None:
     ax.set_xlabel("transfer size")
 
 
-def plot_bandwidth(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_bandwidth(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
     """GB/s vs size: host↔device on the left with the PCIe link's theoretical rate, device↔device on the right."""
     rows = rows[rows["experiment"] == "bandwidth"]
     ok = rows[rows["status"] == "ok"]
@@ -93,13 +93,138 @@ def _save(figure, stem: Path) -> list[Path]:
     return paths
 
 
-PLOTTERS = {"bandwidth": plot_bandwidth}
-
-
-def plot_results(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Every figure the results support; returns the files written."""
+def plot_results(rows: pd.DataFrame, out_dir: Path, tables: dict | None = None) -> list[Path]:
+    """Every figure the results (and their side tables, e.g. ``timeline``) support; returns the files written."""
+    plotters = {"bandwidth": plot_bandwidth, "launch": plot_launch, "overlap": plot_overlap}
     paths: list[Path] = []
     for experiment in rows["experiment"].unique():
-        if experiment in PLOTTERS:
-            paths += PLOTTERS[experiment](rows, out_dir)
+        if experiment in plotters:
+            paths += plotters[experiment](rows, out_dir, tables or {})
     return paths
+
+
+OP_COLORS = {"H2D": "#1f77b4", "kernel": "#2ca02c", "D2H": "#d62728", "alloc": "#7f7f7f", "free": "#bcbd22"}
+_LINE_STYLES = {1: "-", 4: "--"}
+
+
+def _overlap_slice(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the overlap figures compare: ok rows of the largest payload, malloc, eager."""
+    ok = rows[(rows["experiment"] == "overlap") & (rows["status"] == "ok")]
+    ok = ok[ok["total_bytes"] == ok["total_bytes"].max()]
+    return ok[(ok["allocator"] == "malloc") & (ok["launch"] == "eager")]
+
+
+def plot_overlap(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
+    """Scaling (speedup and efficiency vs streams), a timeline of 1 stream vs the best, an efficiency heat map."""
+    selected = _overlap_slice(rows)
+    if not len(selected):
+        return []
+    env = selected.iloc[0]
+    payload = format_size(int(env["total_bytes"]))
+    ratios = sorted(selected["compute_ratio"].unique())
+    figure, axes = plt.subplots(2, len(ratios), figsize=(5.2 * len(ratios), 8), sharex=True, squeeze=False,
+                                constrained_layout=True)
+    for column, ratio in enumerate(ratios):
+        at_ratio = selected[selected["compute_ratio"] == ratio]
+        speed_ax, efficiency_ax = axes[0][column], axes[1][column]
+        for (host_memory, chunks), group in at_ratio.groupby(["host_memory", "chunks_per_stream"]):
+            group = group.sort_values("streams")
+            style = dict(color="#1f77b4" if host_memory == "pinned" else "#ff7f0e",
+                         linestyle=_LINE_STYLES.get(chunks, ":"), marker="o", markersize=4,
+                         label=f"{host_memory}, {chunks} chunk{'s' if chunks > 1 else ''}/stream")
+            speed_ax.plot(group["streams"], group["speedup"], **style)
+            efficiency_ax.plot(group["streams"], group["efficiency"], **style)
+        pinned = at_ratio[at_ratio["host_memory"] == "pinned"]
+        if len(pinned):
+            best_speedup = (pinned["serial_ms"] / pinned["bound_ms"]).median()
+            speed_ax.axhline(best_speedup, color="0.3", linestyle="-.", linewidth=1,
+                             label=f"bound: serial / bound = {best_speedup:.2f}× (pinned)")
+        efficiency_ax.axhline(1.0, color="0.3", linestyle="-.", linewidth=1, label="bound")
+        efficiency_ax.axhline(0.9, color="0.6", linestyle=":", linewidth=1, label="90% of bound")
+        speed_ax.set_title(f"kernel = {ratio:g} × one-way transfer time")
+        speed_ax.set_ylabel("speedup over serial (×)")
+        efficiency_ax.set_ylabel("efficiency: bound / makespan")
+        efficiency_ax.set_ylim(0, 1.05)
+        for ax in (speed_ax, efficiency_ax):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(selected["streams"].unique()), [str(s) for s in sorted(selected["streams"].unique())])
+            ax.grid(True, alpha=0.3)
+        efficiency_ax.set_xlabel("streams")
+    axes[0][0].legend(fontsize=8, loc="upper left")
+    axes[1][0].legend(fontsize=8, loc="lower right")
+    figure.suptitle(f"Copy/compute overlap on {env['gpu_name']}: {payload} payload, chunks H2D → kernel → D2H, "
+                    "malloc, eager launches")
+    paths = _save(figure, Path(out_dir) / "overlap_scaling")
+    paths += _plot_overlap_heatmap(selected, out_dir, payload)
+    timeline = tables.get("timeline")
+    if timeline is not None and len(timeline):
+        paths += _plot_overlap_timeline(selected, timeline, out_dir, payload)
+    return paths
+
+
+def _plot_overlap_heatmap(selected: pd.DataFrame, out_dir: Path, payload: str) -> list[Path]:
+    pinned = selected[selected["host_memory"] == "pinned"]
+    ratios = sorted(pinned["compute_ratio"].unique())
+    figure, axes = plt.subplots(1, len(ratios), figsize=(4.4 * len(ratios), 3.2), squeeze=False,
+                                constrained_layout=True)
+    for ax, ratio in zip(axes[0], ratios):
+        grid = pinned[pinned["compute_ratio"] == ratio].pivot_table(
+            index="chunks_per_stream", columns="streams", values="efficiency")
+        image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        for (y, x), value in np.ndenumerate(grid.to_numpy()):
+            ax.text(x, y, f"{value:.0%}", ha="center", va="center", fontsize=7,
+                    color="white" if value < 0.6 else "black")
+        ax.set_xlabel("streams")
+        ax.set_ylabel("chunks per stream")
+        ax.set_title(f"kernel = {ratio:g} × transfer")
+    figure.colorbar(image, ax=axes[0].tolist(), label="efficiency (bound / makespan)")
+    figure.suptitle(f"Pinned pipelines, {payload}: efficiency over streams × chunks")
+    return _save(figure, Path(out_dir) / "overlap_heatmap")
+
+
+def _plot_overlap_timeline(selected: pd.DataFrame, timeline: pd.DataFrame, out_dir: Path, payload: str) -> list[Path]:
+    """Gantt chart per stream: one stream vs the most efficient pinned configuration, kernel = 1 × transfer."""
+    pinned = selected[selected["host_memory"] == "pinned"]
+    ratio = 1.0 if (pinned["compute_ratio"] == 1.0).any() else pinned["compute_ratio"].iloc[0]
+    pinned = pinned[pinned["compute_ratio"] == ratio]
+    single = pinned[pinned["streams"] == 1].sort_values("chunks_per_stream").tail(1)
+    best = pinned.loc[[pinned["efficiency"].idxmax()]]
+    keys = ["total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream", "streams"]
+    chosen = [row for row in (single, best) if len(row)]
+    figure, axes = plt.subplots(len(chosen), 1, figsize=(13, 2.2 + 0.25 * int(best["streams"].iloc[0]) * 2),
+                                sharex=True, squeeze=False, constrained_layout=True)
+    for ax, row in zip(axes[:, 0], chosen):
+        row = row.iloc[0]
+        ops = timeline.merge(pd.DataFrame([row[keys]]), on=keys)
+        for kind, color in OP_COLORS.items():
+            group = ops[ops["op"] == kind]
+            if len(group):
+                ax.barh(group["stream"], group["end_ms"] - group["start_ms"], left=group["start_ms"], height=0.7,
+                        color=color, label=kind)
+        ax.set_yticks(range(int(row["streams"])))
+        ax.set_ylabel("stream")
+        ax.invert_yaxis()
+        ax.set_title(f"{row['streams']} stream(s) × {row['chunks_per_stream']} chunk(s): makespan "
+                     f"{row['makespan_ms']:.2f} ms, efficiency {row['efficiency']:.0%}, "
+                     f"concurrency {row['concurrency']:.0%}", fontsize=10)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[-1, 0].set_xlabel("ms from the start of the run (timeline run, events around every operation)")
+    figure.suptitle(f"Pinned pipeline timeline, {payload}, kernel = {ratio:g} × transfer")
+    return _save(figure, Path(out_dir) / "overlap_timeline")
+
+
+def plot_launch(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
+    launch = rows[(rows["experiment"] == "launch") & (rows["status"] == "ok")]
+    if not len(launch):
+        return []
+    figure, ax = plt.subplots(figsize=(7, 3), constrained_layout=True)
+    ax.barh(launch["path"], launch["host_us_per_launch"], color="#1f77b4")
+    for y, value in enumerate(launch["host_us_per_launch"]):
+        ax.text(value, y, f" {value:.1f} µs", va="center")
+    ax.set_xlabel("host µs per kernel launch (median)")
+    ax.invert_yaxis()
+    ax.set_title(f"numba-cuda launch cost on {launch.iloc[0]['gpu_name']}")
+    return _save(figure, Path(out_dir) / "launch")

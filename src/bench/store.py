@@ -75,9 +75,26 @@ def read(path: Path) -> pd.DataFrame:
         raise ResultsError(f"cannot read results file {path}: {error}") from None
 
 
+def side_table_path(path: Path, name: str) -> Path:
+    """Where a side table of a results file lives: ``<stem>.<name>.parquet`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.{name}.parquet")
+
+
+def read_side_tables(path: Path) -> dict[str, pd.DataFrame]:
+    """The side tables written beside a results file, by name."""
+    path = Path(path)
+    found = {}
+    for candidate in sorted(path.parent.glob(f"{path.stem}.*.parquet")):
+        name = candidate.name[len(path.stem) + 1 : -len(".parquet")]
+        if name and "." not in name:
+            found[name] = read(candidate)
+    return found
+
+
 def newest(directory: Path) -> Path:
     """The newest results file in ``directory`` (names start with a UTC timestamp, so they sort by time)."""
-    candidates = sorted(Path(directory).glob("*.parquet"))
+    candidates = sorted(p for p in Path(directory).glob("*.parquet") if "." not in p.stem)
     if not candidates:
         raise ResultsError(f"no results files (*.parquet) in {directory}/; run 'python -m bench sweep' first")
     return candidates[-1]

@@ -40,7 +40,7 @@ def plan(names: Sequence[str], *, quick: bool = False, sizes: Sequence[int] | No
             raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)}")
         experiment = known[name]
         axes = {**experiment.axes, **(experiment.quick_axes if quick else {})}
-        if sizes:
+        if sizes and experiment.size_axis:
             axes[experiment.size_axis] = tuple(sizes)
         plans.append(Plan(experiment, expand(axes, experiment.valid)))
     return plans
@@ -62,6 +62,15 @@ def describe(experiment: Experiment, config: Mapping) -> str:
     return " ".join([experiment.name, *words])
 
 
+def _timer_for(timer, experiment: Experiment):
+    """The sweep's timer, or one whose stop rule carries the experiment's overrides."""
+    if not experiment.stop_rule:
+        return timer
+    from bench.timing import Timer
+
+    return Timer(dataclasses.replace(timer.rule, **experiment.stop_rule))
+
+
 def run(
     plans: Sequence[Plan],
     timer,
@@ -80,14 +89,19 @@ def run(
         "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": command,
         "stop_rule": dataclasses.asdict(timer.rule),
+        "stop_rule_overrides": {item.experiment.name: dict(item.experiment.stop_rule) for item in plans},
         "environment": dict(environment),
     }
     planned = sum(len(item.configs) for item in plans)
     rows: list[dict] = []
+    tables: dict[str, list[dict]] = {}
 
     def save(complete: bool) -> None:
         if rows:
-            store.write(path, rows, {**metadata, "complete": complete, "planned": planned})
+            stamp = {**metadata, "complete": complete, "planned": planned}
+            for name, entries in tables.items():
+                store.write(store.side_table_path(path, name), entries, {**stamp, "table": name})
+            store.write(path, rows, stamp)
 
     last_save = time.monotonic()
     progress = Progress(
@@ -98,8 +112,13 @@ def run(
         with progress:
             task = progress.add_task("starting", total=planned)
             for item in plans:
-                for row in item.experiment.run(item.configs, timer):
-                    rows.append({"experiment": item.experiment.name, **row, **environment, "run_id": run_id})
+                name = item.experiment.name
+                for row in item.experiment.run(item.configs, _timer_for(timer, item.experiment)):
+                    config = {axis: row[axis] for axis in item.experiment.axes}
+                    for key in [key for key in row if key.startswith("_")]:
+                        tables.setdefault(key[1:], []).extend(
+                            {"experiment": name, **config, **entry, "run_id": run_id} for entry in row.pop(key))
+                    rows.append({"experiment": name, **row, **environment, "run_id": run_id})
                     progress.update(task, advance=1, description=describe(item.experiment, row))
                     if time.monotonic() - last_save >= save_every_s:
                         save(complete=False)

@@ -31,6 +31,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from cupy.cuda import runtime
@@ -120,6 +121,7 @@ class Timing:
     ops_per_sample: int
     gated: bool
     stop_reason: str
+    enqueue_ms: list[float]  # host time of each batch's enqueue(ops) call, / ops: what enqueuing costs the CPU
 
     @property
     def summary(self) -> Summary:
@@ -142,6 +144,7 @@ class Timing:
             "stdrel": summary.stdrel,
             "median_relerr": summary.median_relerr,
             "stop_reason": self.stop_reason,
+            "host_enqueue_ms": statistics.median(self.enqueue_ms),
         }
 
 
@@ -151,6 +154,7 @@ def untimed_columns(gated: bool) -> dict:
     return {
         "samples_ms": [], "n_samples": 0, "ops_per_sample": 0, "gated": gated, "median_ms": nan,
         "min_ms": nan, "max_ms": nan, "stdrel": nan, "median_relerr": nan, "stop_reason": "",
+        "host_enqueue_ms": nan,
     }
 
 
@@ -228,35 +232,54 @@ class Timer:
         return self._gate
 
     def measure(
-        self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True
+        self,
+        enqueue: Callable[[int], None],
+        streams: Sequence,
+        *,
+        gated: bool = True,
+        ops_per_batch: int | None = None,
     ) -> Timing:
         """Warm up, size the batch, then sample until the stop rule says so.
 
         ``streams`` are CuPy streams; the first one carries the gate and the start event, the others wait on the
-        start event. Raises :class:`MeasurementFailed` if a gate's watchdog expired.
+        start event. ``ops_per_batch`` fixes the batch size (work that is long, or must run exactly once per
+        sample); by default two single-operation batches size it. Raises :class:`MeasurementFailed` if a gate's
+        watchdog expired.
         """
         if not streams:
             raise ValueError("need at least one stream")
         rule = self.rule
         with _Events(len(streams)) as events:
-            self._batch(events, enqueue, streams, 1, gated)  # first touch, kernel compilation, lazy loading
-            ops = rule.ops_per_batch(max(self._batch(events, enqueue, streams, 1, gated)))
+            self._batch(events, enqueue, streams, 1, gated)  # first touch, compilation, lazy loading
+            if ops_per_batch is None:
+                ops = rule.ops_per_batch(max(self._batch(events, enqueue, streams, 1, gated)[0]))
+            else:
+                ops = ops_per_batch
             for _ in range(rule.warmup_batches):
                 self._batch(events, enqueue, streams, ops, gated)
             samples: list[float] = []
+            enqueue_ms: list[float] = []
             per_stream: list[list[float]] = [[] for _ in streams]
             started = time.perf_counter()
             while True:
-                batch_ms = self._batch(events, enqueue, streams, ops, gated)
+                batch_ms, host_ms = self._batch(events, enqueue, streams, ops, gated)
                 samples.append(max(batch_ms) / ops)
+                enqueue_ms.append(host_ms / ops)
                 for column, ms in zip(per_stream, batch_ms):
                     column.append(ms / ops)
                 reason = rule.stop_reason(samples, time.perf_counter() - started)
                 if reason:
-                    return Timing(samples, per_stream, ops, gated, reason)
+                    return Timing(samples, per_stream, ops, gated, reason, enqueue_ms)
 
-    def _batch(self, events: _Events, enqueue, streams, ops: int, gated: bool) -> list[float]:
-        """Run one batch; return each stream's GPU time from the start event to its end event (ms)."""
+    def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
+        """One batch of one operation, unmeasured by the stop rule: for a verification run, or one that records
+        its own :class:`Timeline`. Returns each stream's GPU time (ms)."""
+        with _Events(len(streams)) as events:
+            return self._batch(events, enqueue, streams, 1, gated)[0]
+
+    def _batch(self, events: _Events, enqueue, streams, ops: int, gated: bool) -> tuple[list[float], float]:
+        """Run one batch; return each stream's GPU time from the start event to its end event (ms), and the host
+        time the enqueue call took (ms)."""
         first = streams[0]
         if gated:
             self.gate.close(first)
@@ -264,7 +287,9 @@ class Timer:
             runtime.eventRecord(events.start, first.ptr)
             for stream in streams[1:]:
                 runtime.streamWaitEvent(stream.ptr, events.start, 0)
+            enqueue_started = time.perf_counter()
             enqueue(ops)
+            host_ms = (time.perf_counter() - enqueue_started) * 1e3
             # End events go in before the gate opens: recorded later, they would time the host, not the GPU.
             for stream, end in zip(streams, events.ends):
                 runtime.eventRecord(end, stream.ptr)
@@ -275,4 +300,67 @@ class Timer:
             runtime.eventSynchronize(end)
         if gated:
             self.gate.check()
-        return [runtime.eventElapsedTime(events.start, end) for end in events.ends]
+        return [runtime.eventElapsedTime(events.start, end) for end in events.ends], host_ms
+
+
+class Timeline:
+    """Events before and after every operation of one run, read back relative to a reference event.
+
+    Inside the work's ``enqueue``: call :meth:`start` on the first stream before anything else, then wrap each
+    operation in ``with timeline.op(stream, stream_index, chunk, kind): ...``. After the run has finished,
+    :meth:`read` gives one dict per operation with ``start_ms`` and ``end_ms``. Events are pooled and reused.
+    """
+
+    def __init__(self) -> None:
+        self._pool: list[int] = []
+        self._used = 0
+        self._reference = 0
+        self._ops: list[tuple[dict, int, int]] = []
+
+    def _event(self) -> int:
+        if self._used == len(self._pool):
+            self._pool.append(runtime.eventCreate())
+        self._used += 1
+        return self._pool[self._used - 1]
+
+    def start(self, stream) -> None:
+        self._used, self._ops = 0, []
+        self._reference = self._event()
+        runtime.eventRecord(self._reference, stream.ptr)
+
+    @contextmanager
+    def op(self, stream, stream_index: int, chunk: int, kind: str):
+        before, after = self._event(), self._event()
+        runtime.eventRecord(before, stream.ptr)
+        yield
+        runtime.eventRecord(after, stream.ptr)
+        self._ops.append(({"stream": stream_index, "chunk": chunk, "op": kind}, before, after))
+
+    def read(self) -> list[dict]:
+        return [
+            {**labels, "start_ms": runtime.eventElapsedTime(self._reference, before),
+             "end_ms": runtime.eventElapsedTime(self._reference, after)}
+            for labels, before, after in self._ops
+        ]
+
+    def close(self) -> None:
+        for event in self._pool:
+            runtime.eventDestroy(event)
+        self._pool, self._used = [], 0
+
+
+def host_samples_ms(
+    call: Callable[[], None], *, repeats: int, warmup: int = 1, after: Callable[[], None] | None = None
+) -> list[float]:
+    """Host wall-clock time of each ``call()`` (ms), for work whose host cost is the point (launch overhead,
+    blocking). ``after`` runs untimed after each call, e.g. to synchronize before the next."""
+    samples = []
+    for index in range(warmup + repeats):
+        started = time.perf_counter()
+        call()
+        elapsed = (time.perf_counter() - started) * 1e3
+        if after is not None:
+            after()
+        if index >= warmup:
+            samples.append(elapsed)
+    return samples

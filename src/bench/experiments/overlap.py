@@ -1,0 +1,425 @@
+"""Copy/compute overlap: a payload split into chunks over N streams, each chunk H2D → kernel → D2H on its stream.
+
+Chunks go round-robin over ``streams`` non-blocking streams, ``chunks_per_stream`` each. With ``allocator=malloc``
+the chunks live in one device buffer allocated up front; with ``mallocAsync`` every chunk allocates its buffer on its
+stream before the upload and frees it after the download, inside the timed loop, as real code does (the device's
+default pool, release threshold untouched). ``launch=eager`` enqueues every operation from Python (kernels through
+the precompiled path, see the ``launch`` experiment); ``launch=graph`` captures the whole multi-stream pipeline into a
+CUDA graph once and times its replays. A combination the runtime will not capture is a row with status
+``unsupported`` and the runtime's error text.
+
+The kernel does ``compute_ratio`` × (the pinned one-direction transfer time of the whole payload) of work; its rounds
+per element (``kernel_rounds``) are calibrated on the GPU at hand, and the ratio actually reached is recorded.
+
+**The bound.** Each stage of the whole payload is timed alone on one stream: ``h2d_ms``, ``kernel_ms``, ``d2h_ms``;
+``serial_ms`` is their sum. With two or more copy engines (``asyncEngineCount``) an upload, a download and kernels
+can all run at once, but the two copy directions share the PCIe link, so the copy stages are counted at the rate each
+direction keeps while the other one runs (``h2d_duplex_ms``, ``d2h_duplex_ms``: the whole payload copied both ways at
+once). No schedule can finish sooner than ``bound_ms = max(kernel_ms, h2d_duplex_ms, d2h_duplex_ms)``: splitting a
+direction's bytes between "alone" and "together" periods only lengthens the copies, because the link moves more in
+total when both directions run. With one copy engine the copies serialize: ``bound_ms = max(kernel_ms, h2d_ms +
+d2h_ms)``. The bound uses pinned copy times for every row, so pageable rows show what pageable memory costs against
+what the hardware can do; their ``serial_ms`` (and so ``speedup``) uses their own pageable stage times. Filling and
+draining the pipeline (the first upload and the last download overlap nothing) is not in the bound, so
+``efficiency = bound_ms / makespan_ms`` approaches 1 only with enough, small enough chunks.
+
+**Timing.** Pinned pipelines are enqueued behind the gate and timed from the start event to the last stream's end
+(``makespan_ms``), so Python's enqueue speed is not in it; ``host_enqueue_ms`` is the host time the enqueue took.
+Pageable copies cannot wait behind a closed gate, so those rows are timed from a start event recorded just before
+the first enqueue (``gated`` False). Each configuration runs once first with an event before and after every
+operation (the ``timeline`` side table, from which ``concurrency`` is computed: the share of the makespan during which
+two or more operations run) and with its output checked against the kernel applied to the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
+
+import cupy
+import numpy as np
+import pandas as pd
+from cupy.cuda import runtime
+
+from bench.capture import capture
+from bench.experiments import Config, Experiment, Row
+from bench.experiments.launch import launch_costs_us
+from bench.kernels import MixKernel, mix_reference
+from bench.memory import DeviceBuffer, HostBuffer
+from bench.timing import MeasurementFailed, Timeline, Timer, untimed_columns
+from bench.units import format_size
+
+POISON_WORD = 0xA5A5A5A5
+_SPOT_CHECKS = 4096
+_CALIBRATION_ROUNDS = (16, 256)
+
+
+def concurrency(intervals: Sequence[tuple[float, float]]) -> float:
+    """Share of the makespan (0 to the last end) during which two or more intervals overlap."""
+    if not intervals:
+        return float("nan")
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    makespan = max(end for _, end in intervals)
+    active, previous, overlapped = 0, 0.0, 0.0
+    for time, change in edges:
+        if active >= 2:
+            overlapped += time - previous
+        active += change
+        previous = time
+    return overlapped / makespan if makespan > 0 else float("nan")
+
+
+def bound_ms(kernel_ms: float, h2d_ms: float, d2h_ms: float, h2d_duplex_ms: float, d2h_duplex_ms: float,
+             copy_engines: int) -> float:
+    """The engine-aware lower bound on the pipeline's makespan (see the module docstring)."""
+    if copy_engines >= 2:
+        return max(kernel_ms, h2d_duplex_ms, d2h_duplex_ms)
+    return max(kernel_ms, h2d_ms + d2h_ms)
+
+
+def rounds_for(target_ms: float, low: tuple[int, float], high: tuple[int, float]) -> int:
+    """Kernel rounds that should take ``target_ms``, from two (rounds, ms) measurements (time is linear in rounds)."""
+    (rounds_low, ms_low), (rounds_high, ms_high) = low, high
+    per_round = (ms_high - ms_low) / (rounds_high - rounds_low)
+    if per_round <= 0:
+        raise ValueError("kernel time did not grow with its rounds")
+    return max(1, round(rounds_low + (target_ms - ms_low) / per_round))
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """Whole-payload stage times for one (total_bytes, compute_ratio, host_memory), and the bound."""
+
+    h2d_ms: float
+    kernel_ms: float
+    d2h_ms: float
+    h2d_duplex_ms: float
+    d2h_duplex_ms: float
+    bound_ms: float
+    kernel_rounds: int
+    compute_ratio_measured: float
+
+    @property
+    def serial_ms(self) -> float:
+        return self.h2d_ms + self.kernel_ms + self.d2h_ms
+
+    def columns(self) -> dict:
+        return {"h2d_ms": self.h2d_ms, "kernel_ms": self.kernel_ms, "d2h_ms": self.d2h_ms,
+                "serial_ms": self.serial_ms, "h2d_duplex_ms": self.h2d_duplex_ms,
+                "d2h_duplex_ms": self.d2h_duplex_ms, "bound_ms": self.bound_ms, "kernel_rounds": self.kernel_rounds,
+                "compute_ratio_measured": self.compute_ratio_measured}
+
+
+class _Payload:
+    """Buffers for one total size: random input on the device and in each host memory kind, host outputs, a device
+    work buffer (the malloc chunks), the expected output and a scratch buffer for checking."""
+
+    def __init__(self, total_bytes: int, host_kinds: Sequence[str], stream_count: int, seed: int = 0) -> None:
+        self.total_bytes = total_bytes
+        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(max(2, stream_count))]
+        self._buffers = ExitStack()
+        with ExitStack() as on_failure:
+            on_failure.push(self._buffers)
+            take = self._buffers.enter_context
+            self.input = take(DeviceBuffer("malloc", total_bytes))
+            self.work = take(DeviceBuffer("malloc", total_bytes))
+            self.expected = take(DeviceBuffer("malloc", total_bytes))
+            self.scratch = take(DeviceBuffer("malloc", total_bytes))
+            words = self.input.array.view(cupy.uint32)
+            words[:] = cupy.random.RandomState(seed).randint(0, 2**31, size=words.size, dtype=cupy.int64) * 2 + 1
+            cupy.cuda.runtime.deviceSynchronize()
+            cupy.get_default_memory_pool().free_all_blocks()  # the random draw's temporary
+            self.host_in = {kind: take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
+            self.host_out = {kind: take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
+            for buffer in self.host_in.values():
+                runtime.memcpy(buffer.ptr, self.input.ptr, total_bytes, runtime.memcpyDeviceToHost)
+            on_failure.pop_all()
+
+    def close(self) -> None:
+        for stream in self.streams:
+            stream.synchronize()
+        self._buffers.close()
+
+    def __enter__(self) -> _Payload:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Runner:
+    """Everything one run of the experiment shares: the kernel, the timers, the calibrations and stage times."""
+
+    def __init__(self, timer: Timer) -> None:
+        self.timer = timer
+        device = runtime.getDevice()
+        properties = runtime.getDeviceProperties(device)
+        self.copy_engines = properties["asyncEngineCount"]
+        self.kernel = MixKernel(max_blocks=properties["multiProcessorCount"] * 16)
+        self.timeline = Timeline()
+        self._stages: dict[tuple, _Stages] = {}
+        self._copies: dict[tuple, float] = {}
+        self._rounds: dict[tuple, tuple[int, float]] = {}
+        self.launch_us: dict[str, float] = {}
+
+    # -- stage measurements (whole payload, one stream) -----------------------------------------------------------
+    def _copy_ms(self, payload: _Payload, host_memory: str, direction: str) -> float:
+        key = (payload.total_bytes, host_memory, direction)
+        if key not in self._copies:
+            stream, total = payload.streams[0], payload.total_bytes
+            if direction == "H2D":
+                dst, src, kind = payload.work.ptr, payload.host_in[host_memory].ptr, runtime.memcpyHostToDevice
+            else:
+                dst, src, kind = payload.host_out[host_memory].ptr, payload.input.ptr, runtime.memcpyDeviceToHost
+
+            def enqueue(ops: int) -> None:
+                for _ in range(ops):
+                    runtime.memcpyAsync(dst, src, total, kind, stream.ptr)
+
+            timing = self.timer.measure(enqueue, [stream], gated=host_memory != "pageable", ops_per_batch=1)
+            self._copies[key] = timing.summary.median_ms
+        return self._copies[key]
+
+    def _duplex_ms(self, payload: _Payload) -> tuple[float, float]:
+        key = (payload.total_bytes, "pinned", "duplex")
+        if key not in self._copies:
+            up, down, total = payload.streams[0], payload.streams[1], payload.total_bytes
+            host_in, host_out = payload.host_in["pinned"].ptr, payload.host_out["pinned"].ptr
+
+            def enqueue(ops: int) -> None:
+                for _ in range(ops):
+                    runtime.memcpyAsync(payload.work.ptr, host_in, total, runtime.memcpyHostToDevice, up.ptr)
+                    runtime.memcpyAsync(host_out, payload.input.ptr, total, runtime.memcpyDeviceToHost, down.ptr)
+
+            timing = self.timer.measure(enqueue, [up, down], ops_per_batch=1)
+            self._copies[key] = (timing.stream_median_ms(0), timing.stream_median_ms(1))
+        return self._copies[key]
+
+    def _kernel_ms(self, payload: _Payload, rounds: int) -> float:
+        stream, words = payload.streams[0], payload.total_bytes // 4
+
+        def enqueue(ops: int) -> None:
+            for _ in range(ops):
+                self.kernel.launch(stream, payload.work.ptr, words, rounds)
+
+        return self.timer.measure(enqueue, [stream], ops_per_batch=1).summary.median_ms
+
+    def _calibrate(self, payload: _Payload, ratio: float) -> tuple[int, float]:
+        """Rounds per element for which the whole-payload kernel takes ``ratio`` × the pinned upload time."""
+        key = (payload.total_bytes, ratio)
+        if key not in self._rounds:
+            target = ratio * self._copy_ms(payload, "pinned", "H2D")
+            low, high = ((rounds, self._kernel_ms(payload, rounds)) for rounds in _CALIBRATION_ROUNDS)
+            rounds = rounds_for(target, low, high)
+            kernel_ms = self._kernel_ms(payload, rounds)
+            for _ in range(2):  # refine: the fit's intercept is launch overhead, small against these times
+                if abs(kernel_ms / target - 1) < 0.02:
+                    break
+                rounds = max(1, round(rounds * target / kernel_ms))
+                kernel_ms = self._kernel_ms(payload, rounds)
+            self._rounds[key] = (rounds, kernel_ms)
+        return self._rounds[key]
+
+    def stages(self, payload: _Payload, ratio: float, host_memory: str) -> _Stages:
+        key = (payload.total_bytes, ratio, host_memory)
+        if key not in self._stages:
+            rounds, kernel_ms = self._calibrate(payload, ratio)
+            pinned_h2d, pinned_d2h = self._copy_ms(payload, "pinned", "H2D"), self._copy_ms(payload, "pinned", "D2H")
+            h2d_duplex, d2h_duplex = self._duplex_ms(payload)
+            self._stages[key] = _Stages(
+                h2d_ms=self._copy_ms(payload, host_memory, "H2D"), kernel_ms=kernel_ms,
+                d2h_ms=self._copy_ms(payload, host_memory, "D2H"), h2d_duplex_ms=h2d_duplex,
+                d2h_duplex_ms=d2h_duplex,
+                bound_ms=bound_ms(kernel_ms, pinned_h2d, pinned_d2h, h2d_duplex, d2h_duplex, self.copy_engines),
+                kernel_rounds=rounds, compute_ratio_measured=kernel_ms / pinned_h2d)
+        return self._stages[key]
+
+    def prepare_expected(self, payload: _Payload, rounds: int) -> str | None:
+        """The expected output (the kernel applied to the input, on one stream); spot-checked against numpy."""
+        stream = payload.streams[0]
+        runtime.memcpyAsync(payload.expected.ptr, payload.input.ptr, payload.total_bytes,
+                            runtime.memcpyDeviceToDevice, stream.ptr)
+        self.kernel.launch(stream, payload.expected.ptr, payload.total_bytes // 4, rounds)
+        stream.synchronize()
+        words = payload.total_bytes // 4
+        sample = np.random.default_rng(rounds).integers(0, words, _SPOT_CHECKS)
+        inputs = payload.host_in[next(iter(payload.host_in))].array.view(np.uint32)[sample]
+        outputs = cupy.asnumpy(payload.expected.array.view(cupy.uint32)[cupy.asarray(sample)])
+        if not np.array_equal(outputs, mix_reference(inputs, rounds)):
+            return f"kernel output differs from the host reference at {rounds} rounds"
+        return None
+
+    # -- one configuration ---------------------------------------------------------------------------------------
+    def measure(self, config: Config, payload: _Payload, expected_error: str | None) -> Row:
+        host_memory, launch = config["host_memory"], config["launch"]
+        gated = host_memory != "pageable"
+        streams = payload.streams[: config["streams"]]
+        chunks = config["streams"] * config["chunks_per_stream"]
+        chunk_bytes = payload.total_bytes // chunks
+        stages = self.stages(payload, config["compute_ratio"], host_memory)
+        row = {**config, **untimed_columns(gated), **stages.columns(), "chunks": chunks, "chunk_bytes": chunk_bytes,
+               "makespan_ms": np.nan, "speedup": np.nan, "efficiency": np.nan, "concurrency": np.nan,
+               "launch_host_us": self.launch_us["graph" if launch == "graph" else "precompiled"],
+               "verified": False, "status": "failed", "error": "", "_timeline": []}
+        if expected_error:
+            row["error"] = expected_error
+            return row
+        if payload.total_bytes % (chunks * 4):
+            row["error"] = f"{format_size(payload.total_bytes)} does not split into {chunks} whole-word chunks"
+            return row
+        pipeline = _Pipeline(self.kernel, payload, streams, host_memory, config["allocator"], chunk_bytes,
+                             stages.kernel_rounds)
+        try:
+            if launch == "graph":
+                graph = capture(streams[0], streams[1:], lambda: pipeline.enqueue(None))
+                streams = streams[:1]
+
+                def enqueue(ops: int) -> None:
+                    for _ in range(ops):
+                        graph.launch(streams[0])
+            else:
+                def enqueue(ops: int) -> None:
+                    for _ in range(ops):
+                        pipeline.enqueue(None)
+        except Exception as error:  # CuPy's or numba's error for work the runtime will not capture
+            row.update(status="unsupported", error=f"graph capture refused: {type(error).__name__}: {error}")
+            return row
+        try:
+            payload.host_out[host_memory].array.view(np.uint32).fill(POISON_WORD)
+            if launch == "graph":
+                self.timer.run_once(enqueue, streams, gated=gated)
+            else:
+                self.timer.run_once(lambda ops: pipeline.enqueue(self.timeline), streams, gated=gated)
+                row["_timeline"] = self.timeline.read()
+                row["concurrency"] = concurrency([(op["start_ms"], op["end_ms"]) for op in row["_timeline"]])
+            mismatch = _mismatch(payload, host_memory)
+            if mismatch:
+                row["error"] = mismatch
+                return row
+            row["verified"] = True
+            timing = self.timer.measure(enqueue, streams, gated=gated, ops_per_batch=1)
+        except MeasurementFailed as error:
+            row["error"] = str(error)
+            return row
+        makespan = timing.summary.median_ms
+        row.update(timing.columns(), status="ok", makespan_ms=makespan, speedup=stages.serial_ms / makespan,
+                   efficiency=stages.bound_ms / makespan)
+        return row
+
+
+class _Pipeline:
+    """Enqueues one run of the chunked pipeline; with a Timeline, every operation is bracketed by events."""
+
+    def __init__(self, kernel: MixKernel, payload: _Payload, streams, host_memory: str, allocator: str,
+                 chunk_bytes: int, rounds: int) -> None:
+        self.kernel, self.payload, self.streams = kernel, payload, streams
+        self.host_in, self.host_out = payload.host_in[host_memory].ptr, payload.host_out[host_memory].ptr
+        self.in_loop_allocation = allocator == "mallocAsync"
+        self.chunk_bytes, self.rounds = chunk_bytes, rounds
+        self.chunks = payload.total_bytes // chunk_bytes
+
+    def enqueue(self, timeline: Timeline | None) -> None:
+        size, words = self.chunk_bytes, self.chunk_bytes // 4
+        if timeline is not None:
+            timeline.start(self.streams[0])
+        for chunk in range(self.chunks):
+            index = chunk % len(self.streams)
+            stream = self.streams[index]
+            offset = chunk * size
+
+            def op(kind: str):
+                return timeline.op(stream, index, chunk, kind) if timeline is not None else nullcontext()
+
+            if self.in_loop_allocation:
+                with op("alloc"):
+                    pointer = runtime.mallocAsync(size, stream.ptr)
+            else:
+                pointer = self.payload.work.ptr + offset
+            with op("H2D"):
+                runtime.memcpyAsync(pointer, self.host_in + offset, size, runtime.memcpyHostToDevice, stream.ptr)
+            with op("kernel"):
+                self.kernel.launch(stream, pointer, words, self.rounds)
+            with op("D2H"):
+                runtime.memcpyAsync(self.host_out + offset, pointer, size, runtime.memcpyDeviceToHost, stream.ptr)
+            if self.in_loop_allocation:
+                with op("free"):
+                    runtime.freeAsync(pointer, stream.ptr)
+
+
+def _mismatch(payload: _Payload, host_memory: str) -> str | None:
+    """Compare the host output with the expected output, on the device."""
+    runtime.memcpy(payload.scratch.ptr, payload.host_out[host_memory].ptr, payload.total_bytes,
+                   runtime.memcpyHostToDevice)
+    got, want = payload.scratch.array.view(cupy.uint32), payload.expected.array.view(cupy.uint32)
+    differ = cupy.flatnonzero(got != want)
+    if differ.size:
+        unwritten = int((got[differ] == POISON_WORD).sum())
+        return (f"output mismatch: {differ.size} of {got.size} words differ, {unwritten} never written "
+                f"(first at word {int(differ[0])})")
+    return None
+
+
+def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
+    """Rows one total size at a time (its buffers allocated once), stage times and calibration cached."""
+    runner = _Runner(timer)
+    try:
+        costs = launch_costs_us(runner.kernel, cupy.cuda.Stream(non_blocking=True), ("precompiled", "graph"))
+        runner.launch_us = {path: float(np.median(samples)) for path, samples in costs.items()}
+        for total in dict.fromkeys(config["total_bytes"] for config in configs):
+            group = [config for config in configs if config["total_bytes"] == total]
+            kinds = ["pinned", *sorted({c["host_memory"] for c in group} - {"pinned"})]
+            with _Payload(total, kinds, max(c["streams"] for c in group)) as payload:
+                for ratio in dict.fromkeys(config["compute_ratio"] for config in group):
+                    rounds, _ = runner._calibrate(payload, ratio)
+                    expected_error = runner.prepare_expected(payload, rounds)
+                    for config in (c for c in group if c["compute_ratio"] == ratio):
+                        yield runner.measure(config, payload, expected_error)
+    finally:
+        runner.timeline.close()
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    largest = max(config["total_bytes"] for config in configs)
+    kinds = len({"pinned", *(config["host_memory"] for config in configs)})
+    return 6 * largest, 2 * kinds * largest  # four buffers, the random draw's int64 temporary
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per size × compute ratio × host memory: the most efficient configuration, and one stream's speedup."""
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for (total, ratio, host_memory), group in ok.groupby(["total_bytes", "compute_ratio", "host_memory"],
+                                                         sort=False):
+        best = group.loc[group["efficiency"].idxmax()]
+        one_stream = group[group["streams"] == 1]["speedup"]
+        lines.append({
+            "payload": format_size(int(total)), "compute ratio": f"{ratio:g}", "host memory": host_memory,
+            "best configuration": f"{best['streams']} streams × {best['chunks_per_stream']} chunks, "
+                                  f"{best['allocator']}, {best['launch']}",
+            "makespan ms": f"{best['makespan_ms']:.2f}", "bound ms": f"{best['bound_ms']:.2f}",
+            "speedup": f"{best['speedup']:.2f}", "efficiency": f"{best['efficiency']:.1%}",
+            "1-stream speedup": f"{one_stream.median():.2f}" if len(one_stream) else "—",
+        })
+    return pd.DataFrame(lines)
+
+
+EXPERIMENT = Experiment(
+    name="overlap",
+    description="chunked H2D → kernel → D2H pipelines over N streams, against the engine-aware bound",
+    axes={
+        "total_bytes": (256 << 20, 1 << 30),
+        "compute_ratio": (0.25, 1.0, 4.0),
+        "host_memory": ("pinned", "pageable"),
+        "allocator": ("malloc", "mallocAsync"),
+        "launch": ("eager", "graph"),
+        "chunks_per_stream": (1, 4),
+        "streams": (1, 2, 3, 4, 8, 16, 32),
+    },
+    quick_axes={"total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4, 16)},
+    run=run,
+    memory_needed=memory_needed,
+    headline=headline,
+    size_axis="total_bytes",
+    stop_rule={"min_samples": 5, "time_cap_s": 0.25},
+)
