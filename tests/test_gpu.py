@@ -154,11 +154,15 @@ def _bench(*args, cwd):
 
 
 def test_cli_quick_sweep_then_plot(tmp_path):
-    result = _bench("sweep", "--quick", "--sizes", "64K,4M", cwd=tmp_path)
+    result = _bench("sweep", "--quick", "--sizes", "64K,4M", "--experiments", "bandwidth,overlap",
+                    "--axis", "host_memory=pinned", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    (path,) = (tmp_path / "results").glob("*.parquet")
+    (path,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
     rows = pd.read_parquet(path)
-    assert len(rows) == 20 and (rows["status"] == "ok").all()
+    assert (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
+    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 48
+    timeline = pd.read_parquet(path.with_name(path.stem + ".timeline.parquet"))
+    assert {"stream", "chunk", "op", "start_ms", "end_ms", "streams", "run_id"} <= set(timeline.columns)
     for column in ("experiment", "direction", "host_memory", "bytes", "samples_ms", "median_ms", "min_ms",
                    "max_ms", "stdrel", "gbps", "verified", "gpu_name", "driver_version", "cuda_runtime",
                    "pcie_gen", "pcie_width", "gpu_uuid", "hostname", "git_commit"):
@@ -166,7 +170,8 @@ def test_cli_quick_sweep_then_plot(tmp_path):
     assert "configurations written to" in result.stdout
     plotted = _bench("plot", cwd=tmp_path)
     assert plotted.returncode == 0, plotted.stderr
-    assert (tmp_path / "plots" / "bandwidth.png").stat().st_size > 10_000
+    for name in ("bandwidth", "overlap_scaling", "overlap_heatmap", "overlap_timeline"):
+        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 10_000, name
 
 
 def test_cli_size_beyond_device_memory(tmp_path):

@@ -128,3 +128,15 @@ def test_side_tables_and_stop_rule_overrides(tmp_path):
     assert list(tables["timeline"]["n"]) == [1, 2] and set(tables["timeline"]["run_id"]) == {"r"}
     assert store.newest(tmp_path) == path
     assert store.read_metadata(path)["stop_rule_overrides"] == {"piped": {"min_samples": 3}}
+
+
+def test_axis_overrides():
+    (item,) = sweep.plan(["overlap"], axes={"host_memory": ["pinned"], "streams": ["1", "8"],
+                                             "total_bytes": ["1G"], "compute_ratio": ["0.5"]})
+    assert {c["host_memory"] for c in item.configs} == {"pinned"}
+    assert {c["streams"] for c in item.configs} == {1, 8} and {c["total_bytes"] for c in item.configs} == {1 << 30}
+    assert {c["compute_ratio"] for c in item.configs} == {0.5}
+    with pytest.raises(ValueError, match="unknown axis 'path'"):
+        sweep.plan(["bandwidth"], axes={"path": ["graph"]})
+    (launch, bandwidth) = sweep.plan(["launch", "bandwidth"], axes={"path": ["graph"], "direction": ["H2D"]})
+    assert launch.configs == [{"path": "graph"}] and {c["direction"] for c in bandwidth.configs} == {"H2D"}

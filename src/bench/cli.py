@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke test in seconds")
     sweep.add_argument("--experiments", help="comma-separated experiment names (default: all)")
     sweep.add_argument("--sizes", help="transfer sizes, e.g. 4K,1M,1G or 4K:1G for every power of two between")
+    sweep.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
+                       help="replace an axis's values, e.g. --axis host_memory=pinned --axis streams=1,8 (repeatable)")
     sweep.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory or .parquet file")
     sweep.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     sweep.set_defaults(handler=_sweep)
@@ -123,10 +125,16 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         sizes = parse_sizes(args.sizes) if args.sizes is not None else None
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
+    axes = {}
+    for item in args.axis:
+        name, equals, values = item.partition("=")
+        if not equals or not name.strip() or not values.strip():
+            raise UsageError(f"--axis {item!r}: expected NAME=V1,V2")
+        axes[name.strip()] = [value.strip() for value in values.split(",")]
     try:
-        plans = sweep.plan(names, quick=args.quick, sizes=sizes)
+        plans = sweep.plan(names, quick=args.quick, sizes=sizes, axes=axes)
     except ValueError as error:
-        raise UsageError(f"--experiments: {error}") from None
+        raise UsageError(f"--experiments/--axis: {error}") from None
     directory = _writable_target(args.out)
     environment = _use_gpu(args.device)
     _check_memory(plans, environment.gpu_name)

@@ -127,15 +127,17 @@ class MixKernel:
     """``data[i] = mix(data[i], rounds)`` for ``count`` uint32 at a raw device pointer, launched the cheap way.
 
     The kernel is compiled once for a raw-pointer signature and launched through the compiled kernel object, which
-    skips the dispatcher's per-call type matching; see the ``launch`` experiment for what each path costs.
+    skips the dispatcher's per-call type matching; see the ``launch`` experiment for what each path costs. The grid
+    is at most one full wave of resident blocks, each thread striding over the data: a larger grid would end in a
+    partly filled last wave, which concurrent kernels from other streams fill but a kernel running alone cannot.
     """
 
-    def __init__(self, max_blocks: int) -> None:
+    def __init__(self) -> None:
         from numba import types
 
         signature = types.void(types.CPointer(types.uint32), types.int64, types.int32)
         self._compiled = cuda.jit(signature)(_mix_in_place).overloads[signature.args]
-        self.max_blocks = max_blocks
+        self.max_blocks = self._compiled.max_cooperative_grid_blocks(THREADS_PER_BLOCK)
         self._streams: dict[int, object] = {}
 
     def grid(self, count: int) -> int:

@@ -223,7 +223,7 @@ def plot_launch(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
     figure, ax = plt.subplots(figsize=(7, 3), constrained_layout=True)
     ax.barh(launch["path"], launch["host_us_per_launch"], color="#1f77b4")
     for y, value in enumerate(launch["host_us_per_launch"]):
-        ax.text(value, y, f" {value:.1f} µs", va="center")
+        ax.text(value, y, f" {value:.3g} µs", va="center")
     ax.set_xlabel("host µs per kernel launch (median)")
     ax.invert_yaxis()
     ax.set_title(f"numba-cuda launch cost on {launch.iloc[0]['gpu_name']}")

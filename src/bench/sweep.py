@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench import store
 from bench.experiments import Config, Experiment, registry
-from bench.units import format_size
+from bench.units import format_size, parse_size
 
 
 def expand(axes: Mapping[str, Sequence], valid: Callable[[Config], bool] = lambda config: True) -> list[Config]:
@@ -31,18 +31,56 @@ class Plan:
     configs: list[Config]
 
 
-def plan(names: Sequence[str], *, quick: bool = False, sizes: Sequence[int] | None = None) -> list[Plan]:
-    """The configurations each named experiment will run. Raises ValueError for an unknown name."""
+def _axis_values(experiment: Experiment, axis: str, texts: Sequence[str]) -> tuple:
+    """``--axis`` values in the axis's own type: numbers (sizes for the size axis) or one of the known words."""
+    defaults = experiment.axes[axis]
+    values = []
+    for text in texts:
+        if axis == experiment.size_axis:
+            values.append(parse_size(text))
+        elif isinstance(defaults[0], (int, float)):
+            try:
+                value = type(defaults[0])(text)
+            except ValueError:
+                raise ValueError(f"{axis}={text!r} is not a number") from None
+            if value <= 0:
+                raise ValueError(f"{axis}={text!r} must be positive")
+            values.append(value)
+        elif text in defaults:
+            values.append(text)
+        else:
+            raise ValueError(f"{axis}={text!r} is not a value of {axis}; choose from {', '.join(map(str, defaults))}")
+    return tuple(values)
+
+
+def plan(
+    names: Sequence[str],
+    *,
+    quick: bool = False,
+    sizes: Sequence[int] | None = None,
+    axes: Mapping[str, Sequence[str]] | None = None,
+) -> list[Plan]:
+    """The configurations each named experiment will run. ``axes`` replaces axes' values by name (as the user
+    typed them). Raises ValueError for an unknown experiment, axis or value."""
     known = registry()
+    overrides = dict(axes or {})
+    unused = set(overrides)
     plans = []
     for name in names:
         if name not in known:
             raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)}")
         experiment = known[name]
-        axes = {**experiment.axes, **(experiment.quick_axes if quick else {})}
+        chosen = {**experiment.axes, **(experiment.quick_axes if quick else {})}
         if sizes and experiment.size_axis:
-            axes[experiment.size_axis] = tuple(sizes)
-        plans.append(Plan(experiment, expand(axes, experiment.valid)))
+            chosen[experiment.size_axis] = tuple(sizes)
+        for axis, texts in overrides.items():
+            if axis in experiment.axes:
+                chosen[axis] = _axis_values(experiment, axis, texts)
+                unused.discard(axis)
+        plans.append(Plan(experiment, expand(chosen, experiment.valid)))
+    if unused:
+        known_axes = sorted({axis for item in plans for axis in item.experiment.axes})
+        raise ValueError(f"unknown axis {sorted(unused)[0]!r}; the selected experiments have {', '.join(known_axes)}")
     return plans
 
 

@@ -70,6 +70,13 @@ def concurrency(intervals: Sequence[tuple[float, float]]) -> float:
     return overlapped / makespan if makespan > 0 else float("nan")
 
 
+def split(total_bytes: int, chunks: int) -> list[tuple[int, int]]:
+    """(offset, bytes) of ``chunks`` pieces of whole 4-byte words covering ``total_bytes``, sizes within a word."""
+    words = total_bytes // 4
+    edges = [index * words // chunks * 4 for index in range(chunks + 1)]
+    return [(start, end - start) for start, end in zip(edges, edges[1:])]
+
+
 def bound_ms(kernel_ms: float, h2d_ms: float, d2h_ms: float, h2d_duplex_ms: float, d2h_duplex_ms: float,
              copy_engines: int) -> float:
     """The engine-aware lower bound on the pipeline's makespan (see the module docstring)."""
@@ -153,10 +160,8 @@ class _Runner:
 
     def __init__(self, timer: Timer) -> None:
         self.timer = timer
-        device = runtime.getDevice()
-        properties = runtime.getDeviceProperties(device)
-        self.copy_engines = properties["asyncEngineCount"]
-        self.kernel = MixKernel(max_blocks=properties["multiProcessorCount"] * 16)
+        self.copy_engines = runtime.getDeviceProperties(runtime.getDevice())["asyncEngineCount"]
+        self.kernel = MixKernel()
         self.timeline = Timeline()
         self._stages: dict[tuple, _Stages] = {}
         self._copies: dict[tuple, float] = {}
@@ -211,7 +216,10 @@ class _Runner:
         if key not in self._rounds:
             target = ratio * self._copy_ms(payload, "pinned", "H2D")
             low, high = ((rounds, self._kernel_ms(payload, rounds)) for rounds in _CALIBRATION_ROUNDS)
-            rounds = rounds_for(target, low, high)
+            try:
+                rounds = rounds_for(target, low, high)
+            except ValueError:  # launch-bound payload: the time did not grow with the rounds; scale instead
+                rounds = max(1, round(high[0] * target / high[1]))
             kernel_ms = self._kernel_ms(payload, rounds)
             for _ in range(2):  # refine: the fit's intercept is launch overhead, small against these times
                 if abs(kernel_ms / target - 1) < 0.02:
@@ -256,20 +264,21 @@ class _Runner:
         gated = host_memory != "pageable"
         streams = payload.streams[: config["streams"]]
         chunks = config["streams"] * config["chunks_per_stream"]
-        chunk_bytes = payload.total_bytes // chunks
+        if payload.total_bytes % 4 or payload.total_bytes // 4 < chunks:
+            return {**config, **untimed_columns(gated), "chunks": chunks, "verified": False, "status": "failed",
+                    "error": f"{payload.total_bytes} bytes do not split into {chunks} chunks of whole 4-byte words",
+                    "_timeline": []}
         stages = self.stages(payload, config["compute_ratio"], host_memory)
-        row = {**config, **untimed_columns(gated), **stages.columns(), "chunks": chunks, "chunk_bytes": chunk_bytes,
+        pipeline = _Pipeline(self.kernel, payload, streams, host_memory, config["allocator"], chunks,
+                             stages.kernel_rounds)
+        row = {**config, **untimed_columns(gated), **stages.columns(), "chunks": chunks,
+               "chunk_bytes": max(size for _, size in pipeline.chunks),
                "makespan_ms": np.nan, "speedup": np.nan, "efficiency": np.nan, "concurrency": np.nan,
                "launch_host_us": self.launch_us["graph" if launch == "graph" else "precompiled"],
                "verified": False, "status": "failed", "error": "", "_timeline": []}
         if expected_error:
             row["error"] = expected_error
             return row
-        if payload.total_bytes % (chunks * 4):
-            row["error"] = f"{format_size(payload.total_bytes)} does not split into {chunks} whole-word chunks"
-            return row
-        pipeline = _Pipeline(self.kernel, payload, streams, host_memory, config["allocator"], chunk_bytes,
-                             stages.kernel_rounds)
         try:
             if launch == "graph":
                 graph = capture(streams[0], streams[1:], lambda: pipeline.enqueue(None))
@@ -312,21 +321,20 @@ class _Pipeline:
     """Enqueues one run of the chunked pipeline; with a Timeline, every operation is bracketed by events."""
 
     def __init__(self, kernel: MixKernel, payload: _Payload, streams, host_memory: str, allocator: str,
-                 chunk_bytes: int, rounds: int) -> None:
+                 chunks: int, rounds: int) -> None:
         self.kernel, self.payload, self.streams = kernel, payload, streams
         self.host_in, self.host_out = payload.host_in[host_memory].ptr, payload.host_out[host_memory].ptr
         self.in_loop_allocation = allocator == "mallocAsync"
-        self.chunk_bytes, self.rounds = chunk_bytes, rounds
-        self.chunks = payload.total_bytes // chunk_bytes
+        self.rounds = rounds
+        self.chunks = split(payload.total_bytes, chunks)
 
     def enqueue(self, timeline: Timeline | None) -> None:
-        size, words = self.chunk_bytes, self.chunk_bytes // 4
         if timeline is not None:
             timeline.start(self.streams[0])
-        for chunk in range(self.chunks):
+        for chunk, (offset, size) in enumerate(self.chunks):
             index = chunk % len(self.streams)
             stream = self.streams[index]
-            offset = chunk * size
+            words = size // 4
 
             def op(kind: str):
                 return timeline.op(stream, index, chunk, kind) if timeline is not None else nullcontext()
