@@ -107,11 +107,19 @@ def mix_reference(values, rounds: int):
 
 
 def _mix_in_place(data, count, rounds):
+    # The next element is loaded before the current one's chain of rounds, so the load's latency hides under that
+    # chain wherever the data lives (device memory in a kernel alone, L2 right after an upload in a pipeline).
     index = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if index < count:
+        upcoming = data[index]
     while index < count:
-        data[index] = mix(data[index], rounds)
-        index += stride
+        value = upcoming
+        following = index + stride
+        if following < count:
+            upcoming = data[following]
+        data[index] = mix(value, rounds)
+        index = following
 
 
 _mix_in_place_device = cuda.jit(device=True)(_mix_in_place)

@@ -11,11 +11,12 @@ CUDA graph once and times its replays. A combination the runtime will not captur
 The kernel does ``compute_ratio`` × (the pinned one-direction transfer time of the whole payload) of work; its rounds
 per element (``kernel_rounds``) are calibrated on the GPU at hand, and the ratio actually reached is recorded.
 
-**The bound.** Each stage of the whole payload is timed alone on one stream: ``h2d_ms``, ``kernel_ms``, ``d2h_ms``;
-``serial_ms`` is their sum. With two or more copy engines (``asyncEngineCount``) an upload, a download and kernels
+**The bound.** Each stage of the whole payload is timed alone on one stream, after untimed passes over the fresh
+buffers: ``h2d_ms``, ``kernel_ms``, ``d2h_ms`` are medians and ``serial_ms`` is their sum; the bound takes each stage
+at its fastest sample, since a lower bound must not inherit a slow moment. With two or more copy engines (``asyncEngineCount``) an upload, a download and kernels
 can all run at once, but the two copy directions share the PCIe link, so the copy stages are counted at the rate each
-direction keeps while the other one runs (``h2d_duplex_ms``, ``d2h_duplex_ms``: the whole payload copied both ways at
-once). No schedule can finish sooner than ``bound_ms = max(kernel_ms, h2d_duplex_ms, d2h_duplex_ms)``: splitting a
+direction keeps while the other one runs (``h2d_duplex_ms``, ``d2h_duplex_ms``: the fastest sample of the whole
+payload copied both ways at once). No schedule can finish sooner than ``bound_ms = max(kernel_ms, h2d_duplex_ms, d2h_duplex_ms)``: splitting a
 direction's bytes between "alone" and "together" periods only lengthens the copies, because the link moves more in
 total when both directions run. With one copy engine the copies serialize: ``bound_ms = max(kernel_ms, h2d_ms +
 d2h_ms)``. The bound uses pinned copy times for every row, so pageable rows show what pageable memory costs against
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cupy
 import numpy as np
@@ -141,6 +142,10 @@ class _Payload:
             self.host_out = {kind: take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
             for buffer in self.host_in.values():
                 runtime.memcpy(buffer.ptr, self.input.ptr, total_bytes, runtime.memcpyDeviceToHost)
+            for kind in host_kinds:  # untimed passes over fresh memory: first DMA to new pages can be slower
+                for _ in range(2):
+                    runtime.memcpy(self.work.ptr, self.host_in[kind].ptr, total_bytes, runtime.memcpyHostToDevice)
+                    runtime.memcpy(self.host_out[kind].ptr, self.work.ptr, total_bytes, runtime.memcpyDeviceToHost)
             on_failure.pop_all()
 
     def close(self) -> None:
@@ -160,6 +165,8 @@ class _Runner:
 
     def __init__(self, timer: Timer) -> None:
         self.timer = timer
+        # Stage times feed every row's bound: sample them under the default rule, not the relaxed pipeline one.
+        self.stage_timer = Timer(replace(timer.rule, min_samples=max(10, timer.rule.min_samples), time_cap_s=1.0))
         self.copy_engines = runtime.getDeviceProperties(runtime.getDevice())["asyncEngineCount"]
         self.kernel = MixKernel()
         self.timeline = Timeline()
@@ -182,8 +189,9 @@ class _Runner:
                 for _ in range(ops):
                     runtime.memcpyAsync(dst, src, total, kind, stream.ptr)
 
-            timing = self.timer.measure(enqueue, [stream], gated=host_memory != "pageable", ops_per_batch=1)
-            self._copies[key] = timing.summary.median_ms
+            summary = self.stage_timer.measure(enqueue, [stream], gated=host_memory != "pageable",
+                                               ops_per_batch=1).summary
+            self._copies[key] = (summary.median_ms, summary.min_ms)
         return self._copies[key]
 
     def _duplex_ms(self, payload: _Payload) -> tuple[float, float]:
@@ -197,8 +205,8 @@ class _Runner:
                     runtime.memcpyAsync(payload.work.ptr, host_in, total, runtime.memcpyHostToDevice, up.ptr)
                     runtime.memcpyAsync(host_out, payload.input.ptr, total, runtime.memcpyDeviceToHost, down.ptr)
 
-            timing = self.timer.measure(enqueue, [up, down], ops_per_batch=1)
-            self._copies[key] = (timing.stream_median_ms(0), timing.stream_median_ms(1))
+            timing = self.stage_timer.measure(enqueue, [up, down], ops_per_batch=1)
+            self._copies[key] = tuple(min(samples) for samples in timing.stream_samples_ms)
         return self._copies[key]
 
     def _kernel_ms(self, payload: _Payload, rounds: int) -> float:
@@ -208,39 +216,42 @@ class _Runner:
             for _ in range(ops):
                 self.kernel.launch(stream, payload.work.ptr, words, rounds)
 
-        return self.timer.measure(enqueue, [stream], ops_per_batch=1).summary.median_ms
+        summary = self.stage_timer.measure(enqueue, [stream], ops_per_batch=1).summary
+        return summary.median_ms, summary.min_ms
 
     def _calibrate(self, payload: _Payload, ratio: float) -> tuple[int, float]:
         """Rounds per element for which the whole-payload kernel takes ``ratio`` × the pinned upload time."""
         key = (payload.total_bytes, ratio)
         if key not in self._rounds:
-            target = ratio * self._copy_ms(payload, "pinned", "H2D")
-            low, high = ((rounds, self._kernel_ms(payload, rounds)) for rounds in _CALIBRATION_ROUNDS)
+            target = ratio * self._copy_ms(payload, "pinned", "H2D")[0]
+            low, high = ((rounds, self._kernel_ms(payload, rounds)[0]) for rounds in _CALIBRATION_ROUNDS)
             try:
                 rounds = rounds_for(target, low, high)
             except ValueError:  # launch-bound payload: the time did not grow with the rounds; scale instead
                 rounds = max(1, round(high[0] * target / high[1]))
-            kernel_ms = self._kernel_ms(payload, rounds)
+            kernel = self._kernel_ms(payload, rounds)
             for _ in range(2):  # refine: the fit's intercept is launch overhead, small against these times
-                if abs(kernel_ms / target - 1) < 0.02:
+                if abs(kernel[0] / target - 1) < 0.02:
                     break
-                rounds = max(1, round(rounds * target / kernel_ms))
-                kernel_ms = self._kernel_ms(payload, rounds)
-            self._rounds[key] = (rounds, kernel_ms)
+                rounds = max(1, round(rounds * target / kernel[0]))
+                kernel = self._kernel_ms(payload, rounds)
+            self._rounds[key] = (rounds, kernel)
         return self._rounds[key]
 
     def stages(self, payload: _Payload, ratio: float, host_memory: str) -> _Stages:
         key = (payload.total_bytes, ratio, host_memory)
         if key not in self._stages:
-            rounds, kernel_ms = self._calibrate(payload, ratio)
+            rounds, (kernel_ms, kernel_min) = self._calibrate(payload, ratio)
             pinned_h2d, pinned_d2h = self._copy_ms(payload, "pinned", "H2D"), self._copy_ms(payload, "pinned", "D2H")
             h2d_duplex, d2h_duplex = self._duplex_ms(payload)
             self._stages[key] = _Stages(
-                h2d_ms=self._copy_ms(payload, host_memory, "H2D"), kernel_ms=kernel_ms,
-                d2h_ms=self._copy_ms(payload, host_memory, "D2H"), h2d_duplex_ms=h2d_duplex,
+                h2d_ms=self._copy_ms(payload, host_memory, "H2D")[0], kernel_ms=kernel_ms,
+                d2h_ms=self._copy_ms(payload, host_memory, "D2H")[0], h2d_duplex_ms=h2d_duplex,
                 d2h_duplex_ms=d2h_duplex,
-                bound_ms=bound_ms(kernel_ms, pinned_h2d, pinned_d2h, h2d_duplex, d2h_duplex, self.copy_engines),
-                kernel_rounds=rounds, compute_ratio_measured=kernel_ms / pinned_h2d)
+                # a lower bound takes each stage at its fastest sample; serial_ms uses the medians
+                bound_ms=bound_ms(kernel_min, pinned_h2d[1], pinned_d2h[1], h2d_duplex, d2h_duplex,
+                                  self.copy_engines),
+                kernel_rounds=rounds, compute_ratio_measured=kernel_ms / pinned_h2d[0])
         return self._stages[key]
 
     def prepare_expected(self, payload: _Payload, rounds: int) -> str | None:
@@ -379,7 +390,7 @@ def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
             kinds = ["pinned", *sorted({c["host_memory"] for c in group} - {"pinned"})]
             with _Payload(total, kinds, max(c["streams"] for c in group)) as payload:
                 for ratio in dict.fromkeys(config["compute_ratio"] for config in group):
-                    rounds, _ = runner._calibrate(payload, ratio)
+                    rounds = runner._calibrate(payload, ratio)[0]
                     expected_error = runner.prepare_expected(payload, rounds)
                     for config in (c for c in group if c["compute_ratio"] == ratio):
                         yield runner.measure(config, payload, expected_error)
