@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 import cupy
 import numpy as np
@@ -92,6 +94,40 @@ class DeviceBuffer:
         self.ptr = 0
 
     def __enter__(self) -> DeviceBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BufferSet:
+    """Non-blocking streams and the buffers they work on, living and dying together.
+
+    Subclasses allocate inside ``with self.freed_on_failure():`` and register each buffer with :meth:`take`; closing
+    synchronizes every stream, then frees every buffer (in reverse order).
+    """
+
+    def __init__(self, streams: int) -> None:
+        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
+        self._buffers = ExitStack()
+
+    def take(self, buffer):
+        return self._buffers.enter_context(buffer)
+
+    @contextmanager
+    def freed_on_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for stream in self.streams:
+            stream.synchronize()
+        self._buffers.close()
+
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,7 +14,6 @@ never contains, one copy runs, and the destination must equal the source byte fo
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 import cupy
@@ -23,7 +22,7 @@ import pandas as pd
 from cupy.cuda import runtime
 
 from bench.experiments import Config, Experiment, Row
-from bench.memory import HOST_MEMORY, DeviceBuffer, HostBuffer
+from bench.memory import HOST_MEMORY, BufferSet, DeviceBuffer, HostBuffer
 from bench.timing import MeasurementFailed, Timer, untimed_columns
 from bench.units import format_size
 
@@ -48,23 +47,20 @@ class _Copy:
         runtime.memcpyAsync(self.dst_ptr, self.src_ptr, nbytes, self.kind, self.stream.ptr)
 
 
-class _Buffers:
+class _Buffers(BufferSet):
     """Source and destination buffers of the largest size needed, shared by a host memory kind's configurations."""
 
     def __init__(self, host_memory: str, nbytes: int, seed: int = 0) -> None:
-        self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
-        self._buffers = ExitStack()
-        with ExitStack() as on_failure:
-            on_failure.push(self._buffers)
-            self.device_src = self._buffers.enter_context(DeviceBuffer("malloc", nbytes))
-            self.device_dst = self._buffers.enter_context(DeviceBuffer("malloc", nbytes))
+        super().__init__(streams=2)
+        with self.freed_on_failure():
+            self.device_src = self.take(DeviceBuffer("malloc", nbytes))
+            self.device_dst = self.take(DeviceBuffer("malloc", nbytes))
             self.host_src = self.host_dst = None
             _fill_random(self.device_src.array, seed)
             if host_memory != "device":
-                self.host_src = self._buffers.enter_context(HostBuffer(host_memory, nbytes))
-                self.host_dst = self._buffers.enter_context(HostBuffer(host_memory, nbytes))
+                self.host_src = self.take(HostBuffer(host_memory, nbytes))
+                self.host_dst = self.take(HostBuffer(host_memory, nbytes))
                 runtime.memcpy(self.host_src.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
-            on_failure.pop_all()
 
     def copies(self, direction: str) -> list[_Copy]:
         first, second = self.streams
@@ -80,17 +76,6 @@ class _Buffers:
                                self.host_dst.array, self.host_src.array)]
         return [_Copy(first, self.device_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToDevice,
                       self.device_dst.array, self.device_src.array)]
-
-    def close(self) -> None:
-        for stream in self.streams:
-            stream.synchronize()
-        self._buffers.close()
-
-    def __enter__(self) -> _Buffers:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _fill_random(device_bytes: cupy.ndarray, seed: int) -> None:

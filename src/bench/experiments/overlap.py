@@ -35,7 +35,7 @@ two or more operations run) and with its output checked against the kernel appli
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 import cupy
@@ -47,7 +47,7 @@ from bench.capture import capture
 from bench.experiments import Config, Experiment, Row
 from bench.experiments.launch import launch_costs_us
 from bench.kernels import MixKernel, mix_reference
-from bench.memory import DeviceBuffer, HostBuffer
+from bench.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.timing import MeasurementFailed, Timeline, Timer, untimed_columns
 from bench.units import format_size
 
@@ -119,45 +119,30 @@ class _Stages:
                 "compute_ratio_measured": self.compute_ratio_measured}
 
 
-class _Payload:
+class _Payload(BufferSet):
     """Buffers for one total size: random input on the device and in each host memory kind, host outputs, a device
     work buffer (the malloc chunks), the expected output and a scratch buffer for checking."""
 
     def __init__(self, total_bytes: int, host_kinds: Sequence[str], stream_count: int, seed: int = 0) -> None:
+        super().__init__(streams=max(2, stream_count))
         self.total_bytes = total_bytes
-        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(max(2, stream_count))]
-        self._buffers = ExitStack()
-        with ExitStack() as on_failure:
-            on_failure.push(self._buffers)
-            take = self._buffers.enter_context
-            self.input = take(DeviceBuffer("malloc", total_bytes))
-            self.work = take(DeviceBuffer("malloc", total_bytes))
-            self.expected = take(DeviceBuffer("malloc", total_bytes))
-            self.scratch = take(DeviceBuffer("malloc", total_bytes))
+        with self.freed_on_failure():
+            self.input = self.take(DeviceBuffer("malloc", total_bytes))
+            self.work = self.take(DeviceBuffer("malloc", total_bytes))
+            self.expected = self.take(DeviceBuffer("malloc", total_bytes))
+            self.scratch = self.take(DeviceBuffer("malloc", total_bytes))
             words = self.input.array.view(cupy.uint32)
             words[:] = cupy.random.RandomState(seed).randint(0, 2**31, size=words.size, dtype=cupy.int64) * 2 + 1
             cupy.cuda.runtime.deviceSynchronize()
             cupy.get_default_memory_pool().free_all_blocks()  # the random draw's temporary
-            self.host_in = {kind: take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
-            self.host_out = {kind: take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
+            self.host_in = {kind: self.take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
+            self.host_out = {kind: self.take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
             for buffer in self.host_in.values():
                 runtime.memcpy(buffer.ptr, self.input.ptr, total_bytes, runtime.memcpyDeviceToHost)
             for kind in host_kinds:  # untimed passes over fresh memory: first DMA to new pages can be slower
                 for _ in range(2):
                     runtime.memcpy(self.work.ptr, self.host_in[kind].ptr, total_bytes, runtime.memcpyHostToDevice)
                     runtime.memcpy(self.host_out[kind].ptr, self.work.ptr, total_bytes, runtime.memcpyDeviceToHost)
-            on_failure.pop_all()
-
-    def close(self) -> None:
-        for stream in self.streams:
-            stream.synchronize()
-        self._buffers.close()
-
-    def __enter__(self) -> _Payload:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class _Runner:
