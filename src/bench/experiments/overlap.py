@@ -156,12 +156,13 @@ class _Runner:
         self.kernel = MixKernel()
         self.timeline = Timeline()
         self._stages: dict[tuple, _Stages] = {}
-        self._copies: dict[tuple, float] = {}
-        self._rounds: dict[tuple, tuple[int, float]] = {}
+        self._copies: dict[tuple, tuple[float, float]] = {}  # (median, fastest) ms; for "duplex", (H2D, D2H)
+        self._rounds: dict[tuple, tuple[int, tuple[float, float]]] = {}
         self.launch_us: dict[str, float] = {}
 
     # -- stage measurements (whole payload, one stream) -----------------------------------------------------------
-    def _copy_ms(self, payload: _Payload, host_memory: str, direction: str) -> float:
+    def _copy_ms(self, payload: _Payload, host_memory: str, direction: str) -> tuple[float, float]:
+        """Median and fastest time of the whole payload copied one way."""
         key = (payload.total_bytes, host_memory, direction)
         if key not in self._copies:
             stream, total = payload.streams[0], payload.total_bytes
@@ -180,6 +181,7 @@ class _Runner:
         return self._copies[key]
 
     def _duplex_ms(self, payload: _Payload) -> tuple[float, float]:
+        """Fastest H2D and D2H times of the whole payload while both directions copy at once (pinned)."""
         key = (payload.total_bytes, "pinned", "duplex")
         if key not in self._copies:
             up, down, total = payload.streams[0], payload.streams[1], payload.total_bytes
@@ -194,7 +196,8 @@ class _Runner:
             self._copies[key] = tuple(min(samples) for samples in timing.stream_samples_ms)
         return self._copies[key]
 
-    def _kernel_ms(self, payload: _Payload, rounds: int) -> float:
+    def _kernel_ms(self, payload: _Payload, rounds: int) -> tuple[float, float]:
+        """Median and fastest time of the kernel over the whole payload."""
         stream, words = payload.streams[0], payload.total_bytes // 4
 
         def enqueue(ops: int) -> None:
@@ -204,8 +207,9 @@ class _Runner:
         summary = self.stage_timer.measure(enqueue, [stream], ops_per_batch=1).summary
         return summary.median_ms, summary.min_ms
 
-    def _calibrate(self, payload: _Payload, ratio: float) -> tuple[int, float]:
-        """Rounds per element for which the whole-payload kernel takes ``ratio`` × the pinned upload time."""
+    def _calibrate(self, payload: _Payload, ratio: float) -> tuple[int, tuple[float, float]]:
+        """Rounds per element for which the whole-payload kernel takes ``ratio`` × the pinned upload time, and the
+        kernel's (median, fastest) time at those rounds."""
         key = (payload.total_bytes, ratio)
         if key not in self._rounds:
             target = ratio * self._copy_ms(payload, "pinned", "H2D")[0]
@@ -275,21 +279,21 @@ class _Runner:
         if expected_error:
             row["error"] = expected_error
             return row
-        try:
-            if launch == "graph":
+        if launch == "graph":
+            try:
                 graph = capture(streams[0], streams[1:], lambda: pipeline.enqueue(None))
-                streams = streams[:1]
+            except Exception as error:  # CuPy's or numba's error for work the runtime will not capture
+                row.update(status="unsupported", error=f"graph capture refused: {type(error).__name__}: {error}")
+                return row
+            streams = streams[:1]
 
-                def enqueue(ops: int) -> None:
-                    for _ in range(ops):
-                        graph.launch(streams[0])
-            else:
-                def enqueue(ops: int) -> None:
-                    for _ in range(ops):
-                        pipeline.enqueue(None)
-        except Exception as error:  # CuPy's or numba's error for work the runtime will not capture
-            row.update(status="unsupported", error=f"graph capture refused: {type(error).__name__}: {error}")
-            return row
+            def enqueue(ops: int) -> None:
+                for _ in range(ops):
+                    graph.launch(streams[0])
+        else:
+            def enqueue(ops: int) -> None:
+                for _ in range(ops):
+                    pipeline.enqueue(None)
         try:
             payload.host_out[host_memory].array.view(np.uint32).fill(POISON_WORD)
             if launch == "graph":
