@@ -6,6 +6,7 @@ Python, so the kernels' logic can be tested on a machine without a GPU.
 
 from __future__ import annotations
 
+import functools
 import time
 
 from numba import cuda
@@ -131,6 +132,15 @@ def mix_array_kernel(data, rounds):
     _mix_in_place_device(data, data.size, rounds)
 
 
+@functools.cache
+def _compiled_mix_kernel():
+    """The raw-pointer mix kernel, compiled once per process however many MixKernels there are."""
+    from numba import types
+
+    signature = types.void(types.CPointer(types.uint32), types.int64, types.int32)
+    return cuda.jit(signature)(_mix_in_place).overloads[signature.args]
+
+
 class MixKernel:
     """``data[i] = mix(data[i], rounds)`` for ``count`` uint32 at a raw device pointer, launched the cheap way.
 
@@ -141,10 +151,7 @@ class MixKernel:
     """
 
     def __init__(self) -> None:
-        from numba import types
-
-        signature = types.void(types.CPointer(types.uint32), types.int64, types.int32)
-        self._compiled = cuda.jit(signature)(_mix_in_place).overloads[signature.args]
+        self._compiled = _compiled_mix_kernel()
         self.max_blocks = self._compiled.max_cooperative_grid_blocks(THREADS_PER_BLOCK)
         self._streams: dict[int, object] = {}
 

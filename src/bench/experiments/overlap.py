@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import cupy
 import numpy as np
@@ -113,10 +113,7 @@ class _Stages:
         return self.h2d_ms + self.kernel_ms + self.d2h_ms
 
     def columns(self) -> dict:
-        return {"h2d_ms": self.h2d_ms, "kernel_ms": self.kernel_ms, "d2h_ms": self.d2h_ms,
-                "serial_ms": self.serial_ms, "h2d_duplex_ms": self.h2d_duplex_ms,
-                "d2h_duplex_ms": self.d2h_duplex_ms, "bound_ms": self.bound_ms, "kernel_rounds": self.kernel_rounds,
-                "compute_ratio_measured": self.compute_ratio_measured}
+        return {**asdict(self), "serial_ms": self.serial_ms}
 
 
 class _Payload(BufferSet):
