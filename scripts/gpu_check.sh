@@ -1,37 +1,49 @@
 #!/usr/bin/env bash
-# On the GPU machine: environment, GPU tests, a sweep (timed), its plots, and the C++ bandwidth comparison.
-# Everything lands in results/ and plots/ and is tarred, with the log, into $OUT (device tool) or ./gpu-out.
-#   bash scripts/gpu_check.sh [all|tests|sweep] [sweep arguments...]      (default: all, the default sweep)
+# On the GPU machine: the environment, then each step in order; results land in results/, a log of everything and a
+# tarball of results/ and plots/ in $OUT (device tool) or ./gpu-out.
+#   bash scripts/gpu_check.sh STEP...
+# A step is one argument: "tests [pytest args]" (the GPU tests), "sweep [sweep args]" (a timed sweep, then its plots
+# and, for bandwidth, the C++ reference), "claims [args]", or "benchmarks [pytest args]" (pytest --benchmark-only).
+# Default: "tests" "sweep" (the GPU tests, then the default sweep).
 set -uo pipefail
-what=${1:-all}
-shift || true
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 log="$out/gpu_check.log"
-{
-  echo "== $(date -u +%FT%TZ) gpu_check $what $*, commit ${BENCH_GIT_COMMIT:-unknown}"
-  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-  python3 -m bench env
-  if [ "$what" = tests ] || [ "$what" = all ]; then
-    echo "== GPU tests"
-    timeout 200 python3 -m pytest -v -m gpu tests 2>&1 | tail -40
-  fi
-  if [ "$what" = sweep ] || [ "$what" = all ]; then
-    echo "== sweep $*"
-    start=$(date +%s)
-    timeout 420 python3 -m bench sweep "$@"
-    echo "sweep wall time: $(( $(date +%s) - start )) s"
-    newest=$(ls results/*.parquet | grep -v '\..*\.parquet$' | sort | tail -1)
-    python3 -m bench plot "$newest"
-    if python3 -c "import pandas as pd, sys; sys.exit(0 if (pd.read_parquet('$newest')['experiment'] == 'bandwidth').any() else 1)"; then
-      echo "== C++ reference (cudaMemcpyAsync loop timed with events)"
-      if nvcc -O2 -o /tmp/reference_bandwidth scripts/reference_bandwidth.cu; then
-        reference="${newest%.parquet}-reference-cpp.csv"
-        /tmp/reference_bandwidth > "$reference" && python3 scripts/compare_reference.py "$newest" "$reference"
-      fi
+[ $# -gt 0 ] || set -- tests sweep
+
+sweep() {
+  local start newest reference
+  start=$(date +%s)
+  timeout 540 python3 -m bench sweep "$@"
+  echo "sweep wall time: $(( $(date +%s) - start )) s"
+  newest=$(ls results/*.parquet | grep -v '\..*\.parquet$' | sort | tail -1)
+  python3 -m bench plot "$newest"
+  if python3 -c "import pandas as pd, sys; sys.exit(0 if (pd.read_parquet('$newest')['experiment'] == 'bandwidth').any() else 1)"; then
+    echo "== C++ reference (cudaMemcpyAsync loop timed with events)"
+    if nvcc -O2 -o /tmp/reference_bandwidth scripts/reference_bandwidth.cu; then
+      reference="${newest%.parquet}-reference-cpp.csv"
+      /tmp/reference_bandwidth > "$reference" && python3 scripts/compare_reference.py "$newest" "$reference"
     fi
   fi
+}
+
+{
+  echo "== $(date -u +%FT%TZ) gpu_check, commit ${BENCH_GIT_COMMIT:-unknown}"
+  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  python3 -m bench env
+  for step in "$@"; do
+    read -r -a words <<< "$step"
+    echo "== $(date -u +%T) $step"
+    case "${words[0]}" in
+      tests) timeout 300 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" tests 2>&1 | grep -v Warning | tail -60 ;;
+      sweep) sweep "${words[@]:1}" ;;
+      claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
+      benchmarks) timeout 300 python3 -m pytest --benchmark-only -p no:cacheprovider "${words[@]:1}" 2>&1 | tail -80 ;;
+      *) echo "unknown step: $step" ;;
+    esac
+    tar czf "$out/artifacts.tgz" results plots  # after every step: a call cut short still brings back what finished
+  done
 } 2>&1 | tee "$log"
 tar czf "$out/artifacts.tgz" results plots
 ls -la "$out"

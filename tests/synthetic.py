@@ -61,3 +61,49 @@ def overlap_timeline(rows: pd.DataFrame) -> pd.DataFrame:
                             "start_ms": start, "end_ms": start + length})
                 start += length
     return pd.DataFrame(ops)
+
+
+def blocking_rows() -> pd.DataFrame:
+    """Host verdicts shaped like the real thing: syncs wait, pageable D2H on the spinning stream waits, the rest
+    return; plus a serialization frame where cudaMalloc serializes the kernels."""
+    from bench.calls import catalog
+
+    rows = []
+    for call in catalog().values():
+        for placement in call.placements:
+            for spin in ("blocking", "non-blocking"):
+                waits = call.api in ("cudaDeviceSynchronize", "cudaFree") or (
+                    placement == "same" and (call.api == "cudaStreamSynchronize" or "pageable" in call.name))
+                host_ms = 19.9 if waits else 0.004
+                rows.append({"experiment": "blocking", "call": call.name, "api": call.api, "placement": placement,
+                             "spin_stream": spin, "host_ms": host_ms, "verdict": "waits-for-device" if waits
+                             else "returns", "matches_docs": "false" if call.api == "cudaFree" else "",
+                             "status": "ok", "error": "", **ENV})
+                serializes = call.api == "cudaMalloc"
+                rows.append({"experiment": "serialization", "call": call.name, "api": call.api,
+                             "placement": placement, "spin_stream": spin, "host_ms": host_ms,
+                             "host_waited": waits, "overlap_ms": 0.0 if serializes or waits else 19.9,
+                             "verdict": "serializes" if serializes or waits else "overlaps",
+                             "matches_docs": "true" if serializes else "", "status": "ok", "error": "", **ENV})
+    return pd.DataFrame(rows)
+
+
+def alloc_and_graphs_rows() -> pd.DataFrame:
+    rows = []
+    for nbytes in (1 << 10, 1 << 20, 1 << 30):
+        for api, threshold, cost in (("cudaMalloc", "none", 50.0), ("cudaMallocAsync", "0", 30.0),
+                                     ("cudaMallocAsync", "max", 2.0), ("cudaHostAlloc", "none", 200.0),
+                                     ("cudaHostRegister", "none", 80.0)):
+            rows.append({"experiment": "alloc", "api": api, "release_threshold": threshold, "pattern": "single",
+                         "bytes": nbytes, "cycle_us": cost * (1 + nbytes / 2**28), "status": "ok", "error": "", **ENV})
+            if api.startswith("cudaMalloc"):
+                rows.append({"experiment": "alloc", "api": api, "release_threshold": threshold, "pattern": "loop",
+                             "bytes": nbytes, "host_us_per_iteration": cost + 20, "gpu_us_per_iteration": cost,
+                             "status": "ok", "error": "", **ENV})
+    rows.append({"experiment": "graphs", "case": "stream-order", "iterations": 100, "bytes": 1 << 20, "trials": 100,
+                 "wrong_results": 0, "status": "ok", "error": "", **ENV})
+    rows.append({"experiment": "graphs", "case": "sync-in-capture", "iterations": 10, "bytes": 1 << 20,
+                 "sync_error": "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing",
+                 "capture_state_after_sync": "invalidated", "end_capture_error": "cudaErrorStreamCaptureInvalidated",
+                 "status": "ok", "error": "", **ENV})
+    return pd.DataFrame(rows)

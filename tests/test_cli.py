@@ -83,3 +83,22 @@ def test_plot_writes_figures(tmp_path):
     result = bench("plot", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["bandwidth.png", "bandwidth.svg"]
+
+
+def test_claims_from_a_results_file_needs_no_gpu(tmp_path):
+    import pandas as pd
+
+    from bench import store
+    from synthetic import alloc_and_graphs_rows, blocking_rows
+
+    rows = pd.concat([blocking_rows(), alloc_and_graphs_rows()], ignore_index=True)
+    store.write(tmp_path / "r.parquet", rows.to_dict("records"), {"run_id": "synthetic"})
+    result = bench("claims", "r.parquet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "cudaGetLastError waits for running kernels: FALSE" in result.stdout
+    assert "NOT MEASURED" not in result.stdout and not (tmp_path / "results").exists()
+
+
+def test_claims_with_missing_experiments_and_no_gpu(tmp_path, no_gpu):
+    result = bench("claims", cwd=tmp_path)
+    assert_usage_error(result, tmp_path, "GPU")

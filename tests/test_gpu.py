@@ -215,6 +215,8 @@ def test_overlap_small_pipeline(cupy):
     assert ((ok["compute_ratio_measured"] - 1.0).abs() < 0.15).all(), ok["compute_ratio_measured"].tolist()
     one = pinned[(pinned["streams"] == 1) & (pinned["launch"] == "eager") & (pinned["allocator"] == "malloc")]
     assert ((one["speedup"] > 0.8) & (one["speedup"] < 1.2)).all(), one["speedup"].tolist()
+    assert (ok["efficiency"] < 1.03).all(), ok["efficiency"].max()  # the bound is a lower bound on the makespan
+    assert (ok["kernel_split_ms"] > 0).all()
     best = pinned[(pinned["streams"] == 4) & (pinned["chunks_per_stream"] == 4)]["efficiency"].max()
     assert best > 0.5, best  # without overlap, three equal stages give about 1/3
     eager = [row for row in rows if row["launch"] == "eager" and row["status"] == "ok"]
@@ -223,3 +225,86 @@ def test_overlap_small_pipeline(cupy):
         assert {"H2D", "kernel", "D2H"} <= kinds and len(row["_timeline"]) >= 3 * row["chunks"]
         assert ("alloc" in kinds) == (row["allocator"] == "mallocAsync")
         assert 0 <= row["concurrency"] <= 1
+
+
+@pytest.mark.parametrize("call, placement, spin_stream, verdict", [
+    ("cudaDeviceSynchronize", "none", "non-blocking", "waits-for-device"),  # a control that must wait
+    ("cudaStreamSynchronize", "same", "non-blocking", "waits-for-device"),
+    ("cudaStreamSynchronize", "other", "non-blocking", "returns"),  # an idle stream: must not wait
+    ("cudaMemcpyAsync H2D pinned 4 KiB", "other", "blocking", "returns"),
+    ("kernel launch", "legacy", "blocking", "returns"),
+])
+def test_blocking_controls(cupy, call, placement, spin_stream, verdict):
+    from bench.experiments.blocking import EXPERIMENT as BLOCKING
+
+    (row,) = BLOCKING.run([{"call": call, "placement": placement, "spin_stream": spin_stream}], None)
+    assert row["status"] == "ok", row["error"]
+    assert row["verdict"] == verdict and row["stable"], row
+    if verdict == "waits-for-device":
+        assert row["host_ms"] > 0.5 * row["spin_left_ms"]
+
+
+def test_serialization_controls(cupy):
+    from bench.experiments.serialization import EXPERIMENT as SERIALIZATION
+
+    configs = [{"call": "(nothing)", "placement": "none", "spin_stream": "non-blocking"},
+               {"call": "cudaDeviceSynchronize", "placement": "none", "spin_stream": "non-blocking"},
+               {"call": "kernel launch", "placement": "legacy", "spin_stream": "blocking"},
+               {"call": "kernel launch", "placement": "legacy", "spin_stream": "non-blocking"}]
+    rows = list(SERIALIZATION.run(configs, None))
+    assert [row["status"] for row in rows] == ["ok"] * 4, [row["error"] for row in rows]
+    nothing, device_sync, null_blocking, null_non_blocking = rows
+    assert nothing["verdict"] == "overlaps" and nothing["overlap_ms"] > 15
+    assert device_sync["verdict"] == "serializes" and device_sync["host_waited"]
+    assert null_blocking["verdict"] == "serializes" and not null_blocking["host_waited"]  # NULL stream, on the GPU
+    assert null_non_blocking["verdict"] == "overlaps"
+
+
+def test_graphs_cases(cupy):
+    from bench.experiments.graphs import CASES
+    from bench.experiments.graphs import EXPERIMENT as GRAPHS
+    from bench.timing import StopRule, Timer
+
+    configs = [{"case": case, "iterations": 10, "bytes": 1 << 20} for case in CASES]
+    rows = {row["case"]: row for row in GRAPHS.run(configs, Timer(StopRule(min_samples=3, time_cap_s=0.1)))}
+    assert all(row["status"] == "ok" for row in rows.values()), {c: r["error"] for c, r in rows.items()}
+    loop = rows["malloc-loop"]
+    assert loop["verified"] and loop["graph_equals_eager"] and loop["graph_ms"] > 0 and loop["eager_ms"] > 0
+    assert rows["stream-order"]["wrong_results"] == 0
+    capture = rows["sync-in-capture"]
+    assert capture["sync_error"] and capture["usable_after"], capture
+
+
+def test_alloc_small_and_threshold_restored(cupy):
+    from cupy.cuda import runtime
+
+    from bench.experiments.alloc import EXPERIMENT as ALLOC
+
+    configs = [{"api": api, "release_threshold": threshold, "pattern": pattern, "bytes": 1 << 20}
+               for api, threshold in (("cudaMalloc", "none"), ("cudaMallocAsync", "0"), ("cudaMallocAsync", "max"))
+               for pattern in ("single", "loop")]
+    configs.append({"api": "cudaHostRegister", "release_threshold": "none", "pattern": "single", "bytes": 1 << 20})
+    rows = list(ALLOC.run(configs, None))
+    assert all(row["status"] == "ok" for row in rows), [row["error"] for row in rows]
+    for row in rows:
+        if row["pattern"] == "single":
+            assert 0 < row["alloc_us"] < row["cycle_us"]
+        else:
+            assert row["gpu_us_per_iteration"] > 0 and row["host_us_per_iteration"] > 0
+    pool = runtime.deviceGetDefaultMemPool(0)
+    assert runtime.memPoolGetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold) == 0
+
+
+def test_cli_claims_runs_what_the_results_lack(tmp_path):
+    from bench import store
+    from synthetic import alloc_and_graphs_rows, blocking_rows
+
+    rows = pd.concat([blocking_rows(), alloc_and_graphs_rows()], ignore_index=True)
+    rows = rows[rows["experiment"] != "graphs"]
+    store.write(tmp_path / "given.parquet", rows.to_dict("records"), {"run_id": "synthetic"})
+    result = _bench("claims", "given.parquet", "--out", "results", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "measuring what the results lack: graphs" in result.stdout
+    (measured,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
+    assert set(pd.read_parquet(measured)["experiment"]) == {"graphs"}
+    assert "NOT MEASURED" not in result.stdout and "wrong results" in result.stdout

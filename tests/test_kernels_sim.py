@@ -32,11 +32,17 @@ data = cuda.to_device(values.copy())
 mix_array_kernel[4, 64](data, 9)
 assert np.array_equal(data.copy_to_host(), mix_reference(values, 9))
 assert not np.array_equal(mix_reference(values, 9), values)
+
+from bench.kernels import spin_kernel
+stamps = cuda.mapped_array(4, np.uint64)
+stamps[:] = 0
+spin_kernel[1, 1](np.uint64(30_000_000), stamps, 1)  # slot 1: stamps[2], stamps[3]
+assert stamps[0] == 0 and stamps[2] > 0 and stamps[3] - stamps[2] >= 30_000_000, list(stamps)
 print("ok")
 """
 
 
-def test_gate_and_mix_kernels_in_simulator():
+def test_gate_mix_and_spin_kernels_in_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": SRC}
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -26,6 +26,15 @@ def test_round_trip_with_metadata(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
 
 
+def test_a_column_of_mixed_types_is_kept_as_text(tmp_path):
+    path = tmp_path / "r.parquet"
+    rows = [{"experiment": "a", "flag": True, "x": 1.5}, {"experiment": "b", "flag": "maybe"}, {"experiment": "c"}]
+    store.write(path, rows, {"run_id": "x"})
+    back = store.read(path)
+    assert list(back["flag"].iloc[:2]) == ["True", "maybe"] and back["flag"].isna().iloc[2]
+    assert back["x"].iloc[0] == 1.5
+
+
 def _current_umask():
     mask = os.umask(0)
     os.umask(mask)

@@ -1,4 +1,4 @@
-"""``python -m bench {sweep,plot,env}``.
+"""``python -m bench {sweep,plot,claims,env}``.
 
 A user's mistake (bad argument, no GPU, unreadable results file) is one line on stderr and exit status 2, and
 nothing is written. A sweep interrupted with Ctrl-C keeps its finished rows and exits 130.
@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,env}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,env}")
 
     sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
     sweep.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke test in seconds")
@@ -50,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("results", nargs="?", type=Path, help="results file (default: the newest in results/)")
     plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/)")
     plot.set_defaults(handler=_plot)
+
+    claims = commands.add_parser("claims", help="CUDA folklore against measurement (runs what the results lack)")
+    claims.add_argument("results", nargs="?", type=Path,
+                        help="results file (default: the newest file in results/ holding each needed experiment)")
+    claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="where to write results it has to measure")
+    claims.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    claims.set_defaults(handler=_claims)
 
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment")
     env.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
@@ -135,21 +142,27 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         plans = sweep.plan(names, quick=args.quick, sizes=sizes, axes=axes)
     except ValueError as error:
         raise UsageError(f"--experiments/--axis: {error}") from None
-    directory = _writable_target(args.out)
-    environment = _use_gpu(args.device)
-    _check_memory(plans, environment.gpu_name)
+    outcome = _run_plans(plans, args.out, args.device, args.quick, console)
+    return 130 if outcome.interrupted else 0
 
+
+def _run_plans(plans, out: Path, device: int, quick: bool, console: Console):
+    """Check the target and the GPU, run the plans into a new results file, print the summary."""
+    from bench import sweep
     from bench.timing import StopRule, Timer
 
+    directory = _writable_target(out)
+    environment = _use_gpu(device)
+    _check_memory(plans, environment.gpu_name)
     started = datetime.now(timezone.utc)
     run_id = started.strftime("%Y%m%dT%H%M%SZ")
     slug = "".join(c if c.isalnum() else "-" for c in environment.gpu_name).strip("-")
-    path = args.out if args.out.suffix == ".parquet" else directory / f"{run_id}-{slug}.parquet"
-    rule = StopRule(min_samples=5, time_cap_s=0.1) if args.quick else StopRule()
+    path = out if out.suffix == ".parquet" else directory / f"{run_id}-{slug}.parquet"
+    rule = StopRule(min_samples=5, time_cap_s=0.1) if quick else StopRule()
     outcome = sweep.run(plans, Timer(rule), environment.as_dict(), path, run_id=run_id,
                         command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), console=console)
     _print_summary(plans, outcome, console)
-    return 130 if outcome.interrupted else 0
+    return outcome
 
 
 def _print_summary(plans, outcome, console: Console) -> None:
@@ -194,6 +207,31 @@ def _plot(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
         console.print(f"wrote {written}")
+    return 0
+
+
+def _claims(args: argparse.Namespace, console: Console) -> int:
+    import pandas as pd
+
+    from bench import claims, store, sweep
+
+    needed = claims.needed_experiments()
+    if args.results:
+        rows = store.read(args.results)
+    else:
+        rows = store.newest_rows(RESULTS_DIR, needed)
+    missing = claims.missing_experiments(rows)
+    if missing:
+        console.print(f"measuring what the results lack: {', '.join(missing)}")
+        outcome = _run_plans(sweep.plan(missing), args.out, args.device, False, console)
+        if outcome.interrupted:
+            return 130
+        rows = pd.concat([rows, pd.DataFrame(outcome.rows)], ignore_index=True)
+    console.print("[bold]CUDA claims against measurement[/bold]")
+    for _, line in claims.table(rows).iterrows():  # one block per claim: readable at any terminal width
+        console.print(f"\n[bold]{line['claim']}[/bold]: {line['verdict'].upper()}", highlight=False)
+        console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True)
+        console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True)
     return 0
 
 

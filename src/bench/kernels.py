@@ -82,6 +82,35 @@ def gate_kernel(latch, timeout_ns):
     latch[1] = GATE_RELEASED
 
 
+@cuda.jit
+def spin_kernel(duration_ns, stamps, slot):
+    """Busy-wait ``duration_ns`` (``numpy.uint64``) on the global timer, one thread.
+
+    ``stamps`` is host-mapped: ``stamps[2 * slot]`` gets the start and ``stamps[2 * slot + 1]`` the end, in global
+    timer nanoseconds, each made visible to the host as soon as it is written.
+    """
+    start = globaltimer_ns()
+    stamps[2 * slot] = start
+    cuda.threadfence_system()
+    now = start
+    while now - start < duration_ns:
+        now = globaltimer_ns()
+    stamps[2 * slot + 1] = now
+    cuda.threadfence_system()
+
+
+def numba_stream(ptr: int):
+    """numba's handle for a stream given by its CUDA handle (a CuPy stream's ``ptr``, or 1 for the legacy and 2
+    for the per-thread default stream); cached, because numba makes a new wrapper object per call."""
+    handle = _NUMBA_STREAMS.get(ptr)
+    if handle is None:
+        handle = _NUMBA_STREAMS[ptr] = cuda.external_stream(ptr)
+    return handle
+
+
+_NUMBA_STREAMS: dict[int, object] = {}
+
+
 # --- compute with tunable intensity -------------------------------------------------------------------------------
 # Each element goes through `rounds` steps of a 32-bit linear congruential generator: integer arithmetic, so the GPU
 # result is bit-exact and a host reference (numpy uint32) can verify it.
@@ -153,18 +182,10 @@ class MixKernel:
     def __init__(self) -> None:
         self._compiled = _compiled_mix_kernel()
         self.max_blocks = self._compiled.max_cooperative_grid_blocks(THREADS_PER_BLOCK)
-        self._streams: dict[int, object] = {}
 
     def grid(self, count: int) -> int:
         return max(1, min(self.max_blocks, -(-count // THREADS_PER_BLOCK)))
 
-    def numba_stream(self, stream):
-        """numba's handle for a CuPy stream (cached: numba makes a new wrapper object per call)."""
-        handle = self._streams.get(stream.ptr)
-        if handle is None:
-            handle = self._streams[stream.ptr] = cuda.external_stream(stream.ptr)
-        return handle
-
     def launch(self, stream, pointer: int, count: int, rounds: int) -> None:
-        self._compiled.launch([pointer, count, rounds], self.grid(count), THREADS_PER_BLOCK,
-                              self.numba_stream(stream))
+        """Launch on ``stream``: anything with a ``ptr`` (a CuPy stream, or :class:`bench.memory.StreamRef`)."""
+        self._compiled.launch([pointer, count, rounds], self.grid(count), THREADS_PER_BLOCK, numba_stream(stream.ptr))

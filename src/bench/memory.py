@@ -15,6 +15,7 @@ import ctypes
 import mmap
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 import cupy
 import numpy as np
@@ -22,6 +23,57 @@ from cupy.cuda import runtime
 
 HOST_MEMORY = ("pinned", "pageable", "registered")
 DEVICE_ALLOCATORS = ("malloc", "mallocAsync")
+RELEASE_THRESHOLD_MAX = 2**64 - 1
+
+
+@dataclass(frozen=True)
+class StreamRef:
+    """A stream by its CUDA handle, for the special ones no CuPy object stands for."""
+
+    ptr: int
+
+
+LEGACY_STREAM = StreamRef(runtime.streamLegacy)  # the NULL stream, implicitly synchronizing with blocking streams
+PER_THREAD_STREAM = StreamRef(runtime.streamPerThread)
+
+
+class OwnedStream:
+    """A stream created with ``cudaStreamCreateWithFlags`` (``blocking``: the default flags, so it synchronizes with
+    the legacy default stream; otherwise non-blocking) that its user may also destroy itself; see :meth:`disown`."""
+
+    def __init__(self, blocking: bool) -> None:
+        self.ptr = runtime.streamCreateWithFlags(runtime.streamDefault if blocking else runtime.streamNonBlocking)
+
+    def disown(self) -> None:
+        """The stream was destroyed elsewhere; :meth:`close` will leave it alone."""
+        self.ptr = 0
+
+    def close(self) -> None:
+        if self.ptr:
+            runtime.streamDestroy(self.ptr)
+            self.ptr = 0
+
+
+@contextmanager
+def release_threshold(threshold: int) -> Iterator[int]:
+    """Set the device's default memory pool's release threshold (bytes it keeps across synchronizations), trimmed
+    empty first; restore the old threshold afterwards. Yields the pool's handle."""
+    pool = runtime.deviceGetDefaultMemPool(runtime.getDevice())
+    previous = runtime.memPoolGetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold)
+    runtime.memPoolTrimTo(pool, 0)
+    runtime.memPoolSetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold, threshold)
+    try:
+        yield pool
+    finally:
+        runtime.memPoolSetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold, previous)
+        runtime.memPoolTrimTo(pool, 0)
+
+
+def touched(nbytes: int) -> np.ndarray:
+    """Pageable numpy memory with every page faulted in now, not during the first timed operation on it."""
+    memory = np.empty(nbytes, dtype=np.uint8)
+    memory[:: mmap.PAGESIZE] = 0
+    return memory
 
 
 class HostBuffer:
@@ -39,8 +91,7 @@ class HostBuffer:
             self._pinned_ptr = runtime.hostAlloc(nbytes, 0)
             self.array = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(self._pinned_ptr), dtype=np.uint8)
         else:
-            self.array = np.empty(nbytes, dtype=np.uint8)
-            self.array[:: mmap.PAGESIZE] = 0  # fault every page in now, not during the first timed copy
+            self.array = touched(nbytes)
             if kind == "registered":
                 runtime.hostRegister(self.array.ctypes.data, nbytes, 0)
                 self._registered = True

@@ -95,11 +95,13 @@ def _save(figure, stem: Path) -> list[Path]:
 
 def plot_results(rows: pd.DataFrame, out_dir: Path, tables: dict | None = None) -> list[Path]:
     """Every figure the results (and their side tables, e.g. ``timeline``) support; returns the files written."""
-    plotters = {"bandwidth": plot_bandwidth, "launch": plot_launch, "overlap": plot_overlap}
+    plotters = (({"bandwidth"}, plot_bandwidth), ({"launch"}, plot_launch), ({"overlap"}, plot_overlap),
+                ({"blocking", "serialization"}, plot_truth_table), ({"alloc"}, plot_alloc))
+    present = set(rows["experiment"].unique())
     paths: list[Path] = []
-    for experiment in rows["experiment"].unique():
-        if experiment in plotters:
-            paths += plotters[experiment](rows, out_dir, tables or {})
+    for experiments, plotter in plotters:
+        if experiments & present:
+            paths += plotter(rows, out_dir, tables or {})
     return paths
 
 
@@ -242,3 +244,101 @@ def plot_launch(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
     ax.invert_yaxis()
     ax.set_title(f"numba-cuda launch cost on {launch.iloc[0]['gpu_name']}")
     return _save(figure, Path(out_dir) / "launch")
+
+
+VERDICT_COLORS = {"returns": "#4daf4a", "own-work": "#ffd92f", "waits-for-device": "#e41a1c", "unclear": "#bdbdbd",
+                  "overlaps": "#4daf4a", "partial": "#ff7f00", "serializes": "#e41a1c"}
+_PLACEMENTS = ("same", "other", "legacy", "per-thread", "none")
+
+
+def _truth_panel(ax, rows: pd.DataFrame, calls: list[str], columns: list[tuple[str, str]], annotate) -> None:
+    """One cell per (call, placement × spinning stream), coloured by verdict; ``!`` where it contradicts the docs."""
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.set_ylim(len(calls) - 0.5, -0.5)
+    cells = {(row["call"], row["placement"], row["spin_stream"]): row for _, row in rows.iterrows()}
+    for y, call in enumerate(calls):
+        for x, (spin, placement) in enumerate(columns):
+            row = cells.get((call, placement, spin))
+            if row is None:
+                continue
+            ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(row["verdict"], "w"),
+                                       edgecolor="white", linewidth=1.5))
+            text = annotate(row) + ("!" if row.get("matches_docs") == "false" else "")
+            ax.text(x, y, text, ha="center", va="center", fontsize=6.5)
+    ax.set_xticks(range(len(columns)), [f"{placement}\n({spin})" for spin, placement in columns], fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(calls)), calls, fontsize=7.5)
+    for x in range(1, len(columns)):
+        if columns[x][0] != columns[x - 1][0]:
+            ax.axvline(x - 0.5, color="k", linewidth=1.5)
+
+
+def plot_truth_table(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
+    """The blocking truth table: does the call hold the host (left), do two kernels around it still overlap
+    (right); calls × placement and spinning stream, host ms in each cell."""
+    panels = [(name, rows[(rows["experiment"] == name) & (rows["status"] == "ok")])
+              for name in ("blocking", "serialization")]
+    panels = [(name, ok) for name, ok in panels if len(ok)]
+    if not panels:
+        return []
+    calls = list(dict.fromkeys(call for _, ok in panels for call in ok["call"]))
+    figure, axes = plt.subplots(1, len(panels), figsize=(9.5 * len(panels), 0.3 * len(calls) + 2.6), squeeze=False,
+                                constrained_layout=True)
+    for ax, (name, ok) in zip(axes[0], panels):
+        present = set(zip(ok["spin_stream"], ok["placement"]))
+        columns = [(spin, placement) for spin in ("blocking", "non-blocking") for placement in _PLACEMENTS
+                   if (spin, placement) in present]
+        if name == "blocking":
+            _truth_panel(ax, ok, calls, columns, lambda row: _short_ms(row["host_ms"]))
+            ax.set_title("host: does the call return while a 20 ms kernel runs? (cell: host ms)", fontsize=10)
+        else:
+            _truth_panel(ax, ok, calls, columns, lambda row: "host" if row["host_waited"] else "")
+            ax.set_title("device: do kernels on two streams around the call overlap? (\"host\": the call held the "
+                         "host)", fontsize=10)
+        if ax is not axes[0][0]:
+            ax.set_yticks(range(len(calls)), [""] * len(calls))
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
+    figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=len(handles), fontsize=8)
+    env = panels[0][1].iloc[0]
+    figure.suptitle(f"Which CUDA calls block, on {env['gpu_name']} (driver {env['driver_version']}); columns: "
+                    "the call's stream (the spinning stream's kind); ! = contradicts the CUDA documentation",
+                    fontsize=10)
+    return _save(figure, Path(out_dir) / "blocking_truth_table")
+
+
+def _short_ms(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.2f}" if value >= 0.01 else f"{value * 1e3:.0f}µs"
+
+
+def plot_alloc(rows: pd.DataFrame, out_dir: Path, tables: dict) -> list[Path]:
+    """Allocation latency vs size (log-log): device allocate+free round trip, pinned host memory, and the loop."""
+    ok = rows[(rows["experiment"] == "alloc") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    ok = ok.astype({"bytes": "int64"})
+    single = ok[ok["pattern"] == "single"]
+    panels = (("device: allocate + free round trip", single[single["api"].str.startswith("cudaMalloc")],
+               "cycle_us", "host µs (median)"),
+              ("pinned host memory: allocate + free", single[single["api"].str.startswith("cudaHost")],
+               "cycle_us", "host µs (median)"),
+              ("loop: (allocate, kernel, free) × 50", ok[ok["pattern"] == "loop"], "host_us_per_iteration",
+               "µs per iteration (solid: host, dotted: GPU)"))
+    figure, axes = plt.subplots(1, 3, figsize=(16, 5), constrained_layout=True)
+    for ax, (title, group, column, ylabel) in zip(axes, panels):
+        for (api, threshold), line in group.groupby(["api", "release_threshold"], sort=False):
+            line = line.sort_values("bytes")
+            label = api if threshold == "none" else f"{api}, release threshold {threshold}"
+            drawn = ax.plot(line["bytes"], line[column], marker="o", markersize=4, label=label)
+            if column == "host_us_per_iteration":
+                ax.plot(line["bytes"], line["gpu_us_per_iteration"], linestyle=":", marker=".",
+                        color=drawn[0].get_color())
+        if len(group):
+            _size_axis(ax, group["bytes"].to_numpy())
+            ax.set_xlabel("bytes per allocation")
+        ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    figure.suptitle(f"Allocation costs on {ok.iloc[0]['gpu_name']}")
+    return _save(figure, Path(out_dir) / "alloc")

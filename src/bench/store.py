@@ -24,7 +24,7 @@ def write(path: Path, rows: Sequence[dict], metadata: dict) -> None:
     """Write ``rows`` to ``path`` atomically: a reader sees the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(pd.DataFrame(list(rows)), preserve_index=False)
+    table = _table(rows)
     stamp = {"schema_version": SCHEMA_VERSION, **metadata}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: json.dumps(stamp)})
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -38,6 +38,21 @@ def write(path: Path, rows: Sequence[dict], metadata: dict) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _table(rows: Sequence[dict]) -> pa.Table:
+    """Rows as an Arrow table. A column whose values mix types (experiments that disagree on a column's type)
+    is stored as text rather than losing the sweep's rows."""
+    frame = pd.DataFrame(list(rows))
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        for column in frame.columns[frame.dtypes == object]:
+            try:
+                pa.array(frame[column], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                frame[column] = [None if value is None or value != value else str(value) for value in frame[column]]
+        return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def _umask() -> int:
@@ -98,3 +113,25 @@ def newest(directory: Path) -> Path:
     if not candidates:
         raise ResultsError(f"no results files (*.parquet) in {directory}/; run 'python -m bench sweep' first")
     return candidates[-1]
+
+
+def newest_rows(directory: Path, experiments: Sequence[str]) -> pd.DataFrame:
+    """For each experiment, its rows from the newest results file in ``directory`` that has any (an empty frame
+    when none has); files bench cannot read are passed over."""
+    candidates = sorted((p for p in Path(directory).glob("*.parquet") if "." not in p.stem), reverse=True)
+    found: dict[str, pd.DataFrame] = {}
+    for candidate in candidates:
+        wanted = [name for name in experiments if name not in found]
+        if not wanted:
+            break
+        try:
+            rows = read(candidate)
+        except ResultsError:
+            continue
+        if "experiment" not in rows:
+            continue
+        for name in wanted:
+            mine = rows[rows["experiment"] == name]
+            if len(mine):
+                found[name] = mine
+    return pd.concat(found.values(), ignore_index=True) if found else pd.DataFrame()

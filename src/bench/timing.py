@@ -364,3 +364,49 @@ def host_samples_ms(
         if index >= warmup:
             samples.append(elapsed)
     return samples
+
+
+class Spinner:
+    """Spin kernels of known duration whose start and end the host can watch (host-mapped global-timer stamps).
+
+    ``launch(stream, slot, ms)`` starts a one-thread kernel that busy-waits ``ms`` on the GPU's global timer;
+    :meth:`wait_started` returns once it is running, :meth:`running` says whether it still is, and
+    :meth:`interval_ms` gives its start and end (ms, on the GPU's clock) after it finished.
+    """
+
+    def __init__(self, slots: int = 2) -> None:
+        import numpy as np
+        from numba import cuda
+
+        from bench.kernels import numba_stream, spin_kernel
+
+        self._kernel, self._numba_stream, self._uint64 = spin_kernel, numba_stream, np.uint64
+        self.stamps = cuda.mapped_array(2 * slots, dtype=np.uint64)
+        self.stamps[:] = 0
+
+    def launch(self, stream, slot: int, ms: float) -> None:
+        """Start a spin of ``ms`` on ``stream`` (anything with a CUDA handle in ``ptr``)."""
+        import warnings
+
+        from numba.cuda.core.errors import NumbaPerformanceWarning
+
+        self.stamps[2 * slot: 2 * slot + 2] = 0
+        with warnings.catch_warnings():  # one thread on purpose
+            warnings.simplefilter("ignore", NumbaPerformanceWarning)
+            self._kernel[1, 1, self._numba_stream(stream.ptr)](self._uint64(int(ms * 1e6)), self.stamps, slot)
+
+    def wait_started(self, slot: int, timeout_s: float = 5.0) -> float:
+        """Block until the spin in ``slot`` runs; return the host time (``time.perf_counter``) it was seen."""
+        deadline = time.perf_counter() + timeout_s
+        while self.stamps[2 * slot] == 0:
+            if time.perf_counter() > deadline:
+                raise MeasurementFailed(f"spin kernel did not start within {timeout_s:g} s")
+        return time.perf_counter()
+
+    def running(self, slot: int) -> bool:
+        return bool(self.stamps[2 * slot] != 0 and self.stamps[2 * slot + 1] == 0)
+
+    def interval_ms(self, slot: int, origin_ns: int) -> tuple[float, float]:
+        """Start and end of the finished spin in ``slot``, in ms after ``origin_ns`` (a global-timer stamp)."""
+        start, end = (int(self.stamps[2 * slot + offset]) for offset in (0, 1))
+        return (start - origin_ns) / 1e6, (end - origin_ns) / 1e6

@@ -31,11 +31,15 @@ class Experiment:
 
 
 def registry() -> dict[str, Experiment]:
-    from bench.experiments import bandwidth, launch, overlap
+    from bench.experiments import alloc, bandwidth, blocking, graphs, launch, overlap, serialization
 
     experiments = (
         bandwidth.EXPERIMENT,
         launch.EXPERIMENT,
         overlap.EXPERIMENT,
+        blocking.EXPERIMENT,
+        serialization.EXPERIMENT,
+        alloc.EXPERIMENT,
+        graphs.EXPERIMENT,
     )
     return {experiment.name: experiment for experiment in experiments}

@@ -20,7 +20,7 @@ from numba.cuda.core.errors import NumbaPerformanceWarning
 
 from bench.capture import capture
 from bench.experiments import Config, Experiment, Row
-from bench.kernels import MixKernel, mix_array_kernel
+from bench.kernels import MixKernel, mix_array_kernel, numba_stream
 from bench.timing import host_samples_ms
 
 PATHS = ("dispatcher", "precompiled", "graph")
@@ -32,7 +32,7 @@ def launch_costs_us(kernel: MixKernel, stream, paths: Sequence[str] = PATHS) -> 
     """Host µs per launch, one list of samples per path."""
     data = cupy.zeros(1, dtype=cupy.uint32)
     array = cuda.as_cuda_array(data)
-    handle = kernel.numba_stream(stream)
+    handle = numba_stream(stream.ptr)
 
     def dispatcher():
         with warnings.catch_warnings():  # one block on purpose: numba's low-occupancy warning does not apply

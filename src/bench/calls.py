@@ -1,0 +1,318 @@
+"""The catalog of CUDA runtime calls whose blocking the ``blocking`` and ``serialization`` experiments measure, each
+with what the CUDA documentation says about it.
+
+A call is prepared on a *placement* stream before anything runs (buffers, handles), optionally *armed* right after
+the spin kernel started (e.g. an event recorded behind it), then made once while the host times it, and cleaned up
+once the device is idle. Placements, for calls that take a stream: ``same`` (the spinning stream), ``other`` (a
+second non-blocking stream), ``legacy`` (the legacy default NULL stream) and ``per-thread`` (the per-thread default
+stream); calls that take no stream have the one placement ``none``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+SMALL_BYTES = 4 << 10
+LARGE_BYTES = 64 << 20
+ALLOC_BYTES = 1 << 20
+STREAM_PLACEMENTS = ("same", "other", "legacy", "per-thread")
+PLACEMENTS = (*STREAM_PLACEMENTS, "none")
+CUDA_ERROR_NOT_READY = 600
+
+# What the documentation says the call waits for on the host:
+#   "never"  returns without waiting for device work     "stream" waits for earlier work in its stream
+#   "device" waits for all device work                   "maybe"  the docs say it may or might wait
+#   "silent" the docs say nothing about it
+DOCS_HOST = ("never", "stream", "device", "maybe", "silent")
+
+SYNC_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"
+GUIDE_IMPLICIT = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#implicit-synchronization"
+GUIDE_ASYNC = ("https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
+               "#concurrent-execution-between-host-and-device")
+GUIDE_STREAMS = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#creation-and-destruction-streams"
+MEMORY_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY.html"
+ASYNC_ALLOC_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY__POOLS.html"
+STREAM_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__STREAM.html"
+EVENT_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__EVENT.html"
+ERROR_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html"
+DEVICE_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html"
+
+
+@dataclass
+class Prepared:
+    """One call, ready to be made."""
+
+    call: Callable[[], object]
+    arm: Callable[[], None] = lambda: None  # untimed, once the spin runs
+    cleanup: Callable[[], None] = lambda: None  # untimed, once the device is idle
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    api: str
+    docs_host: str  # one of DOCS_HOST
+    docs: str  # the documentation's statement, paraphrased or quoted briefly
+    source: str  # the page it comes from
+    prepare: Callable[[object, object], Prepared]  # (kit, placement stream or None) -> Prepared
+    placements: tuple[str, ...] = STREAM_PLACEMENTS
+    guide_serializes: bool = False  # in the Programming Guide's list of operations that keep streams from overlapping
+    null_stream: bool = False  # a synchronous call that does its work on the legacy default stream
+
+
+def ordered_after_spin(placement: str, spin_blocking: bool) -> bool:
+    """Whether work on ``placement`` is ordered behind the spinning stream by stream semantics alone."""
+    return placement == "same" or (placement == "legacy" and spin_blocking)
+
+
+def documented_waits(call: Call, placement: str, spin_blocking: bool) -> bool | None:
+    """Whether the docs say the call waits (on the host) for the spin; None where they are silent or vague."""
+    if call.docs_host == "never":
+        return False
+    if call.docs_host == "device":
+        return True
+    if call.docs_host == "stream":
+        return ordered_after_spin(placement, spin_blocking)
+    return None
+
+
+def documented_serializes(call: Call, placement: str, spin_blocking: bool) -> bool | None:
+    """Whether the Programming Guide says the call, issued between two kernels on different streams, keeps them
+    from overlapping; None where it says nothing."""
+    on_null_stream = placement == "legacy" or call.null_stream
+    if call.guide_serializes or (on_null_stream and spin_blocking):  # "any CUDA command to the NULL stream"
+        return True
+    return None
+
+
+@functools.cache
+def cudart() -> ctypes.CDLL:
+    """The CUDA runtime library this process already loaded (CuPy's), for calls CuPy does not wrap."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "libcudart.so" in path:
+                return ctypes.CDLL(path)
+    name = ctypes.util.find_library("cudart")
+    if name is None:
+        raise RuntimeError("libcudart is not loaded in this process and not on the library path")
+    return ctypes.CDLL(name)
+
+
+def _query(function: Callable[[int], int], handle: int) -> None:
+    """eventQuery / streamQuery, not-ready accepted (some CuPy builds return the status, some raise it)."""
+    from cupy.cuda import runtime
+
+    try:
+        function(handle)
+    except runtime.CUDARuntimeError as error:
+        if error.status != CUDA_ERROR_NOT_READY:
+            raise
+
+
+def _catalog() -> list[Call]:
+    from cupy.cuda import runtime
+
+    from bench.memory import touched
+
+    def allocating(allocate: Callable[[], int], free: Callable[[int], None]) -> Callable:
+        def prepare(kit, stream) -> Prepared:
+            made: list[int] = []
+            return Prepared(call=lambda: made.append(allocate()), cleanup=lambda: [free(ptr) for ptr in made])
+        return prepare
+
+    def malloc_async(kit, stream) -> Prepared:
+        made: list[int] = []
+        return Prepared(call=lambda: made.append(runtime.mallocAsync(ALLOC_BYTES, stream.ptr)),
+                        cleanup=lambda: [runtime.freeAsync(ptr, stream.ptr) for ptr in made])
+
+    def free_async(kit, stream) -> Prepared:
+        ptr = runtime.mallocAsync(ALLOC_BYTES, stream.ptr)
+        runtime.streamSynchronize(stream.ptr)
+        return Prepared(call=lambda: runtime.freeAsync(ptr, stream.ptr))
+
+    def freeing(allocate: Callable[[], int], free: Callable[[int], None]) -> Callable:
+        def prepare(kit, stream) -> Prepared:
+            ptr = allocate()
+            return Prepared(call=lambda: free(ptr))
+        return prepare
+
+    def host_register(kit, stream) -> Prepared:
+        memory = touched(ALLOC_BYTES)
+        return Prepared(call=lambda: runtime.hostRegister(memory.ctypes.data, ALLOC_BYTES, 0),
+                        cleanup=lambda: runtime.hostUnregister(memory.ctypes.data))
+
+    def host_unregister(kit, stream) -> Prepared:
+        memory = touched(ALLOC_BYTES)
+        runtime.hostRegister(memory.ctypes.data, ALLOC_BYTES, 0)
+        return Prepared(call=lambda: runtime.hostUnregister(memory.ctypes.data))
+
+    def copy_async(direction: str, host: str, nbytes: int) -> Callable:
+        def prepare(kit, stream) -> Prepared:
+            host_ptr = kit.host[host].ptr
+            if direction == "H2D":
+                dst, src, kind = kit.device_dst.ptr, host_ptr, runtime.memcpyHostToDevice
+            else:
+                dst, src, kind = host_ptr, kit.device_src.ptr, runtime.memcpyDeviceToHost
+            return Prepared(call=lambda: runtime.memcpyAsync(dst, src, nbytes, kind, stream.ptr))
+        return prepare
+
+    def stream_destroy(kit, stream) -> Prepared:
+        ptr = stream.ptr
+        return Prepared(call=lambda: runtime.streamDestroy(ptr), cleanup=stream.disown)
+
+    def event_query(kit, stream) -> Prepared:
+        return Prepared(arm=lambda: runtime.eventRecord(kit.event, stream.ptr),
+                        call=lambda: _query(runtime.eventQuery, kit.event))
+
+    def simple(make_call: Callable) -> Callable:
+        return lambda kit, stream: Prepared(call=make_call(kit, stream))
+
+    pinned_async = ("cudaMemcpyAsync returns at once for copies that involve pinned host memory or only device "
+                    "memory: \"for all other transfers, the function should be fully asynchronous\"")
+    pageable_h2d = ("from pageable memory the copy \"might be synchronous\": \"if pageable memory must first be "
+                    "staged to pinned memory, the driver may synchronize with the stream\"")
+    pageable_d2h = ("\"for transfers from device memory to pageable host memory, the function will return only once "
+                    "the copy has completed\"")
+    copies = []
+    for direction in ("H2D", "D2H"):
+        for host in ("pinned", "pageable"):
+            for nbytes, label in ((SMALL_BYTES, "4 KiB"), (LARGE_BYTES, "64 MiB")):
+                if host == "pinned":
+                    docs_host, docs = "never", pinned_async
+                elif direction == "H2D":
+                    docs_host, docs = "maybe", pageable_h2d
+                else:
+                    docs_host, docs = "stream", pageable_d2h
+                copies.append(Call(f"cudaMemcpyAsync {direction} {host} {label}", "cudaMemcpyAsync", docs_host,
+                                   docs, SYNC_PAGE, copy_async(direction, host, nbytes)))
+
+    return [
+        Call("(nothing)", "(nothing)", "never", "control: no call at all between the spin and the check",
+             "", simple(lambda kit, stream: lambda: None), placements=("none",)),
+        Call("cudaMalloc", "cudaMalloc", "silent",
+             "the function's page says nothing about waiting; the Programming Guide lists \"a device memory "
+             "allocation\" among the operations that keep commands of different streams from running concurrently",
+             GUIDE_IMPLICIT, allocating(lambda: runtime.malloc(ALLOC_BYTES), runtime.free), placements=("none",),
+             guide_serializes=True),
+        Call("cudaFree", "cudaFree", "silent", "the function's page says nothing about waiting for the device",
+             MEMORY_PAGE, freeing(lambda: runtime.malloc(ALLOC_BYTES), runtime.free), placements=("none",)),
+        Call("cudaMallocAsync", "cudaMallocAsync", "never",
+             "\"inserts an allocation operation into\" the stream; \"a pointer to the allocated memory is returned "
+             "immediately\"", ASYNC_ALLOC_PAGE, malloc_async),
+        Call("cudaFreeAsync", "cudaFreeAsync", "never", "\"inserts a free operation into\" the stream",
+             ASYNC_ALLOC_PAGE, free_async),
+        Call("cudaHostAlloc", "cudaHostAlloc", "silent",
+             "the function's page says nothing about waiting; the Programming Guide lists \"a page-locked host "
+             "memory allocation\" among the operations that keep streams from running concurrently",
+             GUIDE_IMPLICIT, allocating(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), runtime.freeHost),
+             placements=("none",), guide_serializes=True),
+        Call("cudaFreeHost", "cudaFreeHost", "silent", "the function's page says nothing about waiting",
+             MEMORY_PAGE, freeing(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), runtime.freeHost),
+             placements=("none",)),
+        Call("cudaHostRegister", "cudaHostRegister", "silent", "the function's page says nothing about waiting",
+             MEMORY_PAGE, host_register, placements=("none",)),
+        Call("cudaHostUnregister", "cudaHostUnregister", "silent", "the function's page says nothing about waiting",
+             MEMORY_PAGE, host_unregister, placements=("none",)),
+        *copies,
+        Call("cudaMemcpy D2D 64 MiB", "cudaMemcpy", "never",
+             "synchronous memcpy: \"for transfers from device memory to device memory, no host-side synchronization "
+             "is performed\"; the Guide lists \"a memory copy between two addresses to the same device memory\" "
+             "among the operations that keep streams from running concurrently", SYNC_PAGE,
+             simple(lambda kit, stream: lambda: runtime.memcpy(kit.device_dst.ptr, kit.device_src.ptr, LARGE_BYTES,
+                                                                runtime.memcpyDeviceToDevice)),
+             placements=("none",), guide_serializes=True, null_stream=True),
+        Call("cudaMemset 64 MiB", "cudaMemset", "never",
+             "\"the cudaMemset functions are asynchronous with respect to the host except when the target memory is "
+             "pinned host memory\"; the Guide lists \"a device memory set\" among the operations that keep streams "
+             "from running concurrently", SYNC_PAGE,
+             simple(lambda kit, stream: lambda: runtime.memset(kit.device_dst.ptr, 0, LARGE_BYTES)),
+             placements=("none",), guide_serializes=True, null_stream=True),
+        Call("cudaMemsetAsync 64 MiB", "cudaMemsetAsync", "never",
+             "asynchronous for device memory (as cudaMemset); the Guide lists \"a device memory set\" among the "
+             "operations that keep streams from running concurrently", SYNC_PAGE,
+             simple(lambda kit, stream: lambda: runtime.memsetAsync(kit.device_dst.ptr, 0, LARGE_BYTES, stream.ptr)),
+             guide_serializes=True),
+        Call("cudaStreamCreate", "cudaStreamCreate", "silent", "the function's page says nothing about waiting",
+             STREAM_PAGE, allocating(runtime.streamCreate, runtime.streamDestroy), placements=("none",)),
+        Call("cudaStreamDestroy", "cudaStreamDestroy", "never",
+             "\"in case the device is still doing work in the stream when cudaStreamDestroy() is called, the "
+             "function will return immediately\"", GUIDE_STREAMS, stream_destroy, placements=("same", "other")),
+        Call("cudaEventRecord", "cudaEventRecord", "silent",
+             "captures the stream's contents at the time of the call; the page says nothing about waiting",
+             EVENT_PAGE, simple(lambda kit, stream: lambda: runtime.eventRecord(kit.event, stream.ptr))),
+        Call("cudaEventQuery", "cudaEventQuery", "never",
+             "queries the event's work; returns cudaErrorNotReady if it has not completed", EVENT_PAGE, event_query,
+             placements=("same", "other")),
+        Call("cudaStreamQuery", "cudaStreamQuery", "never",
+             "returns cudaErrorNotReady if the stream's operations have not completed", STREAM_PAGE,
+             simple(lambda kit, stream: lambda: _query(runtime.streamQuery, stream.ptr))),
+        Call("cudaGetLastError", "cudaGetLastError", "silent",
+             "returns and resets the last error of a runtime call in this thread; says nothing about waiting",
+             ERROR_PAGE, simple(lambda kit, stream: cudart().cudaGetLastError), placements=("none",)),
+        Call("kernel launch", "kernel<<<>>>", "never", "\"kernel launches\" are asynchronous with respect to the host",
+             GUIDE_ASYNC, simple(lambda kit, stream: lambda: kit.kernel.launch(stream, kit.device_dst.ptr, 1024, 1))),
+        Call("cudaStreamSynchronize", "cudaStreamSynchronize", "stream",
+             "control: \"blocks until stream has completed all operations\"", STREAM_PAGE,
+             simple(lambda kit, stream: lambda: runtime.streamSynchronize(stream.ptr))),
+        Call("cudaDeviceSynchronize", "cudaDeviceSynchronize", "device",
+             "control: \"blocks until the device has completed all preceding requested tasks\"", DEVICE_PAGE,
+             simple(lambda kit, stream: runtime.deviceSynchronize), placements=("none",)),
+    ]
+
+
+@functools.cache
+def catalog() -> dict[str, Call]:
+    """Every call by name, in a fixed order."""
+    return {call.name: call for call in _catalog()}
+
+
+class Kit:
+    """What the prepared calls work on: device source and destination, pinned and pageable host buffers (random
+    bytes, ``LARGE_BYTES`` each), an event and the mix kernel. Also makes the streams of one measurement."""
+
+    def __init__(self) -> None:
+        import cupy
+        from cupy.cuda import runtime
+
+        from bench.kernels import MixKernel
+        from bench.memory import BufferSet, DeviceBuffer, HostBuffer
+
+        self.buffers = BufferSet(streams=0)
+        with self.buffers.freed_on_failure():
+            self.device_src = self.buffers.take(DeviceBuffer("malloc", LARGE_BYTES))
+            self.device_dst = self.buffers.take(DeviceBuffer("malloc", LARGE_BYTES))
+            self.device_src.array[:] = cupy.random.RandomState(1).randint(0, 256, LARGE_BYTES, dtype=cupy.uint8)
+            self.host = {kind: self.buffers.take(HostBuffer(kind, LARGE_BYTES)) for kind in ("pinned", "pageable")}
+            for buffer in self.host.values():
+                buffer.array[:] = np.random.default_rng(2).integers(0, 256, LARGE_BYTES, dtype=np.uint8)
+            self.kernel = MixKernel()
+            self.event = runtime.eventCreate()
+        runtime.deviceSynchronize()
+
+    def close(self) -> None:
+        from cupy.cuda import runtime
+
+        runtime.deviceSynchronize()
+        runtime.eventDestroy(self.event)
+        self.buffers.close()
+
+    def __enter__(self) -> Kit:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def placement_stream(placement: str, spinning, other):
+    """The stream a call with this placement goes to (None for ``none``)."""
+    from bench.memory import LEGACY_STREAM, PER_THREAD_STREAM
+
+    return {"same": spinning, "other": other, "legacy": LEGACY_STREAM, "per-thread": PER_THREAD_STREAM,
+            "none": None}[placement]

@@ -1,0 +1,212 @@
+"""CUDA graphs with cudaMallocAsync in a loop, synchronization inside a capture, and stream order.
+
+``case=malloc-loop``: ``iterations`` times (mallocAsync a buffer, copy the input into it, a kernel on it (rounds
+vary by iteration), copy it into the iteration's output slot, freeAsync) on one stream, enqueued eagerly and captured
+once into a graph. Both outputs are checked: graph equal to eager, and a sample of each slot equal to the host
+reference. Both are timed on the GPU behind the gate (``eager_ms``, ``graph_ms``: the whole loop), with the host's
+enqueue time beside them (``eager_host_ms``, ``graph_host_ms``).
+
+``case=sync-in-capture``: begin a capture, mallocAsync into it, call cudaStreamSynchronize on the capturing stream,
+and record what the runtime says (``sync_error``), the capture's state afterwards and what ending it reports; then
+check that the device still computes correctly (``usable_after``).
+
+``case=stream-order``: ``iterations`` trials of a dependent chain on one stream with no synchronization anywhere
+(mallocAsync, copy in, two kernels, copy out to the trial's slot, freeAsync: each trial's buffer is likely the
+previous one's memory again) and one synchronization at the end; ``wrong_results`` counts the slots that differ from
+the expected output. Any operation that ran out of order, or an allocation used before it existed, would show there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import cupy
+import numpy as np
+import pandas as pd
+from cupy.cuda import runtime
+
+from bench.capture import capture
+from bench.experiments import Config, Experiment, Row
+from bench.kernels import MixKernel, mix_reference
+from bench.memory import BufferSet, DeviceBuffer
+from bench.timing import MeasurementFailed, Timer
+from bench.units import format_size
+
+CASES = ("malloc-loop", "sync-in-capture", "stream-order")
+ITERATIONS = (10, 100)
+SIZES = (1 << 20, 16 << 20)
+POISON_BYTE = 0xA5
+CHAIN_ROUNDS = (3, 2)
+_SPOT_CHECKS = 512
+
+
+def rounds_of(iteration: int) -> int:
+    return iteration % 4 + 1
+
+
+class _Buffers(BufferSet):
+    """A random input and an output slot per iteration, for eager and for graph runs."""
+
+    def __init__(self, nbytes: int, iterations: int) -> None:
+        super().__init__(streams=1)
+        self.nbytes, self.iterations = nbytes, iterations
+        with self.freed_on_failure():
+            self.input = self.take(DeviceBuffer("malloc", nbytes))
+            words = self.input.array.view(cupy.uint32)
+            words[:] = cupy.random.RandomState(3).randint(0, 2**31, size=words.size, dtype=cupy.int64) * 2 + 1
+            self.outputs = {way: self.take(DeviceBuffer("malloc", nbytes * iterations)) for way in ("eager", "graph")}
+            runtime.deviceSynchronize()
+            cupy.get_default_memory_pool().free_all_blocks()
+
+    def slot(self, way: str, index: int) -> int:
+        return self.outputs[way].ptr + index * self.nbytes
+
+    def poison(self) -> None:
+        for output in self.outputs.values():
+            output.array.fill(POISON_BYTE)
+        runtime.deviceSynchronize()
+
+    def wrong_slots(self, way: str, rounds: Sequence[int]) -> list[int]:
+        """Slots whose sampled words differ from the host reference of the input after ``rounds[i]`` rounds."""
+        words = self.nbytes // 4
+        sample = np.random.default_rng(4).integers(0, words, _SPOT_CHECKS)
+        inputs = cupy.asnumpy(self.input.array.view(cupy.uint32)[cupy.asarray(sample)])
+        slots = self.outputs[way].array.view(cupy.uint32).reshape(self.iterations, words)
+        got = cupy.asnumpy(slots[:, cupy.asarray(sample)])
+        return [index for index in range(self.iterations)
+                if not np.array_equal(got[index], mix_reference(inputs, rounds[index]))]
+
+
+def _enqueue_loop(buffers: _Buffers, kernel: MixKernel, way: str, stream) -> None:
+    nbytes, words = buffers.nbytes, buffers.nbytes // 4
+    for index in range(buffers.iterations):
+        ptr = runtime.mallocAsync(nbytes, stream.ptr)
+        runtime.memcpyAsync(ptr, buffers.input.ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+        kernel.launch(stream, ptr, words, rounds_of(index))
+        runtime.memcpyAsync(buffers.slot(way, index), ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+        runtime.freeAsync(ptr, stream.ptr)
+
+
+def _malloc_loop(config: Config, timer: Timer, kernel: MixKernel) -> Row:
+    with _Buffers(config["bytes"], config["iterations"]) as buffers:
+        stream = buffers.streams[0]
+        buffers.poison()
+        _enqueue_loop(buffers, kernel, "eager", stream)
+        graph = capture(stream, [], lambda: _enqueue_loop(buffers, kernel, "graph", stream))
+        graph.launch(stream)
+        stream.synchronize()
+        rounds = [rounds_of(index) for index in range(buffers.iterations)]
+        same = bool(cupy.array_equal(buffers.outputs["eager"].array, buffers.outputs["graph"].array))
+        wrong = {way: buffers.wrong_slots(way, rounds) for way in ("eager", "graph")}
+        row = {**config, "graph_equals_eager": same, "wrong_results": len(wrong["eager"]) + len(wrong["graph"]),
+               "verified": same and not wrong["eager"] and not wrong["graph"]}
+        if not row["verified"]:
+            return {**row, "status": "failed",
+                    "error": f"outputs differ (graph equals eager: {same}; wrong slots: {wrong})"}
+
+        def eager(ops: int) -> None:
+            for _ in range(ops):
+                _enqueue_loop(buffers, kernel, "eager", stream)
+
+        def replay(ops: int) -> None:
+            for _ in range(ops):
+                graph.launch(stream)
+
+        timings = {way: timer.measure(enqueue, [stream], ops_per_batch=1)
+                   for way, enqueue in (("eager", eager), ("graph", replay))}
+    columns = {}
+    for way, timing in timings.items():
+        columns[f"{way}_ms"] = timing.summary.median_ms
+        columns[f"{way}_ms_samples"] = timing.samples_ms
+        columns[f"{way}_host_ms"] = timing.columns()["host_enqueue_ms"]
+    return {**row, **columns, "graph_speedup": columns["eager_ms"] / columns["graph_ms"], "status": "ok",
+            "error": ""}
+
+
+def _sync_in_capture(config: Config, kernel: MixKernel) -> Row:
+    stream = cupy.cuda.Stream(non_blocking=True)
+    runtime.streamBeginCapture(stream.ptr, runtime.streamCaptureModeGlobal)
+    runtime.mallocAsync(config["bytes"], stream.ptr)
+    sync_error = end_error = ""
+    try:
+        runtime.streamSynchronize(stream.ptr)
+    except runtime.CUDARuntimeError as error:
+        sync_error = str(error)
+    state = runtime.streamIsCapturing(stream.ptr)
+    try:
+        runtime.graphDestroy(runtime.streamEndCapture(stream.ptr))
+    except runtime.CUDARuntimeError as error:
+        end_error = str(error)
+    states = {runtime.streamCaptureStatusNone: "none", runtime.streamCaptureStatusActive: "active",
+              runtime.streamCaptureStatusInvalidated: "invalidated"}
+    data = cupy.arange(1024, dtype=cupy.uint32)
+    kernel.launch(stream, data.data.ptr, data.size, 3)
+    stream.synchronize()
+    usable = bool(np.array_equal(cupy.asnumpy(data), mix_reference(np.arange(1024), 3)))
+    return {**config, "sync_error": sync_error, "capture_state_after_sync": states.get(state, str(state)),
+            "end_capture_error": end_error, "usable_after": usable, "verified": usable, "status": "ok", "error": ""}
+
+
+def _stream_order(config: Config, kernel: MixKernel) -> Row:
+    with _Buffers(config["bytes"], config["iterations"]) as buffers:
+        stream, nbytes, words = buffers.streams[0], buffers.nbytes, buffers.nbytes // 4
+        buffers.poison()
+        for trial in range(buffers.iterations):
+            ptr = runtime.mallocAsync(nbytes, stream.ptr)
+            runtime.memcpyAsync(ptr, buffers.input.ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+            for rounds in CHAIN_ROUNDS:
+                kernel.launch(stream, ptr, words, rounds)
+            runtime.memcpyAsync(buffers.slot("eager", trial), ptr, nbytes, runtime.memcpyDeviceToDevice,
+                                stream.ptr)
+            runtime.freeAsync(ptr, stream.ptr)
+        stream.synchronize()
+        wrong = buffers.wrong_slots("eager", [sum(CHAIN_ROUNDS)] * buffers.iterations)
+    return {**config, "trials": config["iterations"], "wrong_results": len(wrong), "status": "ok", "error": ""}
+
+
+def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
+    kernel = MixKernel()
+    for config in configs:
+        try:
+            if config["case"] == "malloc-loop":
+                yield _malloc_loop(config, timer, kernel)
+            elif config["case"] == "sync-in-capture":
+                yield _sync_in_capture(config, kernel)
+            else:
+                yield _stream_order(config, kernel)
+        except (runtime.CUDARuntimeError, MeasurementFailed) as error:
+            runtime.deviceSynchronize()
+            yield {**config, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+
+
+def valid(config: Config) -> bool:
+    """sync-in-capture does not depend on the loop's size: one row."""
+    return config["case"] != "sync-in-capture" or (config["iterations"], config["bytes"]) == (ITERATIONS[0],
+                                                                                             SIZES[0])
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for _, row in ok.iterrows():
+        where = f"{row['iterations']} × {format_size(int(row['bytes']))}"
+        if row["case"] == "malloc-loop":
+            outcome = (f"eager {row['eager_ms']:.3f} ms (host {row['eager_host_ms']:.3f}), graph {row['graph_ms']:.3f}"
+                       f" ms (host {row['graph_host_ms']:.3f}), outputs equal: {row['graph_equals_eager']}")
+        elif row["case"] == "sync-in-capture":
+            outcome = f"{row['sync_error'] or 'no error'}; capture {row['capture_state_after_sync']}"
+        else:
+            outcome = f"{row['wrong_results']} wrong of {row['trials']} trials"
+        lines.append({"case": row["case"], "size": where, "outcome": outcome})
+    return pd.DataFrame(lines)
+
+
+EXPERIMENT = Experiment(
+    name="graphs",
+    description="CUDA graphs with mallocAsync in a loop vs eager, sync inside a capture, stream order",
+    axes={"case": CASES, "iterations": ITERATIONS, "bytes": SIZES},
+    run=run,
+    memory_needed=lambda configs: (3 * max(c["bytes"] * c["iterations"] for c in configs), 0),
+    headline=headline,
+    valid=valid,
+)
