@@ -48,6 +48,7 @@ def test_documented_expectations_follow_stream_semantics():
     (19.5, False, 19.9, "waits-for-device"),
     (0.004, True, 19.9, "returns"),
     (3.0, True, 19.9, "own-work"),
+    (0.3, True, 19.9, "returns"),
     (0.2, False, 19.9, "unclear"),
 ])
 def test_host_verdict(host_ms, running, left, verdict):

@@ -308,3 +308,26 @@ def test_cli_claims_runs_what_the_results_lack(tmp_path):
     (measured,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
     assert set(pd.read_parquet(measured)["experiment"]) == {"graphs"}
     assert "NOT MEASURED" not in result.stdout and "wrong results" in result.stdout
+
+
+def test_benchmark_median_agrees_with_the_sweep(cupy, tmp_path):
+    """pytest-benchmark (GPU clock) and the sweep measure the same thing: 16 MiB pinned H2D within 3%."""
+    import json
+
+    from bench.experiments.bandwidth import EXPERIMENT as BANDWIDTH
+    from bench.timing import StopRule, Timer
+
+    root = Path(__file__).resolve().parents[1]
+    report = tmp_path / "benchmark.json"
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-only", "-p", "no:cacheprovider", "-q",
+                             "-k", "h2d-pinned-16MiB", f"--benchmark-json={report}"], cwd=root, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    (entry,) = json.loads(report.read_text())["benchmarks"]
+    benchmark_ms = entry["stats"]["median"] * 1e3
+    assert entry["extra_info"]["gbps"] > 40 and entry["extra_info"]["verified"]
+    (row,) = BANDWIDTH.run([{"direction": "H2D", "host_memory": "pinned", "bytes": 16 << 20}], Timer(StopRule()))
+    assert row["status"] == "ok"
+    assert abs(benchmark_ms / row["median_ms"] - 1) < 0.03, (benchmark_ms, row["median_ms"])
+    assert 0.2 < benchmark_ms < 0.4  # GPU time of a 16 MiB copy at ~55 GB/s: ~0.3 ms

@@ -165,3 +165,58 @@ def test_timer_fixed_batch_size_and_host_enqueue_time(fake):
     columns = result.columns()
     assert columns["host_enqueue_ms"] >= 0 and columns["median_ms"] == 0.25 and columns["n_samples"] == 3
     assert timer.run_once(lambda ops: setattr(runtime, "ops", ops), [FakeStream(1)]) == [0.25]
+
+
+class _ClockRuntime:
+    """Events on a simulated GPU clock: each record stamps the time the work enqueued before it finishes."""
+
+    def __init__(self, log):
+        self.log, self.stamps, self.gpu_ms, self.next_event = log, {}, 0.0, 0
+
+    def eventCreate(self):
+        self.next_event += 1
+        return self.next_event
+
+    def eventRecord(self, event, stream):
+        self.stamps[event] = self.gpu_ms
+        self.log.append(("record", event))
+
+    def eventSynchronize(self, event):
+        pass
+
+    def eventElapsedTime(self, start, end):
+        return self.stamps[end] - self.stamps[start]
+
+
+class _ClockGate:
+    def __init__(self, log):
+        self.log = log
+
+    def close(self, stream):
+        self.log.append(("close",))
+
+    def open(self):
+        self.log.append(("open",))
+
+    def check(self):
+        self.log.append(("check",))
+
+
+def test_gpu_clock_reads_gpu_time_between_calls_behind_a_gate(monkeypatch):
+    log = []
+    fake = _ClockRuntime(log)
+    monkeypatch.setattr(timing, "runtime", fake)
+    clock = timing.GpuClock()
+    clock._stream, clock._events, clock._gate = type("S", (), {"ptr": 7})(), (1, 2), _ClockGate(log)
+    start = clock()
+    assert log == [("record", 2), ("close",), ("record", 1)]  # start event recorded behind the closed gate
+    fake.gpu_ms += 3.0  # the benchmarked work: 3 ms of GPU time
+    log.clear()
+    end = clock()
+    assert log[:3] == [("record", 2), ("open",), ("check",)]  # end event recorded before the gate opens
+    assert end - start == pytest.approx(3.0e-3)
+    fake.gpu_ms += 0.5  # between rounds: not inside any start/end pair
+    clock()
+    fake.gpu_ms += 2.0
+    assert clock() - end == pytest.approx(2.5e-3)
+    assert repr(clock) == "GpuClock(gated=True)"

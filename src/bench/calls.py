@@ -64,6 +64,7 @@ class Call:
     placements: tuple[str, ...] = STREAM_PLACEMENTS
     guide_serializes: bool = False  # in the Programming Guide's list of operations that keep streams from overlapping
     null_stream: bool = False  # a synchronous call that does its work on the legacy default stream
+    enqueues: bool = True  # puts work into its stream (a query or a synchronization does not)
 
 
 def ordered_after_spin(placement: str, spin_blocking: bool) -> bool:
@@ -85,7 +86,7 @@ def documented_waits(call: Call, placement: str, spin_blocking: bool) -> bool | 
 def documented_serializes(call: Call, placement: str, spin_blocking: bool) -> bool | None:
     """Whether the Programming Guide says the call, issued between two kernels on different streams, keeps them
     from overlapping; None where it says nothing."""
-    on_null_stream = placement == "legacy" or call.null_stream
+    on_null_stream = (placement == "legacy" and call.enqueues) or call.null_stream
     if call.guide_serializes or (on_null_stream and spin_blocking):  # "any CUDA command to the NULL stream"
         return True
     return None
@@ -252,7 +253,7 @@ def _catalog() -> list[Call]:
              placements=("same", "other")),
         Call("cudaStreamQuery", "cudaStreamQuery", "never",
              "returns cudaErrorNotReady if the stream's operations have not completed", STREAM_PAGE,
-             simple(lambda kit, stream: lambda: _query(runtime.streamQuery, stream.ptr))),
+             simple(lambda kit, stream: lambda: _query(runtime.streamQuery, stream.ptr)), enqueues=False),
         Call("cudaGetLastError", "cudaGetLastError", "silent",
              "returns and resets the last error of a runtime call in this thread; says nothing about waiting",
              ERROR_PAGE, simple(lambda kit, stream: cudart().cudaGetLastError), placements=("none",)),
@@ -260,7 +261,7 @@ def _catalog() -> list[Call]:
              GUIDE_ASYNC, simple(lambda kit, stream: lambda: kit.kernel.launch(stream, kit.device_dst.ptr, 1024, 1))),
         Call("cudaStreamSynchronize", "cudaStreamSynchronize", "stream",
              "control: \"blocks until stream has completed all operations\"", STREAM_PAGE,
-             simple(lambda kit, stream: lambda: runtime.streamSynchronize(stream.ptr))),
+             simple(lambda kit, stream: lambda: runtime.streamSynchronize(stream.ptr)), enqueues=False),
         Call("cudaDeviceSynchronize", "cudaDeviceSynchronize", "device",
              "control: \"blocks until the device has completed all preceding requested tasks\"", DEVICE_PAGE,
              simple(lambda kit, stream: runtime.deviceSynchronize), placements=("none",)),

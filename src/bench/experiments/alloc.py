@@ -68,24 +68,29 @@ def _single(api: str, nbytes: int, stream) -> dict[str, list[float]]:
     return samples
 
 
+def loop_once(api: str, nbytes: int, stream, kernel: MixKernel) -> None:
+    """``LOOP`` iterations of (allocate ``nbytes``, a one-round kernel over it, free) with ``api``."""
+    words = max(1, nbytes // 4)
+    for _ in range(LOOP):
+        if api == "cudaMalloc":
+            ptr = runtime.malloc(nbytes)
+            kernel.launch(stream, ptr, words, 1)
+            runtime.free(ptr)
+        else:
+            ptr = runtime.mallocAsync(nbytes, stream.ptr)
+            kernel.launch(stream, ptr, words, 1)
+            runtime.freeAsync(ptr, stream.ptr)
+
+
 def _loop(api: str, nbytes: int, stream, kernel: MixKernel) -> dict[str, list[float]]:
     """GPU and host µs per iteration of (allocate, kernel, free), one sample per repeat of the loop."""
     samples: dict[str, list[float]] = {"gpu_us_per_iteration": [], "host_us_per_iteration": []}
     start, end = runtime.eventCreate(), runtime.eventCreate()
-    words = max(1, nbytes // 4)
     try:
         for index in range(1 + LOOP_REPEATS):
             started = time.perf_counter()
             runtime.eventRecord(start, stream.ptr)
-            for _ in range(LOOP):
-                if api == "cudaMalloc":
-                    ptr = runtime.malloc(nbytes)
-                    kernel.launch(stream, ptr, words, 1)
-                    runtime.free(ptr)
-                else:
-                    ptr = runtime.mallocAsync(nbytes, stream.ptr)
-                    kernel.launch(stream, ptr, words, 1)
-                    runtime.freeAsync(ptr, stream.ptr)
+            loop_once(api, nbytes, stream, kernel)
             runtime.eventRecord(end, stream.ptr)
             stream.synchronize()
             host_us = (time.perf_counter() - started) * 1e6
@@ -98,10 +103,16 @@ def _loop(api: str, nbytes: int, stream, kernel: MixKernel) -> dict[str, list[fl
     return samples
 
 
+def pool_threshold(name: str):
+    """The context a ``release_threshold`` axis value asks for: the pool's threshold set (``"0"``, ``"max"``), or
+    nothing (``"none"``: not a pool allocation)."""
+    threshold = {"max": RELEASE_THRESHOLD_MAX, "0": 0}.get(name)
+    return release_threshold(threshold) if threshold is not None else nullcontext()
+
+
 def _measure(config: Config, stream, kernel: MixKernel) -> Row:
     api, nbytes = config["api"], config["bytes"]
-    threshold = {"max": RELEASE_THRESHOLD_MAX, "0": 0}.get(config["release_threshold"])
-    with release_threshold(threshold) if threshold is not None else nullcontext():
+    with pool_threshold(config["release_threshold"]):
         if config["pattern"] == "single":
             samples = _single(api, nbytes, stream)
         else:

@@ -13,8 +13,9 @@ never contains, one copy runs, and the destination must equal the source byte fo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import cupy
 import numpy as np
@@ -135,6 +136,20 @@ def _measure(config: Config, buffers: _Buffers, timer: Timer) -> Row:
         row["h2d_gbps"] = nbytes / (timing.stream_median_ms(0) * 1e6)
         row["d2h_gbps"] = nbytes / (timing.stream_median_ms(1) * 1e6)
     return row
+
+
+@contextmanager
+def verified_copy(direction: str, host_memory: str, nbytes: int, stream) -> Iterator[Callable[[], None]]:
+    """One ``direction`` copy (H2D, D2H or D2D) of ``nbytes`` on ``stream``, its data verified once as the
+    experiment does; yields the function that enqueues it. MeasurementFailed if the data did not arrive."""
+    with _Buffers(host_memory, nbytes) as buffers:
+        (copy,) = buffers.copies(direction)
+        copy = replace(copy, stream=stream)
+        mismatch = _mismatch([copy], nbytes)
+        if mismatch:
+            raise MeasurementFailed(mismatch)
+        yield lambda: copy.enqueue(nbytes)
+        stream.synchronize()
 
 
 def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:

@@ -19,6 +19,7 @@ the expected output. Any operation that ran out of order, or an allocation used 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import cupy
 import numpy as np
@@ -47,8 +48,10 @@ def rounds_of(iteration: int) -> int:
 class _Buffers(BufferSet):
     """A random input and an output slot per iteration, for eager and for graph runs."""
 
-    def __init__(self, nbytes: int, iterations: int) -> None:
-        super().__init__(streams=1)
+    def __init__(self, nbytes: int, iterations: int, stream=None) -> None:
+        super().__init__(streams=0 if stream is not None else 1)
+        if stream is not None:
+            self.streams = [stream]
         self.nbytes, self.iterations = nbytes, iterations
         with self.freed_on_failure():
             self.input = self.take(DeviceBuffer("malloc", nbytes))
@@ -87,63 +90,65 @@ def _enqueue_loop(buffers: _Buffers, kernel: MixKernel, way: str, stream) -> Non
         runtime.freeAsync(ptr, stream.ptr)
 
 
-def _malloc_loop(config: Config, timer: Timer, kernel: MixKernel) -> Row:
-    with _Buffers(config["bytes"], config["iterations"]) as buffers:
+@contextmanager
+def verified_malloc_loop(nbytes: int, iterations: int, kernel: MixKernel, stream=None) -> Iterator[tuple]:
+    """The malloc-loop case, eager and captured, both outputs checked. Yields (enqueue the eager loop once,
+    launch the graph once, the stream, the check's columns). MeasurementFailed if an output is wrong."""
+    with _Buffers(nbytes, iterations, stream) as buffers:
         stream = buffers.streams[0]
         buffers.poison()
         _enqueue_loop(buffers, kernel, "eager", stream)
         graph = capture(stream, [], lambda: _enqueue_loop(buffers, kernel, "graph", stream))
         graph.launch(stream)
         stream.synchronize()
-        rounds = [rounds_of(index) for index in range(buffers.iterations)]
+        rounds = [rounds_of(index) for index in range(iterations)]
         same = bool(cupy.array_equal(buffers.outputs["eager"].array, buffers.outputs["graph"].array))
         wrong = {way: buffers.wrong_slots(way, rounds) for way in ("eager", "graph")}
-        row = {**config, "graph_equals_eager": same, "wrong_results": len(wrong["eager"]) + len(wrong["graph"]),
-               "verified": same and not wrong["eager"] and not wrong["graph"]}
-        if not row["verified"]:
-            return {**row, "status": "failed",
-                    "error": f"outputs differ (graph equals eager: {same}; wrong slots: {wrong})"}
+        if not same or wrong["eager"] or wrong["graph"]:
+            raise MeasurementFailed(f"outputs differ (graph equals eager: {same}; wrong slots: {wrong})")
+        checked = {"graph_equals_eager": same, "wrong_results": 0, "verified": True}
+        yield (lambda: _enqueue_loop(buffers, kernel, "eager", stream)), (lambda: graph.launch(stream)), stream, checked
 
-        def eager(ops: int) -> None:
-            for _ in range(ops):
-                _enqueue_loop(buffers, kernel, "eager", stream)
 
-        def replay(ops: int) -> None:
-            for _ in range(ops):
-                graph.launch(stream)
-
-        timings = {way: timer.measure(enqueue, [stream], ops_per_batch=1)
-                   for way, enqueue in (("eager", eager), ("graph", replay))}
+def _malloc_loop(config: Config, timer: Timer, kernel: MixKernel) -> Row:
+    with verified_malloc_loop(config["bytes"], config["iterations"], kernel) as (eager, replay, stream, checked):
+        timings = {way: timer.measure(lambda ops, once=once: [once() for _ in range(ops)], [stream],
+                                      ops_per_batch=1)
+                   for way, once in (("eager", eager), ("graph", replay))}
     columns = {}
     for way, timing in timings.items():
         columns[f"{way}_ms"] = timing.summary.median_ms
         columns[f"{way}_ms_samples"] = timing.samples_ms
         columns[f"{way}_host_ms"] = timing.columns()["host_enqueue_ms"]
-    return {**row, **columns, "graph_speedup": columns["eager_ms"] / columns["graph_ms"], "status": "ok",
-            "error": ""}
+    return {**config, **checked, **columns, "graph_speedup": columns["eager_ms"] / columns["graph_ms"],
+            "status": "ok", "error": ""}
 
 
 def _sync_in_capture(config: Config, kernel: MixKernel) -> Row:
     stream = cupy.cuda.Stream(non_blocking=True)
     runtime.streamBeginCapture(stream.ptr, runtime.streamCaptureModeGlobal)
-    runtime.mallocAsync(config["bytes"], stream.ptr)
     sync_error = end_error = ""
     try:
-        runtime.streamSynchronize(stream.ptr)
-    except runtime.CUDARuntimeError as error:
-        sync_error = str(error)
-    state = runtime.streamIsCapturing(stream.ptr)
-    try:
-        runtime.graphDestroy(runtime.streamEndCapture(stream.ptr))
-    except runtime.CUDARuntimeError as error:
-        end_error = str(error)
-    states = {runtime.streamCaptureStatusNone: "none", runtime.streamCaptureStatusActive: "active",
-              runtime.streamCaptureStatusInvalidated: "invalidated"}
+        runtime.mallocAsync(config["bytes"], stream.ptr)
+        try:
+            runtime.streamSynchronize(stream.ptr)
+        except runtime.CUDARuntimeError as error:
+            sync_error = str(error)
+        try:
+            state = {runtime.streamCaptureStatusNone: "none", runtime.streamCaptureStatusActive: "active"}.get(
+                runtime.streamIsCapturing(stream.ptr), "unknown")
+        except RuntimeError:  # CuPy raises for an invalidated capture
+            state = "invalidated"
+    finally:  # always end the capture: a global-mode capture left open forbids most CUDA calls in the process
+        try:
+            runtime.graphDestroy(runtime.streamEndCapture(stream.ptr))
+        except runtime.CUDARuntimeError as error:
+            end_error = str(error)
     data = cupy.arange(1024, dtype=cupy.uint32)
     kernel.launch(stream, data.data.ptr, data.size, 3)
     stream.synchronize()
     usable = bool(np.array_equal(cupy.asnumpy(data), mix_reference(np.arange(1024), 3)))
-    return {**config, "sync_error": sync_error, "capture_state_after_sync": states.get(state, str(state)),
+    return {**config, "sync_error": sync_error, "capture_state_after_sync": state,
             "end_capture_error": end_error, "usable_after": usable, "verified": usable, "status": "ok", "error": ""}
 
 
@@ -174,7 +179,7 @@ def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
                 yield _sync_in_capture(config, kernel)
             else:
                 yield _stream_order(config, kernel)
-        except (runtime.CUDARuntimeError, MeasurementFailed) as error:
+        except Exception as error:  # one case's failure is its row, not the end of the others
             runtime.deviceSynchronize()
             yield {**config, "status": "failed", "error": f"{type(error).__name__}: {error}"}
 

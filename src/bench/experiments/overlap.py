@@ -39,8 +39,8 @@ two or more operations run) and with its output checked against the kernel appli
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 
 import cupy
@@ -405,6 +405,28 @@ def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
                     expected_error = runner.prepare_expected(payload, rounds)
                     for config in (c for c in group if c["compute_ratio"] == ratio):
                         yield runner.measure(config, payload, expected_error)
+    finally:
+        runner.timeline.close()
+
+
+@contextmanager
+def verified_pipeline(total_bytes: int, streams: int, chunks_per_stream: int, compute_ratio: float,
+                      timer: Timer) -> Iterator[tuple[Callable[[], None], list, _Stages]]:
+    """A pinned, malloc pipeline of one configuration, calibrated and verified once as the experiment does. Yields
+    the function that enqueues one run on its streams, the streams, and the stage times (for speedup and bound)."""
+    runner = _Runner(timer)
+    try:
+        with _Payload(total_bytes, ["pinned"], streams) as payload:
+            rounds = runner._calibrate(payload, compute_ratio)[0]
+            problem = runner.prepare_expected(payload, rounds)
+            pipeline = _Pipeline(runner.kernel, payload, payload.streams[:streams], "pinned", "malloc",
+                                 streams * chunks_per_stream, rounds)
+            payload.host_out["pinned"].array.view(np.uint32).fill(POISON_WORD)
+            timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams)
+            problem = problem or _mismatch(payload, "pinned")
+            if problem:
+                raise MeasurementFailed(problem)
+            yield (lambda: pipeline.enqueue(None)), pipeline.streams, runner.stages(payload, compute_ratio, "pinned")
     finally:
         runner.timeline.close()
 
