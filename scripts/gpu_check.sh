@@ -3,7 +3,9 @@
 # tarball of results/ and plots/ in $OUT (device tool) or ./gpu-out.
 #   bash scripts/gpu_check.sh STEP...
 # A step is one argument: "tests [pytest args]" (the GPU tests), "sweep [sweep args]" (a timed sweep, then its plots
-# and, for bandwidth, the C++ reference), "claims [args]", or "benchmarks [pytest args]" (pytest --benchmark-only).
+# and, for bandwidth, the C++ reference), "faulty EXPERIMENT:N [sweep args]" (a sweep with an illegal-address kernel
+# injected into EXPERIMENT after N rows), "claims [args]", "report [args]" or "benchmarks [pytest args]"
+# (pytest --benchmark-only).
 # Default: "tests" "sweep" (the GPU tests, then the default sweep).
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -38,7 +40,9 @@ sweep() {
     case "${words[0]}" in
       tests) timeout 300 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" tests 2>&1 | grep -v Warning | tail -60 ;;
       sweep) sweep "${words[@]:1}" ;;
+      faulty) BENCH_INJECT_FAULT="${words[1]}" sweep "${words[@]:2}" ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
+      report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
       benchmarks) timeout 300 python3 -m pytest --benchmark-only -p no:cacheprovider "${words[@]:1}" 2>&1 | tail -80 ;;
       *) echo "unknown step: $step" ;;
     esac

@@ -44,19 +44,61 @@ def assert_usage_error(result, cwd, fragment):
     ([], "required"),
     (["plot"], "no results files"),
     (["plot", "missing.parquet"], "cannot read results file"),
+    (["compare", "missing.parquet", "other.parquet"], "cannot read results file"),
+    (["compare", "only-one.parquet"], "required: new"),
+    (["compare", "a.parquet", "b.parquet", "--fail-above", "-5"], "zero or positive"),
+    (["compare", "a.parquet", "b.parquet", "--fail-above", "lots"], "invalid float value"),
+    (["report", "missing.parquet"], "cannot read results file"),
+    (["report"], "cannot read results file results"),
+    (["sweep", "--resume", "missing.parquet"], "cannot read results file"),
+    (["claims", "missing.parquet"], "cannot read results file"),
 ])
 def test_usage_errors(tmp_path, args, fragment):
     assert_usage_error(bench(*args, cwd=tmp_path), tmp_path, fragment)
 
 
-def test_plot_rejects_foreign_newer_and_non_parquet_files(tmp_path):
+@pytest.mark.parametrize("command", [["plot"], ["report"], ["compare", "{}", "{}"], ["compare", "good.parquet", "{}"],
+                                     ["claims"], ["sweep", "--resume"]])
+def test_foreign_newer_and_non_parquet_files(tmp_path, command):
+    from bench import store
+    from synthetic import bandwidth_rows
+
     pq.write_table(pa.table({"a": [1]}), tmp_path / "foreign.parquet")
     newer = pa.table({"a": [1]}).replace_schema_metadata({b"bench": json.dumps({"schema_version": 99})})
     pq.write_table(newer, tmp_path / "newer.parquet")
     (tmp_path / "notes.parquet").write_text("not parquet")
+    store.write(tmp_path / "good.parquet", bandwidth_rows().head(3).to_dict("records"), {"run_id": "x"})
     for name, fragment in (("foreign", "not a bench results file"), ("newer", "schema version 99"),
                            ("notes", "cannot read results file")):
-        assert_usage_error(bench("plot", f"{name}.parquet", cwd=tmp_path), tmp_path, fragment)
+        args = [word.format(f"{name}.parquet") for word in command]
+        if "{}" not in " ".join(command):
+            args.append(f"{name}.parquet")
+        assert_usage_error(bench(*args, cwd=tmp_path), tmp_path, fragment)
+
+
+def test_compare_without_common_configurations(tmp_path):
+    from bench import store
+    from synthetic import bandwidth_rows
+
+    rows = bandwidth_rows()
+    store.write(tmp_path / "a.parquet", rows.head(3).to_dict("records"), {"run_id": "a"})
+    store.write(tmp_path / "b.parquet", rows.tail(3).to_dict("records"), {"run_id": "b"})
+    assert_usage_error(bench("compare", "a.parquet", "b.parquet", cwd=tmp_path), tmp_path, "no timed configuration")
+
+
+def test_report_writes_one_file_and_refuses_an_unwritable_place(tmp_path):
+    from bench import store
+    from synthetic import bandwidth_rows
+
+    store.write(tmp_path / "results" / "r.parquet", bandwidth_rows().to_dict("records"), {"run_id": "x"})
+    result = bench("report", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["report.html"]
+    target = "/proc/bench-report/report.html" if os.geteuid() == 0 else str(tmp_path / "results" / "x" / "r.html")
+    if os.geteuid() != 0:
+        (tmp_path / "results").chmod(0o500)
+    result = bench("report", "--out", target, cwd=tmp_path)
+    assert result.returncode == 2 and "cannot write to" in result.stderr
 
 
 def test_sweep_without_gpu(tmp_path, no_gpu):

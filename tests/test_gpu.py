@@ -331,3 +331,46 @@ def test_benchmark_median_agrees_with_the_sweep(cupy, tmp_path):
     assert row["status"] == "ok"
     assert abs(benchmark_ms / row["median_ms"] - 1) < 0.03, (benchmark_ms, row["median_ms"])
     assert 0.2 < benchmark_ms < 0.4  # GPU time of a 16 MiB copy at ~55 GB/s: ~0.3 ms
+
+
+def test_cli_injected_illegal_address_ends_only_its_experiment(tmp_path):
+    """A sticky CUDA error (an illegal-address kernel after the first launch row) fails the rest of that experiment
+    only: the experiments before and after it keep every row."""
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "BENCH_INJECT_FAULT": "launch:1"}
+    result = subprocess.run([sys.executable, "-m", "bench", "sweep", "--quick", "--experiments",
+                             "bandwidth,launch,graphs", "--sizes", "1M", "--axis", "host_memory=pinned",
+                             "--axis", "case=stream-order"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    (path,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
+    rows = pd.read_parquet(path)
+    by = {name: group for name, group in rows.groupby("experiment")}
+    assert (by["bandwidth"]["status"] == "ok").all() and (by["graphs"]["status"] == "ok").all()
+    launch = by["launch"]
+    assert list(launch["status"]) == ["ok", "failed", "failed"], launch[["status", "error"]]
+    assert launch["error"].iloc[1:].str.contains("IllegalAddress|illegal", case=False).all()
+
+
+def test_cli_sigterm_then_resume(tmp_path):
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    command = [sys.executable, "-m", "bench", "sweep", "--experiments", "blocking"]
+    child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "results").glob("*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child.send_signal(15)
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 143, stderr
+    assert "interrupted during blocking" in stdout
+    (path,) = list((tmp_path / "results").glob("*.parquet"))
+    first = pd.read_parquet(path)
+    assert 0 < len(first) < 152
+    resumed = subprocess.run(command + ["--resume", str(path)], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = pd.read_parquet(path)
+    assert len(rows) == 152 and rows[["call", "placement", "spin_stream"]].drop_duplicates().shape[0] == 152
+    assert set(rows["run_id"]) >= set(first["run_id"]) and rows["run_id"].nunique() == 2
+    assert {"throttled", "other_processes", "sm_clock_seen_mhz"} <= set(rows.columns)

@@ -1,7 +1,8 @@
-"""``python -m bench {sweep,plot,claims,env}``.
+"""``python -m bench {sweep,plot,claims,compare,report,env}``.
 
 A user's mistake (bad argument, no GPU, unreadable results file) is one line on stderr and exit status 2, and
-nothing is written. A sweep interrupted with Ctrl-C keeps its finished rows and exits 130.
+nothing is written. A sweep interrupted with Ctrl-C (SIGINT) or SIGTERM keeps its finished rows, says where it
+stopped and exits 130 (143 for SIGTERM); ``--resume FILE`` finishes it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,env}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,compare,report,env}")
 
     sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
     sweep.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke test in seconds")
@@ -44,10 +45,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="replace an axis's values, e.g. --axis host_memory=pinned --axis streams=1,8 (repeatable)")
     sweep.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory or .parquet file")
     sweep.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    sweep.add_argument("--resume", type=Path, metavar="FILE",
+                       help="an interrupted sweep's results file: run what it lacks and add it to the same file")
     sweep.set_defaults(handler=_sweep)
 
     plot = commands.add_parser("plot", help="turn a results file into figures under plots/")
-    plot.add_argument("results", nargs="?", type=Path, help="results file (default: the newest in results/)")
+    plot.add_argument("results", nargs="?", type=Path,
+                      help="results file or directory of them (default: the newest file in results/)")
     plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/)")
     plot.set_defaults(handler=_plot)
 
@@ -58,6 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     claims.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     claims.set_defaults(handler=_claims)
 
+    compare = commands.add_parser("compare", help="compare two results files configuration by configuration")
+    compare.add_argument("old", type=Path, help="results file or directory: the baseline")
+    compare.add_argument("new", type=Path, help="results file or directory: the candidate")
+    compare.add_argument("--fail-above", type=float, metavar="PERCENT",
+                         help="exit 1 when a configuration is slower by more than PERCENT (a CI gate)")
+    compare.set_defaults(handler=_compare)
+
+    report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
+    report.add_argument("results", nargs="?", type=Path,
+                        help="results file or directory of them (default: all of results/)")
+    report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
+    report.set_defaults(handler=_report)
+
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment")
     env.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     env.set_defaults(handler=_env)
@@ -66,7 +83,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _writable_target(out: Path) -> Path:
     """The results file's directory must be writable (it is created at the first save if missing)."""
-    directory = out.parent if out.suffix == ".parquet" else out
+    return _writable_directory(out.parent if out.suffix == ".parquet" else out, "--out")
+
+
+def _writable_directory(directory: Path, option: str) -> Path:
     existing = directory
     while not existing.exists():
         existing = existing.parent
@@ -74,7 +94,7 @@ def _writable_target(out: Path) -> Path:
         with tempfile.TemporaryFile(dir=existing):  # a real probe: permission bits do not tell root's story
             pass
     except OSError as error:
-        raise UsageError(f"--out: cannot write to {directory}/ ({existing}: {error.strerror})") from None
+        raise UsageError(f"{option}: cannot write to {directory}/ ({existing}: {error.strerror})") from None
     return directory
 
 
@@ -142,25 +162,55 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         plans = sweep.plan(names, quick=args.quick, sizes=sizes, axes=axes)
     except ValueError as error:
         raise UsageError(f"--experiments/--axis: {error}") from None
-    outcome = _run_plans(plans, args.out, args.device, args.quick, console)
-    return 130 if outcome.interrupted else 0
+    outcome = _run_plans(plans, args.out, args.device, args.quick, console, resume=args.resume)
+    return _interrupted_status(outcome)
 
 
-def _run_plans(plans, out: Path, device: int, quick: bool, console: Console):
-    """Check the target and the GPU, run the plans into a new results file, print the summary."""
-    from bench import sweep
+_SIGNALS: list[int] = []
+
+
+def _on_sigterm(number, frame):
+    _SIGNALS.append(number)
+    raise KeyboardInterrupt
+
+
+def _interrupted_status(outcome) -> int:
+    if not outcome.interrupted:
+        return 0
+    return 128 + (_SIGNALS[-1] if _SIGNALS else 2)
+
+
+def _run_plans(plans, out: Path, device: int, quick: bool, console: Console, resume: Path | None = None):
+    """Check the target and the GPU, run the plans into a new results file (or the resumed one), print the
+    summary."""
+    import signal
+
+    from bench import env, store, sweep
     from bench.timing import StopRule, Timer
 
+    previous, previous_tables = None, None
+    if resume is not None:
+        previous = store.read(resume)
+        previous_tables = store.read_side_tables(resume)
+        out = resume
     directory = _writable_target(out)
     environment = _use_gpu(device)
+    if previous is not None and "gpu_uuid" in previous and len(previous):
+        measured_on = set(previous["gpu_uuid"].dropna())
+        if measured_on and measured_on != {environment.gpu_uuid}:
+            raise UsageError(f"--resume: {resume} was measured on another GPU ({', '.join(sorted(measured_on))})")
+        plans = sweep.without_done(plans, previous)
     _check_memory(plans, environment.gpu_name)
     started = datetime.now(timezone.utc)
     run_id = started.strftime("%Y%m%dT%H%M%SZ")
     slug = "".join(c if c.isalnum() else "-" for c in environment.gpu_name).strip("-")
     path = out if out.suffix == ".parquet" else directory / f"{run_id}-{slug}.parquet"
     rule = StopRule(min_samples=5, time_cap_s=0.1) if quick else StopRule()
+    signal.signal(signal.SIGTERM, _on_sigterm)
     outcome = sweep.run(plans, Timer(rule), environment.as_dict(), path, run_id=run_id,
-                        command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), console=console)
+                        command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), console=console,
+                        isolate=True, device=device, previous=previous, previous_tables=previous_tables,
+                        monitor=env.monitor(environment.pci_bus_id))
     _print_summary(plans, outcome, console)
     return outcome
 
@@ -189,8 +239,20 @@ def _print_summary(plans, outcome, console: Console) -> None:
             for _, row in not_ok.head(3).iterrows():
                 console.print(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}")
     done = len(outcome.rows)
+    if len(rows) and "throttled" in rows:
+        throttled = rows[rows["throttled"].fillna(False).astype(bool)]
+        if len(throttled):
+            reasons = ", ".join(sorted({r for text in throttled["throttle_reasons"] for r in text.split(",") if r}))
+            console.print(f"[yellow]warning:[/yellow] {len(throttled)} configurations ran while the GPU was "
+                          f"throttled ({reasons}); see the throttled column")
+        busy = rows[rows["other_processes"].fillna(0) > 0]
+        if len(busy):
+            console.print(f"[yellow]warning:[/yellow] {len(busy)} configurations ran while other processes used "
+                          "the GPU; see the other_processes column")
     if outcome.interrupted:
-        console.print(f"interrupted after {done} of {outcome.planned} configurations")
+        console.print(f"interrupted during {outcome.stopped_in or 'the sweep'} after {done} of {outcome.planned} "
+                      f"configurations; the file is complete up to there. Finish it with: python -m bench sweep "
+                      f"<same options> --resume {outcome.path}")
     if outcome.path:
         console.print(f"{done} configurations written to {outcome.path}; plot with: python -m bench plot {outcome.path}")
     else:
@@ -201,8 +263,8 @@ def _plot(args: argparse.Namespace, console: Console) -> int:
     from bench import plots, store
 
     path = args.results or store.newest(RESULTS_DIR)
-    rows = store.read(path)
-    paths = plots.plot_results(rows, args.out, store.read_side_tables(path))
+    rows = store.read_any(path)
+    paths = plots.plot_results(rows, args.out, store.read_side_tables_any(path))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
@@ -225,13 +287,51 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
         console.print(f"measuring what the results lack: {', '.join(missing)}")
         outcome = _run_plans(sweep.plan(missing), args.out, args.device, False, console)
         if outcome.interrupted:
-            return 130
+            return _interrupted_status(outcome)
         rows = pd.concat([rows, pd.DataFrame(outcome.rows)], ignore_index=True)
     console.print("[bold]CUDA claims against measurement[/bold]")
     for _, line in claims.table(rows).iterrows():  # one block per claim: readable at any terminal width
         console.print(f"\n[bold]{line['claim']}[/bold]: {line['verdict'].upper()}", highlight=False)
         console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True)
         console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    from bench import compare, store
+
+    if args.fail_above is not None and args.fail_above < 0:
+        raise UsageError("--fail-above: PERCENT must be zero or positive")
+    result = compare.compare(store.read_any(args.old), store.read_any(args.new))
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    if not len(result.table):
+        raise UsageError(f"{args.old} and {args.new} have no timed configuration in common")
+    shown = result.table[[column for column in result.table.columns if not column.startswith("_")]]
+    table = Table(title=f"{args.new} against {args.old}")
+    for column in shown.columns:
+        table.add_column(column, justify="right" if column in ("old ms", "new ms", "new/old") else "left")
+    for values in shown.itertuples(index=False):
+        table.add_row(*map(str, values))
+    console.print(table)
+    counts = result.table["verdict"].value_counts()
+    console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()))
+    if args.fail_above is not None:
+        failing = result.slower_than(args.fail_above)
+        if len(failing):
+            console.print(f"{len(failing)} configurations slower by more than {args.fail_above:g}%: failing")
+            return 1
+    return 0
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from bench import report, store
+
+    source = args.results or RESULTS_DIR
+    rows = store.read_any(source)
+    _writable_directory(args.out.parent, "--out")
+    written = report.write(rows, store.read_side_tables_any(source), args.out, source=str(source))
+    console.print(f"wrote {written}")
     return 0
 
 

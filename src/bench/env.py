@@ -84,7 +84,10 @@ def _distribution_version(module: str) -> str:
 
 
 def git_commit() -> str:
-    """The suite's commit (with '-dirty' for local changes); BENCH_GIT_COMMIT where the tree has no .git."""
+    """The suite's commit: BENCH_GIT_COMMIT when set (a copy of the tree whose .git is not its own, as on a
+    remote GPU machine), else git's HEAD with '-dirty' for local changes."""
+    if os.environ.get("BENCH_GIT_COMMIT"):
+        return os.environ["BENCH_GIT_COMMIT"]
     root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(
@@ -96,7 +99,7 @@ def git_commit() -> str:
         ).stdout.strip()
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("BENCH_GIT_COMMIT", "unknown")
+        return "unknown"
 
 
 def _nvml_readings(pci_bus_id: str) -> dict:
@@ -166,3 +169,58 @@ def collect(device: int = 0) -> Environment:
         git_commit=git_commit(),
         **_nvml_readings(pci_bus_id),
     )
+
+
+# NVML clock-event ("throttle") reasons that slow the GPU below what the workload asks for. Idle, the application
+# clock setting, sync boost and display clocks are not throttling.
+THROTTLE_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+                    0x80: "hw_power_brake"}
+
+
+def throttle_names(bits: int) -> list[str]:
+    return [name for bit, name in THROTTLE_REASONS.items() if bits & bit]
+
+
+def over_interval(before: dict, after: dict) -> dict:
+    """The monitor columns of one configuration, from readings before and after it: the lowest SM clock seen, the
+    throttle reasons active at either end, and the most processes besides the suite's own seen on the GPU."""
+    if not before or not after:
+        return {}
+    bits = before["throttle_bits"] | after["throttle_bits"]
+    return {"sm_clock_seen_mhz": min(before["sm_clock_mhz"], after["sm_clock_mhz"]),
+            "throttle_reasons": ",".join(throttle_names(bits)), "throttled": bool(throttle_names(bits)),
+            "other_processes": max(before["other_processes"], after["other_processes"])}
+
+
+def other_processes(pids: set[int], own: set[int]) -> int:
+    """Processes on the GPU that are not the suite's. Inside a PID namespace NVML may report host PIDs, which match
+    none of ours; then the suite's own processes are assumed to be among them and are subtracted by count."""
+    if pids & own:
+        return len(pids - own)
+    return max(0, len(pids) - len(own))
+
+
+def monitor(pci_bus_id: str):
+    """A function reading the GPU's SM clock, throttle reasons and the other processes using it (NVML), or None
+    when NVML is unavailable."""
+    import multiprocessing
+
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+    except pynvml.NVMLError:
+        return None
+
+    def read() -> dict:
+        try:
+            pids = {process.pid for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+            own = {os.getpid(), *(child.pid for child in multiprocessing.active_children())}
+            return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                    "throttle_bits": pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),
+                    "other_processes": other_processes(pids, own)}
+        except pynvml.NVMLError:
+            return {}
+
+    return read

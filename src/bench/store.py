@@ -135,3 +135,32 @@ def newest_rows(directory: Path, experiments: Sequence[str]) -> pd.DataFrame:
             if len(mine):
                 found[name] = mine
     return pd.concat(found.values(), ignore_index=True) if found else pd.DataFrame()
+
+
+def _results_files(directory: Path) -> list[Path]:
+    return sorted(p for p in Path(directory).rglob("*.parquet") if "." not in p.stem)
+
+
+def read_any(path: Path) -> pd.DataFrame:
+    """A results file, or every results file under a directory as one frame (the rows carry their hostname, GPU
+    UUID and run_id, so runs from many machines stay apart). ResultsError if there is nothing bench can read."""
+    path = Path(path)
+    if not path.is_dir():
+        if not path.exists():
+            raise ResultsError(f"cannot read results file {path}: no such file or directory")
+        return read(path)
+    files = _results_files(path)
+    if not files:
+        raise ResultsError(f"no results files (*.parquet) under {path}/")
+    return pd.concat([read(file) for file in files], ignore_index=True)
+
+
+def read_side_tables_any(path: Path) -> dict[str, pd.DataFrame]:
+    """The side tables of a results file, or of every results file under a directory, by name."""
+    path = Path(path)
+    files = _results_files(path) if path.is_dir() else [path]
+    tables: dict[str, list[pd.DataFrame]] = {}
+    for file in files:
+        for name, table in read_side_tables(file).items():
+            tables.setdefault(name, []).append(table)
+    return {name: pd.concat(parts, ignore_index=True) for name, parts in tables.items()}

@@ -26,12 +26,13 @@ Example (needs a GPU)::
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from cupy.cuda import runtime
@@ -178,17 +179,37 @@ class Gate:
         self._latch = cuda.mapped_array(2, dtype=np.int32)
         self._timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.timeout_s = timeout_s
+        self._held: ExitStack | None = None
 
     def close(self, stream) -> None:
-        """Launch the gate on a CuPy stream; work enqueued behind it waits until :meth:`open`."""
+        """Launch the gate on a CuPy stream; work enqueued behind it waits until :meth:`open`.
+
+        Until then, Python's garbage collector and numba's deferred deallocations are held back: a finalizer that
+        frees CUDA memory (cudaFree, cudaFreeHost) waits for the device, which waits behind the gate for the host.
+        """
         self._latch[0] = 0
         self._latch[1] = self._pending
         with warnings.catch_warnings():  # one thread on purpose: numba's low-occupancy warning does not apply
             warnings.simplefilter("ignore", self._quiet)
             self._kernel[1, 1, self._cuda.external_stream(stream.ptr)](self._latch, self._timeout_ns)
+        self._hold()
 
     def open(self) -> None:
         self._latch[0] = 1
+        self._release()
+
+    def _hold(self) -> None:
+        if self._held is None:
+            self._held = ExitStack()
+            self._held.enter_context(self._cuda.defer_cleanup())
+            if gc.isenabled():
+                gc.disable()
+                self._held.callback(gc.enable)
+
+    def _release(self) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            held.close()
 
     def check(self) -> None:
         """After the gated work finished: raise unless the gate was opened by the host."""
