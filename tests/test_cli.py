@@ -49,7 +49,7 @@ def assert_usage_error(result, cwd, fragment):
     (["compare", "a.parquet", "b.parquet", "--fail-above", "-5"], "zero or positive"),
     (["compare", "a.parquet", "b.parquet", "--fail-above", "lots"], "invalid float value"),
     (["report", "missing.parquet"], "cannot read results file"),
-    (["report"], "cannot read results file results"),
+    (["report"], "no results files"),
     (["sweep", "--resume", "missing.parquet"], "cannot read results file"),
     (["claims", "missing.parquet"], "cannot read results file"),
 ])

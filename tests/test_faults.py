@@ -185,3 +185,13 @@ def test_report_is_self_contained(tmp_path):
     assert "<h2>bandwidth</h2>" in text and "<h2>blocking</h2>" in text and "Claims" in text
     assert "cudaGetLastError waits for running kernels" in text and "node-a" in text
     assert "http://" not in text.replace("https://docs.nvidia.com", "")  # nothing to fetch but the docs links
+
+
+def test_latest_runs_keeps_the_newest_run_per_experiment_and_gpu():
+    rows = pd.DataFrame([
+        {"experiment": "a", "gpu_uuid": "G1", "run_id": "1"}, {"experiment": "a", "gpu_uuid": "G1", "run_id": "2"},
+        {"experiment": "a", "gpu_uuid": "G2", "run_id": "1"}, {"experiment": "b", "gpu_uuid": "G1", "run_id": "1"},
+    ])
+    kept = store.latest_runs(rows)
+    assert sorted(map(tuple, kept[["experiment", "gpu_uuid", "run_id"]].values)) == [
+        ("a", "G1", "2"), ("a", "G2", "1"), ("b", "G1", "1")]

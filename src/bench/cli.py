@@ -70,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.set_defaults(handler=_compare)
 
     report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
-    report.add_argument("results", nargs="?", type=Path,
-                        help="results file or directory of them (default: all of results/)")
+    report.add_argument("results", nargs="*", type=Path,
+                        help="results files or directories (default: the files in results/); of several runs of an "
+                             "experiment on one GPU, the newest is shown")
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
     report.set_defaults(handler=_report)
 
@@ -263,7 +264,7 @@ def _plot(args: argparse.Namespace, console: Console) -> int:
     from bench import plots, store
 
     path = args.results or store.newest(RESULTS_DIR)
-    rows = store.read_any(path)
+    rows = store.latest_runs(store.read_any(path))
     paths = plots.plot_results(rows, args.out, store.read_side_tables_any(path))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
@@ -327,10 +328,19 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
 def _report(args: argparse.Namespace, console: Console) -> int:
     from bench import report, store
 
-    source = args.results or RESULTS_DIR
-    rows = store.read_any(source)
+    import pandas as pd
+
+    sources = args.results or store.top_level_files(RESULTS_DIR)
+    if not sources:
+        raise UsageError(f"no results files (*.parquet) in {RESULTS_DIR}/; run 'python -m bench sweep' first")
+    rows = store.latest_runs(pd.concat([store.read_any(source) for source in sources], ignore_index=True))
+    tables: dict = {}
+    for source in sources:
+        for name, table in store.read_side_tables_any(source).items():
+            tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
     _writable_directory(args.out.parent, "--out")
-    written = report.write(rows, store.read_side_tables_any(source), args.out, source=str(source))
+    names = ", ".join(str(source) for source in sources)
+    written = report.write(rows, tables, args.out, source=names if len(sources) < 4 else f"{len(sources)} files")
     console.print(f"wrote {written}")
     return 0
 

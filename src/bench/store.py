@@ -164,3 +164,19 @@ def read_side_tables_any(path: Path) -> dict[str, pd.DataFrame]:
         for name, table in read_side_tables(file).items():
             tables.setdefault(name, []).append(table)
     return {name: pd.concat(parts, ignore_index=True) for name, parts in tables.items()}
+
+
+def latest_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Of several runs of an experiment on one GPU, the newest (run ids are UTC timestamps); different GPUs and
+    hosts all stay."""
+    if not len(rows) or "run_id" not in rows:
+        return rows
+    machine = "gpu_uuid" if "gpu_uuid" in rows else "hostname" if "hostname" in rows else None
+    keys = ["experiment", machine] if machine else ["experiment"]
+    newest = rows.fillna({key: "" for key in keys}).groupby(keys)["run_id"].transform("max")
+    return rows[rows["run_id"] == newest].reset_index(drop=True)
+
+
+def top_level_files(directory: Path) -> list[Path]:
+    """The results files directly in ``directory`` (not in its subdirectories)."""
+    return sorted(p for p in Path(directory).glob("*.parquet") if "." not in p.stem)
