@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-ENVIRONMENT = ("hostname", "gpu_name", "gpu_uuid", "driver_version", "cuda_driver", "cuda_runtime", "pcie_gen",
-               "pcie_width", "sm_clock_max_mhz", "cupy_version", "numba_cuda_version", "git_commit")
+ENVIRONMENT = ("hostname", "gpu_name", "gpu_uuid", "driver_version", "cuda_runtime", "pcie_gen", "pcie_width",
+               "cupy_version", "numba_cuda_version", "git_commit")
 FIGURES = {  # experiment -> figure file stems, in the order shown
     "bandwidth": ("bandwidth",), "launch": ("launch",),
     "overlap": ("overlap_scaling", "overlap_heatmap", "overlap_timeline"),
@@ -25,7 +25,7 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; 
 h1 { margin-bottom: 0 } h2 { border-bottom: 2px solid #ddd; padding-bottom: .2em; margin-top: 2em }
 .meta { color: #666 } table { border-collapse: collapse; margin: .8em 0; font-size: 90% }
 th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical-align: top }
-th { background: #f3f3f3 } img { max-width: 100%; border: 1px solid #eee; margin: .5em 0 }
+th { background: #f3f3f3 } img { max-width: min(100%, 1150px); border: 1px solid #eee; margin: .5em 0 }
 .verdict-true { color: #b00; font-weight: bold } .verdict-false { color: #060; font-weight: bold }
 .verdict-partly { color: #a60; font-weight: bold }
 """
@@ -36,10 +36,20 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def _environment(rows: pd.DataFrame) -> str:
+    """One line per run: where and with what it ran."""
     columns = [column for column in ENVIRONMENT if column in rows]
-    machines = rows[columns + ["run_id", "experiment"]].astype(str).groupby(columns + ["run_id"], sort=False)
-    lines = [{**dict(zip(columns + ["run_id"], key)), "experiments": ", ".join(sorted(set(group["experiment"])))}
-             for key, group in machines]
+    runs = rows[columns + ["run_id", "experiment"]].fillna("").astype(str).groupby(["run_id", *columns], sort=True)
+    lines = []
+    for key, group in runs:
+        run = dict(zip(["run_id", *columns], key))
+        lines.append({
+            "run": run["run_id"], "experiments": ", ".join(sorted(set(group["experiment"]))),
+            "host": run.get("hostname", ""), "GPU": f"{run.get('gpu_name', '')} ({run.get('gpu_uuid', '')[:13]}…)",
+            "driver / CUDA runtime": f"{run.get('driver_version', '')} / {run.get('cuda_runtime', '')}",
+            "PCIe": f"Gen{run.get('pcie_gen', '?')} x{run.get('pcie_width', '?')}",
+            "libraries": f"{run.get('cupy_version', '')}, {run.get('numba_cuda_version', '')}",
+            "commit": run.get("git_commit", "")[:12],
+        })
     return _table(pd.DataFrame(lines))
 
 
