@@ -21,6 +21,7 @@ import numpy as np
 SMALL_BYTES = 4 << 10
 LARGE_BYTES = 64 << 20
 ALLOC_BYTES = 1 << 20
+KIT_MEMORY = (2 * LARGE_BYTES + (16 << 20), 2 * LARGE_BYTES)  # (device, host) bytes a Kit and its calls need
 STREAM_PLACEMENTS = ("same", "other", "legacy", "per-thread")
 PLACEMENTS = (*STREAM_PLACEMENTS, "none")
 CUDA_ERROR_NOT_READY = 600

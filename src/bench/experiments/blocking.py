@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 from cupy.cuda import runtime
 
-from bench.calls import Kit, catalog, documented_waits, placement_stream
+from bench.calls import KIT_MEMORY, PLACEMENTS, Kit, catalog, documented_waits, placement_stream
 from bench.experiments import Config, Experiment, Row
 from bench.memory import OwnedStream
 from bench.timing import Spinner
@@ -143,6 +143,9 @@ def run(configs: Sequence[Config], timer) -> Iterator[Row]:
     return run_each(configs, _measure)
 
 
+CATALOG_AXES = {"call": tuple(catalog()), "placement": PLACEMENTS, "spin_stream": SPIN_STREAMS}
+
+
 def takes_placement(config: Config) -> bool:
     return config["placement"] in catalog()[config["call"]].placements
 
@@ -150,10 +153,9 @@ def takes_placement(config: Config) -> bool:
 EXPERIMENT = Experiment(
     name="blocking",
     description="which CUDA calls block the host while a kernel runs, by placement, against the documentation",
-    axes={"call": tuple(catalog()), "placement": ("same", "other", "legacy", "per-thread", "none"),
-          "spin_stream": SPIN_STREAMS},
+    axes=CATALOG_AXES,
     run=run,
-    memory_needed=lambda configs: (2 * (64 << 20) + (16 << 20), 2 * (64 << 20)),
+    memory_needed=lambda configs: KIT_MEMORY,
     headline=headline,
     valid=takes_placement,
     size_axis="",

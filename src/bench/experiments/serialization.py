@@ -20,9 +20,10 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 from cupy.cuda import runtime
 
-from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes, placement_stream
+from bench.calls import GUIDE_IMPLICIT, KIT_MEMORY, Kit, catalog, documented_serializes, placement_stream
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import REPEATS, SPIN_MS, SPIN_STREAMS, Streams, consensus, run_each, takes_placement
+from bench.experiments.blocking import (CATALOG_AXES, REPEATS, SPIN_MS, Streams, consensus, run_each,
+                                       takes_placement)
 from bench.timing import Spinner
 
 SERIALIZATION_VERDICTS = ("overlaps", "partial", "serializes")
@@ -89,10 +90,9 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
 EXPERIMENT = Experiment(
     name="serialization",
     description="which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
-    axes={"call": tuple(catalog()), "placement": ("same", "other", "legacy", "per-thread", "none"),
-          "spin_stream": SPIN_STREAMS},
+    axes=CATALOG_AXES,
     run=run,
-    memory_needed=lambda configs: (2 * (64 << 20) + (16 << 20), 2 * (64 << 20)),
+    memory_needed=lambda configs: KIT_MEMORY,
     headline=headline,
     valid=takes_placement,
     size_axis="",
