@@ -144,3 +144,13 @@ def test_claims_from_a_results_file_needs_no_gpu(tmp_path):
 def test_claims_with_missing_experiments_and_no_gpu(tmp_path, no_gpu):
     result = bench("claims", cwd=tmp_path)
     assert_usage_error(result, tmp_path, "GPU")
+
+
+def test_memory_checks_device_then_host():
+    from bench import sweep
+    from bench.cli import memory_problem
+
+    plans = sweep.plan(["bandwidth"], sizes=[1 << 30])  # two 1 GiB buffers on each side, random-fill scratch
+    assert memory_problem(plans, "GPU", device_free=8 << 30, host_available=8 << 30) is None
+    assert "needs 2.2 GiB of device memory; GPU has 1 GiB free" in memory_problem(plans, "GPU", 1 << 30, 8 << 30)
+    assert "needs 2 GiB of host memory; 1 GiB is available" in memory_problem(plans, "GPU", 8 << 30, 1 << 30)

@@ -132,16 +132,24 @@ def _host_memory_available() -> int:
 def _check_memory(plans, gpu_name: str) -> None:
     from cupy.cuda import runtime
 
-    device_free, _ = runtime.memGetInfo()
-    host_available = _host_memory_available()
+    problem = memory_problem(plans, gpu_name, runtime.memGetInfo()[0], _host_memory_available())
+    if problem:
+        raise UsageError(problem)
+
+
+def memory_problem(plans, gpu_name: str, device_free: int, host_available: int) -> str | None:
+    """Why the plans cannot run in this much device and host memory, or None."""
     for item in plans:
+        if not item.configs:
+            continue
         device_bytes, host_bytes = item.experiment.memory_needed(item.configs)
         if device_bytes > device_free:
-            raise UsageError(f"--sizes: {item.experiment.name} needs {format_size(device_bytes)} of device memory; "
-                             f"{gpu_name} has {format_size(device_free)} free")
+            return (f"--sizes: {item.experiment.name} needs {format_size(device_bytes)} of device memory; "
+                    f"{gpu_name} has {format_size(device_free)} free")
         if host_bytes > host_available:
-            raise UsageError(f"--sizes: {item.experiment.name} needs {format_size(host_bytes)} of host memory; "
-                             f"{format_size(host_available)} is available")
+            return (f"--sizes: {item.experiment.name} needs {format_size(host_bytes)} of host memory; "
+                    f"{format_size(host_available)} is available")
+    return None
 
 
 def _sweep(args: argparse.Namespace, console: Console) -> int:
