@@ -195,3 +195,11 @@ def test_latest_runs_keeps_the_newest_run_per_experiment_and_gpu():
     kept = store.latest_runs(rows)
     assert sorted(map(tuple, kept[["experiment", "gpu_uuid", "run_id"]].values)) == [
         ("a", "G1", "2"), ("a", "G2", "1"), ("b", "G1", "1")]
+
+
+def test_an_isolated_child_finds_every_experiment_by_name():
+    from bench.experiments import registry
+
+    for name, experiment in registry().items():  # serialization's run is defined in blocking's module
+        assert sweep.find_experiment(experiment.run.__module__, name) is experiment
+    assert sweep.find_experiment("fake_experiments", "fine") is FINE

@@ -187,14 +187,23 @@ def _isolated(item: Plan, timer, device: int | None) -> Iterator[tuple[str, obje
 FAULT_VARIABLE = "BENCH_INJECT_FAULT"  # "EXPERIMENT:N": after N rows that experiment's process makes an illegal access
 
 
-def _child(sender, module: str, name: str, configs, rule, device, fault: str) -> None:
-    """The body of an isolated experiment's process."""
+def find_experiment(module: str, name: str) -> Experiment:
+    """An experiment by name: from the registry, else from ``module`` (experiments outside it, as in tests; a
+    registered experiment's ``run`` may live in another module than its definition)."""
     import importlib
 
+    known = registry()
+    if name in known:
+        return known[name]
+    return next(value for value in vars(importlib.import_module(module)).values()
+                if isinstance(value, Experiment) and value.name == name)
+
+
+def _child(sender, module: str, name: str, configs, rule, device, fault: str) -> None:
+    """The body of an isolated experiment's process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
-        experiment = next(value for value in vars(importlib.import_module(module)).values()
-                          if isinstance(value, Experiment) and value.name == name)
+        experiment = find_experiment(module, name)
         if device is not None:
             from cupy.cuda import runtime
             from numba import cuda

@@ -139,24 +139,25 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def run(configs: Sequence[Config], timer) -> Iterator[Row]:
-    return run_each(configs, _measure)
-
-
-CATALOG_AXES = {"call": tuple(catalog()), "placement": PLACEMENTS, "spin_stream": SPIN_STREAMS}
-
-
 def takes_placement(config: Config) -> bool:
     return config["placement"] in catalog()[config["call"]].placements
 
 
-EXPERIMENT = Experiment(
-    name="blocking",
-    description="which CUDA calls block the host while a kernel runs, by placement, against the documentation",
-    axes=CATALOG_AXES,
-    run=run,
-    memory_needed=lambda configs: KIT_MEMORY,
-    headline=headline,
-    valid=takes_placement,
-    size_axis="",
-)
+def catalog_experiment(name: str, description: str, measure, headline) -> Experiment:
+    """An experiment over the call catalog: every call in each placement it takes, with each kind of spinning
+    stream; ``measure(config, kit, spinner)`` gives one row."""
+    return Experiment(
+        name=name,
+        description=description,
+        axes={"call": tuple(catalog()), "placement": PLACEMENTS, "spin_stream": SPIN_STREAMS},
+        run=lambda configs, timer: run_each(configs, measure),
+        memory_needed=lambda configs: KIT_MEMORY,
+        headline=headline,
+        valid=takes_placement,
+        size_axis="",
+    )
+
+
+EXPERIMENT = catalog_experiment(
+    "blocking", "which CUDA calls block the host while a kernel runs, by placement, against the documentation",
+    _measure, headline)

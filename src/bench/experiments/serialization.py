@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator, Sequence
 
 import pandas as pd
 from cupy.cuda import runtime
 
-from bench.calls import GUIDE_IMPLICIT, KIT_MEMORY, Kit, catalog, documented_serializes, placement_stream
-from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import (CATALOG_AXES, REPEATS, SPIN_MS, Streams, consensus, run_each,
-                                       takes_placement)
+from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes, placement_stream
+from bench.experiments import Config, Row
+from bench.experiments.blocking import REPEATS, SPIN_MS, Streams, catalog_experiment, consensus
 from bench.timing import Spinner
 
 SERIALIZATION_VERDICTS = ("overlaps", "partial", "serializes")
@@ -73,10 +71,6 @@ def _measure(config: Config, kit: Kit, spinner: Spinner) -> Row:
             "status": "ok", "error": ""}
 
 
-def run(configs: Sequence[Config], timer) -> Iterator[Row]:
-    return run_each(configs, _measure)
-
-
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Calls that kept the two kernels from overlapping, and why."""
     ok = rows[(rows["status"] == "ok") & (rows["verdict"] != "overlaps")]
@@ -87,13 +81,6 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     } for _, row in ok.iterrows()])
 
 
-EXPERIMENT = Experiment(
-    name="serialization",
-    description="which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
-    axes=CATALOG_AXES,
-    run=run,
-    memory_needed=lambda configs: KIT_MEMORY,
-    headline=headline,
-    valid=takes_placement,
-    size_axis="",
-)
+EXPERIMENT = catalog_experiment(
+    "serialization", "which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
+    _measure, headline)
