@@ -8,9 +8,8 @@ median and stddev it reports, saves and compares are GPU times, not host wall-cl
 from __future__ import annotations
 
 import math
-import statistics
 
-from bench.timing import GpuClock, host_samples_ms
+from bench.timing import GpuClock, StopRule, host_samples
 
 GATED = GpuClock()  # work waits behind a gate until the host has enqueued all of a round
 UNGATED = GpuClock(gated=False)  # for work that waits on the host itself (pageable copies, cudaFree)
@@ -32,7 +31,8 @@ def run(benchmark, clock: GpuClock, op, *, iterations: int = 1, rounds: int = RO
         benchmark.pedantic(op, rounds=rounds, warmup_rounds=WARMUP_ROUNDS, iterations=iterations)
     finally:
         clock.release()
-    host_ms = host_samples_ms(op, repeats=10, after=clock.stream.synchronize)
-    benchmark.extra_info["host_us"] = statistics.median(host_ms) * 1e3
+    host = host_samples(op, StopRule(min_samples=10, max_samples=10), metric="host time of one round", unit="us",
+                        after=clock.stream.synchronize)
+    benchmark.extra_info["host_us"] = host.median
     benchmark.extra_info["timer"] = "GPU time (CUDA events), gated" if clock.gated else "GPU time (CUDA events)"
     return benchmark.stats.stats.median

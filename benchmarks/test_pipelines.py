@@ -9,7 +9,7 @@ from bench.experiments.alloc import LOOP, loop_once, pool_threshold
 from bench.experiments.graphs import verified_malloc_loop
 from bench.experiments.overlap import verified_pipeline
 from bench.kernels import MixKernel
-from bench.timing import StopRule, Timer
+from bench.timing import Context
 
 PAYLOAD = 256 << 20
 
@@ -19,7 +19,7 @@ PAYLOAD = 256 << 20
                          ids=["pipeline-1stream", "pipeline-8streams-4chunks"])
 def test_overlap_pipeline(benchmark, streams, chunks_per_stream):
     benchmark.group = "overlap 256MiB"
-    with verified_pipeline(PAYLOAD, streams, chunks_per_stream, 1.0, Timer(StopRule())) as (once, used, stages):
+    with verified_pipeline(PAYLOAD, streams, chunks_per_stream, 1.0, Context()) as (once, used, stages):
         events: list[int] = []
 
         def pipeline():

@@ -1,48 +1,80 @@
 #!/usr/bin/env bash
-# On the GPU machine: the environment, then each step in order; results land in results/, a log of everything and a
-# tarball of results/ and plots/ in $OUT (device tool) or ./gpu-out.
+# On a GPU machine: the environment, then each step in order. Results land in results/ (logs in results/_logs/);
+# a tarball of results/ and plots/ goes to $OUT (device tool) or ./gpu-out after every step.
 #   bash scripts/gpu_check.sh STEP...
-# A step is one argument: "tests [pytest args]" (the GPU tests), "sweep [sweep args]" (a timed sweep, then its plots
-# and, for bandwidth, the C++ reference), "faulty EXPERIMENT:N [sweep args]" (a sweep with an illegal-address kernel
-# injected into EXPERIMENT after N rows), "claims [args]", "report [args]" or "benchmarks [pytest args]"
-# (pytest --benchmark-only).
-# Default: "tests" "sweep" (the GPU tests, then the default sweep).
+# A step is one argument:
+#   "tests [pytest args]"       the GPU tests
+#   "sweep [sweep args]"        a timed sweep, then its figures (into plots/ unless the step sets BENCH_PLOTS)
+#   "full SECONDS [sweep args]" a --full sweep, interrupted after SECONDS and resumed by later "full" steps
+#   "agree"                     the default and the --full sweep of this machine, headline by headline
+#   "reference"                 the C++ cudaMemcpyAsync loop against the newest bandwidth results
+#   "faulty EXPERIMENT:N [sweep args]"  a sweep with an illegal-address kernel after N rows of EXPERIMENT
+#   "claims [args]", "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 out=${OUT:-gpu-out}
-mkdir -p "$out"
+mkdir -p "$out" results/_logs
 export PYTHONUNBUFFERED=1
-log="$out/gpu_check.log"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+log="results/_logs/$stamp-gpu_check.log"
 [ $# -gt 0 ] || set -- tests sweep
 
+newest() { ls results/*.parquet 2>/dev/null | sort | tail -1; }
+
 sweep() {
-  local start newest reference
-  start=$(date +%s)
-  timeout 540 python3 -m bench sweep "$@"
-  echo "sweep wall time: $(( $(date +%s) - start )) s"
-  newest=$(ls results/*.parquet | grep -v '\..*\.parquet$' | sort | tail -1)
-  python3 -m bench plot "$newest"
-  if python3 -c "import pandas as pd, sys; sys.exit(0 if (pd.read_parquet('$newest')['experiment'] == 'bandwidth').any() else 1)"; then
-    echo "== C++ reference (cudaMemcpyAsync loop timed with events)"
-    if nvcc -O2 -o /tmp/reference_bandwidth scripts/reference_bandwidth.cu; then
-      reference="${newest%.parquet}-reference-cpp.csv"
-      /tmp/reference_bandwidth > "$reference" && python3 scripts/compare_reference.py "$newest" "$reference"
-    fi
+  local start
+  start=$(date +%s%N)
+  python3 -m bench sweep "$@"
+  echo "sweep wall time (process start to exit): $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  python3 -m bench plot "$(newest)" --out "${BENCH_PLOTS:-plots}"
+}
+
+full() {  # a --full sweep into results/_full/, resumed across steps (each under the device's command limit)
+  local limit=$1; shift
+  local file
+  file=$(ls results/_full/*.parquet 2>/dev/null | sort | tail -1)
+  local start
+  start=$(date +%s%N)
+  if [ -n "$file" ]; then
+    timeout -s TERM "$limit" python3 -m bench sweep --full "$@" --resume "$file"
+  else
+    timeout -s TERM "$limit" python3 -m bench sweep --full "$@" --out results/_full
   fi
+  echo "full sweep step wall time: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+}
+
+reference() {
+  local bandwidth reference
+  bandwidth=$(python3 - <<'EOF'
+import glob, pandas as pd
+files = sorted(f for f in glob.glob("results/*.parquet"))
+with_bandwidth = [f for f in files if (pd.read_parquet(f, columns=["experiment"])["experiment"] == "bandwidth").any()]
+print(with_bandwidth[-1] if with_bandwidth else "")
+EOF
+)
+  [ -n "$bandwidth" ] || { echo "no bandwidth results"; return; }
+  nvcc -O2 -o /tmp/reference_bandwidth scripts/reference_bandwidth.cu || return
+  reference="results/_references/$(basename "${bandwidth%.parquet}")-reference-cpp.csv"
+  mkdir -p results/_references
+  /tmp/reference_bandwidth > "$reference" && python3 scripts/compare_reference.py "$bandwidth" "$reference"
 }
 
 {
   echo "== $(date -u +%FT%TZ) gpu_check, commit ${BENCH_GIT_COMMIT:-unknown}"
-  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  nvidia-smi --query-gpu=name,uuid,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -m bench env
   for step in "$@"; do
     read -r -a words <<< "$step"
     echo "== $(date -u +%T) $step"
     case "${words[0]}" in
-      tests) timeout 300 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" tests 2>&1 | grep -v Warning | tail -60 ;;
+      tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" tests 2>&1 | grep -v Warning | tail -80 ;;
       sweep) sweep "${words[@]:1}" ;;
-      faulty) BENCH_INJECT_FAULT="${words[1]}" sweep "${words[@]:2}" ;;
+      full) full "${words[@]:1}" ;;
+      agree) python3 scripts/agreement.py results results/_full | tee "results/_logs/$stamp-agreement.txt" ;;
+      reference) reference ;;
+      faulty) python3 scripts/inject_fault.py "${words[@]:1}" ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
+      compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;
       benchmarks) timeout 300 python3 -m pytest --benchmark-only -p no:cacheprovider "${words[@]:1}" 2>&1 | tail -80 ;;
       *) echo "unknown step: $step" ;;
     esac

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.cuda import runtime
+from bench.memory import touched
+
 SMALL_BYTES = 4 << 10
 LARGE_BYTES = 64 << 20
 ALLOC_BYTES = 1 << 20
@@ -109,8 +112,6 @@ def cudart() -> ctypes.CDLL:
 
 def _query(function: Callable[[int], int], handle: int) -> None:
     """eventQuery / streamQuery, not-ready accepted (some CuPy builds return the status, some raise it)."""
-    from cupy.cuda import runtime
-
     try:
         function(handle)
     except runtime.CUDARuntimeError as error:
@@ -119,9 +120,8 @@ def _query(function: Callable[[int], int], handle: int) -> None:
 
 
 def _catalog() -> list[Call]:
-    from cupy.cuda import runtime
-
-    from bench.memory import touched
+    """The calls. Building it touches no CUDA: every runtime function is looked up when a call is prepared or made.
+    """
 
     def allocating(allocate: Callable[[], int], free: Callable[[int], None]) -> Callable:
         def prepare(kit, stream) -> Prepared:
@@ -201,10 +201,10 @@ def _catalog() -> list[Call]:
         Call("cudaMalloc", "cudaMalloc", "silent",
              "the function's page says nothing about waiting; the Programming Guide lists \"a device memory "
              "allocation\" among the operations that keep commands of different streams from running concurrently",
-             GUIDE_IMPLICIT, allocating(lambda: runtime.malloc(ALLOC_BYTES), runtime.free), placements=("none",),
+             GUIDE_IMPLICIT, allocating(lambda: runtime.malloc(ALLOC_BYTES), lambda ptr: runtime.free(ptr)), placements=("none",),
              guide_serializes=True),
         Call("cudaFree", "cudaFree", "silent", "the function's page says nothing about waiting for the device",
-             MEMORY_PAGE, freeing(lambda: runtime.malloc(ALLOC_BYTES), runtime.free), placements=("none",)),
+             MEMORY_PAGE, freeing(lambda: runtime.malloc(ALLOC_BYTES), lambda ptr: runtime.free(ptr)), placements=("none",)),
         Call("cudaMallocAsync", "cudaMallocAsync", "never",
              "\"inserts an allocation operation into\" the stream; \"a pointer to the allocated memory is returned "
              "immediately\"", ASYNC_ALLOC_PAGE, malloc_async),
@@ -213,10 +213,10 @@ def _catalog() -> list[Call]:
         Call("cudaHostAlloc", "cudaHostAlloc", "silent",
              "the function's page says nothing about waiting; the Programming Guide lists \"a page-locked host "
              "memory allocation\" among the operations that keep streams from running concurrently",
-             GUIDE_IMPLICIT, allocating(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), runtime.freeHost),
+             GUIDE_IMPLICIT, allocating(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), lambda ptr: runtime.freeHost(ptr)),
              placements=("none",), guide_serializes=True),
         Call("cudaFreeHost", "cudaFreeHost", "silent", "the function's page says nothing about waiting",
-             MEMORY_PAGE, freeing(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), runtime.freeHost),
+             MEMORY_PAGE, freeing(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), lambda ptr: runtime.freeHost(ptr)),
              placements=("none",)),
         Call("cudaHostRegister", "cudaHostRegister", "silent", "the function's page says nothing about waiting",
              MEMORY_PAGE, host_register, placements=("none",)),
@@ -242,7 +242,7 @@ def _catalog() -> list[Call]:
              simple(lambda kit, stream: lambda: runtime.memsetAsync(kit.device_dst.ptr, 0, LARGE_BYTES, stream.ptr)),
              guide_serializes=True),
         Call("cudaStreamCreate", "cudaStreamCreate", "silent", "the function's page says nothing about waiting",
-             STREAM_PAGE, allocating(runtime.streamCreate, runtime.streamDestroy), placements=("none",)),
+             STREAM_PAGE, allocating(lambda: runtime.streamCreate(), lambda ptr: runtime.streamDestroy(ptr)), placements=("none",)),
         Call("cudaStreamDestroy", "cudaStreamDestroy", "never",
              "\"in case the device is still doing work in the stream when cudaStreamDestroy() is called, the "
              "function will return immediately\"", GUIDE_STREAMS, stream_destroy, placements=("same", "other")),
@@ -280,10 +280,7 @@ class Kit:
     bytes, ``LARGE_BYTES`` each), an event and the mix kernel. Also makes the streams of one measurement."""
 
     def __init__(self) -> None:
-        import cupy
-        from cupy.cuda import runtime
-
-        from bench.kernels import MixKernel
+        from bench.cuda import cupy, kernels
         from bench.memory import BufferSet, DeviceBuffer, HostBuffer
 
         self.buffers = BufferSet(streams=0)
@@ -294,13 +291,11 @@ class Kit:
             self.host = {kind: self.buffers.take(HostBuffer(kind, LARGE_BYTES)) for kind in ("pinned", "pageable")}
             for buffer in self.host.values():
                 buffer.array[:] = np.random.default_rng(2).integers(0, 256, LARGE_BYTES, dtype=np.uint8)
-            self.kernel = MixKernel()
+            self.kernel = kernels.MixKernel()
             self.event = runtime.eventCreate()
         runtime.deviceSynchronize()
 
     def close(self) -> None:
-        from cupy.cuda import runtime
-
         runtime.deviceSynchronize()
         runtime.eventDestroy(self.event)
         self.buffers.close()

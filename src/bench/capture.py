@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-import cupy
-from cupy.cuda import runtime
+from bench.cuda import runtime
 
 
 @contextmanager
@@ -36,7 +35,7 @@ def destroy(events: list[int]) -> None:
     events.clear()
 
 
-def capture(origin, others: Sequence, enqueue: Callable[[], None]) -> cupy.cuda.graph.Graph:
+def capture(origin, others: Sequence, enqueue: Callable[[], None]):
     """Capture ``enqueue()`` into a graph: ``others`` fork from ``origin`` at the start and join it at the end.
 
     Work the runtime will not capture raises as usual (a CUDARuntimeError with the runtime's text), after the

@@ -112,7 +112,7 @@ def _malloc_async_cheaper(rows: pd.DataFrame) -> Judgement | None:
         return None
     parts, verdicts = [], []
     for size, group in mine.groupby("bytes"):
-        by_api = {(row["api"], row["release_threshold"]): row["host_us_per_iteration"]
+        by_api = {(row["api"], row["release_threshold"]): row["median"]
                   for _, row in group.iterrows()}
         malloc = by_api.get(("cudaMalloc", "none"))
         pooled, trimmed = by_api.get(("cudaMallocAsync", "max")), by_api.get(("cudaMallocAsync", "0"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
 import os
 import platform
@@ -76,9 +77,14 @@ def _cuda_version(number: int) -> str:
     return f"{number // 1000}.{number % 1000 // 10}"
 
 
+@functools.cache
+def _distributions() -> dict:
+    return importlib.metadata.packages_distributions()  # scans every installed package: once per process
+
+
 def _distribution_version(module: str) -> str:
     """'cupy-cuda13x 14.2.0' for module 'cupy': which build is installed matters as much as its version."""
-    names = importlib.metadata.packages_distributions().get(module, [])
+    names = _distributions().get(module, [])
     found = [f"{name} {importlib.metadata.version(name)}" for name in sorted(set(names))]
     return ", ".join(found) or "not installed"
 

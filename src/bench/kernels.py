@@ -1,6 +1,7 @@
 """numba-cuda kernels used by the timing core and the experiments.
 
-Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the two PTX-level helpers below fall back to plain
+Kernels are cached on disk (numba's ``cache=True``), so a sweep's processes compile each one once per source change,
+not once per process. Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the two PTX-level helpers below fall back to plain
 Python, so the kernels' logic can be tested on a machine without a GPU.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 
 from numba import cuda
 from numba.cuda import config
@@ -67,7 +69,7 @@ else:
         return types.uint64(), codegen
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def gate_kernel(latch, timeout_ns):
     """Hold the stream until the host stores non-zero into ``latch[0]`` (host-mapped memory).
 
@@ -82,7 +84,7 @@ def gate_kernel(latch, timeout_ns):
     latch[1] = GATE_RELEASED
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def spin_kernel(duration_ns, stamps, slot):
     """Busy-wait ``duration_ns`` (``numpy.uint64``) on the global timer, one thread.
 
@@ -109,6 +111,15 @@ def numba_stream(ptr: int):
 
 
 _NUMBA_STREAMS: dict[int, object] = {}
+
+
+def launch_single_thread(kernel, stream, *args) -> None:
+    """Launch a one-thread kernel (the gate, the spin) on ``stream`` (anything with a CUDA handle in ``ptr``)."""
+    from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings():  # one thread on purpose: numba's low-occupancy warning does not apply
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        kernel[1, 1, numba_stream(stream.ptr)](*args)
 
 
 # --- compute with tunable intensity -------------------------------------------------------------------------------
@@ -155,7 +166,7 @@ def _mix_in_place(data, count, rounds):
 _mix_in_place_device = cuda.jit(device=True)(_mix_in_place)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def mix_array_kernel(data, rounds):
     """The same work on a device array, launched through numba's default dispatcher."""
     _mix_in_place_device(data, data.size, rounds)
@@ -167,7 +178,7 @@ def _compiled_mix_kernel():
     from numba import types
 
     signature = types.void(types.CPointer(types.uint32), types.int64, types.int32)
-    return cuda.jit(signature)(_mix_in_place).overloads[signature.args]
+    return cuda.jit(signature, cache=True)(_mix_in_place).overloads[signature.args]
 
 
 class MixKernel:

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-import cupy
 import numpy as np
-from cupy.cuda import runtime
+
+from bench.cuda import cupy, runtime
 
 HOST_MEMORY = ("pinned", "pageable", "registered")
 DEVICE_ALLOCATORS = ("malloc", "mallocAsync")
@@ -33,8 +33,8 @@ class StreamRef:
     ptr: int
 
 
-LEGACY_STREAM = StreamRef(runtime.streamLegacy)  # the NULL stream, implicitly synchronizing with blocking streams
-PER_THREAD_STREAM = StreamRef(runtime.streamPerThread)
+LEGACY_STREAM = StreamRef(1)  # cudaStreamLegacy: the NULL stream, implicitly synchronizing with blocking streams
+PER_THREAD_STREAM = StreamRef(2)  # cudaStreamPerThread
 
 
 class OwnedStream:

@@ -1,17 +1,24 @@
-"""All GPU timing: CUDA events on the streams that do the work, a gate, warm-up and adaptive stopping.
+"""All timing: statistics and stopping, GPU intervals (CUDA events, gated or not), host intervals, and host calls
+made while the GPU is busy. Experiments describe what to run; this module decides how long, reads the clocks and
+computes the statistics.
 
-Work is handed over as ``enqueue(ops)``, a callable that enqueues ``ops`` repetitions of the operation on its
-streams. One *batch* is: [gate] → start event → ``enqueue(ops)`` → one end event per stream → [open the gate].
-Each batch gives one sample: its GPU time divided by ``ops``. With the gate (nvbandwidth's technique), the whole
-batch waits behind a one-thread kernel until the host has finished enqueuing it, so the GPU time does not depend on
-how fast Python enqueues. Pageable copies must be timed without it (``gated=False``): ``cudaMemcpyAsync`` from
-pageable memory waits on the host for earlier work in its stream, so behind a closed gate it would never return.
+- :class:`Summary` and :class:`StopRule`: the one statistics type, and when to stop sampling.
+- :class:`Samples`: raw samples with their unit and clock; every measured result row carries them the same way
+  (:meth:`Samples.columns`).
+- :class:`Timer`: GPU time of ``enqueue(ops)`` with CUDA events on the streams that do the work, behind a gate.
+- :func:`host_samples`, :func:`host_steps`, :func:`host_interval`: host wall-clock time of calls whose host cost
+  is the point.
+- :class:`SpinWatch`: a call timed on the host while a spin kernel of known length runs, with what the GPU was
+  doing when it returned; two spins around a call, read on the GPU's clock.
+- :class:`Context`: what the harness hands an experiment: timers whose stop rules the harness chose.
+- :class:`Timeline`, :class:`GpuClock`: events around every operation of one run; the clock pytest-benchmark reads.
+
+Nothing CUDA is imported until a GPU primitive is used, so the statistics serve the analysis commands too.
 
 Example (needs a GPU)::
 
-    import cupy
-    from cupy.cuda import runtime
-    from bench.timing import StopRule, Timer
+    from bench.cuda import cupy, runtime
+    from bench.timing import Timer
 
     src, dst = cupy.ones(1 << 24, cupy.uint8), cupy.empty(1 << 24, cupy.uint8)
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -20,61 +27,68 @@ Example (needs a GPU)::
         for _ in range(ops):
             runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
 
-    timing = Timer(StopRule()).measure(enqueue, [stream])
-    print(f"{timing.summary.median_ms:.4f} ms per copy ({timing.stop_reason})")
+    timing = Timer().measure(enqueue, [stream])
+    print(f"{timing.samples.summary.median:.4f} ms per copy ({timing.samples.stop_reason})")
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from cupy.cuda import runtime
+from bench.cuda import kernels, numba_cuda, runtime
 
 # The robust standard error of a median: 1.2533 σ/√n (large-sample, normal data), with σ estimated as 1.4826·MAD.
 _MEDIAN_SE_FACTOR = 1.2533 * 1.4826
+UNITS = {"ms": 1e3, "us": 1e6}  # unit -> per second
+CLOCKS = ("gpu", "host")
+STOP_REASONS = ("converged", "time_cap", "max_samples", "fixed")
 
 
 class MeasurementFailed(RuntimeError):
     """A measurement that produced no trustworthy number; its message says why."""
 
 
+# --- statistics and stopping -----------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class Summary:
-    """Statistics of a list of samples, in milliseconds."""
+    """Statistics of a list of samples, in the samples' unit."""
 
     n: int
-    median_ms: float
-    min_ms: float
-    max_ms: float
+    median: float
+    min: float
+    max: float
     stdrel: float  # sample standard deviation / mean (nvbench's "noise")
     median_relerr: float  # robust standard error of the median / median: how well the median is pinned down
 
     @classmethod
-    def of(cls, samples_ms: Sequence[float]) -> Summary:
-        if not samples_ms:
+    def of(cls, samples: Sequence[float]) -> Summary:
+        if not len(samples):
             raise ValueError("no samples")
-        n = len(samples_ms)
-        median = statistics.median(samples_ms)
-        mean = statistics.fmean(samples_ms)
-        stdrel = statistics.stdev(samples_ms) / mean if n > 1 and mean > 0 else math.inf
+        values = [float(value) for value in samples]
+        n = len(values)
+        median = statistics.median(values)
+        mean = statistics.fmean(values)
+        stdrel = statistics.stdev(values) / mean if n > 1 and mean > 0 else math.inf
         if n > 1 and median > 0:
-            mad = statistics.median(abs(x - median) for x in samples_ms)
+            mad = statistics.median(abs(x - median) for x in values)
             median_relerr = _MEDIAN_SE_FACTOR * mad / math.sqrt(n) / median
         else:
             median_relerr = math.inf
-        return cls(n, median, min(samples_ms), max(samples_ms), stdrel, median_relerr)
+        return cls(n, median, min(values), max(values), stdrel, median_relerr)
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """When to stop sampling one configuration, and how to size its batches."""
+    """When to stop sampling one measurement, and how to size its batches."""
 
     min_samples: int = 10
     max_samples: int = 1000
@@ -93,14 +107,23 @@ class StopRule:
         if self.max_ops_per_batch < 1 or self.warmup_batches < 0:
             raise ValueError("need max_ops_per_batch >= 1 and warmup_batches >= 0")
 
-    def stop_reason(self, samples_ms: Sequence[float], sampling_s: float) -> str | None:
+    def replace(self, **changes) -> StopRule:
+        return dataclasses.replace(self, **changes)
+
+    def capped(self, time_cap_s: float, min_samples: int) -> StopRule:
+        """This rule, spending at most ``time_cap_s`` and needing at most ``min_samples`` (a quick or budgeted
+        sweep)."""
+        return self.replace(time_cap_s=min(self.time_cap_s, time_cap_s),
+                            min_samples=min(self.min_samples, min_samples))
+
+    def stop_reason(self, samples: Sequence[float], sampling_s: float) -> str | None:
         """``"converged"``, ``"time_cap"``, ``"max_samples"``, or None to keep sampling."""
-        n = len(samples_ms)
+        n = len(samples)
         if n >= self.max_samples:
             return "max_samples"
         if n < self.min_samples:
             return None
-        if Summary.of(samples_ms).median_relerr <= self.target_relerr:
+        if Summary.of(samples).median_relerr <= self.target_relerr:
             return "converged"
         if sampling_s >= self.time_cap_s:
             return "time_cap"
@@ -114,50 +137,119 @@ class StopRule:
 
 
 @dataclass(frozen=True)
-class Timing:
-    """Raw GPU samples of one configuration. Every value is milliseconds per operation."""
+class Samples:
+    """Raw samples of one measurement: what one sample is (``metric``), its unit and the clock that read it."""
 
-    samples_ms: list[float]  # one per batch: start event to the last stream's end event, / ops
-    stream_samples_ms: list[list[float]]  # per stream, one per batch: start event to that stream's end event, / ops
-    ops_per_sample: int
-    gated: bool
-    stop_reason: str
-    enqueue_ms: list[float]  # host time of each batch's enqueue(ops) call, / ops: what enqueuing costs the CPU
+    values: list[float]
+    unit: str  # one of UNITS
+    clock: str  # one of CLOCKS
+    metric: str  # e.g. "GPU time per copy"
+    stop_reason: str  # one of STOP_REASONS
+    ops_per_sample: int = 1
+    gated: bool | None = None  # GPU samples: whether the work waited behind the gate
 
     @property
     def summary(self) -> Summary:
-        return Summary.of(self.samples_ms)
+        return Summary.of(self.values)
 
-    def stream_median_ms(self, index: int) -> float:
-        return statistics.median(self.stream_samples_ms[index])
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
 
     def columns(self) -> dict:
-        """The standard timing columns of a result row."""
+        """The sample columns of a result row (the same for every experiment)."""
         summary = self.summary
-        return {
-            "samples_ms": list(self.samples_ms),
-            "n_samples": summary.n,
-            "ops_per_sample": self.ops_per_sample,
-            "gated": self.gated,
-            "median_ms": summary.median_ms,
-            "min_ms": summary.min_ms,
-            "max_ms": summary.max_ms,
-            "stdrel": summary.stdrel,
-            "median_relerr": summary.median_relerr,
-            "stop_reason": self.stop_reason,
-            "host_enqueue_ms": statistics.median(self.enqueue_ms),
-        }
+        return {"samples": list(self.values), "unit": self.unit, "clock": self.clock, "metric": self.metric,
+                "n_samples": summary.n, "ops_per_sample": self.ops_per_sample, "gated": self.gated,
+                "median": summary.median, "min": summary.min, "max": summary.max, "stdrel": summary.stdrel,
+                "median_relerr": summary.median_relerr, "stop_reason": self.stop_reason}
+
+    @staticmethod
+    def missing(unit: str, clock: str, metric: str, gated: bool | None = None) -> dict:
+        """The sample columns of a row that was not measured (it failed, or its data did not verify)."""
+        nan = math.nan
+        return {"samples": [], "unit": unit, "clock": clock, "metric": metric, "n_samples": 0, "ops_per_sample": 0,
+                "gated": gated, "median": nan, "min": nan, "max": nan, "stdrel": nan, "median_relerr": nan,
+                "stop_reason": None}
 
 
-def untimed_columns(gated: bool) -> dict:
-    """The timing columns of a row that was not timed (its measurement failed or its data did not verify)."""
-    nan = math.nan
-    return {
-        "samples_ms": [], "n_samples": 0, "ops_per_sample": 0, "gated": gated, "median_ms": nan,
-        "min_ms": nan, "max_ms": nan, "stdrel": nan, "median_relerr": nan, "stop_reason": "",
-        "host_enqueue_ms": nan,
-    }
+def _sample_until(rule: StopRule, sample: Callable[[], float]) -> tuple[list[float], str]:
+    """Call ``sample()`` until the rule says stop; the samples and why it stopped."""
+    samples: list[float] = []
+    started = time.perf_counter()
+    while True:
+        samples.append(sample())
+        reason = rule.stop_reason(samples, time.perf_counter() - started)
+        if reason:
+            return samples, reason
 
+
+# --- host intervals ------------------------------------------------------------------------------------------
+
+def _elapsed(call: Callable[[], object]) -> tuple[float, object]:
+    """Seconds ``call()`` took on the host, and what it returned."""
+    started = time.perf_counter()
+    result = call()
+    return time.perf_counter() - started, result
+
+
+def host_interval(call: Callable[[], object], unit: str = "ms") -> tuple[float, object]:
+    """One host wall-clock interval around ``call()``, in ``unit``, and what the call returned."""
+    seconds, result = _elapsed(call)
+    return seconds * UNITS[unit], result
+
+
+def host_samples(call: Callable[[], None], rule: StopRule, *, metric: str, unit: str = "us", per_sample: int = 1,
+                 warmup: int = 2, after: Callable[[], None] | None = None) -> Samples:
+    """Host wall-clock time of ``call()`` until the stop rule is met: work whose host cost is the point (launch
+    overhead, allocation). Each sample is one call divided by ``per_sample`` (the operations it makes); ``after``
+    runs untimed after each call, e.g. to synchronize before the next."""
+
+    def sample() -> float:
+        seconds, _ = _elapsed(call)
+        if after is not None:
+            after()
+        return seconds * UNITS[unit] / per_sample
+
+    for _ in range(warmup):
+        sample()
+    values, reason = _sample_until(rule, sample)
+    return Samples(values, unit, "host", metric, reason, per_sample)
+
+
+def host_steps(steps: Sequence[tuple[str, Callable[[], None]]], rule: StopRule, *, unit: str = "us",
+               warmup: int = 1) -> tuple[dict[str, list[float]], str]:
+    """Host time of each of several calls made in turn (allocate, free, synchronize), round after round until the
+    stop rule is met on the rounds' totals. Returns each step's samples, and ``"total"``: the sum per round."""
+    per_step: dict[str, list[float]] = {name: [] for name, _ in steps}
+
+    def one_round() -> float:
+        total = 0.0
+        for name, call in steps:
+            seconds, _ = _elapsed(call)
+            per_step[name].append(seconds * UNITS[unit])
+            total += seconds * UNITS[unit]
+        return total
+
+    for _ in range(warmup):
+        one_round()
+    for values in per_step.values():
+        values.clear()
+    totals, reason = _sample_until(rule, one_round)
+    return {**per_step, "total": totals}, reason
+
+
+class Stopwatch:
+    """Seconds since it was made: how long the harness spent on a configuration or an experiment."""
+
+    def __init__(self) -> None:
+        self._started = time.perf_counter()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self._started
+
+
+# --- GPU intervals: gate, events, batches -------------------------------------------------------------------------
 
 class Gate:
     """A one-thread kernel that holds a stream until the host opens it, with a watchdog.
@@ -169,29 +261,22 @@ class Gate:
 
     def __init__(self, timeout_s: float) -> None:
         import numpy as np
-        from numba import cuda
-        from numba.cuda.core.errors import NumbaPerformanceWarning
 
-        from bench.kernels import GATE_PENDING, gate_kernel
-
-        self._cuda, self._kernel, self._pending = cuda, gate_kernel, GATE_PENDING
-        self._quiet = NumbaPerformanceWarning
-        self._latch = cuda.mapped_array(2, dtype=np.int32)
+        self._latch = numba_cuda.mapped_array(2, dtype=np.int32)
         self._timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.timeout_s = timeout_s
         self._held: ExitStack | None = None
 
     def close(self, stream) -> None:
-        """Launch the gate on a CuPy stream; work enqueued behind it waits until :meth:`open`.
+        """Launch the gate on a stream (anything with a CUDA handle in ``ptr``); work enqueued behind it waits
+        until :meth:`open`.
 
         Until then, Python's garbage collector and numba's deferred deallocations are held back: a finalizer that
         frees CUDA memory (cudaFree, cudaFreeHost) waits for the device, which waits behind the gate for the host.
         """
         self._latch[0] = 0
-        self._latch[1] = self._pending
-        with warnings.catch_warnings():  # one thread on purpose: numba's low-occupancy warning does not apply
-            warnings.simplefilter("ignore", self._quiet)
-            self._kernel[1, 1, self._cuda.external_stream(stream.ptr)](self._latch, self._timeout_ns)
+        self._latch[1] = kernels.GATE_PENDING
+        kernels.launch_single_thread(kernels.gate_kernel, stream, self._latch, self._timeout_ns)
         self._hold()
 
     def open(self) -> None:
@@ -201,7 +286,7 @@ class Gate:
     def _hold(self) -> None:
         if self._held is None:
             self._held = ExitStack()
-            self._held.enter_context(self._cuda.defer_cleanup())
+            self._held.enter_context(numba_cuda.defer_cleanup())
             if gc.isenabled():
                 gc.disable()
                 self._held.callback(gc.enable)
@@ -213,14 +298,12 @@ class Gate:
 
     def check(self) -> None:
         """After the gated work finished: raise unless the gate was opened by the host."""
-        from bench.kernels import GATE_EXPIRED, GATE_RELEASED
-
         outcome = int(self._latch[1])
-        if outcome == GATE_EXPIRED:
+        if outcome == kernels.GATE_EXPIRED:
             raise MeasurementFailed(
                 f"gate watchdog expired after {self.timeout_s:g} s: the host did not finish enqueuing in time"
             )
-        if outcome != GATE_RELEASED:
+        if outcome != kernels.GATE_RELEASED:
             raise MeasurementFailed(f"gate kernel did not run (outcome {outcome})")
 
 
@@ -239,8 +322,43 @@ class _Events:
             runtime.eventDestroy(event)
 
 
+@dataclass(frozen=True)
+class GpuTiming:
+    """GPU samples of one measurement (ms per operation), with each stream's own and the host's times."""
+
+    samples: Samples  # one per batch: start event to the last stream's end event, / ops
+    stream_ms: list[list[float]]  # per stream, one per batch: start event to that stream's end event, / ops
+    enqueue_ms: list[float]  # host time of each batch's enqueue(ops) call, / ops: what enqueuing costs the CPU
+    wall_ms: list[float]  # host time from the start of enqueue(ops) until the batch finished, / ops
+
+    @property
+    def median_ms(self) -> float:
+        return self.samples.median
+
+    @property
+    def fastest_ms(self) -> float:
+        return min(self.samples.values)
+
+    def stream_median_ms(self, index: int) -> float:
+        return statistics.median(self.stream_ms[index])
+
+    def stream_fastest_ms(self, index: int) -> float:
+        return min(self.stream_ms[index])
+
+    @property
+    def enqueue_median_ms(self) -> float:
+        return statistics.median(self.enqueue_ms)
+
+
 class Timer:
-    """Times ``enqueue(ops)`` with CUDA events until the :class:`StopRule` is met."""
+    """Times ``enqueue(ops)`` with CUDA events until the :class:`StopRule` is met.
+
+    One *batch* is: [gate] → start event → ``enqueue(ops)`` → one end event per stream → [open the gate]. Each batch
+    gives one sample: its GPU time divided by ``ops``. With the gate (nvbandwidth's technique), the whole batch waits
+    behind a one-thread kernel until the host has finished enqueuing it, so the GPU time does not depend on how fast
+    Python enqueues. Work that waits on the host itself (a pageable copy, cudaFree) must be timed without it
+    (``gated=False``): behind a closed gate it would never return.
+    """
 
     def __init__(self, rule: StopRule | None = None) -> None:
         self.rule = rule or StopRule()
@@ -252,20 +370,14 @@ class Timer:
             self._gate = Gate(self.rule.gate_timeout_s)
         return self._gate
 
-    def measure(
-        self,
-        enqueue: Callable[[int], None],
-        streams: Sequence,
-        *,
-        gated: bool = True,
-        ops_per_batch: int | None = None,
-    ) -> Timing:
+    def measure(self, enqueue: Callable[[int], None], streams: Sequence, *, metric: str, gated: bool = True,
+                ops_per_batch: int | None = None) -> GpuTiming:
         """Warm up, size the batch, then sample until the stop rule says so.
 
-        ``streams`` are CuPy streams; the first one carries the gate and the start event, the others wait on the
-        start event. ``ops_per_batch`` fixes the batch size (work that is long, or must run exactly once per
-        sample); by default two single-operation batches size it. Raises :class:`MeasurementFailed` if a gate's
-        watchdog expired.
+        ``streams`` are CuPy streams (or anything with ``ptr``); the first one carries the gate and the start
+        event, the others wait on the start event. ``ops_per_batch`` fixes the batch size (work that is long, or
+        must run exactly once per sample); by default two single-operation batches size it. Raises
+        :class:`MeasurementFailed` if a gate's watchdog expired.
         """
         if not streams:
             raise ValueError("need at least one stream")
@@ -278,29 +390,31 @@ class Timer:
                 ops = ops_per_batch
             for _ in range(rule.warmup_batches):
                 self._batch(events, enqueue, streams, ops, gated)
-            samples: list[float] = []
-            enqueue_ms: list[float] = []
             per_stream: list[list[float]] = [[] for _ in streams]
-            started = time.perf_counter()
-            while True:
-                batch_ms, host_ms = self._batch(events, enqueue, streams, ops, gated)
-                samples.append(max(batch_ms) / ops)
+            enqueue_ms: list[float] = []
+            wall_ms: list[float] = []
+
+            def sample() -> float:
+                stream_ms, host_ms, batch_wall_ms = self._batch(events, enqueue, streams, ops, gated)
                 enqueue_ms.append(host_ms / ops)
-                for column, ms in zip(per_stream, batch_ms):
+                wall_ms.append(batch_wall_ms / ops)
+                for column, ms in zip(per_stream, stream_ms):
                     column.append(ms / ops)
-                reason = rule.stop_reason(samples, time.perf_counter() - started)
-                if reason:
-                    return Timing(samples, per_stream, ops, gated, reason, enqueue_ms)
+                return max(stream_ms) / ops
+
+            values, reason = _sample_until(rule, sample)
+        samples = Samples(values, "ms", "gpu", metric, reason, ops, gated)
+        return GpuTiming(samples, per_stream, enqueue_ms, wall_ms)
 
     def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
-        """One batch of one operation, unmeasured by the stop rule: for a verification run, or one that records
-        its own :class:`Timeline`. Returns each stream's GPU time (ms)."""
+        """One batch of one operation, outside the stop rule: a verification run, or one that records its own
+        :class:`Timeline`. Returns each stream's GPU time (ms)."""
         with _Events(len(streams)) as events:
             return self._batch(events, enqueue, streams, 1, gated)[0]
 
-    def _batch(self, events: _Events, enqueue, streams, ops: int, gated: bool) -> tuple[list[float], float]:
-        """Run one batch; return each stream's GPU time from the start event to its end event (ms), and the host
-        time the enqueue call took (ms)."""
+    def _batch(self, events: _Events, enqueue, streams, ops: int, gated: bool) -> tuple[list[float], float, float]:
+        """Run one batch; return each stream's GPU time from the start event to its end event (ms), the host time
+        the enqueue call took (ms) and the host time until the batch finished (ms)."""
         first = streams[0]
         if gated:
             self.gate.close(first)
@@ -308,9 +422,9 @@ class Timer:
             runtime.eventRecord(events.start, first.ptr)
             for stream in streams[1:]:
                 runtime.streamWaitEvent(stream.ptr, events.start, 0)
-            enqueue_started = time.perf_counter()
+            started = time.perf_counter()
             enqueue(ops)
-            host_ms = (time.perf_counter() - enqueue_started) * 1e3
+            host_ms = (time.perf_counter() - started) * 1e3
             # End events go in before the gate opens: recorded later, they would time the host, not the GPU.
             for stream, end in zip(streams, events.ends):
                 runtime.eventRecord(end, stream.ptr)
@@ -319,17 +433,18 @@ class Timer:
                 self.gate.open()
         for end in events.ends:
             runtime.eventSynchronize(end)
+        wall_ms = (time.perf_counter() - started) * 1e3
         if gated:
             self.gate.check()
-        return [runtime.eventElapsedTime(events.start, end) for end in events.ends], host_ms
+        return [runtime.eventElapsedTime(events.start, end) for end in events.ends], host_ms, wall_ms
 
 
 class Timeline:
     """Events before and after every operation of one run, read back relative to a reference event.
 
     Inside the work's ``enqueue``: call :meth:`start` on the first stream before anything else, then wrap each
-    operation in ``with timeline.op(stream, stream_index, chunk, kind): ...``. After the run has finished,
-    :meth:`read` gives one dict per operation with ``start_ms`` and ``end_ms``. Events are pooled and reused.
+    operation in ``with timeline.op(stream, labels): ...``. After the run has finished, :meth:`read` gives one dict
+    per operation: its labels, ``start_ms`` and ``end_ms``. Events are pooled and reused.
     """
 
     def __init__(self) -> None:
@@ -350,12 +465,12 @@ class Timeline:
         runtime.eventRecord(self._reference, stream.ptr)
 
     @contextmanager
-    def op(self, stream, stream_index: int, chunk: int, kind: str):
+    def op(self, stream, labels: dict):
         before, after = self._event(), self._event()
         runtime.eventRecord(before, stream.ptr)
         yield
         runtime.eventRecord(after, stream.ptr)
-        self._ops.append(({"stream": stream_index, "chunk": chunk, "op": kind}, before, after))
+        self._ops.append((labels, before, after))
 
     def read(self) -> list[dict]:
         return [
@@ -370,51 +485,65 @@ class Timeline:
         self._pool, self._used = [], 0
 
 
-def host_samples_ms(
-    call: Callable[[], None], *, repeats: int, warmup: int = 1, after: Callable[[], None] | None = None
-) -> list[float]:
-    """Host wall-clock time of each ``call()`` (ms), for work whose host cost is the point (launch overhead,
-    blocking). ``after`` runs untimed after each call, e.g. to synchronize before the next."""
-    samples = []
-    for index in range(warmup + repeats):
-        started = time.perf_counter()
-        call()
-        elapsed = (time.perf_counter() - started) * 1e3
-        if after is not None:
-            after()
-        if index >= warmup:
-            samples.append(elapsed)
-    return samples
+def concurrency(intervals: Sequence[tuple[float, float]]) -> float:
+    """Share of the makespan (0 to the last end) during which two or more intervals overlap."""
+    if not intervals:
+        return float("nan")
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    makespan = max(end for _, end in intervals)
+    active, previous, overlapped = 0, 0.0, 0.0
+    for moment, change in edges:
+        if active >= 2:
+            overlapped += moment - previous
+        active += change
+        previous = moment
+    return overlapped / makespan if makespan > 0 else float("nan")
 
 
-class Spinner:
-    """Spin kernels of known duration whose start and end the host can watch (host-mapped global-timer stamps).
+# --- host calls while the GPU is busy -----------------------------------------------------------------------------
 
-    ``launch(stream, slot, ms)`` starts a one-thread kernel that busy-waits ``ms`` on the GPU's global timer;
-    :meth:`wait_started` returns once it is running, :meth:`running` says whether it still is, and
-    :meth:`interval_ms` gives its start and end (ms, on the GPU's clock) after it finished.
-    """
+@dataclass(frozen=True)
+class CallDuringSpin:
+    """One call timed on the host while a spin kernel ran."""
+
+    host_ms: float  # how long the call held the host
+    spin_left_ms: float  # how much of the spin was left when the call was made
+    spin_running: bool  # whether the spin was still running when the call returned
+
+
+@dataclass(frozen=True)
+class SpinPair:
+    """Two spins of ``spin_ms`` on two streams, the second launched after a call; intervals on the GPU's clock."""
+
+    first: tuple[float, float]  # (start, end) ms after the first spin's start
+    second: tuple[float, float]
+    host_ms: float  # how long the call held the host
+    host_waited: bool  # the first spin had ended when the call returned
+
+    @property
+    def overlap_ms(self) -> float:
+        return max(0.0, min(self.first[1], self.second[1]) - max(self.first[0], self.second[0]))
+
+    @property
+    def makespan_ms(self) -> float:
+        return max(self.first[1], self.second[1]) - min(self.first[0], self.second[0])
+
+
+class SpinWatch:
+    """Spin kernels of known duration whose start and end the host can watch (host-mapped global-timer stamps),
+    and calls timed on the host while they run."""
 
     def __init__(self, slots: int = 2) -> None:
         import numpy as np
-        from numba import cuda
 
-        from bench.kernels import numba_stream, spin_kernel
-
-        self._kernel, self._numba_stream, self._uint64 = spin_kernel, numba_stream, np.uint64
-        self.stamps = cuda.mapped_array(2 * slots, dtype=np.uint64)
+        self._uint64 = np.uint64
+        self.stamps = numba_cuda.mapped_array(2 * slots, dtype=np.uint64)
         self.stamps[:] = 0
 
     def launch(self, stream, slot: int, ms: float) -> None:
-        """Start a spin of ``ms`` on ``stream`` (anything with a CUDA handle in ``ptr``)."""
-        import warnings
-
-        from numba.cuda.core.errors import NumbaPerformanceWarning
-
+        """Start a one-thread kernel that busy-waits ``ms`` on ``stream`` (anything with a CUDA handle in ``ptr``)."""
         self.stamps[2 * slot: 2 * slot + 2] = 0
-        with warnings.catch_warnings():  # one thread on purpose
-            warnings.simplefilter("ignore", NumbaPerformanceWarning)
-            self._kernel[1, 1, self._numba_stream(stream.ptr)](self._uint64(int(ms * 1e6)), self.stamps, slot)
+        kernels.launch_single_thread(kernels.spin_kernel, stream, self._uint64(int(ms * 1e6)), self.stamps, slot)
 
     def wait_started(self, slot: int, timeout_s: float = 5.0) -> float:
         """Block until the spin in ``slot`` runs; return the host time (``time.perf_counter``) it was seen."""
@@ -432,6 +561,66 @@ class Spinner:
         start, end = (int(self.stamps[2 * slot + offset]) for offset in (0, 1))
         return (start - origin_ns) / 1e6, (end - origin_ns) / 1e6
 
+    def call_during_spin(self, stream, spin_ms: float, call: Callable[[], object],
+                         arm: Callable[[], None] = lambda: None) -> CallDuringSpin:
+        """Launch a spin of ``spin_ms`` on ``stream``; once it runs, ``arm()`` (untimed), then time ``call()`` on the
+        host and see whether the spin still runs. Waits for the device before returning."""
+        self.launch(stream, 0, spin_ms)
+        seen = self.wait_started(0)
+        arm()
+        started = time.perf_counter()
+        call()
+        returned = time.perf_counter()
+        running = self.running(0)
+        runtime.deviceSynchronize()
+        return CallDuringSpin((returned - started) * 1e3, spin_ms - (started - seen) * 1e3, running)
+
+    def call_between_spins(self, first, second, spin_ms: float, call: Callable[[], object],
+                           arm: Callable[[], None] = lambda: None) -> SpinPair:
+        """A spin on ``first``; once it runs, ``arm()``, the timed ``call()``, then a spin on ``second``. Both spins'
+        intervals come from the GPU's global timer."""
+        self.launch(first, 0, spin_ms)
+        self.wait_started(0)
+        arm()
+        started = time.perf_counter()
+        call()
+        host_ms = (time.perf_counter() - started) * 1e3
+        waited = not self.running(0)
+        self.launch(second, 1, spin_ms)
+        runtime.deviceSynchronize()
+        origin = int(self.stamps[0])
+        return SpinPair(self.interval_ms(0, origin), self.interval_ms(1, origin), host_ms, waited)
+
+
+# --- what the harness hands an experiment ---------------------------------------------------------------------
+
+class Context:
+    """The timing an experiment gets from the harness: a :class:`Timer` per purpose (``"default"``, or a purpose
+    the experiment declared, such as overlap's ``"stage"``), with the stop rules the harness chose for this sweep."""
+
+    def __init__(self, rules: Mapping[str, StopRule] | None = None) -> None:
+        self.rules = dict(rules or {"default": StopRule()})
+        self.rules.setdefault("default", StopRule())
+        self._timers: dict[str, Timer] = {}
+
+    def rule(self, purpose: str = "default") -> StopRule:
+        return self.rules.get(purpose, self.rules["default"])
+
+    def timer(self, purpose: str = "default") -> Timer:
+        if purpose not in self._timers:
+            self._timers[purpose] = Timer(self.rule(purpose))
+        return self._timers[purpose]
+
+    def host(self, call: Callable[[], None], *, metric: str, purpose: str = "default", **options) -> Samples:
+        """:func:`host_samples` under this context's rule for ``purpose``."""
+        return host_samples(call, self.rule(purpose), metric=metric, **options)
+
+    def host_steps(self, steps: Sequence[tuple[str, Callable[[], None]]], *, purpose: str = "default",
+                   **options) -> tuple[dict[str, list[float]], str]:
+        return host_steps(steps, self.rule(purpose), **options)
+
+
+# --- the clock pytest-benchmark reads --------------------------------------------------------------------------
 
 class GpuClock:
     """A clock that reads GPU time on one stream: the timer pytest-benchmark calls around the code it measures.
@@ -471,7 +660,7 @@ class GpuClock:
     def stream(self):
         """The CuPy stream whose GPU time this clock reads (created on first use)."""
         if self._stream is None:
-            import cupy
+            from bench.cuda import cupy
 
             self._stream = cupy.cuda.Stream(non_blocking=True)
             self._events = (runtime.eventCreate(), runtime.eventCreate())

@@ -1,19 +1,38 @@
-"""Experiments. Each module declares its axes and yields one tidy row per configuration; it never times
-(``bench.timing`` does) and never writes files (``bench.sweep`` and ``bench.store`` do).
+"""Experiments: one module each, found by :func:`registry`. Adding an experiment is adding one module that defines
+``EXPERIMENT``; nothing else changes.
 
-A new experiment is one new module defining ``EXPERIMENT`` plus one line in :func:`registry`. A row may carry side
-tables under keys that start with ``_`` (``_timeline``: a list of dicts); the sweep writes each beside the results.
+A module's top is its *description*: name, axes (default sweep, ``quick`` and ``full`` overrides), typed columns,
+headline table, figures, what to compare, expected cost. The analysis commands read only that, so it must import
+no CUDA. Below it, the *measuring code* (``measure``) reaches CuPy and numba-cuda through :mod:`bench.cuda`, which
+imports them on first use: only the sweep's child process ever runs it. An experiment describes what to run; it
+never creates events, reads a clock or computes statistics (:mod:`bench.timing` does) and never writes a file
+(:mod:`bench.runner` and :mod:`bench.store` do).
+
+``measure(configs, context)`` yields one row (a dict) per configuration, in order: the configuration's axis values
+plus the experiment's columns, with the sample columns of :class:`bench.timing.Samples` where it measured. A row
+may carry side-table rows under ``"_<table>"`` (a list of dicts) for a table the experiment declares in ``tables``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pandas as pd
+from bench.schema import Column
 
 Config = dict
 Row = dict
+
+
+def no_memory(configs: Sequence[Config]) -> tuple[int, int]:
+    return 0, 0
+
+
+def always(config: Config) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -21,25 +40,44 @@ class Experiment:
     name: str
     description: str
     axes: Mapping[str, tuple]  # the default sweep, axis by axis, in expansion order
-    run: Callable[[Sequence[Config], object], Iterator[Row]]  # (configurations, bench.timing.Timer) -> rows
-    memory_needed: Callable[[Sequence[Config]], tuple[int, int]]  # -> (device bytes, host bytes) at peak
-    headline: Callable[[pd.DataFrame], pd.DataFrame]  # the few numbers a summary shows, from this run's rows
-    quick_axes: Mapping[str, tuple] = field(default_factory=dict)  # overrides for --quick
-    valid: Callable[[Config], bool] = lambda config: True  # drops combinations that make no sense
+    columns: tuple[Column, ...]  # the axes' and the experiment's own columns, typed
+    measure: Callable  # (configurations, bench.timing.Context) -> rows; the only part that touches CUDA
+    headline: Callable  # (this experiment's rows) -> a small DataFrame: the numbers a summary shows
+    seconds: Callable  # (configuration) -> expected wall time, for the plan and its budget
+    quick: Mapping[str, tuple] = field(default_factory=dict)  # axis values for --quick (a smoke test)
+    full: Mapping[str, tuple] = field(default_factory=dict)  # axis values for --full (the exhaustive grid)
+    valid: Callable = always  # (configuration) -> bool: drops combinations that make no sense
+    lean: Callable = always  # (configuration) -> bool: what the default and quick sweeps keep (--full keeps all)
+    memory_needed: Callable = no_memory  # (configurations) -> (device bytes, host bytes) at peak
+    figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
+    tables: Mapping[str, tuple[Column, ...]] = field(default_factory=dict)  # side tables by name
+    outcome: tuple[str, ...] = ()  # columns whose changes compare reports (a verdict, wrong results)
+    stop_rules: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # purpose -> StopRule changes
     size_axis: str = "bytes"  # the axis --sizes replaces ("" for none)
-    stop_rule: Mapping[str, object] = field(default_factory=dict)  # StopRule fields this experiment overrides
+    order: int = 100  # position in the default sweep
+
+    def __post_init__(self) -> None:
+        declared = {item.name for item in self.columns}
+        for axes in (self.axes, self.quick, self.full):
+            missing = set(axes) - declared
+            if missing:
+                raise ValueError(f"{self.name}: axes {sorted(missing)} have no column")
+        if set(self.quick) - set(self.axes) or set(self.full) - set(self.axes):
+            raise ValueError(f"{self.name}: quick/full name an axis the default sweep lacks")
+
+    def axes_for(self, mode: str) -> dict[str, tuple]:
+        """The axes of a ``quick``, ``default`` or ``full`` sweep."""
+        return {**self.axes, **{"quick": self.quick, "full": self.full}.get(mode, {})}
 
 
+@functools.cache
 def registry() -> dict[str, Experiment]:
-    from bench.experiments import alloc, bandwidth, blocking, graphs, launch, overlap, serialization
+    """Every experiment module's ``EXPERIMENT``, in sweep order."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        experiment = getattr(module, "EXPERIMENT", None)
+        if isinstance(experiment, Experiment):
+            found.append(experiment)
+    return {experiment.name: experiment for experiment in sorted(found, key=lambda e: (e.order, e.name))}
 
-    experiments = (
-        bandwidth.EXPERIMENT,
-        launch.EXPERIMENT,
-        overlap.EXPERIMENT,
-        blocking.EXPERIMENT,
-        serialization.EXPERIMENT,
-        alloc.EXPERIMENT,
-        graphs.EXPERIMENT,
-    )
-    return {experiment.name: experiment for experiment in experiments}

@@ -1,137 +1,51 @@
 """What allocation costs: cudaMalloc vs cudaMallocAsync (pool release threshold 0, the default, or the maximum),
 cudaHostAlloc vs cudaHostRegister, over sizes; and the loop real code runs.
 
-``pattern=single``: host µs of each allocation and each free, ``REPEATS`` times (fewer above ``LARGE``).
-``cycle_us`` is one whole allocate-and-free round trip as code pays it: for cudaMallocAsync, mallocAsync + freeAsync
-+ the stream synchronization after which a pool with release threshold 0 hands its memory back to the driver, so
-the next allocation maps memory again; with the maximum threshold the pool keeps it. ``pattern=loop``: ``LOOP``
-iterations of (allocate, a kernel over the buffer, free) on one stream, timed on the GPU with events around the whole
-loop (``gpu_us_per_iteration``; not gated: cudaFree may wait on the host) and on the host from the first call to the
-end of the stream synchronization (``host_us_per_iteration``).
+``pattern=single``: host µs of each allocation and each free, round after round until the stop rule is met; the
+samples are whole allocate-and-free round trips as code pays them: for cudaMallocAsync, mallocAsync + freeAsync +
+the stream synchronization after which a pool with release threshold 0 hands its memory back to the driver, so the
+next allocation maps memory again; with the maximum threshold the pool keeps it. ``pattern=loop``: ``LOOP``
+iterations of (allocate, a kernel over the buffer, free) on one stream; the samples are host µs per iteration, from
+the first call to the end of the stream's work, and ``gpu_us_per_iteration`` is the loop's GPU time from events
+around it (not gated: cudaFree may wait on the host).
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
-import cupy
 import pandas as pd
-from cupy.cuda import runtime
 
+from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.kernels import MixKernel
 from bench.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
+from bench.schema import FLOAT, FLOATS, INT, TEXT, column
+from bench.timing import Context, Samples, StopRule, Summary
 from bench.units import format_size
 
 APIS = ("cudaMalloc", "cudaMallocAsync", "cudaHostAlloc", "cudaHostRegister")
 DEVICE_APIS = ("cudaMalloc", "cudaMallocAsync")
-REPEATS = 20
-LARGE = 64 << 20
-LARGE_REPEATS = 5
+THRESHOLDS = ("none", "0", "max")
+PATTERNS = ("single", "loop")
 LOOP = 50
-LOOP_REPEATS = 5
 HOST_MAX_BYTES = 1 << 30
+LEAN_MAX_BYTES = 32 << 20
 
-
-def _us(call) -> tuple[float, object]:
-    started = time.perf_counter()
-    result = call()
-    return (time.perf_counter() - started) * 1e6, result
-
-
-def _single(api: str, nbytes: int, stream) -> dict[str, list[float]]:
-    """Host µs of each allocation, free, and whole round trip."""
-    samples: dict[str, list[float]] = {"alloc_us": [], "free_us": [], "cycle_us": []}
-    memory = touched(nbytes) if api == "cudaHostRegister" else None
-    for index in range(1 + (REPEATS if nbytes <= LARGE else LARGE_REPEATS)):  # the first round trip is a warm-up
-        sync_us = 0.0
-        if api == "cudaMalloc":
-            alloc_us, ptr = _us(lambda: runtime.malloc(nbytes))
-            free_us, _ = _us(lambda: runtime.free(ptr))
-        elif api == "cudaMallocAsync":
-            alloc_us, ptr = _us(lambda: runtime.mallocAsync(nbytes, stream.ptr))
-            free_us, _ = _us(lambda: runtime.freeAsync(ptr, stream.ptr))
-            sync_us, _ = _us(stream.synchronize)
-        elif api == "cudaHostAlloc":
-            alloc_us, ptr = _us(lambda: runtime.hostAlloc(nbytes, 0))
-            free_us, _ = _us(lambda: runtime.freeHost(ptr))
-        else:
-            alloc_us, _ = _us(lambda: runtime.hostRegister(memory.ctypes.data, nbytes, 0))
-            free_us, _ = _us(lambda: runtime.hostUnregister(memory.ctypes.data))
-        if index:
-            samples["alloc_us"].append(alloc_us)
-            samples["free_us"].append(free_us)
-            samples["cycle_us"].append(alloc_us + free_us + sync_us)
-    return samples
-
-
-def loop_once(api: str, nbytes: int, stream, kernel: MixKernel) -> None:
-    """``LOOP`` iterations of (allocate ``nbytes``, a one-round kernel over it, free) with ``api``."""
-    words = max(1, nbytes // 4)
-    for _ in range(LOOP):
-        if api == "cudaMalloc":
-            ptr = runtime.malloc(nbytes)
-            kernel.launch(stream, ptr, words, 1)
-            runtime.free(ptr)
-        else:
-            ptr = runtime.mallocAsync(nbytes, stream.ptr)
-            kernel.launch(stream, ptr, words, 1)
-            runtime.freeAsync(ptr, stream.ptr)
-
-
-def _loop(api: str, nbytes: int, stream, kernel: MixKernel) -> dict[str, list[float]]:
-    """GPU and host µs per iteration of (allocate, kernel, free), one sample per repeat of the loop."""
-    samples: dict[str, list[float]] = {"gpu_us_per_iteration": [], "host_us_per_iteration": []}
-    start, end = runtime.eventCreate(), runtime.eventCreate()
-    try:
-        for index in range(1 + LOOP_REPEATS):
-            started = time.perf_counter()
-            runtime.eventRecord(start, stream.ptr)
-            loop_once(api, nbytes, stream, kernel)
-            runtime.eventRecord(end, stream.ptr)
-            stream.synchronize()
-            host_us = (time.perf_counter() - started) * 1e6
-            if index:  # the first loop is a warm-up
-                samples["gpu_us_per_iteration"].append(runtime.eventElapsedTime(start, end) * 1e3 / LOOP)
-                samples["host_us_per_iteration"].append(host_us / LOOP)
-    finally:
-        runtime.eventDestroy(start)
-        runtime.eventDestroy(end)
-    return samples
-
-
-def pool_threshold(name: str):
-    """The context a ``release_threshold`` axis value asks for: the pool's threshold set (``"0"``, ``"max"``), or
-    nothing (``"none"``: not a pool allocation)."""
-    threshold = {"max": RELEASE_THRESHOLD_MAX, "0": 0}.get(name)
-    return release_threshold(threshold) if threshold is not None else nullcontext()
-
-
-def _measure(config: Config, stream, kernel: MixKernel) -> Row:
-    api, nbytes = config["api"], config["bytes"]
-    with pool_threshold(config["release_threshold"]):
-        if config["pattern"] == "single":
-            samples = _single(api, nbytes, stream)
-        else:
-            samples = _loop(api, nbytes, stream, kernel)
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    return {**config, **medians, **{f"{name}_samples": values for name, values in samples.items()},
-            "iterations": LOOP if config["pattern"] == "loop" else 0, "status": "ok", "error": ""}
-
-
-def run(configs: Sequence[Config], timer) -> Iterator[Row]:
-    stream = cupy.cuda.Stream(non_blocking=True)
-    kernel = MixKernel()
-    for config in configs:
-        try:
-            yield _measure(config, stream, kernel)
-        except cupy.cuda.runtime.CUDARuntimeError as error:
-            runtime.deviceSynchronize()
-            status = "skipped" if "memory" in str(error).lower() else "failed"
-            yield {**config, "status": status, "error": f"{type(error).__name__}: {error}"}
+COLUMNS = (
+    column("api", TEXT, "the allocation function", APIS),
+    column("release_threshold", TEXT, "cudaMallocAsync: the default pool's release threshold (0 or the maximum); "
+                                      "none for the others", THRESHOLDS),
+    column("pattern", TEXT, "single: allocate + free round trips; loop: (allocate, kernel, free) × LOOP", PATTERNS),
+    column("bytes", INT, "bytes per allocation"),
+    column("alloc_us", FLOAT, "single: median host µs of the allocation"),
+    column("free_us", FLOAT, "single: median host µs of the free"),
+    column("alloc_us_samples", FLOATS, "single: each allocation's host µs"),
+    column("free_us_samples", FLOATS, "single: each free's host µs"),
+    column("iterations", INT, "loop: iterations per sample"),
+    column("gpu_us_per_iteration", FLOAT, "loop: median GPU µs per iteration (events around the loop)"),
+    column("gpu_us_per_iteration_samples", FLOATS, "loop: each sample's GPU µs per iteration"),
+)
 
 
 def valid(config: Config) -> bool:
@@ -140,6 +54,25 @@ def valid(config: Config) -> bool:
     if config["api"] not in DEVICE_APIS:
         return config["pattern"] == "single" and config["bytes"] <= HOST_MAX_BYTES
     return True
+
+
+def lean(config: Config) -> bool:
+    """The default sweep leaves out the slow ends: pinned host allocations and loops above 32 MiB."""
+    return config["bytes"] <= LEAN_MAX_BYTES or (config["api"] in DEVICE_APIS and config["pattern"] == "single")
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    """Expected wall time: the loop runs 2 + ``min_samples`` times; single round trips are noisy host times that
+    sample up to the time cap, unless a round trip is so slow that ``min_samples`` of them take longer."""
+    if config["pattern"] == "loop":
+        per_iteration_s = 30e-6 + config["bytes"] / 1e12
+        return 0.01 + (2 + rule.min_samples) * LOOP * per_iteration_s
+    round_s = 100e-6
+    if config["api"] == "cudaHostAlloc":
+        round_s += config["bytes"] / 2.4e9  # page-locking runs at a few GB/s
+    elif config["api"] == "cudaHostRegister":
+        round_s += config["bytes"] / 25e9
+    return 0.01 + max((1 + rule.min_samples) * round_s, rule.time_cap_s)
 
 
 def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
@@ -154,24 +87,144 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for (api, threshold, pattern), group in ok.groupby(["api", "release_threshold", "pattern"], sort=False):
         group = group.sort_values("bytes")
-        column = "cycle_us" if pattern == "single" else "host_us_per_iteration"
         smallest, largest = group.iloc[0], group.iloc[-1]
         lines.append({"api": api if threshold == "none" else f"{api} (threshold {threshold})",
                       "measures": "allocate + free, host µs" if pattern == "single"
                       else "host µs per (allocate, kernel, free)",
-                      "smallest": f"{smallest[column]:.1f} at {format_size(int(smallest['bytes']))}",
-                      "largest": f"{largest[column]:.1f} at {format_size(int(largest['bytes']))}"})
+                      "smallest": f"{smallest['median']:.1f} at {format_size(int(smallest['bytes']))}",
+                      "largest": f"{largest['median']:.1f} at {format_size(int(largest['bytes']))}"})
     return pd.DataFrame(lines)
+
+
+def alloc_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """Allocation latency vs size (log-log): device allocate+free round trip, pinned host memory, and the loop."""
+    from bench.plots import gpu_label, pyplot, size_axis
+
+    ok = rows[(rows["experiment"] == "alloc") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    single = ok[ok["pattern"] == "single"]
+    panels = (("device: allocate + free round trip", single[single["api"].str.startswith("cudaMalloc")],
+               "host µs (median)"),
+              ("pinned host memory: allocate + free", single[single["api"].str.startswith("cudaHost")],
+               "host µs (median)"),
+              (f"loop: (allocate, kernel, free) × {LOOP}", ok[ok["pattern"] == "loop"],
+               "µs per iteration (solid: host, dotted: GPU)"))
+    figure, axes = plt.subplots(1, 3, figsize=(16, 5), constrained_layout=True)
+    for ax, (title, group, ylabel) in zip(axes, panels):
+        for (api, threshold), line in group.groupby(["api", "release_threshold"], sort=False):
+            line = line.sort_values("bytes")
+            sizes = line["bytes"].astype(float)
+            label = api if threshold == "none" else f"{api}, release threshold {threshold}"
+            drawn = ax.plot(sizes, line["median"], marker="o", markersize=4, label=label)
+            if title.startswith("loop"):
+                ax.plot(sizes, line["gpu_us_per_iteration"], linestyle=":", marker=".", color=drawn[0].get_color())
+        if len(group):
+            size_axis(ax, group["bytes"].to_numpy(dtype=float))
+            ax.set_xlabel("bytes per allocation")
+        ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    figure.suptitle(f"Allocation costs on {gpu_label(ok)}")
+    return [("alloc", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+def _single(api: str, nbytes: int, stream, context: Context) -> Row:
+    """Host µs of each allocation and free, and whole round trips (the samples)."""
+    made: list[int] = []
+    memory = touched(nbytes) if api == "cudaHostRegister" else None
+    if api == "cudaMalloc":
+        steps = [("alloc", lambda: made.append(runtime.malloc(nbytes))), ("free", lambda: runtime.free(made.pop()))]
+    elif api == "cudaMallocAsync":
+        steps = [("alloc", lambda: made.append(runtime.mallocAsync(nbytes, stream.ptr))),
+                 ("free", lambda: runtime.freeAsync(made.pop(), stream.ptr)), ("sync", stream.synchronize)]
+    elif api == "cudaHostAlloc":
+        steps = [("alloc", lambda: made.append(runtime.hostAlloc(nbytes, 0))),
+                 ("free", lambda: runtime.freeHost(made.pop()))]
+    else:
+        steps = [("alloc", lambda: runtime.hostRegister(memory.ctypes.data, nbytes, 0)),
+                 ("free", lambda: runtime.hostUnregister(memory.ctypes.data))]
+    per_step, reason = context.host_steps(steps, unit="us")
+    samples = Samples(per_step["total"], "us", "host", "host time of one allocate + free round trip", reason)
+    return {**samples.columns(), "alloc_us": Summary.of(per_step["alloc"]).median,
+            "free_us": Summary.of(per_step["free"]).median, "alloc_us_samples": per_step["alloc"],
+            "free_us_samples": per_step["free"]}
+
+
+def loop_once(api: str, nbytes: int, stream, kernel) -> None:
+    """``LOOP`` iterations of (allocate ``nbytes``, a one-round kernel over it, free) with ``api``."""
+    words = max(1, nbytes // 4)
+    for _ in range(LOOP):
+        if api == "cudaMalloc":
+            ptr = runtime.malloc(nbytes)
+            kernel.launch(stream, ptr, words, 1)
+            runtime.free(ptr)
+        else:
+            ptr = runtime.mallocAsync(nbytes, stream.ptr)
+            kernel.launch(stream, ptr, words, 1)
+            runtime.freeAsync(ptr, stream.ptr)
+
+
+def _loop(api: str, nbytes: int, stream, kernel, context: Context) -> Row:
+    """Host µs per iteration (the samples) and GPU µs per iteration of the loop."""
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            loop_once(api, nbytes, stream, kernel)
+
+    timing = context.timer().measure(enqueue, [stream], metric="GPU time of the loop", gated=False,
+                                     ops_per_batch=1)
+    host = Samples([ms * 1e3 / LOOP for ms in timing.wall_ms], "us", "host",
+                   "host time per (allocate, kernel, free) iteration", timing.samples.stop_reason)
+    gpu = [ms * 1e3 / LOOP for ms in timing.samples.values]
+    return {**host.columns(), "iterations": LOOP, "gpu_us_per_iteration": Summary.of(gpu).median,
+            "gpu_us_per_iteration_samples": gpu}
+
+
+def pool_threshold(name: str):
+    """The context a ``release_threshold`` axis value asks for: the pool's threshold set (``"0"``, ``"max"``), or
+    nothing (``"none"``: not a pool allocation)."""
+    threshold = {"max": RELEASE_THRESHOLD_MAX, "0": 0}.get(name)
+    return release_threshold(threshold) if threshold is not None else nullcontext()
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    stream = cupy.cuda.Stream(non_blocking=True)
+    kernel = kernels.MixKernel()
+    for config in configs:
+        api, nbytes = config["api"], config["bytes"]
+        try:
+            with pool_threshold(config["release_threshold"]):
+                if config["pattern"] == "single":
+                    measured = _single(api, nbytes, stream, context)
+                else:
+                    measured = _loop(api, nbytes, stream, kernel, context)
+            yield {**config, **measured, "status": "ok", "error": ""}
+        except runtime.CUDARuntimeError as error:
+            runtime.deviceSynchronize()
+            status = "skipped" if "memory" in str(error).lower() else "failed"
+            yield {**config, "status": status, "error": f"{type(error).__name__}: {error}"}
 
 
 EXPERIMENT = Experiment(
     name="alloc",
     description="allocation latency: cudaMalloc vs cudaMallocAsync (pool threshold 0 / max), pinned host memory",
-    axes={"api": APIS, "release_threshold": ("none", "0", "max"), "pattern": ("single", "loop"),
-          "bytes": (1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30, 4 << 30)},
-    quick_axes={"bytes": (1 << 10, 1 << 20, 32 << 20)},
-    run=run,
-    memory_needed=memory_needed,
+    axes={"api": APIS, "release_threshold": THRESHOLDS, "pattern": PATTERNS,
+          "bytes": (1 << 10, 1 << 20, 32 << 20, 1 << 30)},
+    quick={"bytes": (1 << 10, 1 << 20)},
+    full={"bytes": (1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30, 4 << 30)},
+    columns=COLUMNS,
+    measure=measure,
     headline=headline,
+    seconds=seconds,
     valid=valid,
+    lean=lean,
+    memory_needed=memory_needed,
+    figures=(alloc_figure,),
+    order=60,
 )

@@ -17,148 +17,50 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-import cupy
 import numpy as np
 import pandas as pd
-from cupy.cuda import runtime
 
+from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.memory import HOST_MEMORY, BufferSet, DeviceBuffer, HostBuffer
-from bench.timing import MeasurementFailed, Timer, untimed_columns
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, StopRule
 from bench.units import format_size
 
 DIRECTIONS = ("H2D", "D2H", "D2D", "BIDIR")
 HOST_KINDS = (*HOST_MEMORY, "device")  # a D2D copy touches no host memory: its host_memory is "device"
 POISON = 0xA5
 _FILL_CHUNK = 64 << 20
+_TYPICAL_GBPS = {"pinned": 50.0, "registered": 50.0, "pageable": 8.0, "device": 1500.0}  # for the time estimate
+
+COLUMNS = (
+    column("host_memory", TEXT, "pinned (cudaHostAlloc), pageable, registered (cudaHostRegister), or device for "
+                                "D2D", HOST_KINDS),
+    column("direction", TEXT, "H2D, D2H, D2D, or BIDIR (H2D and D2H at once on two streams)", DIRECTIONS),
+    column("bytes", INT, "bytes per copy"),
+    column("gbps", FLOAT, "GB/s (1e9 bytes/s) at the median; BIDIR: both directions' bytes over the makespan"),
+    column("h2d_gbps", FLOAT, "BIDIR: the H2D stream's bytes over its own time"),
+    column("d2h_gbps", FLOAT, "BIDIR: the D2H stream's bytes over its own time"),
+    column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
+)
 
 
-@dataclass(frozen=True)
-class _Copy:
-    """One cudaMemcpyAsync, and where its result can be checked: ``dst`` must equal ``expected`` afterwards."""
+# --- description ---------------------------------------------------------------------------------------------
 
-    stream: cupy.cuda.Stream
-    dst_ptr: int
-    src_ptr: int
-    kind: int
-    dst: object  # numpy or CuPy uint8 view of the destination
-    expected: object  # the same kind of view of memory holding the source's bytes
-
-    def enqueue(self, nbytes: int) -> None:
-        runtime.memcpyAsync(self.dst_ptr, self.src_ptr, nbytes, self.kind, self.stream.ptr)
+def valid(config: Config) -> bool:
+    return (config["direction"] == "D2D") == (config["host_memory"] == "device")
 
 
-class _Buffers(BufferSet):
-    """Source and destination buffers of the largest size needed, shared by a host memory kind's configurations."""
-
-    def __init__(self, host_memory: str, nbytes: int, seed: int = 0) -> None:
-        super().__init__(streams=2)
-        with self.freed_on_failure():
-            self.device_src = self.take(DeviceBuffer("malloc", nbytes))
-            self.device_dst = self.take(DeviceBuffer("malloc", nbytes))
-            self.host_src = self.host_dst = None
-            _fill_random(self.device_src.array, seed)
-            if host_memory != "device":
-                self.host_src = self.take(HostBuffer(host_memory, nbytes))
-                self.host_dst = self.take(HostBuffer(host_memory, nbytes))
-                runtime.memcpy(self.host_src.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
-
-    def copies(self, direction: str) -> list[_Copy]:
-        first, second = self.streams
-        h2d = _Copy(first, self.device_dst.ptr, self.host_src.ptr, runtime.memcpyHostToDevice,
-                    self.device_dst.array, self.device_src.array) if self.host_src else None
-        if direction == "H2D":
-            return [h2d]
-        if direction == "D2H":
-            return [_Copy(first, self.host_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToHost,
-                          self.host_dst.array, self.host_src.array)]
-        if direction == "BIDIR":
-            return [h2d, _Copy(second, self.host_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToHost,
-                               self.host_dst.array, self.host_src.array)]
-        return [_Copy(first, self.device_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToDevice,
-                      self.device_dst.array, self.device_src.array)]
-
-
-def _fill_random(device_bytes: cupy.ndarray, seed: int) -> None:
-    """Random bytes that are never POISON, so an unwritten destination byte can never pass for a copied one."""
-    generator = cupy.random.RandomState(seed)
-    for offset in range(0, device_bytes.size, _FILL_CHUNK):
-        count = min(_FILL_CHUNK, device_bytes.size - offset)
-        chunk = generator.randint(0, 255, size=count, dtype=cupy.int32).astype(cupy.uint8)  # 0..254
-        chunk += chunk >= POISON  # 0..255 without POISON
-        device_bytes[offset : offset + count] = chunk
-    cupy.cuda.runtime.deviceSynchronize()
-
-
-def _mismatch(copies: Sequence[_Copy], nbytes: int) -> str | None:
-    """Poison, copy once, compare. None when every destination byte equals the source; else what went wrong."""
-    for copy in copies:
-        with copy.stream:
-            copy.dst[:nbytes].fill(POISON)
-    for copy in copies:
-        copy.enqueue(nbytes)
-    for copy in copies:
-        copy.stream.synchronize()
-    for copy in copies:
-        xp = cupy.get_array_module(copy.dst)
-        with copy.stream:
-            differ = xp.flatnonzero(copy.dst[:nbytes] != copy.expected[:nbytes])
-            if differ.size:
-                return (f"data mismatch after copy: {differ.size} of {nbytes} bytes differ "
-                        f"(first at offset {int(differ[0])})")
-    return None
-
-
-def _measure(config: Config, buffers: _Buffers, timer: Timer) -> Row:
-    nbytes, direction = config["bytes"], config["direction"]
-    copies = buffers.copies(direction)
-    gated = config["host_memory"] != "pageable"
-    row = {**config, **untimed_columns(gated), "gbps": np.nan, "h2d_gbps": np.nan, "d2h_gbps": np.nan,
-           "verified": False, "status": "failed", "error": ""}
-    mismatch = _mismatch(copies, nbytes)
-    if mismatch:
-        row["error"] = mismatch
-        return row
-    row["verified"] = True
-
-    def enqueue(ops: int) -> None:
-        for _ in range(ops):
-            for copy in copies:
-                copy.enqueue(nbytes)
-
-    try:
-        timing = timer.measure(enqueue, [copy.stream for copy in copies], gated=gated)
-    except MeasurementFailed as error:
-        row["error"] = str(error)
-        return row
-    row.update(timing.columns(), status="ok", gbps=len(copies) * nbytes / (timing.summary.median_ms * 1e6))
-    if direction == "BIDIR":
-        row["h2d_gbps"] = nbytes / (timing.stream_median_ms(0) * 1e6)
-        row["d2h_gbps"] = nbytes / (timing.stream_median_ms(1) * 1e6)
-    return row
-
-
-@contextmanager
-def verified_copy(direction: str, host_memory: str, nbytes: int, stream) -> Iterator[Callable[[], None]]:
-    """One ``direction`` copy (H2D, D2H or D2D) of ``nbytes`` on ``stream``, its data verified once as the
-    experiment does; yields the function that enqueues it. MeasurementFailed if the data did not arrive."""
-    with _Buffers(host_memory, nbytes) as buffers:
-        (copy,) = buffers.copies(direction)
-        copy = replace(copy, stream=stream)
-        mismatch = _mismatch([copy], nbytes)
-        if mismatch:
-            raise MeasurementFailed(mismatch)
-        yield lambda: copy.enqueue(nbytes)
-        stream.synchronize()
-
-
-def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
-    """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
-    for host_memory in dict.fromkeys(config["host_memory"] for config in configs):
-        group = [config for config in configs if config["host_memory"] == host_memory]
-        with _Buffers(host_memory, max(config["bytes"] for config in group)) as buffers:
-            for config in group:
-                yield _measure(config, buffers, timer)
+def seconds(config: Config, rule: StopRule) -> float:
+    """Expected wall time: verification and two sizing copies, a warm-up batch, then ``min_samples`` batches of
+    about ``batch_ms`` (or of one copy, for longer copies); pageable copies are noisy and sample up to the time cap."""
+    copies = 2 if config["direction"] == "BIDIR" else 1
+    copy_s = copies * config["bytes"] / (_TYPICAL_GBPS[config["host_memory"]] * 1e9)
+    batch_s = max(copy_s, rule.batch_ms / 1e3)
+    sampling_s = rule.min_samples * batch_s
+    if config["host_memory"] == "pageable":
+        sampling_s = max(sampling_s, rule.time_cap_s)
+    return 0.01 + 4 * copy_s + (1 + rule.warmup_batches) * batch_s + sampling_s
 
 
 def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
@@ -184,13 +86,216 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+DIRECTION_COLORS = {"H2D": "#1f77b4", "D2H": "#d62728", "BIDIR": "#2ca02c", "D2D": "#9467bd"}
+HOST_STYLES = {"pinned": ("-", "o"), "registered": ("--", "s"), "pageable": (":", "^"), "device": ("-", "D")}
+
+
+def bandwidth_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """GB/s vs size: host↔device on the left with the PCIe link's theoretical rate, device↔device on the right."""
+    from bench.env import pcie_gbps_per_direction
+    from bench.plots import pyplot, size_axis
+
+    rows = rows[rows["experiment"] == "bandwidth"]
+    ok = rows[rows["status"] == "ok"]
+    if not len(rows):
+        return []
+    plt = pyplot()
+    env = rows.iloc[0]
+    figure, (pcie_ax, device_ax) = plt.subplots(
+        1, 2, figsize=(14, 7.2), gridspec_kw={"width_ratios": [2.3, 1]}, constrained_layout=True
+    )
+    for (direction, host_memory), group in ok.groupby(["direction", "host_memory"], sort=False):
+        group = group.sort_values("bytes")
+        sizes = group["bytes"].astype(float)
+        ax = device_ax if direction == "D2D" else pcie_ax
+        linestyle, marker = HOST_STYLES.get(host_memory, ("-", "o"))
+        color = DIRECTION_COLORS.get(direction, "k")
+        copies = 2 if direction == "BIDIR" else 1
+        label = f"{direction} {host_memory}" + (" (sum of both)" if direction == "BIDIR" else "")
+        ax.plot(sizes, group["gbps"], linestyle=linestyle, marker=marker, markersize=4, color=color, label=label)
+        # Samples' range as a band: the slowest sample gives the lowest rate.
+        ax.fill_between(sizes, copies * sizes / (group["max"] * 1e6), copies * sizes / (group["min"] * 1e6),
+                        color=color, alpha=0.12, linewidth=0)
+    link = pcie_gbps_per_direction(int(env["pcie_gen_max"]), int(env["pcie_width_max"]))
+    if link:
+        name = f"PCIe Gen{int(env['pcie_gen_max'])} x{int(env['pcie_width_max'])}"
+        pcie_ax.axhline(link, color="0.3", linestyle="-.", linewidth=1,
+                        label=f"{name} theoretical, one direction ({link:.1f} GB/s)")
+        pcie_ax.axhline(2 * link, color="0.6", linestyle="-.", linewidth=1,
+                        label=f"{name} theoretical, both directions ({2 * link:.1f} GB/s)")
+    l2_bytes = int(env["l2_cache_bytes"]) if pd.notna(env.get("l2_cache_bytes")) else 0
+    if l2_bytes and (ok["direction"] == "D2D").any():
+        # Repeated copies between two buffers that together fit in L2 measure the cache, not device memory.
+        device_ax.axvline(l2_bytes / 2, color="0.5", linestyle=":", linewidth=1,
+                          label=f"source + destination = L2 ({l2_bytes / 1e6:.0f} MB):\ncache-assisted to the left")
+    for ax, title in ((pcie_ax, "Host ↔ device (cudaMemcpyAsync)"), (device_ax, "Device → device")):
+        ax.set_title(title)
+        ax.set_ylabel("GB/s (10⁹ bytes/s), median")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="major", alpha=0.3)
+        if len(ok):
+            size_axis(ax, ok["bytes"].to_numpy(dtype=float))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3 if ax is pcie_ax else 1)
+    failed = int((rows["status"] != "ok").sum())
+    figure.suptitle(
+        f"Copy bandwidth on {env['gpu_name']} — driver {env['driver_version']}, CUDA runtime {env['cuda_runtime']}, "
+        f"link now Gen{env['pcie_gen']} x{env['pcie_width']}"
+        + (f" — {failed} configuration(s) failed, not shown" if failed else "")
+    )
+    figure.supxlabel("band: min–max of samples; pageable copies are timed without the gate, so their time includes "
+                     f"the host's staging work.   run {env['run_id']}, commit {str(env['git_commit'])[:12]}",
+                     fontsize=7, color="0.4")
+    return [("bandwidth", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Copy:
+    """One cudaMemcpyAsync, and where its result can be checked: ``dst`` must equal ``expected`` afterwards."""
+
+    stream: object  # a CuPy stream
+    dst_ptr: int
+    src_ptr: int
+    kind: int
+    dst: object  # numpy or CuPy uint8 view of the destination
+    expected: object  # the same kind of view of memory holding the source's bytes
+
+    def enqueue(self, nbytes: int) -> None:
+        runtime.memcpyAsync(self.dst_ptr, self.src_ptr, nbytes, self.kind, self.stream.ptr)
+
+
+class _Buffers(BufferSet):
+    """Source and destination buffers of the largest size needed, shared by a host memory kind's configurations."""
+
+    def __init__(self, host_memory: str, nbytes: int, seed: int = 0) -> None:
+        super().__init__(streams=2)
+        with self.freed_on_failure():
+            self.device_src = self.take(DeviceBuffer("malloc", nbytes))
+            self.device_dst = self.take(DeviceBuffer("malloc", nbytes))
+            self.host_src = self.host_dst = None
+            fill_random(self.device_src.array, seed)
+            if host_memory != "device":
+                self.host_src = self.take(HostBuffer(host_memory, nbytes))
+                self.host_dst = self.take(HostBuffer(host_memory, nbytes))
+                runtime.memcpy(self.host_src.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
+
+    def copies(self, direction: str) -> list[_Copy]:
+        first, second = self.streams
+        h2d = _Copy(first, self.device_dst.ptr, self.host_src.ptr, runtime.memcpyHostToDevice,
+                    self.device_dst.array, self.device_src.array) if self.host_src else None
+        if direction == "H2D":
+            return [h2d]
+        if direction == "D2H":
+            return [_Copy(first, self.host_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToHost,
+                          self.host_dst.array, self.host_src.array)]
+        if direction == "BIDIR":
+            return [h2d, _Copy(second, self.host_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToHost,
+                               self.host_dst.array, self.host_src.array)]
+        return [_Copy(first, self.device_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToDevice,
+                      self.device_dst.array, self.device_src.array)]
+
+
+def fill_random(device_bytes, seed: int) -> None:
+    """Random bytes that are never POISON, so an unwritten destination byte can never pass for a copied one."""
+    generator = cupy.random.RandomState(seed)
+    for offset in range(0, device_bytes.size, _FILL_CHUNK):
+        count = min(_FILL_CHUNK, device_bytes.size - offset)
+        chunk = generator.randint(0, 255, size=count, dtype=cupy.int32).astype(cupy.uint8)  # 0..254
+        chunk += chunk >= POISON  # 0..255 without POISON
+        device_bytes[offset : offset + count] = chunk
+    runtime.deviceSynchronize()
+
+
+def mismatch(copies: Sequence[_Copy], nbytes: int) -> str | None:
+    """Poison, copy once, compare. None when every destination byte equals the source; else what went wrong."""
+    for copy in copies:
+        with copy.stream:
+            copy.dst[:nbytes].fill(POISON)
+    for copy in copies:
+        copy.enqueue(nbytes)
+    for copy in copies:
+        copy.stream.synchronize()
+    for copy in copies:
+        xp = cupy.get_array_module(copy.dst)
+        with copy.stream:
+            differ = xp.flatnonzero(copy.dst[:nbytes] != copy.expected[:nbytes])
+            if differ.size:
+                return (f"data mismatch after copy: {differ.size} of {nbytes} bytes differ "
+                        f"(first at offset {int(differ[0])})")
+    return None
+
+
+def _metric(direction: str) -> str:
+    return "GPU time per pair of copies (H2D and D2H at once)" if direction == "BIDIR" else "GPU time per copy"
+
+
+def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
+    nbytes, direction = config["bytes"], config["direction"]
+    copies = buffers.copies(direction)
+    gated = config["host_memory"] != "pageable"
+    row = {**config, **Samples.missing("ms", "gpu", _metric(direction), gated), "gbps": np.nan, "h2d_gbps": np.nan,
+           "d2h_gbps": np.nan, "verified": False, "status": "failed", "error": ""}
+    problem = mismatch(copies, nbytes)
+    if problem:
+        row["error"] = problem
+        return row
+    row["verified"] = True
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            for copy in copies:
+                copy.enqueue(nbytes)
+
+    try:
+        timing = context.timer().measure(enqueue, [copy.stream for copy in copies], metric=_metric(direction),
+                                         gated=gated)
+    except MeasurementFailed as error:
+        row["error"] = str(error)
+        return row
+    row.update(timing.samples.columns(), status="ok", gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
+    if direction == "BIDIR":
+        row["h2d_gbps"] = nbytes / (timing.stream_median_ms(0) * 1e6)
+        row["d2h_gbps"] = nbytes / (timing.stream_median_ms(1) * 1e6)
+    return row
+
+
+@contextmanager
+def verified_copy(direction: str, host_memory: str, nbytes: int, stream) -> Iterator[Callable[[], None]]:
+    """One ``direction`` copy (H2D, D2H or D2D) of ``nbytes`` on ``stream``, its data verified once as the
+    experiment does; yields the function that enqueues it. MeasurementFailed if the data did not arrive."""
+    with _Buffers(host_memory, nbytes) as buffers:
+        (copy,) = buffers.copies(direction)
+        copy = replace(copy, stream=stream)
+        problem = mismatch([copy], nbytes)
+        if problem:
+            raise MeasurementFailed(problem)
+        yield lambda: copy.enqueue(nbytes)
+        stream.synchronize()
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
+    for host_memory in dict.fromkeys(config["host_memory"] for config in configs):
+        group = [config for config in configs if config["host_memory"] == host_memory]
+        with _Buffers(host_memory, max(config["bytes"] for config in group)) as buffers:
+            for config in group:
+                yield _measure(config, buffers, context)
+
+
 EXPERIMENT = Experiment(
     name="bandwidth",
     description="cudaMemcpyAsync bandwidth: H2D, D2H, D2D, BIDIR × pinned/pageable/registered × size",
-    axes={"host_memory": HOST_KINDS, "direction": DIRECTIONS, "bytes": tuple(1 << p for p in range(12, 31))},
-    quick_axes={"bytes": tuple(1 << p for p in range(12, 31, 3))},
-    valid=lambda config: (config["direction"] == "D2D") == (config["host_memory"] == "device"),
-    run=run,
-    memory_needed=memory_needed,
+    axes={"host_memory": HOST_KINDS, "direction": DIRECTIONS, "bytes": tuple(1 << p for p in range(12, 31, 2))},
+    quick={"bytes": (64 << 10, 16 << 20)},
+    full={"bytes": tuple(1 << p for p in range(12, 31))},
+    columns=COLUMNS,
+    measure=measure,
     headline=headline,
+    seconds=seconds,
+    valid=valid,
+    memory_needed=memory_needed,
+    figures=(bandwidth_figure,),
+    order=10,
 )

@@ -3,14 +3,14 @@
 ``case=malloc-loop``: ``iterations`` times (mallocAsync a buffer, copy the input into it, a kernel on it (rounds
 vary by iteration), copy it into the iteration's output slot, freeAsync) on one stream, enqueued eagerly and captured
 once into a graph. Both outputs are checked: graph equal to eager, and a sample of each slot equal to the host
-reference. Both are timed on the GPU behind the gate (``eager_ms``, ``graph_ms``: the whole loop), with the host's
-enqueue time beside them (``eager_host_ms``, ``graph_host_ms``).
+reference. The row's ``launch`` way (``eager`` or ``graph``) is timed on the GPU behind the gate (the samples: the
+whole loop), with the host's enqueue time beside it (``host_enqueue_ms``).
 
-``case=sync-in-capture``: begin a capture, mallocAsync into it, call cudaStreamSynchronize on the capturing stream,
+``case=sync-in-capture`` (``launch=graph``): begin a capture, mallocAsync into it, call cudaStreamSynchronize on the capturing stream,
 and record what the runtime says (``sync_error``), the capture's state afterwards and what ending it reports; then
 check that the device still computes correctly (``usable_after``).
 
-``case=stream-order``: ``iterations`` trials of a dependent chain on one stream with no synchronization anywhere
+``case=stream-order`` (``launch=eager``): ``iterations`` trials of a dependent chain on one stream with no synchronization anywhere
 (mallocAsync, copy in, two kernels, copy out to the trial's slot, freeAsync: each trial's buffer is likely the
 previous one's memory again) and one synchronization at the end; ``wrong_results`` counts the slots that differ from
 the expected output. Any operation that ran out of order, or an allocation used before it existed, would show there.
@@ -21,29 +21,80 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-import cupy
 import numpy as np
 import pandas as pd
-from cupy.cuda import runtime
 
-from bench.capture import capture
+from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.kernels import MixKernel, mix_reference
 from bench.memory import BufferSet, DeviceBuffer
-from bench.timing import MeasurementFailed, Timer
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, StopRule
 from bench.units import format_size
 
 CASES = ("malloc-loop", "sync-in-capture", "stream-order")
+LAUNCHES = ("eager", "graph")
 ITERATIONS = (10, 100)
 SIZES = (1 << 20, 16 << 20)
 POISON_BYTE = 0xA5
 CHAIN_ROUNDS = (3, 2)
 _SPOT_CHECKS = 512
+METRIC = "GPU time of the whole loop"
+
+COLUMNS = (
+    column("case", TEXT, "malloc-loop, sync-in-capture or stream-order (see the module docstring)", CASES),
+    column("launch", TEXT, "eager (enqueued from Python) or graph (captured, replayed)", LAUNCHES),
+    column("iterations", INT, "loop iterations, or chain trials"),
+    column("bytes", INT, "bytes per buffer"),
+    column("graph_equals_eager", FLAG, "malloc-loop: the graph's output equalled the eager loop's"),
+    column("wrong_results", INT, "output slots that differ from the host reference"),
+    column("verified", FLAG, "the outputs were checked and right"),
+    column("host_enqueue_ms", FLOAT, "malloc-loop: median host time to enqueue (or launch) the loop"),
+    column("trials", INT, "stream-order: dependent chains run"),
+    column("sync_error", TEXT, "sync-in-capture: what cudaStreamSynchronize inside the capture returned"),
+    column("capture_state_after_sync", TEXT, "sync-in-capture: the capture's state after it",
+           ("none", "active", "invalidated", "unknown")),
+    column("end_capture_error", TEXT, "sync-in-capture: what ending the capture returned"),
+    column("usable_after", FLAG, "sync-in-capture: the device still computed correctly afterwards"),
+)
 
 
 def rounds_of(iteration: int) -> int:
     return iteration % 4 + 1
 
+
+def valid(config: Config) -> bool:
+    """sync-in-capture does not depend on the loop's size (one row, a capture); stream-order runs eagerly."""
+    if config["case"] == "sync-in-capture":
+        return config["launch"] == "graph" and (config["iterations"], config["bytes"]) == (ITERATIONS[0], SIZES[0])
+    return config["case"] == "malloc-loop" or config["launch"] == "eager"
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    work_s = config["iterations"] * (20e-6 + 3 * config["bytes"] / 1e12)
+    return 0.05 + ((4 + rule.min_samples) * work_s if config["case"] == "malloc-loop" else work_s)
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    return 3 * max(config["bytes"] * config["iterations"] for config in configs), 0
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for _, row in ok.iterrows():
+        where = f"{row['iterations']} × {format_size(int(row['bytes']))}"
+        if row["case"] == "malloc-loop":
+            outcome = (f"{row['median']:.3f} ms on the GPU, {row['host_enqueue_ms']:.3f} ms to enqueue; outputs "
+                       f"equal to eager: {bool(row['graph_equals_eager'])}")
+        elif row["case"] == "sync-in-capture":
+            outcome = f"{row['sync_error'] or 'no error'}; capture {row['capture_state_after_sync']}"
+        else:
+            outcome = f"{row['wrong_results']} wrong of {row['trials']} trials"
+        lines.append({"case": row["case"], "launch": row["launch"], "size": where, "outcome": outcome})
+    return pd.DataFrame(lines)
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
 
 class _Buffers(BufferSet):
     """A random input and an output slot per iteration, for eager and for graph runs."""
@@ -77,10 +128,10 @@ class _Buffers(BufferSet):
         slots = self.outputs[way].array.view(cupy.uint32).reshape(self.iterations, words)
         got = cupy.asnumpy(slots[:, cupy.asarray(sample)])
         return [index for index in range(self.iterations)
-                if not np.array_equal(got[index], mix_reference(inputs, rounds[index]))]
+                if not np.array_equal(got[index], kernels.mix_reference(inputs, rounds[index]))]
 
 
-def _enqueue_loop(buffers: _Buffers, kernel: MixKernel, way: str, stream) -> None:
+def _enqueue_loop(buffers: _Buffers, kernel, way: str, stream) -> None:
     nbytes, words = buffers.nbytes, buffers.nbytes // 4
     for index in range(buffers.iterations):
         ptr = runtime.mallocAsync(nbytes, stream.ptr)
@@ -91,14 +142,14 @@ def _enqueue_loop(buffers: _Buffers, kernel: MixKernel, way: str, stream) -> Non
 
 
 @contextmanager
-def verified_malloc_loop(nbytes: int, iterations: int, kernel: MixKernel, stream=None) -> Iterator[tuple]:
+def verified_malloc_loop(nbytes: int, iterations: int, kernel, stream=None) -> Iterator[tuple]:
     """The malloc-loop case, eager and captured, both outputs checked. Yields (enqueue the eager loop once,
     launch the graph once, the stream, the check's columns). MeasurementFailed if an output is wrong."""
     with _Buffers(nbytes, iterations, stream) as buffers:
         stream = buffers.streams[0]
         buffers.poison()
         _enqueue_loop(buffers, kernel, "eager", stream)
-        graph = capture(stream, [], lambda: _enqueue_loop(buffers, kernel, "graph", stream))
+        graph = _capture(stream, lambda: _enqueue_loop(buffers, kernel, "graph", stream))
         graph.launch(stream)
         stream.synchronize()
         rounds = [rounds_of(index) for index in range(iterations)]
@@ -110,21 +161,22 @@ def verified_malloc_loop(nbytes: int, iterations: int, kernel: MixKernel, stream
         yield (lambda: _enqueue_loop(buffers, kernel, "eager", stream)), (lambda: graph.launch(stream)), stream, checked
 
 
-def _malloc_loop(config: Config, timer: Timer, kernel: MixKernel) -> Row:
+def _malloc_loop(config: Config, context: Context, kernel) -> Row:
     with verified_malloc_loop(config["bytes"], config["iterations"], kernel) as (eager, replay, stream, checked):
-        timings = {way: timer.measure(lambda ops, once=once: [once() for _ in range(ops)], [stream],
-                                      ops_per_batch=1)
-                   for way, once in (("eager", eager), ("graph", replay))}
-    columns = {}
-    for way, timing in timings.items():
-        columns[f"{way}_ms"] = timing.summary.median_ms
-        columns[f"{way}_ms_samples"] = timing.samples_ms
-        columns[f"{way}_host_ms"] = timing.columns()["host_enqueue_ms"]
-    return {**config, **checked, **columns, "graph_speedup": columns["eager_ms"] / columns["graph_ms"],
+        once = eager if config["launch"] == "eager" else replay
+        timing = context.timer().measure(lambda ops: [once() for _ in range(ops)], [stream], metric=METRIC,
+                                         ops_per_batch=1)
+    return {**config, **checked, **timing.samples.columns(), "host_enqueue_ms": timing.enqueue_median_ms,
             "status": "ok", "error": ""}
 
 
-def _sync_in_capture(config: Config, kernel: MixKernel) -> Row:
+def _capture(stream, enqueue):
+    from bench.capture import capture
+
+    return capture(stream, [], enqueue)
+
+
+def _sync_in_capture(config: Config, kernel) -> Row:
     stream = cupy.cuda.Stream(non_blocking=True)
     runtime.streamBeginCapture(stream.ptr, runtime.streamCaptureModeGlobal)
     sync_error = end_error = ""
@@ -147,12 +199,12 @@ def _sync_in_capture(config: Config, kernel: MixKernel) -> Row:
     data = cupy.arange(1024, dtype=cupy.uint32)
     kernel.launch(stream, data.data.ptr, data.size, 3)
     stream.synchronize()
-    usable = bool(np.array_equal(cupy.asnumpy(data), mix_reference(np.arange(1024), 3)))
+    usable = bool(np.array_equal(cupy.asnumpy(data), kernels.mix_reference(np.arange(1024), 3)))
     return {**config, "sync_error": sync_error, "capture_state_after_sync": state,
             "end_capture_error": end_error, "usable_after": usable, "verified": usable, "status": "ok", "error": ""}
 
 
-def _stream_order(config: Config, kernel: MixKernel) -> Row:
+def _stream_order(config: Config, kernel) -> Row:
     with _Buffers(config["bytes"], config["iterations"]) as buffers:
         stream, nbytes, words = buffers.streams[0], buffers.nbytes, buffers.nbytes // 4
         buffers.poison()
@@ -169,12 +221,12 @@ def _stream_order(config: Config, kernel: MixKernel) -> Row:
     return {**config, "trials": config["iterations"], "wrong_results": len(wrong), "status": "ok", "error": ""}
 
 
-def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
-    kernel = MixKernel()
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    kernel = kernels.MixKernel()
     for config in configs:
         try:
             if config["case"] == "malloc-loop":
-                yield _malloc_loop(config, timer, kernel)
+                yield _malloc_loop(config, context, kernel)
             elif config["case"] == "sync-in-capture":
                 yield _sync_in_capture(config, kernel)
             else:
@@ -184,34 +236,17 @@ def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
             yield {**config, "status": "failed", "error": f"{type(error).__name__}: {error}"}
 
 
-def valid(config: Config) -> bool:
-    """sync-in-capture does not depend on the loop's size: one row."""
-    return config["case"] != "sync-in-capture" or (config["iterations"], config["bytes"]) == (ITERATIONS[0],
-                                                                                             SIZES[0])
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for _, row in ok.iterrows():
-        where = f"{row['iterations']} × {format_size(int(row['bytes']))}"
-        if row["case"] == "malloc-loop":
-            outcome = (f"eager {row['eager_ms']:.3f} ms (host {row['eager_host_ms']:.3f}), graph {row['graph_ms']:.3f}"
-                       f" ms (host {row['graph_host_ms']:.3f}), outputs equal: {row['graph_equals_eager']}")
-        elif row["case"] == "sync-in-capture":
-            outcome = f"{row['sync_error'] or 'no error'}; capture {row['capture_state_after_sync']}"
-        else:
-            outcome = f"{row['wrong_results']} wrong of {row['trials']} trials"
-        lines.append({"case": row["case"], "size": where, "outcome": outcome})
-    return pd.DataFrame(lines)
-
-
 EXPERIMENT = Experiment(
     name="graphs",
     description="CUDA graphs with mallocAsync in a loop vs eager, sync inside a capture, stream order",
-    axes={"case": CASES, "iterations": ITERATIONS, "bytes": SIZES},
-    run=run,
-    memory_needed=lambda configs: (3 * max(c["bytes"] * c["iterations"] for c in configs), 0),
+    axes={"case": CASES, "launch": LAUNCHES, "iterations": ITERATIONS, "bytes": SIZES},
+    quick={"iterations": (10,), "bytes": (1 << 20,)},
+    columns=COLUMNS,
+    measure=measure,
     headline=headline,
+    seconds=seconds,
     valid=valid,
+    memory_needed=memory_needed,
+    outcome=("wrong_results", "graph_equals_eager", "sync_error", "capture_state_after_sync"),
+    order=70,
 )

@@ -4,79 +4,108 @@
 every call. ``precompiled``: the kernel compiled once for a raw-pointer signature and launched through the compiled
 kernel object (what the overlap pipeline uses). ``graph``: the same launches captured once into a CUDA graph and
 replayed; the cost is one graph launch divided by the kernels in it. Each sample times ``LAUNCHES`` launches of a
-one-block kernel with no work, so the GPU keeps up and only the host's cost is measured.
+one-block kernel with no work, then waits for the stream untimed, so only the host's cost is measured.
 """
 
 from __future__ import annotations
 
-import statistics
 import warnings
 from collections.abc import Iterator, Sequence
 
-import cupy
 import pandas as pd
-from numba import cuda
-from numba.cuda.core.errors import NumbaPerformanceWarning
 
-from bench.capture import capture
+from bench.cuda import cupy, kernels, numba_cuda
 from bench.experiments import Config, Experiment, Row
-from bench.kernels import MixKernel, mix_array_kernel, numba_stream
-from bench.timing import host_samples_ms
+from bench.schema import INT, TEXT, column
+from bench.timing import Context, Samples, StopRule
 
 PATHS = ("dispatcher", "precompiled", "graph")
 LAUNCHES = 100
-REPEATS = 30
+METRIC = "host time per kernel launch"
+
+COLUMNS = (
+    column("path", TEXT, "dispatcher (numba's default), precompiled (compiled kernel object, raw pointers), graph "
+                         "(CUDA graph replay, per kernel in it)", PATHS),
+    column("launches_per_sample", INT, "launches timed together for one sample"),
+)
 
 
-def launch_costs_us(kernel: MixKernel, stream, paths: Sequence[str] = PATHS) -> dict[str, list[float]]:
-    """Host µs per launch, one list of samples per path."""
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    return pd.DataFrame({"launch path": ok["path"], "host µs per launch (median)": ok["median"].map("{:.3g}".format)})
+
+
+def launch_figure(rows: pd.DataFrame, tables: dict) -> list:
+    from bench.plots import gpu_label, pyplot
+
+    launch = rows[(rows["experiment"] == "launch") & (rows["status"] == "ok")]
+    if not len(launch):
+        return []
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(7, 3), constrained_layout=True)
+    ax.barh(launch["path"], launch["median"], xerr=[launch["median"] - launch["min"], launch["max"] - launch["median"]],
+            color="#1f77b4", ecolor="0.4", capsize=3)
+    for y, value in enumerate(launch["median"]):
+        ax.text(value, y, f" {value:.3g} µs", va="bottom")
+    ax.set_xlabel("host µs per kernel launch (median; whiskers: min–max of samples)")
+    ax.invert_yaxis()
+    ax.set_title(f"numba-cuda launch cost on {gpu_label(launch)}")
+    return [("launch", figure)]
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    return 0.02 + rule.time_cap_s  # host samples are noisy: sampling runs to the time cap
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+def launchers(kernel, stream) -> dict:
+    """One call per path that makes ``LAUNCHES`` launches of an empty one-block kernel on ``stream``."""
+    from bench.capture import capture
+
     data = cupy.zeros(1, dtype=cupy.uint32)
-    array = cuda.as_cuda_array(data)
-    handle = numba_stream(stream.ptr)
+    array = numba_cuda.as_cuda_array(data)
+    handle = kernels.numba_stream(stream.ptr)
+
+    from numba.cuda.core.errors import NumbaPerformanceWarning
 
     def dispatcher():
         with warnings.catch_warnings():  # one block on purpose: numba's low-occupancy warning does not apply
             warnings.simplefilter("ignore", NumbaPerformanceWarning)
             for _ in range(LAUNCHES):
-                mix_array_kernel[1, 1, handle](array, 0)
+                kernels.mix_array_kernel[1, 1, handle](array, 0)
 
     def precompiled():
         for _ in range(LAUNCHES):
             kernel.launch(stream, data.data.ptr, 1, 0)
 
-    launchers = {"dispatcher": dispatcher, "precompiled": precompiled}
-    if "graph" in paths:
-        graph = capture(stream, [], precompiled)
-        launchers["graph"] = lambda: graph.launch(stream)
-    return {
-        path: [ms * 1e3 / LAUNCHES for ms in host_samples_ms(launchers[path], repeats=REPEATS, warmup=2,
-                                                              after=stream.synchronize)]
-        for path in paths
-    }
+    graph = capture(stream, [], precompiled)
+    return {"dispatcher": dispatcher, "precompiled": precompiled, "graph": lambda: graph.launch(stream)}
 
 
-def run(configs: Sequence[Config], timer) -> Iterator[Row]:
+def launch_samples(context: Context, call, stream) -> Samples:
+    """Host µs per launch of ``call`` (one of :func:`launchers`), waiting for the stream untimed after each."""
+    return context.host(call, metric=METRIC, unit="us", per_sample=LAUNCHES, after=stream.synchronize)
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     stream = cupy.cuda.Stream(non_blocking=True)
-    kernel = MixKernel()
-    costs = launch_costs_us(kernel, stream, [config["path"] for config in configs])
+    kernel = kernels.MixKernel()
+    calls = launchers(kernel, stream)
     for config in configs:
-        samples = costs[config["path"]]
-        yield {**config, "launches_per_sample": LAUNCHES, "host_us_samples": samples,
-               "host_us_per_launch": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
-               "status": "ok", "error": ""}
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"launch path": rows["path"],
-                         "host µs per launch (median)": rows["host_us_per_launch"].map("{:.3g}".format)})
+        samples = launch_samples(context, calls[config["path"]], stream)
+        yield {**config, **samples.columns(), "launches_per_sample": LAUNCHES, "status": "ok", "error": ""}
 
 
 EXPERIMENT = Experiment(
     name="launch",
     description="host µs per numba-cuda kernel launch: default dispatcher, precompiled, CUDA graph replay",
     axes={"path": PATHS},
-    run=run,
-    memory_needed=lambda configs: (0, 0),
+    columns=COLUMNS,
+    measure=measure,
     headline=headline,
+    seconds=seconds,
+    figures=(launch_figure,),
     size_axis="",
+    order=20,
 )

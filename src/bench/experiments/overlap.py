@@ -41,48 +41,66 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
-import cupy
 import numpy as np
 import pandas as pd
-from cupy.cuda import runtime
 
-from bench.capture import capture
+from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.launch import launch_costs_us
-from bench.kernels import MixKernel, mix_reference
+from bench.experiments.launch import launch_samples, launchers
 from bench.memory import BufferSet, DeviceBuffer, HostBuffer
-from bench.timing import MeasurementFailed, Timeline, Timer, untimed_columns
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, StopRule, Timeline, concurrency
 from bench.units import format_size
 
 POISON_WORD = 0xA5A5A5A5
 _SPOT_CHECKS = 4096
 _CALIBRATION_ROUNDS = (16, 256)
 _KERNEL_SPLITS = (2, 4, 8)  # stream counts for the split kernel stage, four chunks per stream
+METRIC = "GPU time of one pipeline run (makespan)"
+AXES = ("total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream", "streams")
+
+COLUMNS = (
+    column("total_bytes", INT, "payload bytes of one pipeline run"),
+    column("compute_ratio", FLOAT, "the kernel's work as a multiple of the whole payload's pinned upload time"),
+    column("host_memory", TEXT, "host memory of the payload (pinned or pageable)", ("pinned", "pageable")),
+    column("allocator", TEXT, "malloc: chunks in one buffer allocated up front; mallocAsync: each chunk allocated "
+                              "and freed on its stream inside the timed loop", ("malloc", "mallocAsync")),
+    column("launch", TEXT, "eager: every operation enqueued from Python; graph: a captured CUDA graph replayed",
+           ("eager", "graph")),
+    column("chunks_per_stream", INT, "chunks each stream carries"),
+    column("streams", INT, "non-blocking streams the chunks go round-robin over"),
+    column("chunks", INT, "streams × chunks_per_stream"),
+    column("chunk_bytes", INT, "bytes of the largest chunk"),
+    column("makespan_ms", FLOAT, "median GPU time of one pipeline run"),
+    column("speedup", FLOAT, "serial_ms / makespan_ms"),
+    column("efficiency", FLOAT, "bound_ms / makespan_ms"),
+    column("concurrency", FLOAT, "share of the timeline run's makespan during which two or more operations ran"),
+    column("serial_ms", FLOAT, "h2d_ms + kernel_ms + d2h_ms"),
+    column("bound_ms", FLOAT, "the engine-aware lower bound on the makespan"),
+    column("h2d_ms", FLOAT, "median time of the whole payload's upload alone, in this row's host memory"),
+    column("kernel_ms", FLOAT, "median time of the kernel over the whole payload alone"),
+    column("d2h_ms", FLOAT, "median time of the whole payload's download alone, in this row's host memory"),
+    column("h2d_duplex_ms", FLOAT, "fastest upload of the whole payload while a download runs (pinned)"),
+    column("d2h_duplex_ms", FLOAT, "fastest download of the whole payload while an upload runs (pinned)"),
+    column("kernel_split_ms", FLOAT, "fastest time of the kernel work split into chunks over 2, 4 or 8 streams"),
+    column("kernel_rounds", INT, "rounds per element the kernel was calibrated to"),
+    column("compute_ratio_measured", FLOAT, "kernel_ms / the pinned upload's median"),
+    column("host_enqueue_ms", FLOAT, "median host time to enqueue (or, for a graph, launch) one run"),
+    column("launch_host_us", FLOAT, "host µs per kernel launch on this row's path (precompiled or graph)"),
+    column("verified", FLAG, "the output equalled the kernel applied to the input, word for word"),
+)
+TIMELINE = (
+    column("stream", INT, "stream index"),
+    column("chunk", INT, "chunk index"),
+    column("op", TEXT, "the operation", ("alloc", "H2D", "kernel", "D2H", "free")),
+    column("start_ms", FLOAT, "start, ms after the run's first event"),
+    column("end_ms", FLOAT, "end, ms after the run's first event"),
+)
 
 
-def concurrency(intervals: Sequence[tuple[float, float]]) -> float:
-    """Share of the makespan (0 to the last end) during which two or more intervals overlap."""
-    if not intervals:
-        return float("nan")
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    makespan = max(end for _, end in intervals)
-    active, previous, overlapped = 0, 0.0, 0.0
-    for time, change in edges:
-        if active >= 2:
-            overlapped += time - previous
-        active += change
-        previous = time
-    return overlapped / makespan if makespan > 0 else float("nan")
-
-
-def split(total_bytes: int, chunks: int) -> list[tuple[int, int]]:
-    """(offset, bytes) of ``chunks`` pieces of whole 4-byte words covering ``total_bytes``, sizes within a word."""
-    words = total_bytes // 4
-    edges = [index * words // chunks * 4 for index in range(chunks + 1)]
-    return [(start, end - start) for start, end in zip(edges, edges[1:])]
-
+# --- description ---------------------------------------------------------------------------------------------
 
 def bound_ms(kernel_ms: float, h2d_ms: float, d2h_ms: float, h2d_duplex_ms: float, d2h_duplex_ms: float,
              copy_engines: int) -> float:
@@ -90,6 +108,13 @@ def bound_ms(kernel_ms: float, h2d_ms: float, d2h_ms: float, h2d_duplex_ms: floa
     if copy_engines >= 2:
         return max(kernel_ms, h2d_duplex_ms, d2h_duplex_ms)
     return max(kernel_ms, h2d_ms + d2h_ms)
+
+
+def split(total_bytes: int, chunks: int) -> list[tuple[int, int]]:
+    """(offset, bytes) of ``chunks`` pieces of whole 4-byte words covering ``total_bytes``, sizes within a word."""
+    words = total_bytes // 4
+    edges = [index * words // chunks * 4 for index in range(chunks + 1)]
+    return [(start, end - start) for start, end in zip(edges, edges[1:])]
 
 
 def rounds_for(target_ms: float, low: tuple[int, float], high: tuple[int, float]) -> int:
@@ -100,6 +125,184 @@ def rounds_for(target_ms: float, low: tuple[int, float], high: tuple[int, float]
         raise ValueError("kernel time did not grow with its rounds")
     return max(1, round(rounds_low + (target_ms - ms_low) / per_round))
 
+
+def lean(config: Config) -> bool:
+    """The default sweep's pageable pipelines: a few points (they all overlap almost nothing); --full runs all."""
+    if config["host_memory"] == "pinned":
+        return True
+    return (config["allocator"], config["launch"], config["chunks_per_stream"]) == ("malloc", "eager", 4) and \
+        config["streams"] in (1, 4)
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    """Expected wall time: a timeline run, a verification, a first and a warm-up run, then ``min_samples`` timed
+    runs of a pipeline whose makespan is about max(kernel, duplex copies); pageable pipelines run at about a tenth
+    of the link and sample up to the time cap. The first configuration of a compute ratio also pays for the stage
+    measurements and the kernel's calibration."""
+    copy_s = config["total_bytes"] / 50e9
+    kernel_s = config["compute_ratio"] * copy_s
+    makespan_s = max(kernel_s, copy_s * 0.95)
+    sampling_s = rule.min_samples * makespan_s
+    if config["host_memory"] == "pageable":
+        makespan_s = config["total_bytes"] / 5e9 + kernel_s
+        sampling_s = max(rule.min_samples * makespan_s, rule.time_cap_s)
+    overhead_s = 0.02 + 0.0004 * config["streams"] * config["chunks_per_stream"]
+    first = (config["host_memory"], config["allocator"], config["launch"], config["chunks_per_stream"],
+             config["streams"]) == ("pinned", "malloc", "eager", 1, 1)
+    stages_s = 12 * (3 * copy_s + 8 * kernel_s) if first else 0.0
+    return overhead_s + 4 * makespan_s + sampling_s + stages_s
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    largest = max(config["total_bytes"] for config in configs)
+    kinds = len({"pinned", *(config["host_memory"] for config in configs)})
+    return 6 * largest, 2 * kinds * largest  # four buffers, the random draw's int64 temporary
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per size × compute ratio × host memory: the most efficient configuration, and one stream's speedup."""
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for (total, ratio, host_memory), group in ok.groupby(["total_bytes", "compute_ratio", "host_memory"],
+                                                         sort=False):
+        best = group.loc[group["efficiency"].idxmax()]
+        one_stream = group[group["streams"] == 1]["speedup"]
+        lines.append({
+            "payload": format_size(int(total)), "compute ratio": f"{ratio:g}", "host memory": host_memory,
+            "best configuration": f"{best['streams']} streams × {best['chunks_per_stream']} chunks, "
+                                  f"{best['allocator']}, {best['launch']}",
+            "makespan ms": f"{best['makespan_ms']:.2f}", "bound ms": f"{best['bound_ms']:.2f}",
+            "speedup": f"{best['speedup']:.2f}", "efficiency": f"{best['efficiency']:.1%}",
+            "1-stream speedup": f"{one_stream.median():.2f}" if len(one_stream) else "—",
+        })
+    return pd.DataFrame(lines)
+
+
+OP_COLORS = {"H2D": "#1f77b4", "kernel": "#2ca02c", "D2H": "#d62728", "alloc": "#7f7f7f", "free": "#bcbd22"}
+_LINE_STYLES = {1: "-", 4: "--"}
+
+
+def _slice(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the figures compare: ok rows of the largest payload, malloc, eager."""
+    ok = rows[(rows["experiment"] == "overlap") & (rows["status"] == "ok")]
+    ok = ok[ok["total_bytes"] == ok["total_bytes"].max()]
+    return ok[(ok["allocator"] == "malloc") & (ok["launch"] == "eager")]
+
+
+def overlap_figures(rows: pd.DataFrame, tables: dict) -> list:
+    """Scaling (speedup and efficiency vs streams), an efficiency heat map, a timeline of 1 stream vs the best."""
+    from bench.plots import gpu_label, pyplot
+
+    selected = _slice(rows)
+    if not len(selected):
+        return []
+    plt = pyplot()
+    payload = format_size(int(selected["total_bytes"].iloc[0]))
+    ratios = sorted(selected["compute_ratio"].unique())
+    streams = sorted(int(s) for s in selected["streams"].unique())
+    figure, axes = plt.subplots(2, len(ratios), figsize=(5.2 * len(ratios), 8), sharex=True, squeeze=False,
+                                constrained_layout=True)
+    for column_index, ratio in enumerate(ratios):
+        at_ratio = selected[selected["compute_ratio"] == ratio]
+        speed_ax, efficiency_ax = axes[0][column_index], axes[1][column_index]
+        for (host_memory, chunks), group in at_ratio.groupby(["host_memory", "chunks_per_stream"]):
+            group = group.sort_values("streams")
+            style = dict(color="#1f77b4" if host_memory == "pinned" else "#ff7f0e",
+                         linestyle=_LINE_STYLES.get(int(chunks), ":"), marker="o", markersize=4,
+                         label=f"{host_memory}, {chunks} chunk{'s' if chunks > 1 else ''}/stream")
+            speed_ax.plot(group["streams"], group["speedup"], **style)
+            efficiency_ax.plot(group["streams"], group["efficiency"], **style)
+        pinned = at_ratio[at_ratio["host_memory"] == "pinned"]
+        if len(pinned):
+            best_speedup = (pinned["serial_ms"] / pinned["bound_ms"]).median()
+            speed_ax.axhline(best_speedup, color="0.3", linestyle="-.", linewidth=1,
+                             label="speedup bound: serial / bound (pinned)")
+            speed_ax.annotate(f"{best_speedup:.2f}×", (1, best_speedup), xycoords=("axes fraction", "data"),
+                              xytext=(-4, 3), textcoords="offset points", ha="right", fontsize=8, color="0.3")
+        efficiency_ax.axhline(1.0, color="0.3", linestyle="-.", linewidth=1, label="bound")
+        efficiency_ax.axhline(0.9, color="0.6", linestyle=":", linewidth=1, label="90% of bound")
+        speed_ax.set_title(f"kernel = {ratio:g} × one-way transfer time")
+        speed_ax.set_ylabel("speedup over serial (×)")
+        efficiency_ax.set_ylabel("efficiency: bound / makespan")
+        efficiency_ax.set_ylim(0, max(1.05, float(at_ratio["efficiency"].max()) + 0.05))
+        for ax in (speed_ax, efficiency_ax):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(streams, [str(s) for s in streams])
+            ax.grid(True, alpha=0.3)
+        efficiency_ax.set_xlabel("streams")
+    handles = {}
+    for ax in (axes[0][0], axes[1][0]):
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    figure.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=4, fontsize=8)
+    figure.suptitle(f"Copy/compute overlap on {gpu_label(selected)}: {payload} payload, chunks H2D → kernel → D2H, "
+                    "malloc, eager launches")
+    drawn = [("overlap_scaling", figure), ("overlap_heatmap", _heatmap(plt, selected, payload))]
+    timeline = tables.get("timeline")
+    if timeline is not None and len(timeline):
+        drawn.append(("overlap_timeline", _timeline(plt, selected, timeline, payload)))
+    return drawn
+
+
+def _heatmap(plt, selected: pd.DataFrame, payload: str):
+    pinned = selected[selected["host_memory"] == "pinned"]
+    ratios = sorted(pinned["compute_ratio"].unique())
+    figure, axes = plt.subplots(1, len(ratios), figsize=(4.4 * len(ratios), 3.2), squeeze=False,
+                                constrained_layout=True)
+    image = None
+    for ax, ratio in zip(axes[0], ratios):
+        grid = pinned[pinned["compute_ratio"] == ratio].pivot_table(
+            index="chunks_per_stream", columns="streams", values="efficiency")
+        image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        for (y, x), value in np.ndenumerate(grid.to_numpy()):
+            ax.text(x, y, f"{value:.0%}", ha="center", va="center", fontsize=7,
+                    color="white" if value < 0.6 else "black")
+        ax.set_xlabel("streams")
+        ax.set_ylabel("chunks per stream")
+        ax.set_title(f"kernel = {ratio:g} × transfer")
+    if image is not None:
+        figure.colorbar(image, ax=axes[0].tolist(), label="efficiency (bound / makespan)")
+    figure.suptitle(f"Pinned pipelines, {payload}: efficiency over streams × chunks")
+    return figure
+
+
+def _timeline(plt, selected: pd.DataFrame, timeline: pd.DataFrame, payload: str):
+    """Gantt chart per stream: one stream vs the most efficient pinned configuration, kernel = 1 × transfer."""
+    pinned = selected[selected["host_memory"] == "pinned"]
+    ratio = 1.0 if (pinned["compute_ratio"] == 1.0).any() else pinned["compute_ratio"].iloc[0]
+    pinned = pinned[pinned["compute_ratio"] == ratio]
+    single = pinned[pinned["streams"] == 1].sort_values("chunks_per_stream").tail(1)
+    best = pinned.loc[[pinned["efficiency"].idxmax()]]
+    chosen = [row for row in (single, best) if len(row)]
+    figure, axes = plt.subplots(len(chosen), 1, figsize=(13, 2.2 + 0.25 * int(best["streams"].iloc[0]) * 2),
+                                sharex=True, squeeze=False, constrained_layout=True)
+    for ax, row in zip(axes[:, 0], chosen):
+        row = row.iloc[0]
+        match = np.ones(len(timeline), dtype=bool)
+        for key in AXES + ("run_id",):
+            match &= (timeline[key] == row[key]).to_numpy(dtype=bool)
+        ops = timeline[match]
+        for kind, color in OP_COLORS.items():
+            group = ops[ops["op"] == kind]
+            if len(group):
+                ax.barh(group["stream"], group["end_ms"] - group["start_ms"], left=group["start_ms"], height=0.7,
+                        color=color, label=kind)
+        ax.set_yticks(range(int(row["streams"])))
+        ax.set_ylabel("stream")
+        ax.invert_yaxis()
+        ax.set_title(f"{row['streams']} stream(s) × {row['chunks_per_stream']} chunk(s): makespan "
+                     f"{row['makespan_ms']:.2f} ms, efficiency {row['efficiency']:.0%}, "
+                     f"concurrency {row['concurrency']:.0%}", fontsize=10)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[-1, 0].set_xlabel("ms from the start of the run (timeline run, events around every operation)")
+    figure.suptitle(f"Pinned pipeline timeline, {payload}, kernel = {ratio:g} × transfer")
+    return figure
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class _Stages:
@@ -137,7 +340,7 @@ class _Payload(BufferSet):
             self.scratch = self.take(DeviceBuffer("malloc", total_bytes))
             words = self.input.array.view(cupy.uint32)
             words[:] = cupy.random.RandomState(seed).randint(0, 2**31, size=words.size, dtype=cupy.int64) * 2 + 1
-            cupy.cuda.runtime.deviceSynchronize()
+            runtime.deviceSynchronize()
             cupy.get_default_memory_pool().free_all_blocks()  # the random draw's temporary
             self.host_in = {kind: self.take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
             self.host_out = {kind: self.take(HostBuffer(kind, total_bytes)) for kind in host_kinds}
@@ -152,17 +355,20 @@ class _Payload(BufferSet):
 class _Runner:
     """Everything one run of the experiment shares: the kernel, the timers, the calibrations and stage times."""
 
-    def __init__(self, timer: Timer) -> None:
-        self.timer = timer
-        # Stage times feed every row's bound: sample them under the default rule, not the relaxed pipeline one.
-        self.stage_timer = Timer(replace(timer.rule, min_samples=max(10, timer.rule.min_samples), time_cap_s=1.0))
+    def __init__(self, context: Context) -> None:
+        self.timer = context.timer()
+        self.stage_timer = context.timer("stage")  # stage times feed every row's bound: a stricter rule
         self.copy_engines = runtime.getDeviceProperties(runtime.getDevice())["asyncEngineCount"]
-        self.kernel = MixKernel()
+        self.kernel = kernels.MixKernel()
         self.timeline = Timeline()
         self._stages: dict[tuple, _Stages] = {}
         self._copies: dict[tuple, tuple[float, float]] = {}  # (median, fastest) ms; for "duplex", (H2D, D2H)
         self._rounds: dict[tuple, tuple[int, tuple[float, float]]] = {}
         self.launch_us: dict[str, float] = {}
+
+    def _stage(self, enqueue: Callable[[int], None], streams, gated: bool = True):
+        return self.stage_timer.measure(enqueue, streams, metric="GPU time of one stage over the whole payload",
+                                        gated=gated, ops_per_batch=1)
 
     # -- stage measurements (whole payload, one stream) -----------------------------------------------------------
     def _copy_ms(self, payload: _Payload, host_memory: str, direction: str) -> tuple[float, float]:
@@ -179,9 +385,8 @@ class _Runner:
                 for _ in range(ops):
                     runtime.memcpyAsync(dst, src, total, kind, stream.ptr)
 
-            summary = self.stage_timer.measure(enqueue, [stream], gated=host_memory != "pageable",
-                                               ops_per_batch=1).summary
-            self._copies[key] = (summary.median_ms, summary.min_ms)
+            timing = self._stage(enqueue, [stream], gated=host_memory != "pageable")
+            self._copies[key] = (timing.median_ms, timing.fastest_ms)
         return self._copies[key]
 
     def _duplex_ms(self, payload: _Payload) -> tuple[float, float]:
@@ -196,8 +401,8 @@ class _Runner:
                     runtime.memcpyAsync(payload.work.ptr, host_in, total, runtime.memcpyHostToDevice, up.ptr)
                     runtime.memcpyAsync(host_out, payload.input.ptr, total, runtime.memcpyDeviceToHost, down.ptr)
 
-            timing = self.stage_timer.measure(enqueue, [up, down], ops_per_batch=1)
-            self._copies[key] = tuple(min(samples) for samples in timing.stream_samples_ms)
+            timing = self._stage(enqueue, [up, down])
+            self._copies[key] = (timing.stream_fastest_ms(0), timing.stream_fastest_ms(1))
         return self._copies[key]
 
     def _kernel_ms(self, payload: _Payload, rounds: int) -> tuple[float, float]:
@@ -208,8 +413,8 @@ class _Runner:
             for _ in range(ops):
                 self.kernel.launch(stream, payload.work.ptr, words, rounds)
 
-        summary = self.stage_timer.measure(enqueue, [stream], ops_per_batch=1).summary
-        return summary.median_ms, summary.min_ms
+        timing = self._stage(enqueue, [stream])
+        return timing.median_ms, timing.fastest_ms
 
     def _split_kernel_ms(self, payload: _Payload, rounds: int) -> float:
         """Fastest time of the whole payload's kernel work split into four chunks per stream, over each of
@@ -225,10 +430,10 @@ class _Runner:
                         self.kernel.launch(streams[chunk % stream_count], payload.work.ptr + offset, size // 4,
                                            rounds)
 
-            fastest = min(fastest, self.stage_timer.measure(enqueue, streams, ops_per_batch=1).summary.min_ms)
+            fastest = min(fastest, self._stage(enqueue, streams).fastest_ms)
         return fastest
 
-    def _calibrate(self, payload: _Payload, ratio: float) -> tuple[int, tuple[float, float]]:
+    def calibrate(self, payload: _Payload, ratio: float) -> tuple[int, tuple[float, float]]:
         """Rounds per element for which the whole-payload kernel takes ``ratio`` × the pinned upload time, and the
         kernel's (median, fastest) time at those rounds."""
         key = (payload.total_bytes, ratio)
@@ -251,7 +456,7 @@ class _Runner:
     def stages(self, payload: _Payload, ratio: float, host_memory: str) -> _Stages:
         key = (payload.total_bytes, ratio, host_memory)
         if key not in self._stages:
-            rounds, (kernel_ms, kernel_min) = self._calibrate(payload, ratio)
+            rounds, (kernel_ms, kernel_min) = self.calibrate(payload, ratio)
             kernel_split = self._split_kernel_ms(payload, rounds)
             pinned_h2d, pinned_d2h = self._copy_ms(payload, "pinned", "H2D"), self._copy_ms(payload, "pinned", "D2H")
             h2d_duplex, d2h_duplex = self._duplex_ms(payload)
@@ -276,7 +481,7 @@ class _Runner:
         sample = np.random.default_rng(rounds).integers(0, words, _SPOT_CHECKS)
         inputs = payload.host_in[next(iter(payload.host_in))].array.view(np.uint32)[sample]
         outputs = cupy.asnumpy(payload.expected.array.view(cupy.uint32)[cupy.asarray(sample)])
-        if not np.array_equal(outputs, mix_reference(inputs, rounds)):
+        if not np.array_equal(outputs, kernels.mix_reference(inputs, rounds)):
             return f"kernel output differs from the host reference at {rounds} rounds"
         return None
 
@@ -286,24 +491,22 @@ class _Runner:
         gated = host_memory != "pageable"
         streams = payload.streams[: config["streams"]]
         chunks = config["streams"] * config["chunks_per_stream"]
+        base = {**config, **Samples.missing("ms", "gpu", METRIC, gated), "chunks": chunks, "verified": False,
+                "status": "failed", "_timeline": []}
         if payload.total_bytes % 4 or payload.total_bytes // 4 < chunks:
-            return {**config, **untimed_columns(gated), "chunks": chunks, "verified": False, "status": "failed",
-                    "error": f"{payload.total_bytes} bytes do not split into {chunks} chunks of whole 4-byte words",
-                    "_timeline": []}
+            return {**base, "error": f"{payload.total_bytes} bytes do not split into {chunks} chunks of whole "
+                                     "4-byte words"}
         stages = self.stages(payload, config["compute_ratio"], host_memory)
         pipeline = _Pipeline(self.kernel, payload, streams, host_memory, config["allocator"], chunks,
                              stages.kernel_rounds)
-        row = {**config, **untimed_columns(gated), **stages.columns(), "chunks": chunks,
-               "chunk_bytes": max(size for _, size in pipeline.chunks),
-               "makespan_ms": np.nan, "speedup": np.nan, "efficiency": np.nan, "concurrency": np.nan,
-               "launch_host_us": self.launch_us["graph" if launch == "graph" else "precompiled"],
-               "verified": False, "status": "failed", "error": "", "_timeline": []}
+        row = {**base, **stages.columns(), "chunk_bytes": max(size for _, size in pipeline.chunks),
+               "launch_host_us": self.launch_us["graph" if launch == "graph" else "precompiled"], "error": ""}
         if expected_error:
             row["error"] = expected_error
             return row
         if launch == "graph":
             try:
-                graph = capture(streams[0], streams[1:], lambda: pipeline.enqueue(None))
+                graph = _capture(streams, pipeline)
             except Exception as error:  # CuPy's or numba's error for work the runtime will not capture
                 row.update(status="unsupported", error=f"graph capture refused: {type(error).__name__}: {error}")
                 return row
@@ -324,26 +527,33 @@ class _Runner:
                 self.timer.run_once(lambda ops: pipeline.enqueue(self.timeline), streams, gated=gated)
                 row["_timeline"] = self.timeline.read()
                 row["concurrency"] = concurrency([(op["start_ms"], op["end_ms"]) for op in row["_timeline"]])
-            mismatch = _mismatch(payload, host_memory)
-            if mismatch:
-                row["error"] = mismatch
+            problem = mismatch(payload, host_memory)
+            if problem:
+                row["error"] = problem
                 return row
             row["verified"] = True
-            timing = self.timer.measure(enqueue, streams, gated=gated, ops_per_batch=1)
+            timing = self.timer.measure(enqueue, streams, metric=METRIC, gated=gated, ops_per_batch=1)
         except MeasurementFailed as error:
             row["error"] = str(error)
             return row
-        makespan = timing.summary.median_ms
-        row.update(timing.columns(), status="ok", makespan_ms=makespan, speedup=stages.serial_ms / makespan,
-                   efficiency=stages.bound_ms / makespan)
+        makespan = timing.median_ms
+        row.update(timing.samples.columns(), status="ok", makespan_ms=makespan, speedup=stages.serial_ms / makespan,
+                   efficiency=stages.bound_ms / makespan, host_enqueue_ms=timing.enqueue_median_ms)
         return row
+
+
+def _capture(streams, pipeline: _Pipeline):
+    """The pipeline captured into a CUDA graph across its streams."""
+    from bench.capture import capture
+
+    return capture(streams[0], streams[1:], lambda: pipeline.enqueue(None))
 
 
 class _Pipeline:
     """Enqueues one run of the chunked pipeline; with a Timeline, every operation is bracketed by events."""
 
-    def __init__(self, kernel: MixKernel, payload: _Payload, streams, host_memory: str, allocator: str,
-                 chunks: int, rounds: int) -> None:
+    def __init__(self, kernel, payload: _Payload, streams, host_memory: str, allocator: str, chunks: int,
+                 rounds: int) -> None:
         self.kernel, self.payload, self.streams = kernel, payload, streams
         self.host_in, self.host_out = payload.host_in[host_memory].ptr, payload.host_out[host_memory].ptr
         self.in_loop_allocation = allocator == "mallocAsync"
@@ -359,7 +569,9 @@ class _Pipeline:
             words = size // 4
 
             def op(kind: str):
-                return timeline.op(stream, index, chunk, kind) if timeline is not None else nullcontext()
+                if timeline is None:
+                    return nullcontext()
+                return timeline.op(stream, {"stream": index, "chunk": chunk, "op": kind})
 
             if self.in_loop_allocation:
                 with op("alloc"):
@@ -377,7 +589,7 @@ class _Pipeline:
                     runtime.freeAsync(pointer, stream.ptr)
 
 
-def _mismatch(payload: _Payload, host_memory: str) -> str | None:
+def mismatch(payload: _Payload, host_memory: str) -> str | None:
     """Compare the host output with the expected output, on the device."""
     runtime.memcpy(payload.scratch.ptr, payload.host_out[host_memory].ptr, payload.total_bytes,
                    runtime.memcpyHostToDevice)
@@ -390,18 +602,20 @@ def _mismatch(payload: _Payload, host_memory: str) -> str | None:
     return None
 
 
-def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     """Rows one total size at a time (its buffers allocated once), stage times and calibration cached."""
-    runner = _Runner(timer)
+    runner = _Runner(context)
     try:
-        costs = launch_costs_us(runner.kernel, cupy.cuda.Stream(non_blocking=True), ("precompiled", "graph"))
-        runner.launch_us = {path: float(np.median(samples)) for path, samples in costs.items()}
+        stream = cupy.cuda.Stream(non_blocking=True)
+        calls = launchers(runner.kernel, stream)
+        runner.launch_us = {path: launch_samples(context, calls[path], stream).median
+                            for path in ("precompiled", "graph")}
         for total in dict.fromkeys(config["total_bytes"] for config in configs):
             group = [config for config in configs if config["total_bytes"] == total]
             kinds = ["pinned", *sorted({c["host_memory"] for c in group} - {"pinned"})]
             with _Payload(total, kinds, max(c["streams"] for c in group)) as payload:
                 for ratio in dict.fromkeys(config["compute_ratio"] for config in group):
-                    rounds = runner._calibrate(payload, ratio)[0]
+                    rounds = runner.calibrate(payload, ratio)[0]
                     expected_error = runner.prepare_expected(payload, rounds)
                     for config in (c for c in group if c["compute_ratio"] == ratio):
                         yield runner.measure(config, payload, expected_error)
@@ -411,19 +625,19 @@ def run(configs: Sequence[Config], timer: Timer) -> Iterator[Row]:
 
 @contextmanager
 def verified_pipeline(total_bytes: int, streams: int, chunks_per_stream: int, compute_ratio: float,
-                      timer: Timer) -> Iterator[tuple[Callable[[], None], list, _Stages]]:
+                      context: Context) -> Iterator[tuple[Callable[[], None], list, _Stages]]:
     """A pinned, malloc pipeline of one configuration, calibrated and verified once as the experiment does. Yields
     the function that enqueues one run on its streams, the streams, and the stage times (for speedup and bound)."""
-    runner = _Runner(timer)
+    runner = _Runner(context)
     try:
         with _Payload(total_bytes, ["pinned"], streams) as payload:
-            rounds = runner._calibrate(payload, compute_ratio)[0]
+            rounds = runner.calibrate(payload, compute_ratio)[0]
             problem = runner.prepare_expected(payload, rounds)
             pipeline = _Pipeline(runner.kernel, payload, payload.streams[:streams], "pinned", "malloc",
                                  streams * chunks_per_stream, rounds)
             payload.host_out["pinned"].array.view(np.uint32).fill(POISON_WORD)
-            timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams)
-            problem = problem or _mismatch(payload, "pinned")
+            runner.timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams)
+            problem = problem or mismatch(payload, "pinned")
             if problem:
                 raise MeasurementFailed(problem)
             yield (lambda: pipeline.enqueue(None)), pipeline.streams, runner.stages(payload, compute_ratio, "pinned")
@@ -431,47 +645,30 @@ def verified_pipeline(total_bytes: int, streams: int, chunks_per_stream: int, co
         runner.timeline.close()
 
 
-def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
-    largest = max(config["total_bytes"] for config in configs)
-    kinds = len({"pinned", *(config["host_memory"] for config in configs)})
-    return 6 * largest, 2 * kinds * largest  # four buffers, the random draw's int64 temporary
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per size × compute ratio × host memory: the most efficient configuration, and one stream's speedup."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for (total, ratio, host_memory), group in ok.groupby(["total_bytes", "compute_ratio", "host_memory"],
-                                                         sort=False):
-        best = group.loc[group["efficiency"].idxmax()]
-        one_stream = group[group["streams"] == 1]["speedup"]
-        lines.append({
-            "payload": format_size(int(total)), "compute ratio": f"{ratio:g}", "host memory": host_memory,
-            "best configuration": f"{best['streams']} streams × {best['chunks_per_stream']} chunks, "
-                                  f"{best['allocator']}, {best['launch']}",
-            "makespan ms": f"{best['makespan_ms']:.2f}", "bound ms": f"{best['bound_ms']:.2f}",
-            "speedup": f"{best['speedup']:.2f}", "efficiency": f"{best['efficiency']:.1%}",
-            "1-stream speedup": f"{one_stream.median():.2f}" if len(one_stream) else "—",
-        })
-    return pd.DataFrame(lines)
-
-
+STREAMS = (1, 2, 4, 8, 16, 32)
 EXPERIMENT = Experiment(
     name="overlap",
     description="chunked H2D → kernel → D2H pipelines over N streams, against the engine-aware bound",
     axes={
-        "total_bytes": (256 << 20, 1 << 30),
+        "total_bytes": (256 << 20,),
         "compute_ratio": (0.25, 1.0, 4.0),
         "host_memory": ("pinned", "pageable"),
         "allocator": ("malloc", "mallocAsync"),
         "launch": ("eager", "graph"),
         "chunks_per_stream": (1, 4),
-        "streams": (1, 2, 3, 4, 8, 16, 32),
+        "streams": STREAMS,
     },
-    quick_axes={"total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4, 16)},
-    run=run,
-    memory_needed=memory_needed,
+    quick={"total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4, 16)},
+    full={"total_bytes": (256 << 20, 1 << 30), "streams": (1, 2, 3, 4, 8, 16, 32)},
+    lean=lean,
+    columns=COLUMNS,
+    tables={"timeline": TIMELINE},
+    measure=measure,
     headline=headline,
+    seconds=seconds,
+    memory_needed=memory_needed,
+    figures=(overlap_figures,),
+    stop_rules={"default": {"min_samples": 5, "time_cap_s": 0.25}, "stage": {"min_samples": 10, "time_cap_s": 1.0}},
     size_axis="total_bytes",
-    stop_rule={"min_samples": 5, "time_cap_s": 0.25},
+    order=30,
 )

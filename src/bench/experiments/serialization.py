@@ -2,29 +2,44 @@
 
 Two spin kernels of ``SPIN_MS`` each go to two streams (both ``blocking`` or both ``non-blocking``): the first one is
 launched, and once the host sees it running the call is made (on its placement stream, see :mod:`bench.calls`), then
-the second is launched. Both kernels stamp their start and end with the GPU's global timer, so the result needs no
-events: ``overlap_ms`` is how long both ran at once and ``makespan_ms`` first start to last end. The verdict is
-``overlaps`` when they ran together for at least half a spin, ``serializes`` when the second started only after the
-first ended, ``partial`` in between. ``host_waited`` says the call itself held the host until the first kernel
-ended (the second could not even be launched earlier), which serializes them from the host; otherwise the
-serialization, if any, happened on the device. ``docs_serializes`` is the Programming Guide's list of operations
-that keep streams from running concurrently, plus "any CUDA command to the NULL stream" for blocking streams.
+the second is launched (:meth:`bench.timing.SpinWatch.call_between_spins`). Both kernels stamp their start and end
+with the GPU's global timer, so the result needs no events: ``overlap_ms`` is how long both ran at once and the
+samples are the makespan, first start to last end. The verdict is ``overlaps`` when they ran together for at least
+half a spin, ``serializes`` when the second started only after the first ended, ``partial`` in between.
+``host_waited`` says the call itself held the host until the first kernel ended (the second could not even be
+launched earlier), which serializes them from the host; otherwise the serialization, if any, happened on the device.
+``docs_serializes`` is the Programming Guide's list of operations that keep streams from running concurrently, plus
+"any CUDA command to the NULL stream" for blocking streams.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
+from functools import partial
 
 import pandas as pd
-from cupy.cuda import runtime
 
 from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes, placement_stream
-from bench.experiments import Config, Row
-from bench.experiments.blocking import REPEATS, SPIN_MS, Streams, catalog_experiment, consensus
-from bench.timing import Spinner
+from bench.experiments import Config, Experiment, Row
+from bench.experiments.blocking import (CATALOG_COLUMNS, QUICK_CALLS, SPIN_MS, Streams, catalog_axes, catalog_row,
+                                        consensus, kit_memory, run_each, settled, takes_placement,
+                                        truth_table_figure)
+from bench.schema import FLAG, FLOAT, FLOATS, TEXT, TEXTS, column
+from bench.timing import Samples, SpinWatch, StopRule, Summary
 
-SERIALIZATION_VERDICTS = ("overlaps", "partial", "serializes")
+VERDICTS = ("overlaps", "partial", "serializes")
+MIN_REPEATS = 2
+METRIC = "makespan of the two kernels (GPU clock)"
+
+COLUMNS = (
+    *CATALOG_COLUMNS,
+    column("overlap_ms", FLOAT, "median time both kernels ran at once"),
+    column("overlap_ms_samples", FLOATS, "each repeat's overlap"),
+    column("makespan_ms", FLOAT, "median time from the first kernel's start to the last one's end"),
+    column("host_waited", FLAG, "the call held the host until the first kernel ended (in most repeats)"),
+    column("verdict", TEXT, "the most common verdict over the repeats", VERDICTS),
+    column("verdicts", TEXTS, "each repeat's verdict", VERDICTS),
+    column("docs_serializes", FLAG, "the Programming Guide says the call keeps the kernels apart (empty: silent)"),
+)
 
 
 def classify(first: tuple[float, float], second: tuple[float, float], spin_ms: float) -> str:
@@ -37,38 +52,8 @@ def classify(first: tuple[float, float], second: tuple[float, float], spin_ms: f
     return "partial"
 
 
-def _measure(config: Config, kit: Kit, spinner: Spinner) -> Row:
-    call = catalog()[config["call"]]
-    spin_blocking = config["spin_stream"] == "blocking"
-    overlaps, makespans, host_ms, waited, verdicts = [], [], [], [], []
-    for _ in range(REPEATS):
-        with Streams(spin_blocking) as streams:
-            prepared = call.prepare(kit, placement_stream(config["placement"], streams.spinning, streams.other))
-            spinner.launch(streams.spinning, 0, SPIN_MS)
-            spinner.wait_started(0)
-            prepared.arm()
-            started = time.perf_counter()
-            prepared.call()
-            host_ms.append((time.perf_counter() - started) * 1e3)
-            waited.append(not spinner.running(0))
-            spinner.launch(streams.second, 1, SPIN_MS)
-            runtime.deviceSynchronize()
-            prepared.cleanup()
-        origin = int(spinner.stamps[0])
-        first, second = spinner.interval_ms(0, origin), spinner.interval_ms(1, origin)
-        overlaps.append(max(0.0, min(first[1], second[1]) - max(first[0], second[0])))
-        makespans.append(max(first[1], second[1]) - min(first[0], second[0]))
-        verdicts.append(classify(first, second, SPIN_MS))
-    verdict, stable = consensus(verdicts, SERIALIZATION_VERDICTS)
-    documented = documented_serializes(call, config["placement"], spin_blocking)
-    return {**config, "api": call.api, "spin_ms": SPIN_MS, "overlap_ms_samples": overlaps,
-            "overlap_ms": statistics.median(overlaps), "makespan_ms": statistics.median(makespans),
-            "host_ms": statistics.median(host_ms), "host_waited": sum(waited) > len(waited) / 2,
-            "verdicts": verdicts, "verdict": verdict, "stable": stable,
-            "docs_serializes": "" if documented is None else "true",
-            "matches_docs": "" if documented is None else str(verdict == "serializes").lower(),
-            "docs": call.docs if call.guide_serializes else "", "source": GUIDE_IMPLICIT if documented else "",
-            "status": "ok", "error": ""}
+def seconds(config: Config, rule: StopRule) -> float:
+    return 0.012 + MIN_REPEATS * (2 * SPIN_MS / 1e3 + 0.004)
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -81,6 +66,47 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     } for _, row in ok.iterrows()])
 
 
-EXPERIMENT = catalog_experiment(
-    "serialization", "which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
-    _measure, headline)
+# --- measuring code --------------------------------------------------------------------------------------------
+
+def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
+    call = catalog()[config["call"]]
+    spin_blocking = config["spin_stream"] == "blocking"
+    pairs, verdicts = [], []
+    while not settled(verdicts, MIN_REPEATS):
+        with Streams(spin_blocking) as streams:
+            prepared = call.prepare(kit, placement_stream(config["placement"], streams.spinning, streams.other))
+            pair = watch.call_between_spins(streams.spinning, streams.second, SPIN_MS, prepared.call, prepared.arm)
+            prepared.cleanup()
+        pairs.append(pair)
+        verdicts.append(classify(pair.first, pair.second, SPIN_MS))
+    verdict, stable = consensus(verdicts, VERDICTS)
+    documented = documented_serializes(call, config["placement"], spin_blocking)
+    samples = Samples([pair.makespan_ms for pair in pairs], "ms", "gpu", METRIC,
+                      "converged" if stable else "max_samples")
+    overlaps = [pair.overlap_ms for pair in pairs]
+    waited = [pair.host_waited for pair in pairs]
+    return {**catalog_row(config, call, samples), "docs": call.docs if call.guide_serializes else "",
+            "source": GUIDE_IMPLICIT if documented else "", "overlap_ms_samples": overlaps,
+            "overlap_ms": Summary.of(overlaps).median, "makespan_ms": samples.median,
+            "host_ms": Summary.of([pair.host_ms for pair in pairs]).median,
+            "host_waited": sum(waited) > len(waited) / 2, "verdicts": verdicts, "verdict": verdict,
+            "stable": stable, "docs_serializes": documented,
+            "matches_docs": None if documented is None else verdict == "serializes"}
+
+
+EXPERIMENT = Experiment(
+    name="serialization",
+    description="which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
+    axes=catalog_axes(),
+    quick=QUICK_CALLS,
+    columns=COLUMNS,
+    measure=partial(run_each, measure_one=_measure),
+    headline=headline,
+    seconds=seconds,
+    valid=takes_placement,
+    memory_needed=kit_memory,
+    figures=(truth_table_figure,),
+    outcome=("verdict",),
+    size_axis="",
+    order=50,
+)

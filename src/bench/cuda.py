@@ -1,0 +1,36 @@
+"""The CUDA libraries, imported on first use.
+
+Experiment modules are also read by the analysis commands (``plot``, ``report``, ``compare``, ``claims``), which must
+work without CuPy or numba-cuda. They therefore reach CUDA through these stand-ins: ``runtime.memcpyAsync(...)``
+imports ``cupy.cuda.runtime`` the first time an attribute is read, and is the real function from then on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+
+class LazyModule(types.ModuleType):
+    """A module imported the first time one of its attributes is read."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self._target = target
+
+    def __getattr__(self, attribute: str):
+        module = importlib.import_module(self.__dict__["_target"])
+        # Later lookups find the attributes here directly: a stand-in costs nothing once it has loaded.
+        for name, value in vars(module).items():
+            if not name.startswith("__"):
+                self.__dict__.setdefault(name, value)
+        return getattr(module, attribute)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self.__dict__['_target']!r}>"
+
+
+cupy = LazyModule("cupy")
+runtime = LazyModule("cupy.cuda.runtime")
+numba_cuda = LazyModule("numba.cuda")
+kernels = LazyModule("bench.kernels")  # numba-cuda kernels: compiling them needs numba

@@ -1,0 +1,187 @@
+"""What a sweep will run: experiments × axes → configurations, the stop rules they are timed under, and how long
+it should take. Pure Python; nothing here touches CUDA.
+
+Three sweeps: ``quick`` (a smoke test of every experiment), ``default`` (the axis points that carry the headline
+answers, within :data:`DEFAULT_BUDGET_S`) and ``full`` (the exhaustive grid). Each experiment estimates the wall
+time of a configuration under a stop rule (``Experiment.seconds``); a ``budget`` shrinks the stop rules' time caps
+and minimum sample counts until the whole plan fits, or says it cannot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bench.experiments import Config, Experiment, registry
+from bench.timing import StopRule
+from bench.units import format_size, parse_size
+
+MODES = ("quick", "default", "full")
+DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200
+QUICK_BUDGET_S = 20.0
+STARTUP_S = 2.5  # the parent's imports and NVML, then per experiment a process: imports, context, kernels
+PROCESS_S = 1.2
+QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
+SMALLEST_SCALE = 0.05
+
+
+def expand(axes: Mapping[str, Sequence], keep: Callable[[Config], bool] = lambda config: True) -> list[Config]:
+    """Every combination of the axes' values, the first axis varying slowest, minus those ``keep`` rejects."""
+    names = list(axes)
+    combinations = (dict(zip(names, values)) for values in itertools.product(*axes.values()))
+    return [config for config in combinations if keep(config)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One experiment's part of a sweep."""
+
+    experiment: Experiment
+    configs: list[Config]
+    rules: dict[str, StopRule]  # by purpose: "default", and any the experiment declares
+
+    def seconds(self, config: Config) -> float:
+        return self.experiment.seconds(config, self.rules["default"])
+
+    @property
+    def estimate_s(self) -> float:
+        return PROCESS_S + sum(self.seconds(config) for config in self.configs) if self.configs else 0.0
+
+
+def estimate_s(plans: Sequence[Plan]) -> float:
+    return STARTUP_S + sum(item.estimate_s for item in plans)
+
+
+def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str, StopRule]:
+    """The stop rules an experiment's measurements run under: its declared changes to the default rule, capped for
+    a quick sweep, and with time caps and minimum samples scaled down by ``scale`` (< 1) to fit a budget."""
+    purposes = {"default": {}, **experiment.stop_rules}
+    rules = {}
+    for purpose, changes in purposes.items():
+        rule = StopRule().replace(**changes)
+        if mode == "quick":
+            rule = rule.capped(**QUICK_CAPS)
+        if scale < 1:
+            rule = rule.capped(time_cap_s=rule.time_cap_s * scale,
+                               min_samples=max(3, math.ceil(rule.min_samples * scale)))
+        rules[purpose] = rule
+    return rules
+
+
+def axis_values(experiment: Experiment, axis: str, texts: Sequence[str]) -> tuple:
+    """``--axis`` values in the axis's own type: numbers (sizes for the size axis) or one of the known words.
+    ValueError for a value the axis cannot take."""
+    known = tuple(dict.fromkeys([*experiment.axes[axis], *experiment.full.get(axis, ())]))
+    values = []
+    for text in texts:
+        if axis == experiment.size_axis:
+            values.append(parse_size(text))
+        elif isinstance(known[0], (int, float)):
+            try:
+                value = type(known[0])(text)
+            except ValueError:
+                raise ValueError(f"{axis}={text!r} is not a number") from None
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{axis}={text!r} must be a positive finite number")
+            values.append(value)
+        elif text in known:
+            values.append(text)
+        else:
+            raise ValueError(f"{axis}={text!r} is not a value of {axis}; choose from {', '.join(map(str, known))}")
+    return tuple(dict.fromkeys(values))
+
+
+def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Sequence[int] | None = None,
+         axes: Mapping[str, Sequence[str]] | None = None, budget_s: float | None = None) -> list[Plan]:
+    """The plans of a sweep. ``names`` picks experiments (default: all, in sweep order); ``sizes`` replaces each
+    experiment's size axis; ``axes`` replaces axes' values by name (as the user typed them); ``budget_s`` scales the
+    stop rules down until the estimate fits. ValueError for an unknown experiment, axis or value, a repeated
+    experiment, or a budget no sweep of these configurations fits."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}")
+    known = registry()
+    names = list(known) if names is None else list(names)
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"experiment {repeated[0]!r} is named twice")
+    overrides = dict(axes or {})
+    unused = set(overrides)
+    chosen: list[tuple[Experiment, list[Config]]] = []
+    for name in names:
+        experiment = known[name]
+        values = experiment.axes_for(mode)
+        if sizes and experiment.size_axis:
+            values[experiment.size_axis] = tuple(sizes)
+        for axis, texts in overrides.items():
+            if axis in experiment.axes:
+                values[axis] = axis_values(experiment, axis, texts)
+                unused.discard(axis)
+
+        def keep(config: Config, experiment=experiment) -> bool:
+            return experiment.valid(config) and (mode == "full" or experiment.lean(config))
+
+        chosen.append((experiment, expand(values, keep)))
+    if unused:
+        present = sorted({axis for experiment, _ in chosen for axis in experiment.axes})
+        raise ValueError(f"unknown axis {sorted(unused)[0]!r}; the selected experiments have {', '.join(present)}")
+    plans = [Plan(experiment, configs, rules_for(experiment, mode)) for experiment, configs in chosen]
+    if budget_s is None or estimate_s(plans) <= budget_s:
+        return plans
+    return _fit(chosen, mode, budget_s)
+
+
+def _fit(chosen, mode: str, budget_s: float) -> list[Plan]:
+    """The plans with the largest stop-rule scale whose estimate fits ``budget_s`` (bisection)."""
+    def at(scale: float) -> list[Plan]:
+        return [Plan(experiment, configs, rules_for(experiment, mode, scale)) for experiment, configs in chosen]
+
+    if estimate_s(at(SMALLEST_SCALE)) > budget_s:
+        raise ValueError(f"--budget {budget_s:g}: these {sum(len(c) for _, c in chosen)} configurations need at "
+                         f"least {estimate_s(at(SMALLEST_SCALE)):.0f} s; choose fewer (--quick, --experiments, "
+                         "--axis) or a larger budget")
+    low, high = SMALLEST_SCALE, 1.0
+    for _ in range(20):
+        middle = (low + high) / 2
+        low, high = (middle, high) if estimate_s(at(middle)) <= budget_s else (low, middle)
+    return at(low)
+
+
+def describe(experiment: Experiment, config: Mapping) -> str:
+    """A configuration in a few words, for the progress bar: 'bandwidth pinned H2D 16 MiB'."""
+    words = [format_size(int(config[axis])) if axis == experiment.size_axis else str(config[axis])
+             for axis in experiment.axes]
+    return " ".join([experiment.name, *words])
+
+
+def config_key(experiment: str, config: Mapping, axes: Sequence[str]) -> tuple:
+    """What identifies a configuration across runs and files (numbers compared as numbers)."""
+    def norm(value):
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+    return (experiment, *(norm(config[axis]) for axis in axes))
+
+
+DONE_STATUSES = ("ok", "unsupported", "skipped")
+
+
+def without_done(plans: Sequence[Plan], previous) -> list[Plan]:
+    """The plans minus the configurations ``previous`` rows (a DataFrame) finished (status ok, unsupported or
+    skipped); failed ones run again."""
+    if previous is None or not len(previous):
+        return list(plans)
+    finished = previous[previous["status"].isin(DONE_STATUSES)]
+    remaining = []
+    for item in plans:
+        axes = list(item.experiment.axes)
+        mine = finished[finished["experiment"] == item.experiment.name]
+        done = {config_key(item.experiment.name, row, axes) for _, row in mine.iterrows()
+                if all(axis in row and row[axis] is not None and row[axis] == row[axis] for axis in axes)}
+        remaining.append(Plan(item.experiment, [config for config in item.configs
+                                                if config_key(item.experiment.name, config, axes) not in done],
+                              item.rules))
+    return remaining

@@ -1,0 +1,456 @@
+"""The sweep: plan, check, run each experiment in its own process, save as it goes, resume, summarise.
+
+:class:`Runner` owns a sweep from a :class:`Request` (what the user asked for) to an :class:`Outcome`:
+
+1. **plan** (:mod:`bench.plan`): configurations, stop rules and the expected time;
+2. **check**: the output path (never an existing results file, unless resuming it), the GPU, the memory the plan
+   needs; a problem is a :class:`bench.errors.UsageError` and nothing is written;
+3. **run**: each experiment in a child process, so that a CUDA error that poisons its context (or a crash) ends
+   only that experiment, whose unmeasured configurations become failed (or, out of memory, skipped) rows;
+4. **save**: every row checked against the schema and written atomically at least every ``save_every_s``, so an
+   interrupted sweep (Ctrl-C, SIGTERM) keeps what it finished; ``--resume`` runs only what a file lacks.
+
+The runner prints nothing: it reports to a :class:`Reporter` (the command line draws a progress bar from it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import signal
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from bench import plan as planning
+from bench import store
+from bench.env import over_interval
+from bench.errors import UsageError
+from bench.plan import Plan, config_key
+from bench.schema import SchemaError, check_row
+from bench.timing import Stopwatch
+from bench.units import format_size
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for."""
+
+    experiments: Sequence[str] | None = None  # None: all
+    mode: str = "default"  # quick, default or full
+    sizes: Sequence[int] | None = None
+    axes: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    out: Path = Path("results")  # a directory, or a .parquet file that does not exist yet
+    device: int = 0
+    resume: Path | None = None  # an interrupted sweep's file: run what it lacks, into it
+    budget_s: float | None = None
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: Path | None  # None when no row finished, so nothing was written
+    rows: list[dict]  # this run's rows (a resumed run's earlier rows are in the file, not here)
+    planned: int
+    interrupted: bool
+    stopped_in: str = ""  # the experiment running when the sweep was interrupted
+    signal: int = 0  # the signal that interrupted it (SIGINT or SIGTERM)
+    wall_s: dict[str, float] = field(default_factory=dict)  # per experiment
+    estimate_s: float = 0.0
+
+
+class Reporter:
+    """What a sweep tells its user; the default tells nothing."""
+
+    def planned(self, plans: Sequence[Plan], estimate_s: float) -> None: ...
+
+    def started(self, experiment: str) -> None: ...
+
+    def row(self, plan: Plan, row: dict, seconds_planned: float) -> None: ...
+
+    def stopped(self, plan: Plan, why: str, seconds_planned: float) -> None: ...
+
+    def finished(self, experiment: str, wall_s: float) -> None: ...
+
+
+# --- messages from an experiment's process ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RowMessage:
+    row: dict
+
+
+@dataclass(frozen=True)
+class FailedMessage:
+    why: str
+
+
+@dataclass(frozen=True)
+class DoneMessage:
+    pass
+
+
+# What an experiment's process needs, imported once by the fork server its processes start from: each experiment
+# still gets a fresh process with a CUDA context of its own, without paying for the imports again.
+PRELOAD = ["bench.runner", "bench.timing", "bench.memory", "bench.calls", "cupy", "numba.cuda", "bench.kernels"]
+
+
+def _processes():
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD + [f"bench.experiments.{name}" for name in _experiment_modules()])
+    return context
+
+
+def _experiment_modules() -> list[str]:
+    import pkgutil
+
+    import bench.experiments
+
+    return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
+
+
+def _child(sender, experiment, configs, rules, device: int | None) -> None:
+    """The body of an experiment's process: select the GPU, measure, send each row as it comes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
+    try:
+        if device is not None:
+            use_device(device)
+        from bench.timing import Context
+
+        for row in experiment.measure(configs, Context(rules)):
+            sender.send(RowMessage(row))
+        sender.send(DoneMessage())
+    except BaseException as error:
+        sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
+    finally:
+        sender.close()
+
+
+def isolated(item: Plan, device: int | None) -> Iterator[RowMessage | FailedMessage]:
+    """Run a plan in a child process: its rows, then a FailedMessage if the child could not finish."""
+    context = _processes()
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child, daemon=True,
+                            args=(sender, item.experiment, item.configs, item.rules, device))
+    child.start()
+    sender.close()
+    ended = f"the {item.experiment.name} process ended"
+    try:
+        while True:
+            if receiver.poll(0.2):
+                try:
+                    message = receiver.recv()
+                except EOFError:
+                    child.join(5)
+                    yield FailedMessage(f"{ended} (exit code {child.exitcode})")
+                    return
+                if isinstance(message, DoneMessage):
+                    return
+                yield message
+                if isinstance(message, FailedMessage):
+                    return
+            elif not child.is_alive() and not receiver.poll(0):
+                yield FailedMessage(f"{ended} (exit code {child.exitcode})")
+                return
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.terminate()
+        child.join(10)
+
+
+def inline(item: Plan) -> Iterator[RowMessage]:
+    """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate."""
+    from bench.timing import Context
+
+    for row in item.experiment.measure(item.configs, Context(item.rules)):
+        yield RowMessage(row)
+
+
+def not_run(item: Plan, received: set, why: str) -> list[dict]:
+    """Rows for the configurations an experiment's failure left unmeasured: skipped when it ran out of memory."""
+    out_of_memory = "MemoryAllocation" in why or "out of memory" in why.lower()
+    status = "skipped" if out_of_memory else "failed"
+    axes = list(item.experiment.axes)
+    return [{**config, "status": status,
+             "error": f"{'skipped' if out_of_memory else 'not measured'}: the {item.experiment.name} experiment "
+                      f"stopped: {why}"}
+            for config in item.configs if config_key(item.experiment.name, config, axes) not in received]
+
+
+# --- checks ---------------------------------------------------------------------------------------------------
+
+class Gpu:
+    """The GPU a sweep checks and runs on (tests hand the runner a stand-in)."""
+
+    def select(self, device: int):
+        """Select ``device``; its :class:`bench.env.Environment`. UsageError when there is none."""
+        return select_device(device)
+
+    def free_bytes(self) -> int:
+        from bench.cuda import runtime
+
+        return runtime.memGetInfo()[0]
+
+    def child_device(self, device: int) -> int | None:
+        """The device an experiment's process selects (None: leave it alone)."""
+        return device
+
+
+def use_device(device: int) -> None:
+    """Make ``device`` current for CuPy and numba-cuda in this process."""
+    from bench.cuda import numba_cuda, runtime
+
+    runtime.setDevice(device)
+    numba_cuda.select_device(device)
+
+
+def select_device(device: int):
+    """Select the device for CuPy and numba-cuda; return its environment. UsageError when there is none."""
+    from bench import env
+
+    reason = env.no_gpu_reason()
+    if reason:
+        raise UsageError(reason)
+    from bench.cuda import runtime
+
+    count = runtime.getDeviceCount()
+    if not 0 <= device < count:
+        raise UsageError(f"--device {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
+    use_device(device)
+    return env.collect(device)
+
+
+def writable_directory(directory: Path, option: str) -> Path:
+    """``directory`` (or its nearest existing parent) must take a new file; UsageError naming ``option`` if not."""
+    existing = Path(directory)
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option}: {existing} is a file, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # a real probe: permission bits do not tell root's story
+            pass
+    except OSError as error:
+        raise UsageError(f"{option}: cannot write to {directory}/ ({existing}: {error.strerror})") from None
+    return Path(directory)
+
+
+def host_memory_available() -> int:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_available: int) -> str | None:
+    """Why the plans cannot run in this much device and host memory, or None."""
+    for item in plans:
+        if not item.configs:
+            continue
+        device_bytes, host_bytes = item.experiment.memory_needed(item.configs)
+        if device_bytes > device_free:
+            return (f"--sizes: {item.experiment.name} needs {format_size(device_bytes)} of device memory; "
+                    f"{gpu_name} has {format_size(device_free)} free")
+        if host_bytes > host_available:
+            return (f"--sizes: {item.experiment.name} needs {format_size(host_bytes)} of host memory; "
+                    f"{format_size(host_available)} is available")
+    return None
+
+
+def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
+    """Where a new sweep writes: ``out`` itself if it names a .parquet file, else ``out/<run_id>-<gpu>.parquet``."""
+    if out.suffix == ".parquet":
+        return out
+    slug = "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")
+    return out / f"{run_id}-{slug}.parquet"
+
+
+def refuse_existing(path: Path) -> None:
+    """A sweep never overwrites a results file."""
+    if path.exists():
+        raise UsageError(f"--out: {path} already exists; bench never overwrites results (finish an interrupted "
+                         f"sweep with --resume {path}, or choose another --out)")
+
+
+# --- the sweep -------------------------------------------------------------------------------------------------
+
+class Runner:
+    """One sweep: :meth:`plan`, :meth:`check`, then :meth:`run`."""
+
+    def __init__(self, request: Request, reporter: Reporter | None = None, *, gpu: Gpu | None = None,
+                 isolate: bool = True, save_every_s: float = 2.0) -> None:
+        self.request = request
+        self.reporter = reporter or Reporter()
+        self.gpu = gpu or Gpu()
+        self.isolate = isolate
+        self.save_every_s = save_every_s
+        self.plans: list[Plan] = []
+        self.path: Path | None = None
+        self.environment: dict = {}
+        self.previous: pd.DataFrame | None = None
+        self.previous_tables: dict[str, pd.DataFrame] = {}
+        self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+    def plan(self) -> list[Plan]:
+        """The configurations to run (UsageError for an unknown experiment, axis or value, or a budget that cannot
+        be met)."""
+        request = self.request
+        try:
+            self.plans = planning.make(request.experiments, mode=request.mode, sizes=request.sizes,
+                                       axes=request.axes, budget_s=request.budget_s)
+        except ValueError as error:
+            raise UsageError(f"--experiments/--axis/--budget: {error}") from None
+        return self.plans
+
+    def check(self) -> None:
+        """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
+        request = self.request
+        if request.resume is not None:
+            self.previous = store.read(request.resume)
+            self.previous_tables = store.side_tables(request.resume)
+            writable_directory(request.resume.parent, "--resume")
+        else:
+            writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
+            if request.out.suffix == ".parquet":
+                refuse_existing(request.out)
+        environment = self.gpu.select(request.device)
+        self.environment = environment.as_dict()
+        if self.previous is not None:
+            measured_on = set(self.previous["gpu_uuid"].dropna()) if "gpu_uuid" in self.previous else set()
+            if measured_on and measured_on != {environment.gpu_uuid}:
+                raise UsageError(f"--resume: {request.resume} was measured on another GPU "
+                                 f"({', '.join(sorted(measured_on))})")
+            self.plans = planning.without_done(self.plans, self.previous)
+            self.path = request.resume
+        else:
+            self.path = results_path(request.out, self.run_id, environment.gpu_name)
+            refuse_existing(self.path)
+        problem = memory_problem(self.plans, environment.gpu_name, self.gpu.free_bytes(), host_memory_available())
+        if problem:
+            raise UsageError(problem)
+
+    def run(self, monitor=None) -> Outcome:
+        """Run the checked plans into :attr:`path`. ``monitor()`` (NVML clocks, throttling, other processes; see
+        :mod:`bench.env`) is read before the first and after every configuration."""
+        if monitor is None and self.environment.get("pci_bus_id"):
+            from bench import env
+
+            monitor = env.monitor(self.environment["pci_bus_id"])
+        return _Sweep(self, monitor).run()
+
+
+class _Sweep:
+    """The running part of a :class:`Runner`: receives rows, keeps them, saves them, reports them."""
+
+    def __init__(self, runner: Runner, monitor) -> None:
+        self.runner, self.monitor = runner, monitor
+        self.plans = [item for item in runner.plans if item.configs]
+        self.rows: list[dict] = []
+        self.tables: dict[str, list[dict]] = {}
+        self.earlier = runner.previous.to_dict("records") if runner.previous is not None else []
+        self.earlier_tables = {name: table.to_dict("records") for name, table in runner.previous_tables.items()}
+        self.schema = store.suite_schema([item.experiment for item in self.plans])
+        request = runner.request
+        self.metadata = {
+            "run_id": runner.run_id,
+            "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": request.command, "mode": request.mode, "budget_s": request.budget_s,
+            "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
+                                                  for purpose, rule in item.rules.items()} for item in self.plans},
+            "estimate_s": planning.estimate_s(self.plans),
+            "environment": dict(runner.environment),
+        }
+        self.planned = sum(len(item.configs) for item in self.plans)
+
+    def save(self, complete: bool) -> None:
+        if not self.rows:
+            return
+        path = self.runner.path
+        stamp = {**self.metadata, "complete": complete, "planned": self.planned}
+        for name in {*self.tables, *self.earlier_tables}:
+            entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
+            store.write(store.side_table_path(path, name), entries, store.table_schema(name), {**stamp, "table": name})
+        store.write(path, self.earlier + self.rows, self.schema, stamp)
+
+    def keep(self, item: Plan, row: dict, wall_s: float, reading: dict) -> None:
+        """Add the run's columns to a row from an experiment, move its side-table rows aside, check it."""
+        name = item.experiment.name
+        config = {axis: row.get(axis) for axis in item.experiment.axes}
+        for key in [key for key in row if key.startswith("_")]:
+            entries = row.pop(key)
+            if key[1:] in item.experiment.tables:
+                self.tables.setdefault(key[1:], []).extend(
+                    {"experiment": name, **config, **entry, "run_id": self.runner.run_id} for entry in entries)
+        row = {"experiment": name, **row, **reading, **self.runner.environment, "run_id": self.runner.run_id,
+               "wall_s": wall_s}
+        try:
+            check_row(row, self.schema)
+        except SchemaError as error:  # the experiment's bug: keep the configuration as a failed row, go on
+            row = {"experiment": name, **config, "status": "failed", "error": f"row does not fit the schema: {error}",
+                   **reading, **self.runner.environment, "run_id": self.runner.run_id, "wall_s": wall_s}
+        self.rows.append(row)
+
+    def run(self) -> Outcome:
+        runner, reporter = self.runner, self.runner.reporter
+        reporter.planned(self.plans, planning.estimate_s(self.plans))
+        wall_s: dict[str, float] = {}
+        current = ""
+        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+        caught = 0
+        last_save = Stopwatch()
+        try:
+            reading = self.monitor() if self.monitor else {}
+            for item in self.plans:
+                current = item.experiment.name
+                reporter.started(current)
+                experiment_watch, config_watch = Stopwatch(), Stopwatch()
+                received: set = set()
+                axes = list(item.experiment.axes)
+                device = runner.gpu.child_device(runner.request.device)
+                source = isolated(item, device) if runner.isolate else inline(item)
+                for message in source:
+                    if isinstance(message, FailedMessage):
+                        for row in not_run(item, received, message.why):
+                            self.keep(item, row, 0.0, {})
+                        left = [c for c in item.configs if config_key(current, c, axes) not in received]
+                        reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
+                        break
+                    row = message.row
+                    key = config_key(current, row, axes)
+                    received.add(key)
+                    before, reading = reading, (self.monitor() if self.monitor else {})
+                    self.keep(item, row, config_watch.seconds(), over_interval(before, reading))
+                    config_watch = Stopwatch()
+                    reporter.row(item, self.rows[-1], item.seconds(row))
+                    if last_save.seconds() >= runner.save_every_s:
+                        self.save(complete=False)
+                        last_save = Stopwatch()
+                wall_s[current] = experiment_watch.seconds()
+                reporter.finished(current, wall_s[current])
+        except KeyboardInterrupt as interrupt:
+            caught = interrupt.args[0] if interrupt.args else signal.SIGINT
+            self.save(complete=False)
+        except BaseException:
+            self.save(complete=False)
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous_handler)
+        if not caught:
+            self.save(complete=True)
+        path = runner.path if self.rows else None
+        return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
+                       signal=int(caught), wall_s=wall_s, estimate_s=self.metadata["estimate_s"])
+
+
+def _raise_interrupt(number, frame):
+    raise KeyboardInterrupt(number)

@@ -1,0 +1,159 @@
+"""Result columns: each one's Arrow type, what it holds and, for a few, the only values it may take.
+
+Every results file of a bench version has the same schema: the columns every row has (:data:`COMMON`, the sample
+columns, the monitor's and the environment's) and every registered experiment's own, in a fixed order. Rows of one
+experiment leave the others' columns empty (null), so whole numbers stay integers and flags stay booleans however
+experiments share a file, and ``pandas.read_parquet`` or ``pyarrow.dataset`` read a directory of runs as one table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+INT, FLOAT, TEXT, FLAG = pa.int64(), pa.float64(), pa.string(), pa.bool_()
+FLOATS, TEXTS = pa.list_(pa.float64()), pa.list_(pa.string())
+STATUSES = ("ok", "failed", "skipped", "unsupported")
+
+
+class SchemaError(ValueError):
+    """A row that does not fit the schema; the message names the row's experiment and the column."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str = ""
+    values: tuple[str, ...] = ()  # the only values a text column (or the items of a text list) may hold
+
+    def field(self) -> pa.Field:
+        metadata = {b"doc": self.doc.encode()}
+        if self.values:
+            metadata[b"values"] = json.dumps(list(self.values)).encode()
+        return pa.field(self.name, self.type, nullable=True, metadata=metadata)
+
+
+def column(name: str, type: pa.DataType, doc: str = "", values: Sequence[str] = ()) -> Column:
+    return Column(name, type, doc, tuple(values))
+
+
+COMMON = (
+    column("experiment", TEXT, "the experiment that measured the row"),
+    column("status", TEXT, "ok, failed (error says why), skipped (out of memory) or unsupported (the runtime "
+                           "refused)", STATUSES),
+    column("error", TEXT, "why a row is not ok"),
+)
+
+SAMPLES = (
+    column("samples", FLOATS, "every raw sample, in unit"),
+    column("unit", TEXT, "unit of samples, median, min and max", ("ms", "us")),
+    column("clock", TEXT, "the clock that read the samples: CUDA events or the GPU's global timer (gpu), or the "
+                          "host's wall clock (host)", ("gpu", "host")),
+    column("metric", TEXT, "what one sample is"),
+    column("n_samples", INT, "number of samples"),
+    column("ops_per_sample", INT, "operations one sample was averaged over"),
+    column("gated", FLAG, "GPU samples: the work waited behind the gate until the host had enqueued all of it"),
+    column("median", FLOAT, "median of samples"),
+    column("min", FLOAT, "fastest sample"),
+    column("max", FLOAT, "slowest sample"),
+    column("stdrel", FLOAT, "sample standard deviation / mean"),
+    column("median_relerr", FLOAT, "robust standard error of the median / median"),
+    column("stop_reason", TEXT, "why sampling stopped", ("converged", "time_cap", "max_samples", "fixed")),
+)
+
+RUN = (
+    column("run_id", TEXT, "the sweep that measured the row (UTC start time)"),
+    column("wall_s", FLOAT, "seconds the harness spent on the configuration"),
+)
+
+MONITOR = (
+    column("sm_clock_seen_mhz", INT, "lowest SM clock NVML reported around the configuration"),
+    column("throttle_reasons", TEXT, "NVML clock-event reasons that slow the GPU, seen around the configuration"),
+    column("throttled", FLAG, "any throttle reason was active around the configuration"),
+    column("other_processes", INT, "processes besides bench's own using the GPU around the configuration"),
+)
+
+
+def environment_columns() -> tuple[Column, ...]:
+    """The environment every row records, typed from :class:`bench.env.Environment`."""
+    from bench.env import Environment
+
+    types = {"int": INT, "str": TEXT}
+    return tuple(column(field.name, types[field.type], field.metadata.get("doc", ""))
+                 for field in dataclasses.fields(Environment))
+
+
+def suite_columns(experiment_columns: Iterable[Sequence[Column]]) -> tuple[Column, ...]:
+    """Every column, in file order: identity, each experiment's own, samples, run, monitor, environment. A name two
+    experiments declare with different types is a programming error (SchemaError)."""
+    chosen: dict[str, Column] = {}
+    for group in (COMMON, *experiment_columns, SAMPLES, RUN, MONITOR, environment_columns()):
+        for item in group:
+            known = chosen.get(item.name)
+            if known is None:
+                chosen[item.name] = item
+            elif known.type != item.type:
+                raise SchemaError(f"column {item.name!r} is declared as {known.type} and as {item.type}")
+            elif set(item.values) != set(known.values):  # the union; a column that one leaves open stays open
+                values = tuple(dict.fromkeys(known.values + item.values)) if item.values and known.values else ()
+                chosen[item.name] = dataclasses.replace(known, values=values)
+    return tuple(chosen.values())
+
+
+def schema_of(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([item.field() for item in columns])
+
+
+def allowed_values(field: pa.Field) -> tuple[str, ...]:
+    raw = (field.metadata or {}).get(b"values")
+    return tuple(json.loads(raw)) if raw else ()
+
+
+def _fits(value, type: pa.DataType) -> bool:
+    if type == INT:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if type == FLOAT:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if type == FLAG:
+        return isinstance(value, (bool, np.bool_))
+    if type == TEXT:
+        return isinstance(value, str)
+    if pa.types.is_list(type):
+        return isinstance(value, (list, tuple, np.ndarray)) and all(
+            item is not None and _fits(item, type.value_type) for item in value)
+    return False
+
+
+def check_row(row: Mapping, schema: pa.Schema) -> None:
+    """Raise SchemaError unless every value of ``row`` fits its column: declared, of the column's type (integers
+    for integer columns, booleans for flags; None is allowed everywhere), and one of its allowed values."""
+    experiment = row.get("experiment", "?")
+    for name, value in row.items():
+        index = schema.get_field_index(name)
+        if index < 0:
+            raise SchemaError(f"{experiment} row: column {name!r} is not declared in the schema")
+        if value is None:
+            continue
+        field = schema.field(index)
+        if not _fits(value, field.type):
+            raise SchemaError(f"{experiment} row: column {name!r} holds {type(value).__name__} {value!r:.60}, "
+                              f"not {field.type}")
+        allowed = allowed_values(field)
+        if allowed:
+            items = value if pa.types.is_list(field.type) else [value]
+            for item in items:
+                if item not in allowed:
+                    raise SchemaError(f"{experiment} row: column {name!r} holds {item!r}; allowed: "
+                                      f"{', '.join(allowed)}")
+
+
+def describe(schema: pa.Schema) -> list[tuple[str, str, str]]:
+    """(name, type, what it holds) for every column: the data dictionary."""
+    return [(field.name, str(field.type), (field.metadata or {}).get(b"doc", b"").decode()) for field in schema]
