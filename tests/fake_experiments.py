@@ -1,32 +1,138 @@
-"""Experiments without a GPU, importable by an isolated sweep's child process (tests of fault isolation)."""
+"""Experiments and a GPU without a GPU, for tests of the runner (fault isolation, interruption, resume).
+
+Everything here is module-level (functions, ``functools.partial`` of them), because an isolated sweep pickles the
+experiment to a child process, which imports this module to unpickle it (tests/ is on its path).
+"""
+
+from __future__ import annotations
 
 import os
 import time
+from functools import partial
 
 import pandas as pd
 
+from bench import runner
 from bench.experiments import Experiment
+from bench.schema import FLOAT, INT, TEXT, column
+from bench.timing import Samples
+
+N = tuple(range(5))
+STICKY_ERROR = "CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered"
+MEMORY_ERROR = "CUDARuntimeError: cudaErrorMemoryAllocation: out of memory"
 
 
-def _rows(configs, fail_after=None, how=None, pause_s=0.0):
+def sample_columns() -> dict:
+    return Samples([1.0, 1.1, 0.9], "ms", "gpu", "fake time", "converged").columns()
+
+
+def rows(configs, context, fail_after=None, how=None, pause_s=0.0, extra=None):
+    """One ok row per configuration, until the ``fail_after``-th: then crash (``how="crash"``) or raise ``how``."""
     for index, config in enumerate(configs):
         if index == fail_after:
             if how == "crash":
                 os._exit(3)  # what a process killed by a fault looks like from outside
+            if how == "interrupt":
+                raise KeyboardInterrupt
             raise RuntimeError(how)
         time.sleep(pause_s)
-        yield {**config, "samples_ms": [1.0, 1.1, 0.9], "median_ms": 1.0, "status": "ok", "error": ""}
+        yield {**config, **sample_columns(), "status": "ok", "error": "", **(extra or {})}
 
 
-def _experiment(name, run):
-    return Experiment(name=name, description=name, axes={"n": tuple(range(5))}, run=run,
-                      memory_needed=lambda configs: (0, 0), headline=lambda rows: pd.DataFrame(), size_axis="")
+def orphaning_rows(configs, context):
+    """One row, then the process dies while a process it forked keeps the pipe to the parent open a while."""
+    for index, config in enumerate(configs):
+        if index == 1:
+            if os.fork() == 0:
+                time.sleep(3.0)
+                os._exit(0)
+            os._exit(4)
+        yield {**config, **sample_columns(), "status": "ok", "error": ""}
 
 
-CRASHING = _experiment("crashing", lambda configs, timer: _rows(configs, 2, "crash"))
-STICKY = _experiment("sticky", lambda configs, timer: _rows(
-    configs, 2, "CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered"))
-OUT_OF_MEMORY = _experiment("out-of-memory", lambda configs, timer: _rows(
-    configs, 1, "CUDARuntimeError: cudaErrorMemoryAllocation: out of memory"))
-FINE = _experiment("fine", lambda configs, timer: _rows(configs))
-SLOW = _experiment("slow", lambda configs, timer: _rows(configs, pause_s=0.4))
+def rule_rows(configs, context):
+    """Rows that record the stop rules the harness handed the experiment."""
+    for config in configs:
+        yield {**config, **sample_columns(), "status": "ok", "error": "", "note": (
+            f"default={context.rule().min_samples},stage={context.rule('stage').min_samples}")}
+
+
+def bad_rows(configs, context):
+    """The second row does not fit the schema: a text in an integer column, then an undeclared column."""
+    for index, config in enumerate(configs):
+        row = {**config, **sample_columns(), "status": "ok", "error": ""}
+        if index == 1:
+            row["count"] = "many"
+        if index == 3:
+            row["undeclared"] = 1.0
+        yield row
+
+
+def tabled_rows(configs, context):
+    """Rows with side-table entries: a declared table and one nobody declared (dropped)."""
+    for config in configs:
+        yield {**config, **sample_columns(), "status": "ok", "error": "",
+               "_timeline": [{"stream": 0, "chunk": 0, "op": "H2D", "start_ms": 0.0, "end_ms": 1.0}],
+               "_undeclared": [{"x": 1}]}
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"rows": [len(rows)], "ok": [int((rows["status"] == "ok").sum())]})
+
+
+def seconds(config, rule) -> float:
+    return 0.01
+
+
+def no_memory(configs):
+    return 0, 0
+
+
+def huge_memory(configs):
+    return 1 << 50, 0
+
+
+COLUMNS = (column("n", INT, "index"), column("count", INT, "a count"), column("note", TEXT, "a note"),
+           column("value", FLOAT, "a value"))
+
+
+def experiment(name: str, measure, **changes) -> Experiment:
+    fields = {"description": name, "axes": {"n": N}, "columns": COLUMNS, "headline": headline, "seconds": seconds,
+              "memory_needed": no_memory, "size_axis": "", **changes}
+    return Experiment(name=name, measure=measure, **fields)
+
+
+FINE = experiment("fine", rows)
+CRASHING = experiment("crashing", partial(rows, fail_after=2, how="crash"))
+STICKY = experiment("sticky", partial(rows, fail_after=2, how=STICKY_ERROR))
+OUT_OF_MEMORY = experiment("out-of-memory", partial(rows, fail_after=1, how=MEMORY_ERROR))
+SLOW = experiment("slow", partial(rows, pause_s=0.3))
+BAD_ROWS = experiment("bad-rows", bad_rows)
+RULES = experiment("rules", rule_rows, stop_rules={"default": {"min_samples": 3}, "stage": {"min_samples": 7}})
+HUNGRY = experiment("hungry", rows, memory_needed=huge_memory)
+ORPHANING = experiment("orphaning", orphaning_rows)
+INTERRUPTED = experiment("interrupted", partial(rows, fail_after=2, how="interrupt"))
+INTERRUPTED_AT_ONCE = experiment("interrupted-at-once", partial(rows, fail_after=0, how="interrupt"))
+# Side tables need a table bench declares: the overlap experiment's timeline, keyed by one of its axes.
+TABLED = experiment("tabled", tabled_rows, axes={"streams": (1, 2)}, columns=(column("streams", INT, "streams"),),
+                    tables={"timeline": ()})
+
+
+class FakeGpu(runner.Gpu):
+    """A GPU that selects without CUDA; it records what the runner asked of it."""
+
+    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40) -> None:
+        self.uuid, self.free = uuid, free
+        self.selected: list[int] = []
+
+    def select(self, device: int):
+        from synthetic import environment
+
+        self.selected.append(device)
+        return environment(gpu_name="Fake GPU", gpu_uuid=self.uuid, pci_bus_id="")
+
+    def free_bytes(self) -> int:
+        return self.free
+
+    def child_device(self, device: int):
+        return None

@@ -1,32 +1,101 @@
-"""A synthetic bandwidth results frame, shaped like the real thing (for CPU tests of plots and summaries)."""
+"""Synthetic result rows for every experiment, shaped like a sweep's (for CPU tests of headlines, figures, claims,
+compare, report and the store).
+
+Every ``*_records()`` function returns plain dicts that pass :func:`bench.schema.check_row` against
+:func:`bench.store.suite_schema` (tests/test_experiments.py checks that), so they can be written with
+:func:`write`. The ``*_rows()`` functions return the same rows as a DataFrame typed the way :func:`bench.store.read`
+types a file (every column of the suite, integers as ``Int64``, flags as ``boolean``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
-ENV = {"gpu_name": "Test GPU", "driver_version": "580.0", "cuda_runtime": "12.9", "pcie_gen": 5, "pcie_width": 16,
-       "pcie_gen_max": 5, "pcie_width_max": 16, "l2_cache_bytes": 62914560, "run_id": "20261121T000000Z", "git_commit": "abc123"}
+from bench.timing import Samples
+
+RUN_ID = "20261121T000000Z"
+
+ENV = {
+    "gpu_name": "Test GPU", "gpu_uuid": "GPU-00000000-1111-2222-3333-444444444444", "gpu_index": 0,
+    "pci_bus_id": "00000000:01:00.0", "compute_capability": "9.0", "sm_count": 132,
+    "device_memory_bytes": 80 << 30, "l2_cache_bytes": 62914560, "async_engine_count": 3,
+    "driver_version": "580.0", "cuda_driver": "13.0", "cuda_runtime": "12.9", "pcie_gen": 5, "pcie_width": 16,
+    "pcie_gen_max": 5, "pcie_width_max": 16, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "sm_clock_max_mhz": 1980,
+    "mem_clock_max_mhz": 2619, "hostname": "node-a", "python_version": "3.11.7", "cupy_version": "cupy-cuda12x 14",
+    "numba_cuda_version": "numba-cuda 0.30", "numpy_version": "numpy 2.4", "bench_version": "0.1.0",
+    "git_commit": "abc123def4567890",
+}
+RUN = {"run_id": RUN_ID, "wall_s": 0.01}
+MONITOR = {"sm_clock_seen_mhz": 1980, "throttle_reasons": "", "throttled": False, "other_processes": 0}
 
 
-def bandwidth_rows(failed: int = 0) -> pd.DataFrame:
+def environment(**changes):
+    """A :class:`bench.env.Environment` with :data:`ENV`'s values (and ``changes``)."""
+    from bench.env import Environment
+
+    names = {field.name for field in dataclasses.fields(Environment)}
+    assert names == set(ENV), f"ENV is out of date with bench.env.Environment: {names ^ set(ENV)}"
+    return Environment(**{**ENV, **changes})
+
+
+def _row(experiment: str, config: dict, samples: Samples | None, **columns) -> dict:
+    measured = samples.columns() if samples is not None else {}
+    return {"experiment": experiment, **config, **measured, "status": "ok", "error": "", **columns, **RUN,
+            **MONITOR, **ENV}
+
+
+def _spread(median: float, n: int = 5, noise: float = 0.002) -> list[float]:
+    """``n`` samples around ``median`` whose median is exactly ``median``."""
+    return [median * (1 + noise * (index - n // 2)) for index in range(n)]
+
+
+def _failed(row: dict, unit: str, clock: str, metric: str, error: str) -> dict:
+    return {**row, **Samples.missing(unit, clock, metric), "status": "failed", "error": error}
+
+
+# --- bandwidth ------------------------------------------------------------------------------------------------
+
+def bandwidth_records(failed: int = 0, sizes=tuple(1 << p for p in range(12, 31, 2))) -> list[dict]:
     rows = []
     peak = {"pinned": 55.0, "registered": 54.0, "pageable": 20.0, "device": 2000.0}
     for host_memory, directions in (("pinned", ("H2D", "D2H", "BIDIR")), ("registered", ("H2D", "D2H", "BIDIR")),
                                     ("pageable", ("H2D", "D2H", "BIDIR")), ("device", ("D2D",))):
         for direction in directions:
-            for power in range(12, 31):
-                nbytes = 1 << power
+            for nbytes in sizes:
                 copies = 2 if direction == "BIDIR" else 1
                 gbps = copies * peak[host_memory] * nbytes / (nbytes + 200_000)
                 median = copies * nbytes / (gbps * 1e6)
-                rows.append({"experiment": "bandwidth", "host_memory": host_memory, "direction": direction,
-                             "bytes": nbytes, "samples_ms": [median] * 3, "median_ms": median,
-                             "min_ms": median * 0.98, "max_ms": median * 1.03, "gbps": gbps, "status": "ok",
-                             "verified": True, "error": "", **ENV})
-    for row in rows[:failed]:
-        row.update(status="failed", gbps=float("nan"), error="data mismatch after copy")
-    return pd.DataFrame(rows)
+                samples = Samples(_spread(median), "ms", "gpu", "GPU time per copy", "converged", 1,
+                                  host_memory != "pageable")
+                bidir = {"h2d_gbps": gbps / 2, "d2h_gbps": gbps / 2} if direction == "BIDIR" else {}
+                rows.append(_row("bandwidth", {"host_memory": host_memory, "direction": direction, "bytes": nbytes},
+                                 samples, gbps=gbps, verified=True, **bidir))
+    for index in range(failed):
+        rows[index] = _failed({**rows[index], "gbps": math.nan, "verified": False}, "ms", "gpu", "GPU time per copy",
+                              "data mismatch after copy")
+    return rows
 
 
-def overlap_rows() -> pd.DataFrame:
+# --- launch ---------------------------------------------------------------------------------------------------
+
+def launch_records() -> list[dict]:
+    costs = {"dispatcher": 9.0, "precompiled": 2.5, "graph": 0.4}
+    return [_row("launch", {"path": path}, Samples(_spread(cost), "us", "host", "host time per kernel launch",
+                                                     "time_cap", 100), launches_per_sample=100)
+            for path, cost in costs.items()]
+
+
+# --- overlap --------------------------------------------------------------------------------------------------
+
+OVERLAP_AXES = ("total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream", "streams")
+
+
+def overlap_records() -> list[dict]:
     """Pinned pipelines whose efficiency grows with streams and chunks; pageable ones that barely overlap."""
     rows = []
     for host_memory in ("pinned", "pageable"):
@@ -37,73 +106,210 @@ def overlap_rows() -> pd.DataFrame:
                     efficiency = 0.35 if streams == 1 else min(0.95, 0.35 + 0.1 * streams * chunks_per_stream / 2)
                 else:
                     efficiency = 0.3 + 0.01 * streams
-                makespan = bound / efficiency
-                if streams == 1:
-                    makespan = serial
-                rows.append({"experiment": "overlap", "total_bytes": 256 << 20, "compute_ratio": 1.0,
-                             "host_memory": host_memory, "allocator": "malloc", "launch": "eager",
-                             "chunks_per_stream": chunks_per_stream, "streams": streams, "makespan_ms": makespan,
-                             "bound_ms": bound, "serial_ms": serial, "speedup": serial / makespan,
-                             "efficiency": bound / makespan, "concurrency": 0.5, "status": "ok", **ENV})
-    return pd.DataFrame(rows)
+                makespan = serial if streams == 1 else bound / efficiency
+                config = {"total_bytes": 256 << 20, "compute_ratio": 1.0, "host_memory": host_memory,
+                          "allocator": "malloc", "launch": "eager", "chunks_per_stream": chunks_per_stream,
+                          "streams": streams}
+                samples = Samples(_spread(makespan), "ms", "gpu", "GPU time of one pipeline run (makespan)",
+                                  "converged", 1, host_memory == "pinned")
+                rows.append(_row(
+                    "overlap", config, samples, chunks=streams * chunks_per_stream,
+                    chunk_bytes=(256 << 20) // (streams * chunks_per_stream), makespan_ms=makespan,
+                    speedup=serial / makespan, efficiency=bound / makespan, concurrency=0.5, serial_ms=serial,
+                    bound_ms=bound, h2d_ms=5.0, kernel_ms=5.0, d2h_ms=5.0, h2d_duplex_ms=5.2, d2h_duplex_ms=5.25,
+                    kernel_split_ms=4.7, kernel_rounds=200, compute_ratio_measured=1.0, host_enqueue_ms=0.2,
+                    launch_host_us=2.5, verified=True))
+    return rows
 
 
-def overlap_timeline(rows: pd.DataFrame) -> pd.DataFrame:
+def overlap_timeline_records(rows) -> list[dict]:
     """A plausible per-op timeline for every row: chunk c on stream c % streams, ops back to back per stream."""
-    keys = ["total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream", "streams"]
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows
     ops = []
-    for _, row in rows.iterrows():
-        chunks = row["streams"] * row["chunks_per_stream"]
+    for row in records:
+        streams, chunks = int(row["streams"]), int(row["streams"]) * int(row["chunks_per_stream"])
         for chunk in range(chunks):
-            stream, start = chunk % row["streams"], 0.3 * (chunk // row["streams"]) + 0.05 * chunk
+            stream, start = chunk % streams, 0.3 * (chunk // streams) + 0.05 * chunk
             for kind, length in (("H2D", 0.1), ("kernel", 0.1), ("D2H", 0.1)):
-                ops.append({**row[keys].to_dict(), "stream": stream, "chunk": chunk, "op": kind,
-                            "start_ms": start, "end_ms": start + length})
+                ops.append({"experiment": "overlap", "run_id": row["run_id"],
+                            **{axis: _plain(row[axis]) for axis in OVERLAP_AXES},
+                            "stream": stream, "chunk": chunk, "op": kind, "start_ms": start, "end_ms": start + length})
                 start += length
-    return pd.DataFrame(ops)
+    return ops
 
 
-def blocking_rows() -> pd.DataFrame:
-    """Host verdicts shaped like the real thing: syncs wait, pageable D2H on the spinning stream waits, the rest
-    return; plus a serialization frame where cudaMalloc serializes the kernels."""
-    from bench.calls import catalog
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+# --- blocking and serialization --------------------------------------------------------------------------------
+
+def blocking_records() -> list[dict]:
+    """Host verdicts shaped like the real thing: syncs and cudaFree wait, pageable copies on the spinning stream
+    wait, the rest return; and serialization rows where cudaMalloc (and every call that held the host) keeps the two
+    kernels apart."""
+    from bench.calls import catalog, documented_serializes, documented_waits
 
     rows = []
     for call in catalog().values():
         for placement in call.placements:
             for spin in ("blocking", "non-blocking"):
+                config = {"call": call.name, "placement": placement, "spin_stream": spin}
+                common = {"api": call.api, "spin_ms": 20.0, "docs": call.docs, "source": call.source}
                 waits = call.api in ("cudaDeviceSynchronize", "cudaFree") or (
                     placement == "same" and (call.api == "cudaStreamSynchronize" or "pageable" in call.name))
                 host_ms = 19.9 if waits else 0.004
-                rows.append({"experiment": "blocking", "call": call.name, "api": call.api, "placement": placement,
-                             "spin_stream": spin, "host_ms": host_ms, "verdict": "waits-for-device" if waits
-                             else "returns", "matches_docs": "false" if call.api == "cudaFree" else "",
-                             "status": "ok", "error": "", **ENV})
-                serializes = call.api == "cudaMalloc"
-                rows.append({"experiment": "serialization", "call": call.name, "api": call.api,
-                             "placement": placement, "spin_stream": spin, "host_ms": host_ms,
-                             "host_waited": waits, "overlap_ms": 0.0 if serializes or waits else 19.9,
-                             "verdict": "serializes" if serializes or waits else "overlaps",
-                             "matches_docs": "true" if serializes else "", "status": "ok", "error": "", **ENV})
-    return pd.DataFrame(rows)
+                verdict = "waits-for-device" if waits else "returns"
+                docs_waits = documented_waits(call, placement, spin == "blocking")
+                rows.append(_row(
+                    "blocking", config, Samples([host_ms] * 3, "ms", "host", "host time of the call while a kernel "
+                                                "runs", "converged"),
+                    **common, host_ms=host_ms, stable=True,
+                    matches_docs=None if docs_waits is None else docs_waits == waits, spin_left_ms=19.95,
+                    idle_host_ms=0.003, verdict=verdict, verdicts=[verdict] * 3, docs_host=call.docs_host,
+                    docs_waits=docs_waits))
+                serializes = call.api == "cudaMalloc" or waits
+                documented = documented_serializes(call, placement, spin == "blocking")
+                verdict = "serializes" if serializes else "overlaps"
+                makespan = 40.0 if serializes else 20.1
+                rows.append(_row(
+                    "serialization", config, Samples([makespan] * 2, "ms", "gpu", "makespan of the two kernels "
+                                                     "(GPU clock)", "converged"),
+                    **common, host_ms=host_ms, stable=True,
+                    matches_docs=None if documented is None else serializes, overlap_ms=0.0 if serializes else 19.9,
+                    overlap_ms_samples=[0.0 if serializes else 19.9] * 2, makespan_ms=makespan, host_waited=waits,
+                    verdict=verdict, verdicts=[verdict] * 2, docs_serializes=documented))
+    return rows
+
+
+# --- alloc ----------------------------------------------------------------------------------------------------
+
+def alloc_records(async_cheaper: bool = True) -> list[dict]:
+    """Single round trips for every API; loops where mallocAsync (threshold max) is cheaper than cudaMalloc (or,
+    with ``async_cheaper=False``, dearer)."""
+    rows = []
+    pooled = 2.0 if async_cheaper else 90.0
+    for nbytes in (1 << 10, 1 << 20, 32 << 20):
+        for api, threshold, cost in (("cudaMalloc", "none", 50.0), ("cudaMallocAsync", "0", 30.0),
+                                     ("cudaMallocAsync", "max", pooled), ("cudaHostAlloc", "none", 200.0),
+                                     ("cudaHostRegister", "none", 80.0)):
+            config = {"api": api, "release_threshold": threshold, "pattern": "single", "bytes": nbytes}
+            total = cost * (1 + nbytes / 2**28)
+            rows.append(_row("alloc", config, Samples(_spread(total), "us", "host", "host time of one allocate + "
+                                                      "free round trip", "time_cap"),
+                             alloc_us=total * 0.6, free_us=total * 0.4, alloc_us_samples=_spread(total * 0.6),
+                             free_us_samples=_spread(total * 0.4)))
+            if api.startswith("cudaMalloc"):
+                config = {**config, "pattern": "loop"}
+                rows.append(_row("alloc", config, Samples(_spread(cost + 20), "us", "host", "host time per "
+                                                          "(allocate, kernel, free) iteration", "converged"),
+                                 iterations=50, gpu_us_per_iteration=cost, gpu_us_per_iteration_samples=_spread(cost)))
+    return rows
+
+
+# --- graphs ---------------------------------------------------------------------------------------------------
+
+def graphs_records(wrong_results: int = 0) -> list[dict]:
+    rows = []
+    for iterations in (10, 100):
+        for nbytes in (1 << 20, 16 << 20):
+            for launch, per_iteration in (("eager", 0.008), ("graph", 0.005)):
+                config = {"case": "malloc-loop", "launch": launch, "iterations": iterations, "bytes": nbytes}
+                rows.append(_row("graphs", config, Samples(_spread(iterations * per_iteration), "ms", "gpu",
+                                                           "GPU time of the whole loop", "converged"),
+                                 graph_equals_eager=True, wrong_results=0, verified=True,
+                                 host_enqueue_ms=0.04 * iterations if launch == "eager" else 0.005))
+            rows.append(_row("graphs", {"case": "stream-order", "launch": "eager", "iterations": iterations,
+                                        "bytes": nbytes}, None, trials=iterations, wrong_results=wrong_results))
+    rows.append(_row("graphs", {"case": "sync-in-capture", "launch": "graph", "iterations": 10, "bytes": 1 << 20},
+                     None, sync_error="cudaErrorStreamCaptureUnsupported: operation not permitted when stream is "
+                                      "capturing",
+                     capture_state_after_sync="invalidated", end_capture_error="cudaErrorStreamCaptureInvalidated",
+                     usable_after=True, verified=True))
+    return rows
+
+
+# --- all of them ----------------------------------------------------------------------------------------------
+
+RECORDS = {"bandwidth": bandwidth_records, "launch": launch_records, "overlap": overlap_records,
+           "blocking": lambda: [row for row in blocking_records() if row["experiment"] == "blocking"],
+           "serialization": lambda: [row for row in blocking_records() if row["experiment"] == "serialization"],
+           "alloc": alloc_records, "graphs": graphs_records}
+
+
+def records(name: str) -> list[dict]:
+    """Synthetic rows of the experiment ``name``."""
+    return RECORDS[name]()
+
+
+def all_records() -> list[dict]:
+    return [row for name in RECORDS for row in records(name)]
+
+
+def failed_records(name: str) -> list[dict]:
+    """Rows of ``name`` as a sweep keeps them when the experiment's process died before measuring anything: the
+    configuration, status failed, the run's columns."""
+    from bench.experiments import registry
+
+    experiment = registry()[name]
+    out = []
+    for row in records(name):
+        config = {axis: row[axis] for axis in experiment.axes}
+        out.append({"experiment": name, **config, "status": "failed", "error": "not measured: the process ended",
+                    **RUN, **ENV})
+    return out
+
+
+def tagged(rows: list[dict], **changes) -> list[dict]:
+    """The rows with some columns changed: ``tagged(rows, run_id="r2", hostname="node-b")``."""
+    return [{**row, **changes} for row in rows]
+
+
+def frame(rows: list[dict], extra=()) -> pd.DataFrame:
+    """Rows as :func:`bench.store.read` returns them: every suite column, integers ``Int64``, flags ``boolean``."""
+    from bench import store
+
+    schema = store.suite_schema(extra)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    types = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    return store.typed(table.to_pandas(types_mapper=types.get), schema)
+
+
+def write(path: Path, rows: list[dict], run_id: str = RUN_ID, extra=(), **metadata) -> Path:
+    """Write rows as a results file (schema version 2); ``run_id`` goes into the file's metadata (the rows keep
+    their own, see :func:`tagged`)."""
+    from bench import store
+
+    store.write(Path(path), rows, store.suite_schema(extra), {"run_id": run_id, **metadata})
+    return Path(path)
+
+
+# The frames older tests know by name.
+
+def bandwidth_rows(failed: int = 0) -> pd.DataFrame:
+    return frame(bandwidth_records(failed))
+
+
+def launch_rows() -> pd.DataFrame:
+    return frame(launch_records())
+
+
+def overlap_rows() -> pd.DataFrame:
+    return frame(overlap_records())
+
+
+def overlap_timeline(rows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(overlap_timeline_records(rows))
+
+
+def blocking_rows() -> pd.DataFrame:
+    """blocking and serialization rows."""
+    return frame(blocking_records())
 
 
 def alloc_and_graphs_rows() -> pd.DataFrame:
-    rows = []
-    for nbytes in (1 << 10, 1 << 20, 1 << 30):
-        for api, threshold, cost in (("cudaMalloc", "none", 50.0), ("cudaMallocAsync", "0", 30.0),
-                                     ("cudaMallocAsync", "max", 2.0), ("cudaHostAlloc", "none", 200.0),
-                                     ("cudaHostRegister", "none", 80.0)):
-            rows.append({"experiment": "alloc", "api": api, "release_threshold": threshold, "pattern": "single",
-                         "bytes": nbytes, "cycle_us": cost * (1 + nbytes / 2**28), "status": "ok", "error": "", **ENV})
-            if api.startswith("cudaMalloc"):
-                rows.append({"experiment": "alloc", "api": api, "release_threshold": threshold, "pattern": "loop",
-                             "bytes": nbytes, "host_us_per_iteration": cost + 20, "gpu_us_per_iteration": cost,
-                             "status": "ok", "error": "", **ENV})
-    rows.append({"experiment": "graphs", "case": "stream-order", "iterations": 100, "bytes": 1 << 20, "trials": 100,
-                 "wrong_results": 0, "status": "ok", "error": "", **ENV})
-    rows.append({"experiment": "graphs", "case": "sync-in-capture", "iterations": 10, "bytes": 1 << 20,
-                 "sync_error": "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing",
-                 "capture_state_after_sync": "invalidated", "end_capture_error": "cudaErrorStreamCaptureInvalidated",
-                 "status": "ok", "error": "", **ENV})
-    return pd.DataFrame(rows)
+    return frame(alloc_records() + graphs_records())
+
+
+def all_rows() -> pd.DataFrame:
+    return frame(all_records())

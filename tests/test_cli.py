@@ -1,14 +1,17 @@
-"""Bad input: one line on stderr, exit 2, no traceback, nothing written."""
+"""``python -m bench sweep`` and ``env`` from the command line: a mistake is one line on stderr, exit 2, no traceback,
+nothing written; plan mistakes are reported before the GPU is looked for. (plot, claims, compare and report:
+tests/test_analysis_cli.py.)"""
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+
+from bench import cli, runner, store
+from bench import plan as planning
+from fake_experiments import FINE, FakeGpu
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -19,138 +22,122 @@ def bench(*args, cwd):
                           text=True, timeout=120)
 
 
-def assert_usage_error(result, cwd, fragment):
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bench: error: "), result.stderr
-    assert fragment in lines[0] and "Traceback" not in result.stderr
-    assert not (Path(cwd) / "results").exists() and not (Path(cwd) / "plots").exists()
+def assert_usage_error(status, stderr, fragment, cwd, before=()):
+    assert status == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench: error: "), stderr
+    assert fragment in lines[0] and "Traceback" not in stderr, lines[0]
+    assert sorted(path.name for path in Path(cwd).iterdir()) == sorted(before)  # nothing written
 
 
-@pytest.mark.parametrize("args,fragment", [
+@pytest.fixture
+def main(tmp_path, monkeypatch, capsys):
+    """``bench`` in this process, in an empty directory: (exit status, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps its lines at the terminal's width
+
+    def call(*args):
+        status = cli.main(list(args))
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return call
+
+
+@pytest.mark.parametrize("args, fragment", [
     (["sweep", "--experiments", "nope"], "unknown experiment 'nope'"),
+    (["sweep", "--experiments", "bandwidth,bandwidth"], "experiment 'bandwidth' is named twice"),
+    (["sweep", "--quick", "--full"], "argument --full: not allowed with argument --quick"),
+    (["sweep", "--budget", "0"], "'0' is not a positive finite number"),
+    (["sweep", "--budget", "nan"], "'nan' is not a positive finite number"),
+    (["sweep", "--budget", "inf"], "'inf' is not a positive finite number"),
+    (["sweep", "--budget=-1"], "'-1' is not a positive finite number"),
+    (["sweep", "--budget", "soon"], "'soon' is not a number"),
+    (["sweep", "--budget", "5"], "--budget 5: these"),
     (["sweep", "--sizes", "0"], "'0' is not a positive size"),
     (["sweep", "--sizes=-4K"], "'-4K' is not a positive size"),
     (["sweep", "--sizes", "-4K"], "expected one argument"),
     (["sweep", "--sizes", "lots"], "'lots' is not a size"),
+    (["sweep", "--sizes", "1M:4K"], "the range's start is above its end"),
     (["sweep", "--device", "x"], "invalid int value"),
     (["sweep", "--axis", "streams"], "expected NAME=V1,V2"),
+    (["sweep", "--axis", "streams="], "expected NAME=V1,V2"),
+    (["sweep", "--axis", "=1"], "expected NAME=V1,V2"),
     (["sweep", "--axis", "colour=red"], "unknown axis 'colour'"),
     (["sweep", "--axis", "host_memory=floppy"], "'floppy' is not a value of host_memory"),
-    (["sweep", "--axis", "streams=0"], "must be positive"),
+    (["sweep", "--axis", "streams=0"], "must be a positive finite number"),
+    (["sweep", "--axis", "compute_ratio=nan"], "compute_ratio='nan' must be a positive finite number"),
+    (["sweep", "--axis", "compute_ratio=-inf"], "must be a positive finite number"),
     (["sweep", "--axis", "streams=many"], "is not a number"),
+    (["sweep", "--experiments", "launch", "--axis", "streams=1"], "unknown axis 'streams'; the selected "
+                                                                  "experiments have path"),
+    (["sweep", "--resume", "missing.parquet"], "cannot read results file missing.parquet"),
     (["sweep", "--frobnicate"], "unrecognized arguments"),
     (["teleport"], "invalid choice"),
     ([], "required"),
-    (["plot"], "no results files"),
-    (["plot", "missing.parquet"], "cannot read results file"),
-    (["compare", "missing.parquet", "other.parquet"], "cannot read results file"),
-    (["compare", "only-one.parquet"], "required: new"),
-    (["compare", "a.parquet", "b.parquet", "--fail-above", "-5"], "zero or positive"),
-    (["compare", "a.parquet", "b.parquet", "--fail-above", "lots"], "invalid float value"),
-    (["report", "missing.parquet"], "cannot read results file"),
-    (["report"], "no results files"),
-    (["sweep", "--resume", "missing.parquet"], "cannot read results file"),
-    (["claims", "missing.parquet"], "cannot read results file"),
 ])
-def test_usage_errors(tmp_path, args, fragment):
-    assert_usage_error(bench(*args, cwd=tmp_path), tmp_path, fragment)
+def test_sweep_usage_errors(main, tmp_path, args, fragment):
+    status, out, err = main(*args)
+    assert_usage_error(status, err, fragment, tmp_path)
+    assert "no CUDA GPU" not in err  # argument and plan errors come before the GPU is looked for
 
 
-@pytest.mark.parametrize("command", [["plot"], ["report"], ["compare", "{}", "{}"], ["compare", "good.parquet", "{}"],
-                                     ["claims"], ["sweep", "--resume"]])
-def test_foreign_newer_and_non_parquet_files(tmp_path, command):
-    from bench import store
-    from synthetic import bandwidth_rows
-
-    pq.write_table(pa.table({"a": [1]}), tmp_path / "foreign.parquet")
-    newer = pa.table({"a": [1]}).replace_schema_metadata({b"bench": json.dumps({"schema_version": 99})})
-    pq.write_table(newer, tmp_path / "newer.parquet")
-    (tmp_path / "notes.parquet").write_text("not parquet")
-    store.write(tmp_path / "good.parquet", bandwidth_rows().head(3).to_dict("records"), {"run_id": "x"})
-    for name, fragment in (("foreign", "not a bench results file"), ("newer", "schema version 99"),
-                           ("notes", "cannot read results file")):
-        args = [word.format(f"{name}.parquet") for word in command]
-        if "{}" not in " ".join(command):
-            args.append(f"{name}.parquet")
-        assert_usage_error(bench(*args, cwd=tmp_path), tmp_path, fragment)
+def test_an_existing_out_file_is_refused_before_the_gpu(main, tmp_path):
+    (tmp_path / "r.parquet").write_bytes(b"results")
+    status, out, err = main("sweep", "--out", "r.parquet")
+    assert_usage_error(status, err, "--out: r.parquet already exists; bench never overwrites results", tmp_path,
+                       ["r.parquet"])
+    assert (tmp_path / "r.parquet").read_bytes() == b"results"
 
 
-def test_compare_without_common_configurations(tmp_path):
-    from bench import store
-    from synthetic import bandwidth_rows
-
-    rows = bandwidth_rows()
-    store.write(tmp_path / "a.parquet", rows.head(3).to_dict("records"), {"run_id": "a"})
-    store.write(tmp_path / "b.parquet", rows.tail(3).to_dict("records"), {"run_id": "b"})
-    assert_usage_error(bench("compare", "a.parquet", "b.parquet", cwd=tmp_path), tmp_path, "no timed configuration")
+def test_an_unwritable_out_is_refused(main, tmp_path):
+    (tmp_path / "file").write_text("")
+    status, out, err = main("sweep", "--out", "file/results")
+    assert_usage_error(status, err, "is a file, not a directory", tmp_path, ["file"])
 
 
-def test_report_writes_one_file_and_refuses_an_unwritable_place(tmp_path):
-    from bench import store
-    from synthetic import bandwidth_rows
-
-    store.write(tmp_path / "results" / "r.parquet", bandwidth_rows().to_dict("records"), {"run_id": "x"})
-    result = bench("report", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["report.html"]
-    target = "/proc/bench-report/report.html" if os.geteuid() == 0 else str(tmp_path / "results" / "x" / "r.html")
-    if os.geteuid() != 0:
-        (tmp_path / "results").chmod(0o500)
-    result = bench("report", "--out", target, cwd=tmp_path)
-    assert result.returncode == 2 and "cannot write to" in result.stderr
+def test_sweep_and_env_without_a_gpu(main, tmp_path, no_gpu):
+    for args in (["sweep"], ["sweep", "--quick", "--experiments", "launch"], ["sweep", "--budget", "100"], ["env"]):
+        status, out, err = main(*args)
+        assert_usage_error(status, err, "no CUDA GPU visible", tmp_path)
 
 
-def test_sweep_without_gpu(tmp_path, no_gpu):
-    assert_usage_error(bench("sweep", cwd=tmp_path), tmp_path, "no CUDA GPU visible")
-    assert_usage_error(bench("env", cwd=tmp_path), tmp_path, "no CUDA GPU visible")
+def test_usage_errors_from_a_real_process(tmp_path, no_gpu):
+    result = bench("sweep", "--axis", "compute_ratio=nan", cwd=tmp_path)
+    assert_usage_error(result.returncode, result.stderr, "must be a positive finite number", tmp_path)
+    result = bench("sweep", "--quick", cwd=tmp_path)
+    assert_usage_error(result.returncode, result.stderr, "no CUDA GPU visible", tmp_path)
 
 
-def test_unwritable_output_directory(tmp_path):
-    if os.geteuid() == 0:
-        target = Path("/proc/bench-results")  # not writable even for root
-    else:
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o500)
-        target = locked / "results"
-    assert_usage_error(bench("sweep", "--out", str(target), cwd=tmp_path), tmp_path, "cannot write to")
+# --- a whole sweep through the command line, on a fake GPU -------------------------------------------------------
 
 
-def test_plot_writes_figures(tmp_path):
-    from bench import store
-    from synthetic import bandwidth_rows
-
-    store.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet",
-                bandwidth_rows().to_dict("records"), {"run_id": "x"})
-    result = bench("plot", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["bandwidth.png", "bandwidth.svg"]
+@pytest.fixture
+def fake_suite(monkeypatch):
+    """The command line's sweep with one fake experiment and a fake GPU."""
+    monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE})
+    monkeypatch.setattr(runner, "Gpu", FakeGpu)
 
 
-def test_claims_from_a_results_file_needs_no_gpu(tmp_path):
-    import pandas as pd
-
-    from bench import store
-    from synthetic import alloc_and_graphs_rows, blocking_rows
-
-    rows = pd.concat([blocking_rows(), alloc_and_graphs_rows()], ignore_index=True)
-    store.write(tmp_path / "r.parquet", rows.to_dict("records"), {"run_id": "synthetic"})
-    result = bench("claims", "r.parquet", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "cudaGetLastError waits for running kernels: FALSE" in result.stdout
-    assert "NOT MEASURED" not in result.stdout and not (tmp_path / "results").exists()
-
-
-def test_claims_with_missing_experiments_and_no_gpu(tmp_path, no_gpu):
-    result = bench("claims", cwd=tmp_path)
-    assert_usage_error(result, tmp_path, "GPU")
+def test_a_sweep_from_the_command_line(main, tmp_path, fake_suite):
+    status, out, err = main("sweep", "--quick", "--axis", "n=1,3")
+    assert status == 0, err
+    (path,) = (tmp_path / "results").iterdir()
+    assert path.name.endswith("-Fake-GPU.parquet")
+    rows = store.read(path)
+    assert list(rows["n"]) == [1, 3] and (rows["status"] == "ok").all() and list(rows["n_samples"]) == [3, 3]
+    metadata = store.read_metadata(path)
+    assert metadata["mode"] == "quick" and metadata["complete"] is True and metadata["command"].startswith(
+        "python -m bench")
+    assert metadata["stop_rules"]["fine"]["default"]["time_cap_s"] == planning.QUICK_CAPS["time_cap_s"]
+    words = " ".join(out.split())
+    assert "2 configurations written to" in words and "fine on Fake GPU" in words
+    status, out, err = main("sweep", "--out", str(path))
+    assert_usage_error(status, err, "already exists", tmp_path, ["results"])
 
 
-def test_memory_checks_device_then_host():
-    from bench import sweep
-    from bench.cli import memory_problem
-
-    plans = sweep.plan(["bandwidth"], sizes=[1 << 30])  # two 1 GiB buffers on each side, random-fill scratch
-    assert memory_problem(plans, "GPU", device_free=8 << 30, host_available=8 << 30) is None
-    assert "needs 2.2 GiB of device memory; GPU has 1 GiB free" in memory_problem(plans, "GPU", 1 << 30, 8 << 30)
-    assert "needs 2 GiB of host memory; 1 GiB is available" in memory_problem(plans, "GPU", 8 << 30, 1 << 30)
+def test_a_sweep_with_a_budget_and_an_out_file(main, tmp_path, fake_suite):
+    status, out, err = main("sweep", "--budget", "100", "--out", "run.parquet")
+    assert status == 0, err
+    assert len(store.read(tmp_path / "run.parquet")) == len(FINE.axes["n"])
+    assert store.read_metadata(tmp_path / "run.parquet")["budget_s"] == 100

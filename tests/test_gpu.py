@@ -1,6 +1,7 @@
 """The real thing, at small sizes. Skipped (with the reason) where no GPU is visible."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +12,9 @@ import pandas as pd
 import pytest
 
 pytestmark = pytest.mark.gpu
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+ROOT = Path(__file__).resolve().parents[1]
+SRC = str(ROOT / "src")
+TESTS = str(ROOT / "tests")
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +22,27 @@ def cupy():
     import cupy
 
     return cupy
+
+
+def quick_context(**changes):
+    from bench.timing import Context, StopRule
+
+    rule = StopRule(min_samples=5, time_cap_s=0.1).replace(**changes)
+    return Context({"default": rule, "stage": rule})
+
+
+def rows_of(name: str, configs, context=None) -> pd.DataFrame:
+    """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
+    from bench import store
+    from bench.experiments import registry
+    from bench.schema import check_row
+
+    rows = list(registry()[name].measure(configs, context or quick_context()))
+    schema = store.suite_schema()
+    for row in rows:
+        check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
+                  schema)
+    return store.typed(pd.DataFrame(rows), schema)
 
 
 def _finished(runtime, event) -> bool:
@@ -30,6 +54,8 @@ def _finished(runtime, event) -> bool:
             return False
         raise
 
+
+# --- timing core ---------------------------------------------------------------------------------------------
 
 def test_gate_holds_work_until_opened(cupy):
     from cupy.cuda import runtime
@@ -61,9 +87,49 @@ def test_gate_watchdog_expires(cupy):
     gate.close(stream)
     stream.synchronize()  # nobody opens it
     assert 0.15 < time.monotonic() - started < 3
+    gate.open()
     with pytest.raises(MeasurementFailed, match="watchdog expired"):
         gate.check()
 
+
+def test_timer_gated_and_ungated_agree_on_a_long_copy(cupy):
+    """A 64 MiB device copy lasts long enough that how Python enqueues it cannot matter: both ways agree."""
+    from cupy.cuda import runtime
+
+    from bench.timing import StopRule, Timer
+
+    src, dst = cupy.ones(64 << 20, cupy.uint8), cupy.empty(64 << 20, cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def enqueue(ops):
+        for _ in range(ops):
+            runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+
+    timer = Timer(StopRule(min_samples=10, time_cap_s=0.5))
+    gated = timer.measure(enqueue, [stream], metric="copy")
+    ungated = timer.measure(enqueue, [stream], metric="copy", gated=False)
+    assert gated.samples.gated and ungated.samples.gated is False
+    assert len(gated.samples.values) >= 10
+    assert abs(gated.median_ms / ungated.median_ms - 1) < 0.03, (gated.median_ms, ungated.median_ms)
+    assert 64 * 2**20 / (gated.median_ms * 1e6) > 200  # GB/s: device memory, not PCIe
+    assert all(wall >= gpu for wall, gpu in zip(gated.wall_ms, gated.samples.values))
+
+
+def test_spin_watch_tells_waiting_from_returning(cupy):
+    from bench.cuda import runtime
+    from bench.timing import SpinWatch
+
+    watch = SpinWatch()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    returned = watch.call_during_spin(stream, 20.0, lambda: None)
+    assert returned.spin_running and returned.host_ms < 1 and 15 < returned.spin_left_ms <= 20
+    waited = watch.call_during_spin(stream, 20.0, runtime.deviceSynchronize)
+    assert not waited.spin_running and waited.host_ms > 0.5 * waited.spin_left_ms
+    pair = watch.call_between_spins(stream, cupy.cuda.Stream(non_blocking=True), 20.0, lambda: None)
+    assert pair.overlap_ms > 15 and pair.makespan_ms < 30 and not pair.host_waited
+
+
+# --- memory -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["pinned", "pageable", "registered"])
 def test_host_memory_round_trip(cupy, kind):
@@ -79,7 +145,6 @@ def test_host_memory_round_trip(cupy, kind):
         runtime.memcpy(dev.ptr, src.ptr, nbytes, runtime.memcpyHostToDevice)
         runtime.memcpy(dst.ptr, dev.ptr, nbytes, runtime.memcpyDeviceToHost)
         assert np.array_equal(dst.array, pattern)
-        assert src.array is not None
     assert src.array is None and dst.array is None
 
 
@@ -102,33 +167,34 @@ def test_device_allocators(cupy):
         DeviceBuffer("mallocAsync", 1024)
 
 
+# --- experiments --------------------------------------------------------------------------------------------
+
 def test_verification_catches_a_wrong_copy(cupy):
     from bench.experiments import bandwidth
 
     with bandwidth._Buffers("pinned", 1 << 20) as buffers:
         (h2d,) = buffers.copies("H2D")
-        assert bandwidth._mismatch([h2d], 1 << 20) is None
+        assert bandwidth.mismatch([h2d], 1 << 20) is None
         buffers.host_src.array[12345] ^= 0xFF  # the source no longer matches the reference
-        message = bandwidth._mismatch([h2d], 1 << 20)
+        message = bandwidth.mismatch([h2d], 1 << 20)
         assert message == "data mismatch after copy: 1 of 1048576 bytes differ (first at offset 12345)"
         # a copy shorter than the verified range leaves poison behind, which the check must see
         (d2d,) = buffers.copies("D2D")
-        short = bandwidth._Copy(d2d.stream, d2d.dst_ptr, d2d.src_ptr, d2d.kind, d2d.dst, d2d.expected)
-        short.dst[: 1 << 20].fill(bandwidth.POISON)
-        short.enqueue(1 << 19)
-        short.stream.synchronize()
-        assert int((short.dst[: 1 << 20] == bandwidth.POISON).sum()) == 1 << 19
+        d2d.dst[: 1 << 20].fill(bandwidth.POISON)
+        d2d.enqueue(1 << 19)
+        d2d.stream.synchronize()
+        assert int((d2d.dst[: 1 << 20] == bandwidth.POISON).sum()) == 1 << 19
 
 
 def test_bandwidth_experiment_small(cupy):
-    from bench import sweep
-    from bench.timing import StopRule, Timer
+    from bench import plan
 
-    (item,) = sweep.plan(["bandwidth"], sizes=[4096, 16 << 20])
-    rows = pd.DataFrame(item.experiment.run(item.configs, Timer(StopRule(min_samples=5, time_cap_s=0.2))))
+    (item,) = plan.make(["bandwidth"], sizes=[4096, 16 << 20])
+    rows = rows_of("bandwidth", item.configs)
     assert len(rows) == 20 and (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
     assert rows["verified"].all() and (rows["n_samples"] >= 5).all()
     assert (rows["gated"] == (rows["host_memory"] != "pageable")).all()
+    assert (rows["unit"] == "ms").all() and (rows["clock"] == "gpu").all()
     big = rows[rows["bytes"] == 16 << 20].set_index(["direction", "host_memory"])["gbps"]
     # Plausibility on any PCIe Gen3+ x16 GPU; on the H200 pinned is ~55 GB/s.
     assert 8 < big["H2D", "pinned"] < 70 and 8 < big["D2H", "pinned"] < 70
@@ -147,62 +213,21 @@ def test_env_collect(cupy):
     assert environment.pcie_width_max > 0 and environment.pcie_gen_max > 0 and environment.l2_cache_bytes > 0
 
 
-def _bench(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
-def test_cli_quick_sweep_then_plot(tmp_path):
-    result = _bench("sweep", "--quick", "--sizes", "64K,4M", "--experiments", "bandwidth,overlap",
-                    "--axis", "host_memory=pinned", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    (path,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
-    rows = pd.read_parquet(path)
-    assert (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
-    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 48
-    timeline = pd.read_parquet(path.with_name(path.stem + ".timeline.parquet"))
-    assert {"stream", "chunk", "op", "start_ms", "end_ms", "streams", "run_id"} <= set(timeline.columns)
-    for column in ("experiment", "direction", "host_memory", "bytes", "samples_ms", "median_ms", "min_ms",
-                   "max_ms", "stdrel", "gbps", "verified", "gpu_name", "driver_version", "cuda_runtime",
-                   "pcie_gen", "pcie_width", "gpu_uuid", "hostname", "git_commit"):
-        assert column in rows.columns, column
-    assert "configurations written to" in result.stdout
-    plotted = _bench("plot", cwd=tmp_path)
-    assert plotted.returncode == 0, plotted.stderr
-    for name in ("bandwidth", "overlap_scaling", "overlap_heatmap", "overlap_timeline"):
-        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 10_000, name
-
-
-def test_cli_size_beyond_device_memory(tmp_path):
-    result = _bench("sweep", "--sizes", "4T", cwd=tmp_path)
-    assert result.returncode == 2 and "of device memory" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
-
-
-def test_cli_bad_device(tmp_path):
-    result = _bench("sweep", "--device", "99", cwd=tmp_path)
-    assert result.returncode == 2 and "--device 99" in result.stderr
-
-
 def test_launch_paths_cost_what_they_should(cupy):
-    from bench.experiments.launch import EXPERIMENT as LAUNCH
-    from bench.timing import Timer
-
-    rows = pd.DataFrame(LAUNCH.run([{"path": p} for p in ("dispatcher", "precompiled", "graph")], Timer()))
-    cost = rows.set_index("path")["host_us_per_launch"]
+    rows = rows_of("launch", [{"path": p} for p in ("dispatcher", "precompiled", "graph")])
+    cost = rows.set_index("path")["median"]
     assert 0 < cost["graph"] < cost["precompiled"] < cost["dispatcher"], cost.to_dict()
+    assert (rows["unit"] == "us").all() and (rows["clock"] == "host").all()
 
 
 def test_overlap_small_pipeline(cupy):
-    from bench import sweep
-    from bench.experiments.overlap import EXPERIMENT as OVERLAP
-    from bench.timing import StopRule, Timer
+    from bench import plan
+    from bench.experiments import registry
 
-    axes = {**OVERLAP.axes, "total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4)}
-    configs = sweep.expand(axes)
-    rows = list(OVERLAP.run(configs, Timer(StopRule(min_samples=3, time_cap_s=0.1))))
-    frame = pd.DataFrame(rows)
+    overlap = registry()["overlap"]
+    axes = {**overlap.axes, "total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4)}
+    configs = plan.expand(axes)
+    frame = rows_of("overlap", configs, quick_context(min_samples=3))
     assert len(frame) == len(configs) == 32
     pinned = frame[frame["host_memory"] == "pinned"]
     assert (pinned["status"] == "ok").all() and pinned["verified"].all(), pinned["error"].tolist()
@@ -216,11 +241,10 @@ def test_overlap_small_pipeline(cupy):
     one = pinned[(pinned["streams"] == 1) & (pinned["launch"] == "eager") & (pinned["allocator"] == "malloc")]
     assert ((one["speedup"] > 0.8) & (one["speedup"] < 1.2)).all(), one["speedup"].tolist()
     assert (ok["efficiency"] < 1.03).all(), ok["efficiency"].max()  # the bound is a lower bound on the makespan
-    assert (ok["kernel_split_ms"] > 0).all()
+    assert (ok["kernel_split_ms"] > 0).all() and (ok["makespan_ms"] == ok["median"]).all()
     best = pinned[(pinned["streams"] == 4) & (pinned["chunks_per_stream"] == 4)]["efficiency"].max()
     assert best > 0.5, best  # without overlap, three equal stages give about 1/3
-    eager = [row for row in rows if row["launch"] == "eager" and row["status"] == "ok"]
-    for row in eager:
+    for _, row in ok[ok["launch"] == "eager"].iterrows():
         kinds = {op["op"] for op in row["_timeline"]}
         assert {"H2D", "kernel", "D2H"} <= kinds and len(row["_timeline"]) >= 3 * row["chunks"]
         assert ("alloc" in kinds) == (row["allocator"] == "mallocAsync")
@@ -235,25 +259,22 @@ def test_overlap_small_pipeline(cupy):
     ("kernel launch", "legacy", "blocking", "returns"),
 ])
 def test_blocking_controls(cupy, call, placement, spin_stream, verdict):
-    from bench.experiments.blocking import EXPERIMENT as BLOCKING
-
-    (row,) = BLOCKING.run([{"call": call, "placement": placement, "spin_stream": spin_stream}], None)
+    rows = rows_of("blocking", [{"call": call, "placement": placement, "spin_stream": spin_stream}])
+    row = rows.iloc[0]
     assert row["status"] == "ok", row["error"]
-    assert row["verdict"] == verdict and row["stable"], row
+    assert row["verdict"] == verdict and row["stable"] and len(row["samples"]) >= 3, row.to_dict()
     if verdict == "waits-for-device":
         assert row["host_ms"] > 0.5 * row["spin_left_ms"]
 
 
 def test_serialization_controls(cupy):
-    from bench.experiments.serialization import EXPERIMENT as SERIALIZATION
-
     configs = [{"call": "(nothing)", "placement": "none", "spin_stream": "non-blocking"},
                {"call": "cudaDeviceSynchronize", "placement": "none", "spin_stream": "non-blocking"},
                {"call": "kernel launch", "placement": "legacy", "spin_stream": "blocking"},
                {"call": "kernel launch", "placement": "legacy", "spin_stream": "non-blocking"}]
-    rows = list(SERIALIZATION.run(configs, None))
-    assert [row["status"] for row in rows] == ["ok"] * 4, [row["error"] for row in rows]
-    nothing, device_sync, null_blocking, null_non_blocking = rows
+    frame = rows_of("serialization", configs)
+    assert list(frame["status"]) == ["ok"] * 4, list(frame["error"])
+    nothing, device_sync, null_blocking, null_non_blocking = (row for _, row in frame.iterrows())
     assert nothing["verdict"] == "overlaps" and nothing["overlap_ms"] > 15
     assert device_sync["verdict"] == "serializes" and device_sync["host_waited"]
     assert null_blocking["verdict"] == "serializes" and not null_blocking["host_waited"]  # NULL stream, on the GPU
@@ -261,90 +282,146 @@ def test_serialization_controls(cupy):
 
 
 def test_graphs_cases(cupy):
-    from bench.experiments.graphs import CASES
-    from bench.experiments.graphs import EXPERIMENT as GRAPHS
-    from bench.timing import StopRule, Timer
-
-    configs = [{"case": case, "iterations": 10, "bytes": 1 << 20} for case in CASES]
-    rows = {row["case"]: row for row in GRAPHS.run(configs, Timer(StopRule(min_samples=3, time_cap_s=0.1)))}
-    assert all(row["status"] == "ok" for row in rows.values()), {c: r["error"] for c, r in rows.items()}
-    loop = rows["malloc-loop"]
-    assert loop["verified"] and loop["graph_equals_eager"] and loop["graph_ms"] > 0 and loop["eager_ms"] > 0
-    assert rows["stream-order"]["wrong_results"] == 0
-    capture = rows["sync-in-capture"]
-    assert capture["sync_error"] and capture["usable_after"], capture
+    configs = [{"case": "malloc-loop", "launch": way, "iterations": 10, "bytes": 1 << 20}
+               for way in ("eager", "graph")]
+    configs += [{"case": "sync-in-capture", "launch": "graph", "iterations": 10, "bytes": 1 << 20},
+                {"case": "stream-order", "launch": "eager", "iterations": 10, "bytes": 1 << 20}]
+    frame = rows_of("graphs", configs)
+    assert (frame["status"] == "ok").all(), list(frame["error"])
+    loops = frame[frame["case"] == "malloc-loop"].set_index("launch")
+    assert loops["verified"].all() and loops["graph_equals_eager"].all() and (loops["median"] > 0).all()
+    assert loops.loc["graph", "host_enqueue_ms"] < loops.loc["eager", "host_enqueue_ms"]
+    assert frame[frame["case"] == "stream-order"]["wrong_results"].iloc[0] == 0
+    capture = frame[frame["case"] == "sync-in-capture"].iloc[0]
+    assert capture["sync_error"] and capture["usable_after"], capture.to_dict()
 
 
 def test_alloc_small_and_threshold_restored(cupy):
     from cupy.cuda import runtime
 
-    from bench.experiments.alloc import EXPERIMENT as ALLOC
-
     configs = [{"api": api, "release_threshold": threshold, "pattern": pattern, "bytes": 1 << 20}
                for api, threshold in (("cudaMalloc", "none"), ("cudaMallocAsync", "0"), ("cudaMallocAsync", "max"))
                for pattern in ("single", "loop")]
     configs.append({"api": "cudaHostRegister", "release_threshold": "none", "pattern": "single", "bytes": 1 << 20})
-    rows = list(ALLOC.run(configs, None))
-    assert all(row["status"] == "ok" for row in rows), [row["error"] for row in rows]
-    for row in rows:
+    frame = rows_of("alloc", configs)
+    assert (frame["status"] == "ok").all(), list(frame["error"])
+    for _, row in frame.iterrows():
         if row["pattern"] == "single":
-            assert 0 < row["alloc_us"] < row["cycle_us"]
+            assert 0 < row["alloc_us"] < row["median"]
         else:
-            assert row["gpu_us_per_iteration"] > 0 and row["host_us_per_iteration"] > 0
+            assert row["gpu_us_per_iteration"] > 0 and row["median"] > 0
     pool = runtime.deviceGetDefaultMemPool(0)
     assert runtime.memPoolGetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold) == 0
 
 
-def test_cli_claims_runs_what_the_results_lack(tmp_path):
-    from bench import store
-    from synthetic import alloc_and_graphs_rows, blocking_rows
+# --- the command line and the runner --------------------------------------------------------------------------
 
-    rows = pd.concat([blocking_rows(), alloc_and_graphs_rows()], ignore_index=True)
-    rows = rows[rows["experiment"] != "graphs"]
-    store.write(tmp_path / "given.parquet", rows.to_dict("records"), {"run_id": "synthetic"})
-    result = _bench("claims", "given.parquet", "--out", "results", cwd=tmp_path)
+def _bench(*args, cwd, timeout=300, **environment):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]), **environment}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _results(directory: Path) -> Path:
+    (path,) = [p for p in directory.glob("*.parquet")]
+    return path
+
+
+def test_cli_quick_sweep_then_plot(tmp_path):
+    result = _bench("sweep", "--quick", "--sizes", "64K,4M", "--experiments", "bandwidth,overlap",
+                    "--axis", "host_memory=pinned", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "measuring what the results lack: graphs" in result.stdout
-    (measured,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
-    assert set(pd.read_parquet(measured)["experiment"]) == {"graphs"}
-    assert "NOT MEASURED" not in result.stdout and "wrong results" in result.stdout
+    assert "plan: " in result.stdout and "wall time of the experiments" in result.stdout
+    path = _results(tmp_path / "results")
+    rows = pd.read_parquet(path)  # plain pandas: integers stay integers
+    assert str(rows["bytes"].dtype) == "Int64" and str(rows["streams"].dtype) == "Int64"
+    assert (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
+    # --sizes replaces each experiment's size axis: overlap's payload too (64 KiB and 4 MiB, 24 pipelines each)
+    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 48
+    timeline = pd.read_parquet(tmp_path / "results" / "_timeline" / path.name)
+    assert {"stream", "chunk", "op", "start_ms", "end_ms", "streams", "run_id"} <= set(timeline.columns)
+    assert len(pd.read_parquet(tmp_path / "results")) == len(rows)  # the directory reads as the main table alone
+    for column in ("samples", "median", "unit", "gbps", "verified", "gpu_name", "driver_version", "cuda_runtime",
+                   "pcie_gen", "gpu_uuid", "hostname", "git_commit", "wall_s", "sm_clock_seen_mhz"):
+        assert rows[column].notna().any(), column
+    plotted = _bench("plot", cwd=tmp_path)
+    assert plotted.returncode == 0, plotted.stderr
+    for name in ("bandwidth", "overlap_scaling", "overlap_heatmap", "overlap_timeline"):
+        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 10_000, name
+    again = _bench("sweep", "--quick", "--experiments", "launch", "--out", str(path), cwd=tmp_path)
+    assert again.returncode == 2 and "already exists" in again.stderr  # never overwrites a results file
+    assert len(pd.read_parquet(path)) == len(rows)
+
+
+def test_cli_size_beyond_device_memory(tmp_path):
+    result = _bench("sweep", "--sizes", "4T", cwd=tmp_path)
+    assert result.returncode == 2 and "of device memory" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
+
+
+def test_cli_bad_device(tmp_path):
+    result = _bench("sweep", "--device", "99", cwd=tmp_path)
+    assert result.returncode == 2 and "--device 99" in result.stderr
+
+
+def test_cli_claims_runs_what_the_results_lack(tmp_path):
+    result = _bench("sweep", "--quick", "--experiments", "alloc", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    given = _results(tmp_path / "results")
+    claimed = _bench("claims", str(given), "--out", "measured", cwd=tmp_path)
+    assert claimed.returncode == 0, claimed.stderr
+    assert "measuring what the results lack: blocking, serialization, graphs" in claimed.stdout
+    measured = pd.read_parquet(_results(tmp_path / "measured"))
+    assert set(measured["experiment"]) == {"blocking", "serialization", "graphs"}
+    assert "NOT MEASURED" not in claimed.stdout and "wrong results" in claimed.stdout
 
 
 def test_benchmark_median_agrees_with_the_sweep(cupy, tmp_path):
     """pytest-benchmark (GPU clock) and the sweep measure the same thing: 16 MiB pinned H2D within 3%."""
     import json
 
-    from bench.experiments.bandwidth import EXPERIMENT as BANDWIDTH
-    from bench.timing import StopRule, Timer
+    from bench.timing import Context
 
-    root = Path(__file__).resolve().parents[1]
     report = tmp_path / "benchmark.json"
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-only", "-p", "no:cacheprovider", "-q",
-                             "-k", "h2d-pinned-16MiB", f"--benchmark-json={report}"], cwd=root, env=env,
+                             "-k", "h2d-pinned-16MiB", f"--benchmark-json={report}"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     (entry,) = json.loads(report.read_text())["benchmarks"]
     benchmark_ms = entry["stats"]["median"] * 1e3
     assert entry["extra_info"]["gbps"] > 40 and entry["extra_info"]["verified"]
-    (row,) = BANDWIDTH.run([{"direction": "H2D", "host_memory": "pinned", "bytes": 16 << 20}], Timer(StopRule()))
+    row = rows_of("bandwidth", [{"direction": "H2D", "host_memory": "pinned", "bytes": 16 << 20}], Context()).iloc[0]
     assert row["status"] == "ok"
-    assert abs(benchmark_ms / row["median_ms"] - 1) < 0.03, (benchmark_ms, row["median_ms"])
+    assert abs(benchmark_ms / row["median"] - 1) < 0.03, (benchmark_ms, row["median"])
     assert 0.2 < benchmark_ms < 0.4  # GPU time of a 16 MiB copy at ~55 GB/s: ~0.3 ms
 
 
-def test_cli_injected_illegal_address_ends_only_its_experiment(tmp_path):
+INJECTED = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from bench.runner import Request, Runner
+from faults import with_fault
+runner = Runner(Request(["bandwidth", "launch", "graphs"], "quick", sizes=[1 << 20], out=Path("results"),
+                        axes={{"host_memory": ["pinned"], "case": ["stream-order"]}}))
+runner.plan()
+runner.plans = [type(item)(with_fault(item.experiment, 1), item.configs, item.rules)
+                if item.experiment.name == "launch" else item for item in runner.plans]
+runner.check()
+outcome = runner.run()
+print(outcome.path)
+"""
+
+
+def test_injected_illegal_address_ends_only_its_experiment(tmp_path):
     """A sticky CUDA error (an illegal-address kernel after the first launch row) fails the rest of that experiment
     only: the experiments before and after it keep every row."""
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "BENCH_INJECT_FAULT": "launch:1"}
-    result = subprocess.run([sys.executable, "-m", "bench", "sweep", "--quick", "--experiments",
-                             "bandwidth,launch,graphs", "--sizes", "1M", "--axis", "host_memory=pinned",
-                             "--axis", "case=stream-order"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=300)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", INJECTED.format(tests=TESTS)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    (path,) = [p for p in (tmp_path / "results").glob("*.parquet") if "." not in p.stem]
-    rows = pd.read_parquet(path)
+    rows = pd.read_parquet(_results(tmp_path / "results"))
     by = {name: group for name, group in rows.groupby("experiment")}
     assert (by["bandwidth"]["status"] == "ok").all() and (by["graphs"]["status"] == "ok").all()
     launch = by["launch"]
@@ -353,18 +430,18 @@ def test_cli_injected_illegal_address_ends_only_its_experiment(tmp_path):
 
 
 def test_cli_sigterm_then_resume(tmp_path):
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "bench", "sweep", "--experiments", "blocking"]
     child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     deadline = time.monotonic() + 120
     while not list((tmp_path / "results").glob("*.parquet")) and time.monotonic() < deadline:
         time.sleep(0.1)
-    child.send_signal(15)
+    child.send_signal(signal.SIGTERM)
     stdout, stderr = child.communicate(timeout=120)
     assert child.returncode == 143, stderr
     assert "interrupted during blocking" in stdout
-    (path,) = list((tmp_path / "results").glob("*.parquet"))
+    path = _results(tmp_path / "results")
     first = pd.read_parquet(path)
     assert 0 < len(first) < 152
     resumed = subprocess.run(command + ["--resume", str(path)], cwd=tmp_path, env=env, capture_output=True,

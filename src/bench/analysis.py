@@ -3,11 +3,34 @@ pandas only; never imports CUDA."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pandas as pd
 
 from bench.errors import UsageError
 
 MACHINE = ("hostname", "gpu_uuid")  # what tells GPUs apart across a fleet
+
+
+class Gpu(NamedTuple):
+    """One GPU of a fleet: its host, its UUID and its name."""
+
+    host: str
+    uuid: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.uuid} on {self.host}"
+
+    @property
+    def tag(self) -> str:
+        """'0ae58127': the start of the UUID."""
+        return self.uuid.removeprefix("GPU-")[:8]
+
+    @property
+    def short(self) -> str:
+        """'NVIDIA H200 0ae58127': the name and the start of the UUID."""
+        return f"{self.name} {self.tag}".strip()
 
 
 def config_columns(experiment: str) -> list[str]:
@@ -40,12 +63,26 @@ def newest(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(kept).sort_index().reset_index(drop=True)
 
 
-def gpus(rows: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(hostname, gpu_uuid, gpu_name) of every GPU in the rows."""
-    columns = [column for column in (*MACHINE, "gpu_name") if column in rows]
-    if len(columns) < 3 or not len(rows):
+def gpus(rows: pd.DataFrame) -> list[Gpu]:
+    """Every GPU in the rows, sorted by host and UUID."""
+    columns = [*MACHINE, "gpu_name"]
+    if not len(rows) or not set(columns) <= set(rows.columns):
         return []
-    return sorted(set(map(tuple, key_frame(rows, columns).itertuples(index=False))))
+    return sorted({Gpu(*map(str, values)) for values in key_frame(rows, columns).itertuples(index=False)})
+
+
+def rows_of(rows: pd.DataFrame, gpu: Gpu) -> pd.DataFrame:
+    """The rows measured on ``gpu``."""
+    keys = key_frame(rows, list(MACHINE))
+    return rows[(keys["hostname"] == gpu.host) & (keys["gpu_uuid"] == gpu.uuid)].reset_index(drop=True)
+
+
+def by_gpu(rows: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
+    """Each GPU with its rows, in a stable order (rows that name no GPU form one group of their own)."""
+    found = gpus(rows)
+    if not found:
+        return [(Gpu("", "", ""), rows)] if len(rows) else []
+    return [(gpu, rows_of(rows, gpu)) for gpu in found]
 
 
 def select_gpu(rows: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
@@ -53,13 +90,14 @@ def select_gpu(rows: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
     none matches, or when it matches several GPUs."""
     if gpu is None:
         return rows
+    wanted = gpu.lower()
     matching = [machine for machine in gpus(rows)
-                if machine[1].lower().startswith(gpu.lower()) or gpu.lower() in (machine[0].lower(),
-                                                                                  machine[2].lower())]
+                if machine.uuid.lower().startswith(wanted) or machine.uuid.lower().removeprefix("gpu-").startswith(
+                    wanted) or wanted in (machine.host.lower(), machine.name.lower())]
     if not matching:
-        known = "; ".join(f"{name} {uuid} on {host}" for host, uuid, name in gpus(rows)) or "none"
+        known = "; ".join(map(str, gpus(rows))) or "none"
         raise UsageError(f"--gpu {gpu}: no such GPU in the results (they hold: {known})")
     if len(matching) > 1:
-        raise UsageError(f"--gpu {gpu}: matches {len(matching)} GPUs; give more of a UUID")
-    host, uuid, _ = matching[0]
-    return rows[(rows["hostname"].fillna("") == host) & (rows["gpu_uuid"].fillna("") == uuid)].reset_index(drop=True)
+        raise UsageError(f"--gpu {gpu}: matches {len(matching)} GPUs ({'; '.join(map(str, matching))}); give "
+                         "more of a UUID")
+    return rows_of(rows, matching[0])

@@ -15,6 +15,7 @@ from bench.calls import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STR
                          SYNC_PAGE)
 
 Judgement = tuple[str, str]  # (what was measured, verdict: "true", "false", "partly")
+LABELS = {"true": "holds", "false": "busted", "partly": "partly", "not measured": "not measured"}  # for the folklore
 
 
 @dataclass(frozen=True)

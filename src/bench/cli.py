@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                              "experiment)")
     claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="where to write results it has to measure")
     claims.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    claims.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
     claims.set_defaults(handler=_claims)
 
     compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU")
@@ -83,12 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--fail-above", type=_positive_number, metavar="PERCENT",
                          help="exit 1 when a configuration is slower by more than PERCENT (a CI gate)")
     compare.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
+    compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
     compare.set_defaults(handler=_compare)
 
     report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
     report.add_argument("results", nargs="*", type=Path,
-                        help="results files or directories (default: results/); of several measurements of a "
-                             "configuration on one GPU, the newest is shown")
+                        help="results files or directories (default: results/, leaving out subdirectories whose "
+                             "names start with _ or .); of several measurements of a configuration on one GPU, the "
+                             "newest is shown")
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
     report.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
     report.set_defaults(handler=_report)
@@ -218,8 +221,9 @@ def _print_summary(plans, outcome, console: Console) -> None:
                           "the GPU; see the other_processes column")
     if outcome.wall_s:
         times = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.wall_s.items())
-        console.print(f"wall time: {sum(outcome.wall_s.values()):.1f} s ({times}); planned {outcome.estimate_s:.0f} s",
-                      highlight=False)
+        startup = sum(outcome.startup_s.values())
+        console.print(f"wall time of the experiments: {sum(outcome.wall_s.values()):.1f} s ({times}; of it "
+                      f"{startup:.1f} s starting their processes); planned {outcome.estimate_s:.0f} s", highlight=False)
     done = len(outcome.rows)
     if outcome.interrupted:
         console.print(f"interrupted during {outcome.stopped_in or 'the sweep'} after {done} of {outcome.planned} "
@@ -233,76 +237,118 @@ def _print_summary(plans, outcome, console: Console) -> None:
 
 # --- analysis --------------------------------------------------------------------------------------------------
 
-def _rows(path: Path, gpu: str | None):
-    """Results of a file or directory: the newest measurement of each configuration per GPU, ``gpu`` only."""
-    from bench import analysis, store
-
-    return analysis.select_gpu(analysis.newest(store.read_any(path)), gpu)
-
-
 def _plot(args: argparse.Namespace, console: Console) -> int:
-    from bench import plots, store
-
-    path = args.results or store.newest(RESULTS_DIR)
-    rows = _rows(path, args.gpu)
+    from bench import analysis, plots, store
     from bench.runner import writable_directory
 
+    path = args.results or store.newest(RESULTS_DIR)
+    rows = store.read_any(path)
+    if not len(rows):
+        raise UsageError(f"{path} holds no result rows")
+    rows = analysis.select_gpu(analysis.newest(rows), args.gpu)
     writable_directory(args.out, "--out")
     paths = plots.plot_results(rows, args.out, store.side_tables_any(path))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
-        console.print(f"wrote {written}")
+        console.print(f"wrote {written}", highlight=False)
     return 0
 
 
 def _claims(args: argparse.Namespace, console: Console) -> int:
     import pandas as pd
 
-    from bench import claims, store
+    from bench import analysis, claims, store
     from bench.runner import Request
 
     needed = claims.needed_experiments()
-    rows = store.read_any(args.results) if args.results else store.newest_rows(RESULTS_DIR, needed)
+    if args.results:
+        rows = store.read_any(args.results)
+        if not len(rows):
+            raise UsageError(f"{args.results} holds no result rows")
+        rows = analysis.newest(rows)
+    else:
+        rows = store.newest_rows(RESULTS_DIR, needed)
+    rows = analysis.select_gpu(rows, args.gpu)
+
+    def judged(rows: pd.DataFrame) -> list:  # each GPU that measured something a claim needs, with its rows
+        return [(gpu, mine) for gpu, mine in analysis.by_gpu(rows)
+                if len(claims.missing_experiments(mine)) < len(needed)]
+
     missing = claims.missing_experiments(rows)
-    if missing:
+    if len(judged(rows)) <= 1 and missing:
         console.print(f"measuring what the results lack: {', '.join(missing)}")
         outcome = _run(Request(missing, out=args.out, device=args.device, command="python -m bench claims"), console)
         if outcome.interrupted:
             return _exit_status(outcome)
         rows = pd.concat([rows, store.read(outcome.path)], ignore_index=True)
-    console.print("[bold]CUDA claims against measurement[/bold]")
-    for _, line in claims.table(rows).iterrows():  # one block per claim: readable at any terminal width
-        console.print(f"\n[bold]{line['claim']}[/bold]: {line['verdict'].upper()}", highlight=False)
-        console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True)
-        console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True)
+    groups = judged(rows)
+    for gpu, mine in groups:
+        console.print(f"[bold]CUDA claims against measurement on {gpu}[/bold]", highlight=False)
+        for _, line in claims.table(mine).iterrows():  # one block per claim: readable at any terminal width
+            console.print(f"\n[bold]{line['claim']}[/bold]: {claims.LABELS[line['verdict']].upper()}",
+                          highlight=False)
+            console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True)
+            console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True)
+        console.print()
     return 0
 
 
 def _compare(args: argparse.Namespace, console: Console) -> int:
+    from rich import box
+    from rich.text import Text
+
     from bench import compare, store
 
     old, new = store.read_any(args.old), store.read_any(args.new)
+    for path, rows in ((args.old, old), (args.new, new)):
+        if not len(rows):
+            raise UsageError(f"{path} holds no result rows")
     result = compare.compare(old, new, gpu=args.gpu)
     if not len(result.table):
         raise UsageError(f"{args.old} and {args.new} have no configuration in common")
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        console.print(Text.assemble(("warning: ", "yellow"), warning))
+    console.print(Text("What changed", style="bold"))
+    headlines = Table.grid(padding=(0, 1, 0, 0))  # a bullet column: wrapped lines keep their indent
     for line in result.headlines:
-        console.print(line, highlight=False)
-    shown = result.table[[column for column in result.table.columns if not column.startswith("_")]]
-    table = Table(title=f"{args.new} against {args.old}")
-    for column in shown.columns:
-        table.add_column(column, justify="right" if column in ("old", "new", "new/old") else "left")
-    for values in shown.itertuples(index=False):
-        table.add_row(*map(str, values))
-    console.print(table)
-    counts = result.table["verdict"].value_counts()
-    console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()))
+        headlines.add_row("  -", Text(line))
+    console.print(headlines if result.headlines else "  nothing beyond noise")
+    table = result.table
+    shown = table if args.all else table[table["verdict"] != "same"]
+    for name, group in shown.groupby("experiment", sort=False):
+        units = set(group["unit"])
+        unit = f" {units.pop()}" if len(units) == 1 else ""
+        listing = Table(title=f"{name}: {len(group)} of {(table['experiment'] == name).sum()} configurations",
+                        title_justify="left", box=box.SIMPLE_HEAD, highlight=False)
+        if result.several_gpus:
+            listing.add_column("GPU")
+        listing.add_column("configuration", ratio=1)
+        listing.add_column(f"old{unit}", justify="right")
+        listing.add_column(f"new{unit}", justify="right")
+        listing.add_column("verdict")
+        for _, line in group.iterrows():
+            if line["verdict"] == "changed":
+                judged = line["change"]
+            elif line["verdict"] == "same" or not math.isfinite(line["ratio"]):
+                judged = line["verdict"]
+            else:
+                judged = f"{line['verdict']} {line['ratio'] - 1:+.1%}"
+            values = [compare.number(line["old"]), compare.number(line["new"])]
+            if not unit:
+                values = [f"{value} {line['unit']}" if value else "" for value in values]
+            listing.add_row(*([line["gpu"]] if result.several_gpus else []), line["configuration"], *values, judged)
+        console.print(listing)
+    counts = result.counts()
+    same = counts.pop("same", 0)
+    listed = "" if args.all else " (not listed; --all lists every configuration)"
+    console.print(", ".join([*(f"{count} {verdict}" for verdict, count in counts.items()), f"{same} same{listed}"]),
+                  highlight=False)
     if args.fail_above is not None:
         failing = result.slower_than(args.fail_above)
         if len(failing):
-            console.print(f"{len(failing)} configurations slower by more than {args.fail_above:g}%: failing")
+            console.print(f"{len(failing)} configurations slower by more than {args.fail_above:g}%: failing",
+                          highlight=False)
             return 1
     return 0
 
@@ -310,19 +356,17 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
 def _report(args: argparse.Namespace, console: Console) -> int:
     import pandas as pd
 
-    from bench import report, store
+    from bench import analysis, report, store
     from bench.runner import writable_directory
 
     sources = args.results or [RESULTS_DIR]
     if args.out.is_dir():
         raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
     frames = [store.read_any(source) for source in sources]
-    rows = pd.concat(frames, ignore_index=True)
-    if not len(rows):
-        raise UsageError(f"{', '.join(map(str, sources))}: no result rows to report")
-    from bench import analysis
-
-    rows = analysis.select_gpu(analysis.newest(rows), args.gpu)
+    for source, frame in zip(sources, frames):
+        if not len(frame):
+            raise UsageError(f"{source} holds no result rows")
+    rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
     tables: dict = {}
     for source in sources:
         for name, table in store.side_tables_any(source).items():
@@ -330,14 +374,14 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     writable_directory(args.out.parent, "--out")
     names = ", ".join(str(source) for source in sources)
     written = report.write(rows, tables, args.out, source=names if len(sources) < 4 else f"{len(sources)} sources")
-    console.print(f"wrote {written}")
+    console.print(f"wrote {written}", highlight=False)
     return 0
 
 
 def _env(args: argparse.Namespace, console: Console) -> int:
-    from bench.runner import select_device
+    from bench.runner import gpu_environment
 
-    environment = select_device(args.device)
+    environment = gpu_environment(args.device)
     table = Table(title="bench environment", show_header=False)
     for key, value in environment.as_dict().items():
         table.add_row(key, format_size(value) if key.endswith("bytes") else str(value))

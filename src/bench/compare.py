@@ -1,19 +1,24 @@
 """What changed between two results, configuration by configuration, for every experiment. pandas only; never
 imports CUDA.
 
-Configurations are matched by experiment, axis values and GPU (when each side holds one GPU, those two are compared
-whatever their UUIDs; with several, GPUs pair up by host and UUID). For each pair:
+Both sides keep the newest measurement of each configuration per GPU. GPUs pair up experiment by experiment: the
+same GPU (host and UUID) on both sides, and otherwise, when exactly one GPU on each side measured the experiment,
+those two (a driver update on a new machine; the results say so in a warning). Configurations are matched by their
+axis values. For each pair:
 
 - the **outcome** columns an experiment declares (a blocking verdict, wrong results, a runtime error) or the row's
   status differ: ``changed``, with "old → new" beside it;
 - otherwise, where both rows carry samples, a **noise-aware verdict** on the samples (GPU ms, host µs, whatever
-  the row measured): ``unclear`` with fewer than 3 samples on either side; ``same`` when the medians differ by at
-  most ``max(1%, 3 × the combined standard error of the two medians)``; otherwise ``faster`` or ``slower`` (less
-  or more time), unless each median lies inside the other run's range of samples, which is ``unclear`` too;
-- rows without samples and with the same outcome are ``same``.
+  the row measured): ``same`` for equal medians, ``unclear`` with fewer than 3 samples on either side; ``same`` when
+  the medians differ by at most ``max(1%, 3 × the combined standard error of the two medians)``; otherwise
+  ``faster`` or ``slower`` (less or more time), unless each median lies inside the other run's range of samples,
+  which is ``unclear`` too;
+- rows with the same outcome where either side has no samples (version 1 serialization rows kept none) are
+  ``same``.
 
-The headlines are what a team reads after a driver update: outcome changes ("blocking cudaFree none non-blocking:
-waits-for-device → returns"), configurations slower or faster beyond noise, and claims whose verdict changed.
+The headlines are what a team reads after a driver update: outcome changes ("blocking cudaFree placement=none
+spin_stream=blocking: waits-for-device → returns"), configurations slower or faster beyond noise (copies in GB/s),
+and claims whose verdict changed.
 """
 
 from __future__ import annotations
@@ -25,19 +30,32 @@ import numpy as np
 import pandas as pd
 
 from bench import analysis
+from bench.analysis import Gpu
+from bench.errors import UsageError
 from bench.timing import Summary
+from bench.units import format_size
 
-ENVIRONMENT_COLUMNS = ("gpu_name", "driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width",
-                       "cupy_version", "numba_cuda_version")
+ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version",
+                       "numba_cuda_version")
 SAME_WITHIN = 0.01
-HEADLINE_TIMED = 12  # slower/faster configurations listed in the headlines, largest change first
+HEADLINES_PER_EXPERIMENT = 8  # slower/faster configurations named per experiment, largest change first
+RATES = {"bandwidth": ("gbps", "GB/s")}  # experiments whose changes read better as a rate than as a time
+SIZE_AXES = ("bytes", "total_bytes")
+NAMED_AXES = ("placement", "spin_stream", "release_threshold", "launch")  # text axes whose values need their name
+TO_MS = {"ms": 1.0, "us": 1e-3}
+COLUMNS = ["experiment", "gpu", "configuration", "unit", "old", "new", "ratio", "verdict", "change"]
+VERDICTS = ("changed", "slower", "faster", "unclear", "same")
 
 
 def verdict(old: list[float], new: list[float]) -> str:
     """``same``, ``faster``, ``slower`` or ``unclear`` for two lists of samples of a time."""
-    if len(old) < 3 or len(new) < 3:
+    if not len(old) or not len(new):
         return "unclear"
     before, after = Summary.of(old), Summary.of(new)
+    if before.median == after.median:
+        return "same"
+    if len(old) < 3 or len(new) < 3 or before.median <= 0:
+        return "unclear"
     change = after.median / before.median - 1
     noise = 3 * math.hypot(before.median_relerr, after.median_relerr)
     if abs(change) <= max(SAME_WITHIN, noise):
@@ -48,104 +66,208 @@ def verdict(old: list[float], new: list[float]) -> str:
 
 
 @dataclass(frozen=True)
+class Pair:
+    """One experiment measured on ``old`` (in the old results) and ``new`` (in the new ones)."""
+
+    experiment: str
+    old: Gpu
+    new: Gpu
+
+    @property
+    def label(self) -> str:
+        if self.old == self.new:
+            return self.new.short
+        if self.old.name == self.new.name:
+            return f"{self.new.name} {self.old.tag} → {self.new.tag}"
+        return f"{self.old.short} → {self.new.short}"
+
+
+@dataclass(frozen=True)
 class Comparison:
-    table: pd.DataFrame  # experiment, gpu, configuration, unit, old, new, new/old, verdict, change; _ratio
+    table: pd.DataFrame  # COLUMNS: old/new are median times in unit, ratio new/old; change says what changed
     warnings: list[str] = field(default_factory=list)
     headlines: list[str] = field(default_factory=list)
+
+    @property
+    def several_gpus(self) -> bool:
+        return self.table["gpu"].nunique() > 1
 
     def slower_than(self, percent: float) -> pd.DataFrame:
         """Configurations judged slower by more than ``percent``."""
         table = self.table
-        return table[(table["verdict"] == "slower") & (table["_ratio"] - 1 > percent / 100)]
+        return table[(table["verdict"] == "slower") & (table["ratio"] - 1 > percent / 100)]
+
+    def counts(self) -> dict[str, int]:
+        """How many configurations got each verdict (verdicts none got are left out)."""
+        counts = self.table["verdict"].value_counts()
+        return {name: int(counts[name]) for name in VERDICTS if name in counts}
 
 
-def _environment_warnings(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
-    warnings = []
-    for column in ENVIRONMENT_COLUMNS:
-        if column in old and column in new:
-            before, after = set(old[column].dropna().astype(str)), set(new[column].dropna().astype(str))
-            if before != after:
-                warnings.append(f"{column} differs: {', '.join(sorted(before))} → {', '.join(sorted(after))}")
-    return warnings
+def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Comparison:
+    """Match the configurations of two results (the newest measurement of each per GPU) and judge each."""
+    if not len(old) or not len(new):
+        return Comparison(pd.DataFrame(columns=COLUMNS))
+    old, new = _select(analysis.newest(old), gpu, "old"), _select(analysis.newest(new), gpu, "new")
+    pairs, warnings = _pairs(old, new)
+    lines, headlines = [], []
+    for pair in pairs:
+        mine = [analysis.rows_of(rows, gpu) for rows, gpu in ((old, pair.old), (new, pair.new))]
+        mine = [rows[rows["experiment"] == pair.experiment] for rows in mine]
+        found, missing = _compare_pair(pair, *mine)
+        lines += found
+        warnings += missing
+    table = pd.DataFrame(lines, columns=COLUMNS)
+    gpu_pairs = list(dict.fromkeys((pair.old, pair.new) for pair in pairs))
+    for before, after in gpu_pairs:
+        prefix = f"{Pair('', before, after).label}: " if len(gpu_pairs) > 1 else ""
+        if before != after:
+            warnings.append(f"{prefix}different GPUs: old {before}, new {after}")
+        warnings += [prefix + text for text in _environment_changes(analysis.rows_of(old, before),
+                                                                       analysis.rows_of(new, after))]
+        headlines += [prefix + text for text in _claims_changes(analysis.rows_of(old, before),
+                                                                  analysis.rows_of(new, after))]
+    return Comparison(table, warnings, _headlines(table) + headlines)
 
 
-def _pairs(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame, pd.DataFrame]], list[str]]:
-    """(label, old rows, new rows) per GPU pair, and warnings about GPUs only one side has."""
-    old_gpus, new_gpus = analysis.gpus(old), analysis.gpus(new)
-    if len(old_gpus) <= 1 and len(new_gpus) <= 1:
-        label = new_gpus[0][2] if new_gpus else (old_gpus[0][2] if old_gpus else "")
-        return [(label, old, new)], []
-    pairs, warnings = [], []
-    for host, uuid, name in sorted(set(old_gpus) | set(new_gpus)):
-        if (host, uuid, name) not in old_gpus or (host, uuid, name) not in new_gpus:
-            side = "old" if (host, uuid, name) in old_gpus else "new"
-            warnings.append(f"{name} {uuid} on {host} is only in the {side} results")
+def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
+    try:
+        return analysis.select_gpu(rows, gpu)
+    except UsageError as error:
+        raise UsageError(f"{side} results: {error}") from None
+
+
+def _pairs(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Pair], list[str]]:
+    """The (experiment, old GPU, new GPU) pairs to compare, and warnings about GPUs left without a partner."""
+    from bench.experiments import registry
+
+    pairs, alone = [], {"old": {}, "new": {}}
+    for name in registry():
+        holding = {side: [gpu for gpu, rows in analysis.by_gpu(frame) if (rows["experiment"] == name).any()]
+                   for side, frame in (("old", old), ("new", new))}
+        if not holding["old"] or not holding["new"]:
             continue
-        pick = [analysis.select_gpu(side, uuid) for side in (old, new)]
-        pairs.append((f"{name} {uuid[:12]} ({host})", *pick))
+        both = [gpu for gpu in holding["old"] if gpu in holding["new"]]
+        pairs += [Pair(name, gpu, gpu) for gpu in both]
+        rest = {side: [gpu for gpu in gpus if gpu not in both] for side, gpus in holding.items()}
+        if len(rest["old"]) == 1 and len(rest["new"]) == 1:
+            pairs.append(Pair(name, rest["old"][0], rest["new"][0]))
+            continue
+        for side, gpus in rest.items():
+            for gpu in gpus:
+                alone[side].setdefault(gpu, []).append(name)
+    warnings = [f"{gpu} is only in the {side} results ({', '.join(names)}); not compared"
+                for side, found in alone.items() for gpu, names in found.items()]
+    for side, frame, other in (("old", old, new), ("new", new, old)):
+        only = [name for name in registry() if (frame["experiment"] == name).any()
+                and not (other["experiment"] == name).any()]
+        if only:
+            warnings.append(f"only in the {side} results, not compared: {', '.join(only)}")
     return pairs, warnings
 
 
-def _describe(experiment: str, row: pd.Series, axes: list[str]) -> str:
-    from bench.units import format_size
-
+def describe(experiment, row) -> str:
+    """A configuration in a few words: 'pinned H2D 16 MiB', 'cudaFree placement=none spin_stream=blocking'."""
     words = []
-    for axis in axes:
-        value = row[axis]
-        words.append(format_size(int(value)) if axis in ("bytes", "total_bytes") and pd.notna(value) else str(value))
+    for axis in experiment.axes:
+        value = _plain(row[axis])
+        if value is None:
+            words.append(f"{axis}=?")
+        elif axis in SIZE_AXES:
+            words.append(format_size(int(value)))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            words.append(f"{axis}={value:g}")
+        else:
+            words.append(f"{axis}={value}" if axis in NAMED_AXES else str(value))
     return " ".join(words)
 
 
-def _samples(row: pd.Series) -> list[float]:
+def number(value: float) -> str:
+    """Four significant digits; whole numbers and numbers from 10 000 up without a fraction."""
+    if value is None or not math.isfinite(value):
+        return ""
+    if value == int(value) or abs(value) >= 1e4:
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def _plain(value):
+    """A cell as plain Python: None for every kind of missing, numpy scalars as Python numbers."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _samples(row: dict) -> list[float]:
     values = row.get("samples")
     if values is None or (isinstance(values, float) and math.isnan(values)):
         return []
     return [float(value) for value in values]
 
 
-def _outcome(row: pd.Series, columns: tuple[str, ...]) -> tuple:
-    def plain(value):
-        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-            return None
-        return value.item() if isinstance(value, np.generic) else value
-
-    return tuple(plain(row.get(column)) for column in ("status", *columns))
+def _keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
+    keys = analysis.key_frame(rows, axes)
+    return dict(zip(map(tuple, keys.itertuples(index=False)), rows.to_dict("records")))
 
 
-def _compare_gpu(label: str, old: pd.DataFrame, new: pd.DataFrame) -> list[dict]:
+def _compare_pair(pair: Pair, old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """One line per configuration both sides measured, and a warning if either side has configurations the other
+    lacks."""
     from bench.experiments import registry
 
-    known = registry()
-    lines = []
-    for name in [name for name in known if name in set(old["experiment"]) & set(new["experiment"])]:
-        experiment = known[name]
-        axes = list(experiment.axes)
+    experiment = registry()[pair.experiment]
+    before, after = _keyed(old, list(experiment.axes)), _keyed(new, list(experiment.axes))
+    lines = [_judge(pair, experiment, before[key], after[key]) for key in before if key in after]
+    only = {side: sum(key not in other for key in mine) for side, mine, other in
+            (("old", before, after), ("new", after, before))}
+    warnings = []
+    if only["old"] or only["new"]:
+        warnings.append(f"{pair.experiment} on {pair.label}: {only['old']} configurations only in the old results, "
+                        f"{only['new']} only in the new")
+    return lines, warnings
 
-        def keyed(rows: pd.DataFrame) -> dict:
-            mine = rows[rows["experiment"] == name]
-            return {tuple(analysis.key_frame(mine, axes).loc[index]): row for index, row in mine.iterrows()}
 
-        before, after = keyed(old), keyed(new)
-        for key in [key for key in before if key in after]:
-            first, second = before[key], after[key]
-            line = {"experiment": name, "gpu": label, "configuration": _describe(name, second, axes),
-                    "unit": second.get("unit") if isinstance(second.get("unit"), str) else "", "old": "", "new": "",
-                    "new/old": "", "verdict": "same", "change": "", "_ratio": math.nan}
-            old_samples, new_samples = _samples(first), _samples(second)
-            if old_samples and new_samples:
-                old_median, new_median = float(np.median(old_samples)), float(np.median(new_samples))
-                line.update({"old": f"{old_median:.4g}", "new": f"{new_median:.4g}",
-                             "new/old": f"{new_median / old_median:.3f}" if old_median else "",
-                             "verdict": verdict(old_samples, new_samples),
-                             "_ratio": new_median / old_median if old_median else math.nan})
-            was, now = _outcome(first, experiment.outcome), _outcome(second, experiment.outcome)
-            if was != now:
-                columns = ("status", *experiment.outcome)
-                line["change"] = "; ".join(f"{column}: {a} → {b}" for column, a, b in zip(columns, was, now)
-                                           if a != b)
-                line["verdict"] = "changed"
-            lines.append(line)
-    return lines
+def _judge(pair: Pair, experiment, first: dict, second: dict) -> dict:
+    unit = second.get("unit") if isinstance(second.get("unit"), str) else ""
+    old_samples, new_samples = _samples(first), _samples(second)
+    if old_samples and first.get("unit") in TO_MS and unit in TO_MS:
+        old_samples = [value * TO_MS[first["unit"]] / TO_MS[unit] for value in old_samples]
+    line = {"experiment": pair.experiment, "gpu": pair.label, "configuration": describe(experiment, second),
+            "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": "same", "change": ""}
+    if old_samples and new_samples:
+        old_median, new_median = float(np.median(old_samples)), float(np.median(new_samples))
+        line.update(old=old_median, new=new_median, verdict=verdict(old_samples, new_samples),
+                    ratio=new_median / old_median if old_median else math.nan)
+        if line["verdict"] != "same":
+            line["change"] = _timing_change(pair.experiment, first, second, line)
+    columns = ("status", *experiment.outcome)
+    was, now = ([_plain(row.get(column)) for column in columns] for row in (first, second))
+    if was != now:
+        changes = [f"{'' if column == 'verdict' else column + ' '}{a} → {b}"
+                   for column, a, b in zip(columns, was, now) if a != b]
+        error = _plain(second.get("error"))
+        if now[0] != "ok" and error:
+            changes.append(str(error).splitlines()[0][:80])
+        line.update(verdict="changed", change="; ".join(changes))
+    return line
+
+
+def _timing_change(experiment: str, first: dict, second: dict, line: dict) -> str:
+    percent = f"{line['ratio'] - 1:+.1%}" if math.isfinite(line["ratio"]) else ""
+    column, unit = RATES.get(experiment, (None, None))
+    rates = [_plain(row.get(column)) for row in (first, second)] if column else [None]
+    if None not in rates:
+        return f"{number(rates[0])} → {number(rates[1])} {unit} (time {percent})"
+    return f"{number(line['old'])} → {number(line['new'])} {line['unit']} ({percent})"
+
+
+def _environment_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    changes = []
+    for column in ENVIRONMENT_COLUMNS:
+        before, after = (sorted(set(rows[column].dropna().astype(str))) if column in rows else []
+                         for rows in (old, new))
+        if before != after:
+            changes.append(f"{column} differs: {', '.join(before) or '?'} → {', '.join(after) or '?'}")
+    return changes
 
 
 def _claims_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
@@ -155,30 +277,25 @@ def _claims_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     changes = []
     for (_, a), (_, b) in zip(before.iterrows(), after.iterrows()):
         if a["verdict"] != b["verdict"] and "not measured" not in (a["verdict"], b["verdict"]):
-            changes.append(f"claim \"{a['claim']}\": {a['verdict']} → {b['verdict']} ({b['measured']})")
+            changes.append(f"claim \"{a['claim']}\": {claims.LABELS[a['verdict']]} → {claims.LABELS[b['verdict']]} "
+                           f"({b['measured']})")
     return changes
 
 
-def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Comparison:
-    """Match the configurations of two results (the newest measurement of each per GPU) and judge each."""
-    old, new = analysis.newest(old), analysis.newest(new)
-    old, new = analysis.select_gpu(old, gpu), analysis.select_gpu(new, gpu)
-    columns = ["experiment", "gpu", "configuration", "unit", "old", "new", "new/old", "verdict", "change", "_ratio"]
-    if not len(old) or not len(new) or "experiment" not in old or "experiment" not in new:
-        return Comparison(pd.DataFrame(columns=columns))
-    pairs, warnings = _pairs(old, new)
-    lines = [line for label, before, after in pairs for line in _compare_gpu(label, before, after)]
-    table = pd.DataFrame(lines, columns=columns)
-    if table["gpu"].nunique() <= 1:
-        table = table.drop(columns=["gpu"])
-    headlines = [f"{line['experiment']} {line['configuration']}: {line['change']}"
-                 for _, line in table[table["verdict"] == "changed"].iterrows()]
-    timed = table[table["verdict"].isin(["slower", "faster"])].copy()
-    timed["_size"] = (timed["_ratio"] - 1).abs()
-    for _, line in timed.sort_values("_size", ascending=False).head(HEADLINE_TIMED).iterrows():
-        headlines.append(f"{line['experiment']} {line['configuration']}: {line['verdict']}, {line['old']} → "
-                         f"{line['new']} {line['unit']} ({line['_ratio'] - 1:+.1%})")
-    if len(timed) > HEADLINE_TIMED:
-        headlines.append(f"... and {len(timed) - HEADLINE_TIMED} more slower or faster configurations")
-    headlines += _claims_changes(old, new)
-    return Comparison(table, warnings + _environment_warnings(old, new), headlines)
+def _headlines(table: pd.DataFrame) -> list[str]:
+    """Outcome changes, then the largest slower/faster changes of each experiment."""
+    several = table["gpu"].nunique() > 1
+
+    def where(line) -> str:
+        return f"{line['experiment']} {line['configuration']}" + (f" on {line['gpu']}" if several else "")
+
+    lines = [f"{where(line)}: {line['change']}" for _, line in table[table["verdict"] == "changed"].iterrows()]
+    for name, group in table.groupby("experiment", sort=False):
+        timed = group[group["verdict"].isin(["slower", "faster"])]
+        timed = timed.assign(_size=(timed["ratio"] - 1).abs()).sort_values("_size", ascending=False)
+        lines += [f"{where(line)}: {line['verdict']}, {line['change']}"
+                  for _, line in timed.head(HEADLINES_PER_EXPERIMENT).iterrows()]
+        if len(timed) > HEADLINES_PER_EXPERIMENT:
+            lines.append(f"{name}: {len(timed) - HEADLINES_PER_EXPERIMENT} more configurations slower or faster "
+                         "beyond noise")
+    return lines

@@ -177,6 +177,22 @@ def collect(device: int = 0) -> Environment:
     )
 
 
+def free_memory_bytes(pci_bus_id: str) -> int:
+    """Device memory free now, from NVML (no CUDA context needed), else from the CUDA runtime."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)).free)
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        from bench.cuda import runtime
+
+        return runtime.memGetInfo()[0]
+
+
 # NVML clock-event ("throttle") reasons that slow the GPU below what the workload asks for. Idle, the application
 # clock setting, sync boost and display clocks are not throttling.
 THROTTLE_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",

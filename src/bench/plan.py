@@ -21,8 +21,8 @@ from bench.units import format_size, parse_size
 MODES = ("quick", "default", "full")
 DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200
 QUICK_BUDGET_S = 20.0
-STARTUP_S = 2.5  # the parent's imports and NVML, then per experiment a process: imports, context, kernels
-PROCESS_S = 1.2
+STARTUP_S = 3.0  # the parent's imports, NVML, the fork server's imports (measured: scripts/startup.py)
+PROCESS_S = 0.5  # per experiment: a process forked from the server, its CUDA context, its kernels loaded
 QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
 

@@ -1,8 +1,9 @@
 """Results → figures (PNG and SVG), one set per GPU. pandas and matplotlib only; never imports CUDA.
 
 Each experiment lists its figures (functions of one GPU's rows and side tables, in its module); this module picks
-the rows, draws them and writes the files. Files are reproducible: re-plotting unchanged results writes the same
-bytes (fixed SVG ids, no dates), and a file whose bytes would not change is left alone.
+the rows (one GPU at a time, one overlap payload at a time), draws them and writes the files. Files are
+reproducible: re-plotting unchanged results writes the same bytes (fixed SVG ids, no dates), and a file whose bytes
+would not change is left alone.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench import analysis
 from bench.units import format_size
+
+DPI = 150
+SPLIT_FIGURES = {"overlap": "total_bytes"}  # experiments whose figures show one value of an axis: one set per value
 
 
 def pyplot():
@@ -44,10 +49,11 @@ def size_axis(ax, sizes: np.ndarray) -> None:
     ax.set_xlabel("transfer size")
 
 
-def _render(figure, fmt: str) -> bytes:
+def render(figure, fmt: str) -> bytes:
+    """The figure as PNG or SVG bytes: the same figure always gives the same bytes (no dates, fixed SVG ids)."""
     sink = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-    figure.savefig(sink, format=fmt, dpi=150, metadata=metadata)
+    figure.savefig(sink, format=fmt, dpi=DPI, metadata=metadata)
     return sink.getvalue()
 
 
@@ -72,7 +78,7 @@ def save(figure, stem: Path) -> list[Path]:
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     try:
         for path in paths:
-            _write_if_changed(path, _render(figure, path.suffix[1:]))
+            _write_if_changed(path, render(figure, path.suffix[1:]))
     finally:
         plt.close(figure)
     return paths
@@ -86,46 +92,55 @@ def gpu_label(rows: pd.DataFrame) -> str:
 
 
 def gpu_slug(rows: pd.DataFrame) -> str:
+    """'NVIDIA-H200-0ae58127': a directory name for the figures of one GPU."""
     first = rows.iloc[0]
     text = f"{first.get('gpu_name', 'GPU')}-{str(first.get('gpu_uuid', '') or '')[4:12]}"
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
-def by_gpu(rows: pd.DataFrame) -> list[pd.DataFrame]:
-    """The rows of each GPU (by UUID, and host where several hosts report the same UUID), in a stable order."""
-    keys = [key for key in ("hostname", "gpu_uuid") if key in rows]
-    if not keys or not len(rows):
-        return [rows] if len(rows) else []
-    filled = rows[keys].astype(object).where(rows[keys].notna(), "")
-    return [group for _, group in rows.groupby([filled[key] for key in keys], sort=True)]
+def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> Iterator[tuple[str, str, object]]:
+    """(experiment, file stem, matplotlib figure) for every figure one GPU's rows (and side tables) support. An
+    experiment in ``SPLIT_FIGURES`` measured at several values of that axis gets one set of figures per value,
+    its stems suffixed with the value ('overlap_scaling-1GiB')."""
+    from bench.experiments import registry
+
+    drawn = set()
+    present = set(rows["experiment"].dropna())
+    for name, experiment in registry().items():
+        if name not in present:
+            continue
+        for function in experiment.figures:
+            if function in drawn:  # a figure two experiments share (the truth table)
+                continue
+            drawn.add(function)
+            for suffix, part in _split(name, rows):
+                for stem, figure in function(part, tables):
+                    yield name, stem + suffix, figure
+
+
+def _split(name: str, rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    axis = SPLIT_FIGURES.get(name)
+    mine = rows["experiment"] == name
+    values = sorted(rows.loc[mine, axis].dropna().unique()) if axis in rows else []
+    if len(values) < 2:
+        return [("", rows)]
+    return [(f"-{format_size(int(value)).replace(' ', '')}", rows[~mine | (rows[axis] == value).fillna(False)])
+            for value in values]
 
 
 def plot_results(rows: pd.DataFrame, out_dir: Path, tables: Mapping[str, pd.DataFrame] | None = None) -> list[Path]:
     """Every figure the rows (and side tables) support, one set per GPU: into ``out_dir`` when the rows come from
     one GPU, else into ``out_dir/<gpu>/``. Returns the files written or found unchanged."""
-    from bench.experiments import registry
-
-    tables = tables or {}
-    groups = by_gpu(rows)
+    groups = analysis.by_gpu(rows)
     paths: list[Path] = []
-    for group in groups:
+    for _, group in groups:
         target = Path(out_dir) if len(groups) == 1 else Path(out_dir) / gpu_slug(group)
-        mine = _tables_of(tables, group)
-        drawn = set()
-        present = set(group["experiment"].dropna())
-        for name, experiment in registry().items():
-            if name not in present:
-                continue
-            for draw in experiment.figures:
-                if draw in drawn:  # a figure two experiments share (the truth table)
-                    continue
-                drawn.add(draw)
-                for stem, figure in draw(group, mine):
-                    paths += save(figure, target / stem)
+        for _, stem, figure in draw(group, tables_of(tables or {}, group)):
+            paths += save(figure, target / stem)
     return paths
 
 
-def _tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The side-table rows of the runs in ``rows``."""
     runs = set(rows["run_id"].dropna()) if "run_id" in rows else set()
     return {name: table[table["run_id"].isin(runs)] if "run_id" in table else table

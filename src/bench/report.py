@@ -1,103 +1,89 @@
-"""One self-contained HTML report of results: environment, headline numbers per experiment, every figure (embedded
-as PNG), the blocking truth table and the claims. Opens in a browser from the file alone; never imports CUDA
-itself (the experiments' headline functions are pandas)."""
+"""One self-contained HTML report of results, for people to read: every run of the input with the GPU it ran on,
+then per GPU (a section each when there are several) each experiment's headline table and figures, the blocking and
+serialization truth tables as HTML tables, and the claims. Of several measurements of a configuration on one GPU,
+the newest is shown. Opens in a browser from the file alone; never imports CUDA. The same results give the same
+bytes (no dates in it)."""
 
 from __future__ import annotations
 
 import base64
 import html
+import math
 import os
+import struct
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-ENVIRONMENT = ("hostname", "gpu_name", "gpu_uuid", "driver_version", "cuda_runtime", "pcie_gen", "pcie_width",
-               "cupy_version", "numba_cuda_version", "git_commit")
-FIGURES = {  # experiment -> figure file stems, in the order shown
-    "bandwidth": ("bandwidth",), "launch": ("launch",),
-    "overlap": ("overlap_scaling", "overlap_heatmap", "overlap_timeline"),
-    "blocking": ("blocking_truth_table",), "serialization": (), "alloc": ("alloc",), "graphs": (),
+from bench import analysis, plots
+from bench.analysis import Gpu
+from bench.compare import describe, number
+
+ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version", "numba_cuda_version",
+               "git_commit")
+TRUTH_TABLES = {  # experiment -> the question its truth table answers
+    "blocking": "Host: does the call return while a {spin_ms} ms kernel runs? Cell: host ms.",
+    "serialization": "Device: do kernels on two streams around the call still overlap? \"host\": the call held the "
+                     "host until the first kernel ended.",
+}  # these experiments get HTML tables instead of their (too wide to read) figure
+VERDICT_CLASSES = {"returns": "good", "overlaps": "good", "own-work": "fair", "partial": "poor",
+                   "waits-for-device": "bad", "serializes": "bad", "unclear": "none"}
+VERDICT_MEANINGS = {
+    "blocking": (("returns", "returned in under 1 ms, the kernel still running"),
+                 ("own-work", "took over 1 ms, but did not wait for the kernel"),
+                 ("waits-for-device", "returned only after the running kernel ended"),
+                 ("unclear", "the repeats could not tell")),
+    "serialization": (("overlaps", "the kernels ran together for at least half a spin"),
+                      ("partial", "they overlapped less than that"),
+                      ("serializes", "the second started only after the first ended")),
 }
+CLAIM_CLASSES = {"true": "good", "partly": "fair", "false": "bad", "not measured": "none"}
+SCALE = 0.5  # CSS px per figure pixel: every figure at one scale, 75 px per inch (matplotlib's 10 pt ≈ 10 px)
+LONG_TABLE = 15  # rows; longer tables scroll inside a box with their header kept in view
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4 }
-h1 { margin-bottom: 0 } h2 { border-bottom: 2px solid #ddd; padding-bottom: .2em; margin-top: 2em }
-.meta { color: #666 } table { border-collapse: collapse; margin: .8em 0; font-size: 90% }
-th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical-align: top }
-th { background: #f3f3f3 } img { max-width: min(100%, 1150px); border: 1px solid #eee; margin: .5em 0 }
-.verdict-true { color: #b00; font-weight: bold } .verdict-false { color: #060; font-weight: bold }
-.verdict-partly { color: #a60; font-weight: bold }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1240px; padding: 0 1em; color: #222;
+       line-height: 1.4 }
+h1 { margin-bottom: .2em } h2 { border-bottom: 2px solid #ccc; padding-bottom: .2em; margin-top: 2em }
+h3 { margin-top: 1.6em } .meta, caption { color: #555 } caption { text-align: left; padding: .3em 0 }
+nav ul { margin: .3em 0 } .scroll { overflow: auto; max-width: 100% } .scroll.long { max-height: 32em }
+table { border-collapse: separate; border-spacing: 0; margin: .6em 0; font-size: 88% }
+th, td { border: solid #ccc; border-width: 0 1px 1px 0; padding: .2em .5em; text-align: left; vertical-align: top }
+tr > :first-child { border-left-width: 1px } thead th { border-top-width: 1px }
+thead th { background: #f0f0f0; position: sticky; top: 0; z-index: 2 } td.gpu { white-space: nowrap }
+td.number { text-align: right; font-variant-numeric: tabular-nums }
+.scroll.truth { max-height: calc(100vh - 3em) } table.truth thead { position: sticky; top: 0; z-index: 2 }
+table.truth thead th { position: static; text-align: center } table.truth th.corner { text-align: left }
+table.truth td { text-align: center; min-width: 4.2em; white-space: nowrap; font-variant-numeric: tabular-nums }
+table.truth tbody th { position: sticky; left: 0; background: #fafafa; z-index: 1; white-space: nowrap }
+table.truth .group { border-left: 3px solid #555 }
+table.truth td.absent { background: repeating-linear-gradient(45deg, #fff, #fff 4px, #f2f2f2 4px, #f2f2f2 8px) }
+td.contradicts { outline: 2px solid #000; outline-offset: -3px; font-weight: bold }
+.good { background: #c7e9c0 } .fair { background: #fff1a8 } .poor { background: #fdd0a2 } .bad { background: #f5b3b3 }
+.none { background: #e4e4e4 } .legend span { display: inline-block; padding: 0 .5em; margin: 0 .4em .3em 0;
+       border: 1px solid #ccc } td.verdict { font-weight: bold; white-space: nowrap }
+figure { margin: 1em 0; overflow-x: auto } figure img { max-width: none; border: 1px solid #eee; display: block }
+figcaption { color: #555; font-size: 88% } details { margin: .5em 0 }
 """
 
 
-def _table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, border=0, escape=True)
-
-
-def _environment(rows: pd.DataFrame) -> str:
-    """One line per run: where and with what it ran."""
-    columns = [column for column in ENVIRONMENT if column in rows]
-    runs = rows[columns + ["run_id", "experiment"]].fillna("").astype(str).groupby(["run_id", *columns], sort=True)
-    lines = []
-    for key, group in runs:
-        run = dict(zip(["run_id", *columns], key))
-        lines.append({
-            "run": run["run_id"], "experiments": ", ".join(sorted(set(group["experiment"]))),
-            "host": run.get("hostname", ""), "GPU": f"{run.get('gpu_name', '')} ({run.get('gpu_uuid', '')[:13]}…)",
-            "driver / CUDA runtime": f"{run.get('driver_version', '')} / {run.get('cuda_runtime', '')}",
-            "PCIe": f"Gen{run.get('pcie_gen', '?')} x{run.get('pcie_width', '?')}",
-            "libraries": f"{run.get('cupy_version', '')}, {run.get('numba_cuda_version', '')}",
-            "commit": run.get("git_commit", "")[:12],
-        })
-    return _table(pd.DataFrame(lines))
-
-
-def _figure(path: Path) -> str:
-    encoded = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{encoded}">'
-
-
-def _claims(rows: pd.DataFrame) -> str:
-    from bench import claims
-
-    lines = []
-    for _, claim in claims.table(rows).iterrows():
-        lines.append(f"<tr><td>{html.escape(claim['claim'])}</td>"
-                     f"<td class='verdict-{html.escape(claim['verdict'].split()[0])}'>{html.escape(claim['verdict'])}"
-                     f"</td><td>{html.escape(claim['docs say'])} (<a href='{html.escape(claim['source'])}'>docs</a>)"
-                     f"</td><td>{html.escape(claim['measured'])}</td></tr>")
-    return ("<table><tr><th>claim</th><th>verdict</th><th>the documentation</th><th>measured</th></tr>"
-            + "".join(lines) + "</table>")
-
-
 def render(rows: pd.DataFrame, tables: dict, source: str = "") -> str:
-    """The report as an HTML string."""
-    from bench import plots
-    from bench.experiments import registry
-
-    experiments = registry()
-    present = [name for name in experiments if (rows["experiment"] == name).any()]
-    parts = [f"<h1>bench report</h1><p class='meta'>{html.escape(source)}: {len(rows)} configurations of "
-             f"{', '.join(present)}; generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>",
-             "<h2>Environment</h2>", _environment(rows)]
-    with tempfile.TemporaryDirectory() as scratch:
-        written = {path.stem: path for path in plots.plot_results(rows, Path(scratch), tables)
-                   if path.suffix == ".png"}
-        for name in present:
-            mine = rows[rows["experiment"] == name]
-            experiment = experiments[name]
-            ok = int((mine["status"] == "ok").sum())
-            parts.append(f"<h2>{html.escape(name)}</h2><p>{html.escape(experiment.description)}: {ok} of "
-                         f"{len(mine)} configurations ok.</p>")
-            headline = experiment.headline(mine)
-            if len(headline):
-                parts.append(_table(headline))
-            parts += [_figure(written[stem]) for stem in FIGURES.get(name, ()) if stem in written]
-            if name == "blocking":
-                parts += ["<h3>Claims</h3>", _claims(rows)]
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>bench report</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    """The report of ``rows`` (every row of the input; the newest measurement of each configuration per GPU is
+    shown) and their side tables, as an HTML document."""
+    shown = analysis.newest(rows)
+    groups = analysis.by_gpu(shown)
+    labels = _labels(groups) if len(groups) > 1 else {}
+    parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>"]
+    if labels:
+        parts.append(_contents(groups))
+    parts += ["<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
+    for gpu, mine in groups:
+        parts += _gpu_section(gpu, mine, plots.tables_of(tables, mine), labels.get(gpu, ""))
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>bench report</title>"
+            f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
+            f"{''.join(parts)}</body></html>\n")
 
 
 def write(rows: pd.DataFrame, tables: dict, out: Path, source: str = "") -> Path:
@@ -115,3 +101,270 @@ def write(rows: pd.DataFrame, tables: dict, out: Path, source: str = "") -> Path
         Path(temporary).unlink(missing_ok=True)
         raise
     return out
+
+
+# --- text and tables -------------------------------------------------------------------------------------------
+
+def cell(value) -> str:
+    """A value as a person reads it: whole numbers without a fraction, four significant digits otherwise, yes/no,
+    lists joined, nothing for missing values."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return ", ".join(cell(item) for item in value)
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return number(float(value))
+    return str(value)
+
+
+def _escape(value) -> str:
+    return html.escape(cell(value), quote=True)
+
+
+def _is_number(value) -> bool:
+    text = cell(value).replace("%", "").replace("×", "").strip()
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def table(frame: pd.DataFrame, gpu: str = "") -> str:
+    """``frame`` as an HTML table, with a GPU column first when ``gpu`` names one; long ones scroll in a box with
+    their header in view."""
+    head = "".join(f"<th>{html.escape(str(column))}</th>" for column in (["GPU"] if gpu else []) + list(frame.columns))
+    first = f"<td class='gpu'>{html.escape(gpu)}</td>" if gpu else ""
+    body = []
+    for values in frame.itertuples(index=False):
+        cells = [f"<td class='number'>{_escape(v)}</td>" if _is_number(v) else f"<td>{_escape(v)}</td>"
+                 for v in values]
+        body.append(f"<tr>{first}{''.join(cells)}</tr>")
+    long = " long" if len(frame) > LONG_TABLE else ""
+    return (f"<div class='scroll{long}'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _labels(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> dict[Gpu, str]:
+    """What the GPU column says for each GPU: name and start of UUID, and the host where hosts differ."""
+    hosts = {gpu.host for gpu, _ in groups}
+    return {gpu: f"{gpu.short} on {gpu.host}" if len(hosts) > 1 else gpu.short for gpu, _ in groups}
+
+
+def _anchor(gpu: Gpu, experiment: str = "") -> str:
+    return "-".join(part for part in ("gpu", gpu.uuid or "unknown", experiment) if part)
+
+
+def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: str) -> str:
+    runs = rows["run_id"].dropna().nunique() if "run_id" in rows else 0
+    newest = f"; newest run {html.escape(str(rows['run_id'].max()))}" if runs else ""
+    origin = f"{html.escape(source)}: " if source else ""
+    return (f"{origin}{runs} run{'s' if runs != 1 else ''} on {len(groups)} GPU{'s' if len(groups) != 1 else ''}"
+            f"{newest}. Of {len(rows)} result rows, the newest measurement of each configuration on each GPU is "
+            f"shown ({len(shown)} rows).")
+
+
+def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> str:
+    from bench.experiments import registry
+
+    items = []
+    for gpu, mine in groups:
+        present = [name for name in registry() if (mine["experiment"] == name).any()]
+        links = ", ".join(f"<a href='#{_anchor(gpu, name)}'>{html.escape(name)}</a>" for name in present)
+        items.append(f"<li><a href='#{_anchor(gpu)}'>{html.escape(str(gpu))}</a>: {links}</li>")
+    return f"<nav><ul><li><a href='#runs'>Runs</a></li>{''.join(items)}</ul></nav>"
+
+
+def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """One line per run of the input: the GPU it ran on, what it measured, how much of it the report shows."""
+    keys = ["run_id", *analysis.MACHINE, "gpu_name"]
+    frame = analysis.key_frame(rows, [*keys, "experiment", *ENVIRONMENT])
+    shown_keys = analysis.key_frame(shown, keys)
+    shown_counts = shown_keys.groupby(keys, sort=False).size() if len(shown) else pd.Series(dtype=int)
+    lines = []
+    for key, group in frame.groupby(keys, sort=True):
+        run, host, uuid, name = key
+        first = group.iloc[0]
+        count = int(shown_counts.get(key, 0))
+        lines.append({
+            "run": run, "GPU": name, "UUID": uuid, "host": host,
+            "experiments": ", ".join(dict.fromkeys(group["experiment"])), "rows": len(group),
+            "shown": count if count else "0 (newer runs measured all of it)",
+            "driver / CUDA runtime": f"{first.get('driver_version', '')} / {first.get('cuda_runtime', '')}",
+            "PCIe": f"Gen{cell(first.get('pcie_gen'))} x{cell(first.get('pcie_width'))}",
+            "libraries": ", ".join(str(first[column]) for column in ("cupy_version", "numba_cuda_version")
+                                   if first.get(column)),
+            "commit": str(first.get("git_commit", ""))[:12],
+        })
+    return table(pd.DataFrame(lines))
+
+
+# --- one GPU ---------------------------------------------------------------------------------------------------
+
+def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str) -> list[str]:
+    """Every experiment of one GPU: headline table, figures, truth tables; then the claims. With a ``label`` (the
+    report has several GPUs) the section has its own heading and every table a GPU column."""
+    from bench.experiments import registry
+
+    level = 3 if label else 2
+    parts = [f"<h2 id='{_anchor(gpu)}'>{html.escape(str(gpu))}</h2>"] if label else []
+    figures: dict[str, list[tuple[str, bytes]]] = {}
+    plt = plots.pyplot()
+    for name, stem, figure in plots.draw(rows[~rows["experiment"].isin(list(TRUTH_TABLES))], tables):
+        figures.setdefault(name, []).append((stem, plots.render(figure, "png")))
+        plt.close(figure)
+    for name, experiment in registry().items():
+        mine = rows[rows["experiment"] == name]
+        if not len(mine):
+            continue
+        parts.append(f"<h{level} id='{_anchor(gpu, name)}'>{html.escape(name)}</h{level}>")
+        parts.append(f"<p>{html.escape(experiment.description)}. {_status(mine)}</p>")
+        if name in TRUTH_TABLES:
+            parts.append(truth_table(name, mine, label))
+        else:
+            headline = experiment.headline(mine)
+            if len(headline):
+                parts.append(table(headline, label))
+        parts += [_figure(stem, png) for stem, png in figures.get(name, [])]
+        parts.append(_not_ok(experiment, mine, label))
+    parts.append(claims_section(rows, label, level))
+    return parts
+
+
+def _status(rows: pd.DataFrame) -> str:
+    counts = rows["status"].value_counts()
+    ok = int(counts.get("ok", 0))
+    others = ", ".join(f"{int(count)} {status}" for status, count in counts.items() if status != "ok")
+    runs = sorted(rows["run_id"].dropna().unique())
+    measured = f" (run{'s' if len(runs) > 1 else ''} {', '.join(runs)})" if runs else ""
+    return html.escape(f"{ok} of {len(rows)} configurations ok{'; ' + others if others else ''}{measured}.")
+
+
+def _not_ok(experiment, rows: pd.DataFrame, label: str) -> str:
+    failed = rows[rows["status"] != "ok"]
+    if not len(failed):
+        return ""
+    frame = pd.DataFrame({"configuration": [describe(experiment, row) for _, row in failed.iterrows()],
+                          "status": failed["status"], "error": failed["error"]})
+    return (f"<details><summary>{len(failed)} configurations not ok</summary>{table(frame, label)}</details>")
+
+
+def _figure(stem: str, png: bytes) -> str:
+    width, height = struct.unpack(">II", png[16:24])  # the PNG header's IHDR chunk
+    encoded = base64.b64encode(png).decode()
+    return (f"<figure><img alt='{html.escape(stem)}' width='{round(width * SCALE)}' "
+            f"height='{round(height * SCALE)}' src='data:image/png;base64,{encoded}'>"
+            f"<figcaption>{html.escape(stem)}</figcaption></figure>")
+
+
+# --- truth tables and claims -----------------------------------------------------------------------------------
+
+def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
+    """Calls × (spinning stream, placement), each cell coloured by the verdict, with host ms (blocking) or "host"
+    where the call held the host (serialization), "!" where the measurement contradicts the documentation, and
+    the documentation's statement on hover."""
+    from bench.calls import PLACEMENTS
+    from bench.experiments.blocking import SPIN_MS, SPIN_STREAMS
+
+    cells = {(row["call"], row["spin_stream"], row["placement"]): row for _, row in rows.iterrows()}
+    groups = {spin: [placement for placement in PLACEMENTS if any(key[1:] == (spin, placement) for key in cells)]
+              for spin in SPIN_STREAMS}
+    groups = {spin: placements for spin, placements in groups.items() if placements}
+    spins = "".join(f"<th class='group' colspan='{len(placements)}'>spinning stream {html.escape(spin)}</th>"
+                    for spin, placements in groups.items())
+    places = "".join(f"<th{' class=group' if index == 0 else ''}>{html.escape(placement)}</th>"
+                     for placements in groups.values() for index, placement in enumerate(placements))
+    body = []
+    for call in dict.fromkeys(rows["call"]):
+        tds = []
+        for spin, placements in groups.items():
+            for index, placement in enumerate(placements):
+                group = " group" if index == 0 else ""
+                row = cells.get((call, spin, placement))
+                tds.append(f"<td class='absent{group}' title='the call takes no such stream'></td>" if row is None
+                           else _truth_cell(name, row, group))
+        body.append(f"<tr><th>{html.escape(call)}</th>{''.join(tds)}</tr>")
+    spin_ms = rows["spin_ms"].dropna().median() if "spin_ms" in rows and rows["spin_ms"].notna().any() else SPIN_MS
+    caption = (TRUTH_TABLES[name].format(spin_ms=cell(spin_ms))
+               + " \"!\": contradicts the documentation (hover a cell for what it says).")
+    if label:
+        caption = f"GPU {label}. {caption}"
+    legend = _legend((VERDICT_CLASSES[verdict], verdict, text) for verdict, text in VERDICT_MEANINGS[name])
+    return (f"{legend}<div class='scroll truth'><table class='truth'><caption>{html.escape(caption)}</caption>"
+            f"<thead><tr><th class='corner' rowspan='2'>call</th>{spins}</tr><tr>{places}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True, False, None: silent or vague)
+    "blocking": ("docs_waits", {True: "The documentation says the call waits for the running kernel",
+                                False: "The documentation says the call does not wait for it",
+                                None: "The documentation is silent or vague about waiting"}),
+    "serialization": ("docs_serializes", {True: "The documentation says the call keeps the kernels apart",
+                                          False: "The documentation says the call does not keep them apart",
+                                          None: "The documentation is silent about keeping them apart"}),
+}
+
+
+def _truth_cell(name: str, row: pd.Series, group: str) -> str:
+    from bench.experiments.blocking import contradicts_docs, short_ms
+
+    where = f"{row['call']} on {row['placement']} (spinning stream {row['spin_stream']})"
+    if row["status"] != "ok":
+        title = html.escape(f"{where}: {row['status']}: {cell(row['error'])}")
+        return f"<td class='none{group}' title='{title}'>{html.escape(row['status'])}</td>"
+    contradicts = contradicts_docs(row)
+    if name == "blocking":
+        text = short_ms(row["host_ms"])
+        detail = f"host {cell(row['host_ms'])} ms; with nothing running {cell(row.get('idle_host_ms'))} ms"
+    else:
+        text = "host" if _flag(row.get("host_waited")) else ""
+        detail = f"the kernels overlapped {cell(row.get('overlap_ms'))} ms; host {cell(row['host_ms'])} ms"
+    repeats = f" (repeats disagreed: {cell(row.get('verdicts'))})" if _flag(row.get("stable")) is False else ""
+    flag, says = DOCUMENTED[name]
+    statement = f": {cell(row.get('docs'))}" if cell(row.get("docs")) else ""
+    source = f" ({cell(row.get('source'))})" if cell(row.get("source")) else ""
+    title = (f"{where}: {row['verdict']}{repeats}; {detail}.\n{says[_flag(row.get(flag))]}{statement}{source}."
+             + ("\nThe measurement contradicts the documentation." if contradicts else ""))
+    marks = " contradicts" if contradicts else ""
+    return (f"<td class='{VERDICT_CLASSES.get(row['verdict'], 'none')}{marks}{group}' "
+            f"title='{html.escape(title)}'>{html.escape(text)}{'!' if contradicts else ''}</td>")
+
+
+def _legend(entries: Iterable[tuple[str, str, str]]) -> str:
+    """(CSS class, label, meaning) of each colour."""
+    spans = "".join(f"<span class='{css}'><b>{html.escape(label)}</b>: {html.escape(text)}</span>"
+                    for css, label, text in entries)
+    return f"<p class='legend'>{spans}</p>"
+
+
+def _flag(value) -> bool | None:
+    return None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else bool(value)
+
+
+def claims_section(rows: pd.DataFrame, label: str = "", level: int = 2) -> str:
+    """The folklore claims against these rows, each verdict coloured by whether the measurement agrees with the
+    claim: holds (green), partly (amber), busted (red); empty when none could be judged."""
+    from bench import claims
+
+    judged = claims.table(rows)
+    if (judged["verdict"] == "not measured").all():
+        return ""
+    lines = []
+    for _, claim in judged.iterrows():
+        first = f"<td class='gpu'>{html.escape(label)}</td>" if label else ""
+        lines.append(f"<tr>{first}<td>{html.escape(claim['claim'])}</td>"
+                     f"<td class='verdict {CLAIM_CLASSES[claim['verdict']]}'>"
+                     f"{html.escape(claims.LABELS[claim['verdict']])}</td>"
+                     f"<td>{html.escape(claim['docs say'])} (<a href='{html.escape(claim['source'])}'>docs</a>)</td>"
+                     f"<td>{html.escape(claim['measured'])}</td></tr>")
+    head = "".join(f"<th>{name}</th>" for name in (["GPU"] if label else [])
+                   + ["claim", "verdict", "the documentation", "measured"])
+    legend = _legend([("good", "holds", "the measurement agrees with the claim"),
+                      ("fair", "partly", "it holds in some cases only"),
+                      ("bad", "busted", "the measurement contradicts the claim")])
+    return (f"<h{level}>Claims</h{level}>{legend}<div class='scroll'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(lines)}</tbody></table></div>")

@@ -61,6 +61,7 @@ class Outcome:
     stopped_in: str = ""  # the experiment running when the sweep was interrupted
     signal: int = 0  # the signal that interrupted it (SIGINT or SIGTERM)
     wall_s: dict[str, float] = field(default_factory=dict)  # per experiment
+    startup_s: dict[str, float] = field(default_factory=dict)  # per experiment: its process's start and GPU setup
     estimate_s: float = 0.0
 
 
@@ -88,6 +89,11 @@ class RowMessage:
 @dataclass(frozen=True)
 class FailedMessage:
     why: str
+
+
+@dataclass(frozen=True)
+class ReadyMessage:
+    """The process has started and selected its GPU: what came before is start-up, not measurement."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ def _child(sender, experiment, configs, rules, device: int | None) -> None:
     try:
         if device is not None:
             use_device(device)
+        sender.send(ReadyMessage())
         from bench.timing import Context
 
         for row in experiment.measure(configs, Context(rules)):
@@ -131,8 +138,9 @@ def _child(sender, experiment, configs, rules, device: int | None) -> None:
         sender.close()
 
 
-def isolated(item: Plan, device: int | None) -> Iterator[RowMessage | FailedMessage]:
-    """Run a plan in a child process: its rows, then a FailedMessage if the child could not finish."""
+def isolated(item: Plan, device: int | None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+    """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
+    it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process)."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
@@ -140,9 +148,15 @@ def isolated(item: Plan, device: int | None) -> Iterator[RowMessage | FailedMess
     child.start()
     sender.close()
     ended = f"the {item.experiment.name} process ended"
+    waiting = Stopwatch()
     try:
         while True:
+            if waiting.seconds() > item.experiment.row_timeout_s:
+                yield FailedMessage(f"no row for {item.experiment.row_timeout_s:g} s: the {item.experiment.name} "
+                                    "process hung and was stopped")
+                return
             if receiver.poll(0.2):
+                waiting = Stopwatch()
                 try:
                     message = receiver.recv()
                 except EOFError:
@@ -164,10 +178,11 @@ def isolated(item: Plan, device: int | None) -> Iterator[RowMessage | FailedMess
         child.join(10)
 
 
-def inline(item: Plan) -> Iterator[RowMessage]:
+def inline(item: Plan) -> Iterator[ReadyMessage | RowMessage]:
     """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate."""
     from bench.timing import Context
 
+    yield ReadyMessage()
     for row in item.experiment.measure(item.configs, Context(item.rules)):
         yield RowMessage(row)
 
@@ -189,13 +204,14 @@ class Gpu:
     """The GPU a sweep checks and runs on (tests hand the runner a stand-in)."""
 
     def select(self, device: int):
-        """Select ``device``; its :class:`bench.env.Environment`. UsageError when there is none."""
-        return select_device(device)
+        """The :class:`bench.env.Environment` of ``device``. UsageError when there is none."""
+        self.environment = gpu_environment(device)
+        return self.environment
 
     def free_bytes(self) -> int:
-        from bench.cuda import runtime
+        from bench import env
 
-        return runtime.memGetInfo()[0]
+        return env.free_memory_bytes(self.environment.pci_bus_id)
 
     def child_device(self, device: int) -> int | None:
         """The device an experiment's process selects (None: leave it alone)."""
@@ -210,8 +226,9 @@ def use_device(device: int) -> None:
     numba_cuda.select_device(device)
 
 
-def select_device(device: int):
-    """Select the device for CuPy and numba-cuda; return its environment. UsageError when there is none."""
+def gpu_environment(device: int):
+    """The environment of ``device``, read without creating a CUDA context in this process (the sweep's parent
+    leaves the GPU to its experiments' processes). UsageError when there is no such GPU."""
     from bench import env
 
     reason = env.no_gpu_reason()
@@ -222,7 +239,6 @@ def select_device(device: int):
     count = runtime.getDeviceCount()
     if not 0 <= device < count:
         raise UsageError(f"--device {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
-    use_device(device)
     return env.collect(device)
 
 
@@ -316,6 +332,10 @@ class Runner:
         """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
         request = self.request
         if request.resume is not None:
+            version = store.read_metadata(request.resume).get("schema_version", 1)
+            if version != store.SCHEMA_VERSION:
+                raise UsageError(f"--resume: {request.resume} was written by an older bench (schema version "
+                                 f"{version}); start a new sweep")
             self.previous = store.read(request.resume)
             self.previous_tables = store.side_tables(request.resume)
             writable_directory(request.resume.parent, "--resume")
@@ -357,8 +377,8 @@ class _Sweep:
         self.plans = [item for item in runner.plans if item.configs]
         self.rows: list[dict] = []
         self.tables: dict[str, list[dict]] = {}
-        self.earlier = runner.previous.to_dict("records") if runner.previous is not None else []
-        self.earlier_tables = {name: table.to_dict("records") for name, table in runner.previous_tables.items()}
+        self.earlier = store.records(runner.previous) if runner.previous is not None else []
+        self.earlier_tables = {name: store.records(table) for name, table in runner.previous_tables.items()}
         self.schema = store.suite_schema([item.experiment for item in self.plans])
         request = runner.request
         self.metadata = {
@@ -371,12 +391,15 @@ class _Sweep:
             "environment": dict(runner.environment),
         }
         self.planned = sum(len(item.configs) for item in self.plans)
+        self.wall_s: dict[str, float] = {}  # per experiment, its process's start-up included
+        self.startup_s: dict[str, float] = {}  # per experiment: process start and GPU selection
 
     def save(self, complete: bool) -> None:
         if not self.rows:
             return
         path = self.runner.path
-        stamp = {**self.metadata, "complete": complete, "planned": self.planned}
+        stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
+                 "startup_s": self.startup_s}
         for name in {*self.tables, *self.earlier_tables}:
             entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
             store.write(store.side_table_path(path, name), entries, store.table_schema(name), {**stamp, "table": name})
@@ -403,7 +426,7 @@ class _Sweep:
     def run(self) -> Outcome:
         runner, reporter = self.runner, self.runner.reporter
         reporter.planned(self.plans, planning.estimate_s(self.plans))
-        wall_s: dict[str, float] = {}
+        wall_s, startup_s = self.wall_s, self.startup_s
         current = ""
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         caught = 0
@@ -419,6 +442,10 @@ class _Sweep:
                 device = runner.gpu.child_device(runner.request.device)
                 source = isolated(item, device) if runner.isolate else inline(item)
                 for message in source:
+                    if isinstance(message, ReadyMessage):
+                        startup_s[current] = experiment_watch.seconds()
+                        config_watch = Stopwatch()
+                        continue
                     if isinstance(message, FailedMessage):
                         for row in not_run(item, received, message.why):
                             self.keep(item, row, 0.0, {})
@@ -449,7 +476,7 @@ class _Sweep:
             self.save(complete=True)
         path = runner.path if self.rows else None
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
-                       signal=int(caught), wall_s=wall_s, estimate_s=self.metadata["estimate_s"])
+                       signal=int(caught), wall_s=wall_s, startup_s=startup_s, estimate_s=self.metadata["estimate_s"])
 
 
 def _raise_interrupt(number, frame):

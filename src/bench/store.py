@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -80,7 +81,7 @@ def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapp
         check_row(row, schema)
     table = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
     stamp = {"schema_version": SCHEMA_VERSION, **metadata}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: json.dumps(stamp)})
+    table = table.replace_schema_metadata({b"pandas": _pandas_metadata(schema), METADATA_KEY: json.dumps(stamp)})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -94,6 +95,15 @@ def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapp
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _pandas_metadata(schema: pa.Schema) -> bytes:
+    """pandas' own description of the columns, so that plain ``pandas.read_parquet`` gives integer columns as
+    ``Int64`` and flags as ``boolean`` (nullable) instead of floats and objects where other experiments' rows
+    leave them empty."""
+    dtypes = {INT: "Int64", FLAG: "boolean", pa.float64(): "float64"}
+    empty = pd.DataFrame({field.name: pd.Series(dtype=dtypes.get(field.type, "object")) for field in schema})
+    return pa.Table.from_pandas(empty, schema=schema, preserve_index=False).schema.metadata[b"pandas"]
 
 
 def _umask() -> int:
@@ -154,11 +164,12 @@ def read(path: Path) -> pd.DataFrame:
     rows = _frame(path)
     if len(rows.columns) and not {"experiment", "status"} <= set(rows.columns):
         raise ResultsError(f"{path} holds no bench result rows (no experiment and status columns)")
+    schema = suite_schema()
     if metadata.get("schema_version", 1) < 2:
         from bench.upgrade import from_version_1
 
-        rows = from_version_1(rows)
-    return typed(rows, suite_schema())
+        rows = from_version_1(rows).reindex(columns=schema.names)  # exactly today's columns
+    return typed(rows, schema)
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -182,6 +193,22 @@ def typed(rows: pd.DataFrame, schema: pa.Schema) -> pd.DataFrame:
         elif field.type == FLAG and str(values.dtype) != "boolean":
             changes[field.name] = pd.array([_flag(v) for v in values], dtype="boolean")
     return rows.assign(**changes) if changes else rows
+
+
+def records(rows: pd.DataFrame) -> list[dict]:
+    """Rows read back as plain Python values (None where empty), as an experiment would have yielded them: ready to
+    be checked and written again (a resumed sweep rewrites its earlier rows)."""
+    return [{name: _plain(value) for name, value in record.items()} for record in rows.to_dict("records")]
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return [_plain(item) for item in value.tolist()]
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if _absent(value):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _absent(value) -> bool:
@@ -275,14 +302,3 @@ def newest_rows(directory: Path, experiments: Sequence[str]) -> pd.DataFrame:
             if len(mine):
                 found[name] = mine
     return pd.concat(found.values(), ignore_index=True) if found else pd.DataFrame()
-
-
-def latest_runs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Of several runs of an experiment on one GPU, the newest (run ids are UTC timestamps); different GPUs and
-    hosts all stay."""
-    if not len(rows) or "run_id" not in rows:
-        return rows
-    keys = ["experiment"] + [key for key in ("hostname", "gpu_uuid") if key in rows]
-    filled = rows[keys].astype(object).where(rows[keys].notna(), "")
-    newest_run = rows.groupby([filled[key] for key in keys])["run_id"].transform("max")
-    return rows[rows["run_id"] == newest_run].reset_index(drop=True)

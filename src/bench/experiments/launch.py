@@ -108,4 +108,5 @@ EXPERIMENT = Experiment(
     figures=(launch_figure,),
     size_axis="",
     order=20,
+    share_s=2,
 )

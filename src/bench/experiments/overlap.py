@@ -149,7 +149,9 @@ def seconds(config: Config, rule: StopRule) -> float:
     overhead_s = 0.02 + 0.0004 * config["streams"] * config["chunks_per_stream"]
     first = (config["host_memory"], config["allocator"], config["launch"], config["chunks_per_stream"],
              config["streams"]) == ("pinned", "malloc", "eager", 1, 1)
-    stages_s = 12 * (3 * copy_s + 8 * kernel_s) if first else 0.0
+    stages_s = 12 * (3 * copy_s + 4 * kernel_s) if first else 0.0
+    if config["host_memory"] == "pageable" and config["streams"] == 1:  # the first pageable row: its stages
+        stages_s = 12 * 2 * config["total_bytes"] / 5e9
     return overhead_s + 4 * makespan_s + sampling_s + stages_s
 
 
@@ -169,13 +171,17 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
         one_stream = group[group["streams"] == 1]["speedup"]
         lines.append({
             "payload": format_size(int(total)), "compute ratio": f"{ratio:g}", "host memory": host_memory,
-            "best configuration": f"{best['streams']} streams × {best['chunks_per_stream']} chunks, "
-                                  f"{best['allocator']}, {best['launch']}",
+            "best configuration": f"{_count(best['streams'], 'stream')} × "
+                                  f"{_count(best['chunks_per_stream'], 'chunk')}, {best['allocator']}, {best['launch']}",
             "makespan ms": f"{best['makespan_ms']:.2f}", "bound ms": f"{best['bound_ms']:.2f}",
             "speedup": f"{best['speedup']:.2f}", "efficiency": f"{best['efficiency']:.1%}",
             "1-stream speedup": f"{one_stream.median():.2f}" if len(one_stream) else "—",
         })
     return pd.DataFrame(lines)
+
+
+def _count(number, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 OP_COLORS = {"H2D": "#1f77b4", "kernel": "#2ca02c", "D2H": "#d62728", "alloc": "#7f7f7f", "free": "#bcbd22"}
@@ -671,4 +677,5 @@ EXPERIMENT = Experiment(
     stop_rules={"default": {"min_samples": 5, "time_cap_s": 0.25}, "stage": {"min_samples": 10, "time_cap_s": 1.0}},
     size_axis="total_bytes",
     order=30,
+    share_s=32,
 )

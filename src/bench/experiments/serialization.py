@@ -53,7 +53,7 @@ def classify(first: tuple[float, float], second: tuple[float, float], spin_ms: f
 
 
 def seconds(config: Config, rule: StopRule) -> float:
-    return 0.012 + MIN_REPEATS * (2 * SPIN_MS / 1e3 + 0.004)
+    return 0.005 + MIN_REPEATS * 1.25 * SPIN_MS / 1e3  # two spins: 1× when they overlap, 2× when serialized
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -109,4 +109,5 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     order=50,
+    share_s=11,
 )

@@ -1,0 +1,63 @@
+"""Catalogs of the library calls users write (CuPy, numba-cuda, PyTorch), each with the library's documentation
+statement, measured by the ``library`` experiment the way :mod:`bench.calls` catalogs CUDA runtime calls.
+
+A call is prepared on its *call stream* (:class:`CallStream`: a fresh non-blocking stream that the library uses as
+its current stream, or that the call is given) before anything runs, then made once while the host times it.
+Building a catalog imports no library: each ``prepare`` imports what it needs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+CATEGORIES = ("scalar", "transfer", "indexing", "reduction", "compute", "allocation", "creation", "compilation",
+              "synchronization", "launch")
+STREAM_USE = ("current", "given", "default", "none")  # the library's current stream, a stream argument, the legacy
+# default stream (the call takes none and uses stream 0), or no stream at all (host work)
+
+
+@dataclass
+class Prepared:
+    """One call, ready to be made; ``keep`` holds what must stay alive until it was made."""
+
+    call: Callable[[], object]
+    cleanup: Callable[[], None] = lambda: None  # untimed, once the device is idle
+    keep: object = None
+
+
+@dataclass(frozen=True)
+class CallStream:
+    """The stream a library call uses, as each library names it: its CUDA handle, a CuPy stream, a numba stream and
+    (where PyTorch is installed) a torch stream, all the same stream."""
+
+    ptr: int
+    cupy: object
+    numba: object
+    torch: object | None = None
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    name: str  # unique across libraries: "cupy a.item()"
+    library: str  # cupy, numba-cuda, torch
+    category: str  # one of CATEGORIES
+    stream: str  # one of STREAM_USE
+    docs: str  # the library's documentation, briefly
+    source: str  # its URL
+    prepare: Callable[[object, CallStream], Prepared]  # (the library's kit, the call's stream) -> Prepared
+    docs_waits: bool | None = None  # the docs say the call waits for the GPU (True), does not (False), or neither
+    fresh: bool = False  # every call compiles or creates something new (a first call, each time)
+
+
+LIBRARIES = ("cupy", "numba-cuda", "torch")
+
+
+@functools.cache
+def catalog() -> dict[str, LibraryCall]:
+    """Every library call by name, CuPy's first, then numba-cuda's, then PyTorch's."""
+    from bench.catalogs import cupy_calls, numba_calls, torch_calls
+
+    calls = (*cupy_calls.CALLS, *numba_calls.CALLS, *torch_calls.CALLS)
+    return {call.name: call for call in calls}

@@ -1,0 +1,232 @@
+"""plot, claims, compare and report from the command line, and the row selection under them: one GPU per line,
+superseded runs left out, figures that do not change unless the results do, and every bad input one line on stderr
+with exit status 2 and nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import synthetic
+from bench import analysis, store
+from bench.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+V1_TIMELINE = ROOT / "results" / "_superseded" / "20261121T145240Z-NVIDIA-H200.timeline.parquet"
+GPU_B = {"gpu_uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "hostname": "node-b"}
+GPU_C = {"gpu_uuid": "GPU-cccccccc-0000-0000-0000-000000000000", "hostname": "node-c"}
+LOCKED = "/proc/bench-locked" if os.geteuid() == 0 else "locked"  # root writes anywhere chmod allows nothing
+
+
+def bench(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "100"}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def experiment(name: str, **changes) -> list[dict]:
+    return synthetic.tagged([row for row in synthetic.all_records() if row["experiment"] == name], **changes)
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*"))
+
+
+# --- choosing rows ---------------------------------------------------------------------------------------------
+
+def test_newest_keeps_the_newest_measurement_of_each_configuration_per_gpu():
+    launch = experiment("launch")
+    rows = synthetic.frame(launch + [{**row, "run_id": "20261122T000000Z"} for row in launch[:2]]
+                           + synthetic.tagged(launch, **GPU_B))
+    kept = analysis.newest(rows)
+    assert sorted(zip(kept["hostname"], kept["path"], kept["run_id"])) == sorted(
+        [("node-a", "dispatcher", "20261122T000000Z"), ("node-a", "precompiled", "20261122T000000Z"),
+         ("node-a", "graph", synthetic.RUN_ID)] + [("node-b", path, synthetic.RUN_ID) for path in
+                                                   ("dispatcher", "precompiled", "graph")])
+
+
+def test_gpus_are_told_apart_by_host_and_uuid_and_gpu_picks_one():
+    rows = synthetic.frame(experiment("launch") + experiment("launch", **GPU_B)
+                           + experiment("launch", gpu_name="Other GPU", **GPU_C))
+    found = analysis.gpus(rows)
+    assert [(gpu.host, gpu.short) for gpu in found] == [
+        ("node-a", "Test GPU 00000000"), ("node-b", "Test GPU bbbbbbbb"), ("node-c", "Other GPU cccccccc")]
+    assert [len(mine) for _, mine in analysis.by_gpu(rows)] == [3, 3, 3]
+    for wanted in ("bbbb", "GPU-bbbbbbbb", "node-b"):
+        assert set(analysis.select_gpu(rows, wanted)["hostname"]) == {"node-b"}
+    assert set(analysis.select_gpu(rows, "other gpu")["hostname"]) == {"node-c"}
+    assert analysis.select_gpu(rows, None) is rows
+    with pytest.raises(UsageError, match="--gpu Test GPU: matches 2 GPUs"):
+        analysis.select_gpu(rows, "Test GPU")
+    with pytest.raises(UsageError, match="--gpu dddd: no such GPU in the results \\(they hold: Test GPU"):
+        analysis.select_gpu(rows, "dddd")
+
+
+# --- bad input -------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def inputs(tmp_path):
+    """Good, empty, foreign, newer, unrelated and side-table files, and things that are in the way of an output."""
+    good = synthetic.write(tmp_path / "good.parquet", experiment("launch"))
+    synthetic.write(tmp_path / "copies.parquet", experiment("bandwidth"))
+    synthetic.write(tmp_path / "empty.parquet", [])
+    synthetic.write(tmp_path / "twins" / "a.parquet", experiment("launch"))
+    synthetic.write(tmp_path / "twins" / "b.parquet", experiment("launch", **GPU_B))
+    timeline = synthetic.overlap_timeline_records(synthetic.overlap_records())[:5]
+    store.write(store.side_table_path(good, "timeline"), timeline, store.table_schema("timeline"),
+                {"run_id": synthetic.RUN_ID, "table": "timeline"})
+    (tmp_path / "old.timeline.parquet").write_bytes(V1_TIMELINE.read_bytes())
+    store.write(tmp_path / "stamped.parquet", [{"a": 1}], pa.schema([pa.field("a", pa.int64())]), {"run_id": "x"})
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "foreign.parquet")
+    newer = pa.table({"a": [1]}).replace_schema_metadata({b"bench": json.dumps({"schema_version": 99})})
+    pq.write_table(newer, tmp_path / "newer.parquet")
+    (tmp_path / "notes.parquet").write_text("not parquet")
+    (tmp_path / "afile").write_text("in the way")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "emptydir").mkdir()
+    if LOCKED == "locked":
+        (tmp_path / "locked").mkdir(mode=0o500)
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["plot", "good.parquet", "--out", "afile"], "--out: afile is a file, not a directory"),
+    (["plot", "good.parquet", "--out", "afile/plots"], "--out: afile is a file, not a directory"),
+    (["plot", "good.parquet", "--out", LOCKED], "--out: cannot write to"),
+    (["report", "good.parquet", "--out", "adir"], "--out: adir is a directory"),
+    (["report", "good.parquet", "--out", "afile/report.html"], "--out: afile is a file, not a directory"),
+    (["report", "good.parquet", "--out", f"{LOCKED}/report.html"], "--out: cannot write to"),
+    (["plot", "_timeline/good.parquet"], "is the side table 'timeline' of a results file"),
+    (["report", "_timeline/good.parquet"], "is the side table 'timeline' of a results file"),
+    (["plot", "old.timeline.parquet"], "is the side table 'timeline' of a results file"),
+    (["report", "old.timeline.parquet"], "is the side table 'timeline' of a results file"),
+    (["compare", "good.parquet", "old.timeline.parquet"], "is the side table 'timeline' of a results file"),
+    (["plot", "stamped.parquet"], "stamped.parquet holds no bench result rows"),
+    (["report", "stamped.parquet"], "stamped.parquet holds no bench result rows"),
+    (["claims", "stamped.parquet"], "stamped.parquet holds no bench result rows"),
+    (["compare", "stamped.parquet", "good.parquet"], "stamped.parquet holds no bench result rows"),
+    (["plot", "foreign.parquet"], "foreign.parquet is not a bench results file"),
+    (["report", "newer.parquet"], "newer.parquet has schema version 99"),
+    (["compare", "good.parquet", "notes.parquet"], "cannot read results file notes.parquet"),
+    (["plot", "empty.parquet"], "empty.parquet holds no result rows"),
+    (["report", "empty.parquet"], "empty.parquet holds no result rows"),
+    (["claims", "empty.parquet"], "empty.parquet holds no result rows"),
+    (["compare", "good.parquet", "empty.parquet"], "empty.parquet holds no result rows"),
+    (["compare", "empty.parquet", "good.parquet"], "empty.parquet holds no result rows"),
+    (["compare", "good.parquet", "copies.parquet"], "good.parquet and copies.parquet have no configuration in "
+                                                    "common"),
+    (["compare", "good.parquet", "good.parquet", "--fail-above", "nan"], "'nan' is not a positive finite number"),
+    (["compare", "good.parquet", "good.parquet", "--fail-above", "inf"], "'inf' is not a positive finite number"),
+    (["compare", "good.parquet", "good.parquet", "--fail-above", "0"], "'0' is not a positive finite number"),
+    (["compare", "good.parquet", "good.parquet", "--fail-above=-5"], "'-5' is not a positive finite number"),
+    (["compare", "good.parquet", "good.parquet", "--fail-above", "lots"], "'lots' is not a number"),
+    (["compare", "good.parquet"], "the following arguments are required: new"),
+    (["compare", "good.parquet", "twins", "--gpu", "node-b"], "old results: --gpu node-b: no such GPU"),
+    (["report", "twins", "--gpu", "Test GPU"], "--gpu Test GPU: matches 2 GPUs"),
+    (["plot", "good.parquet", "--gpu", "dddd"], "--gpu dddd: no such GPU in the results"),
+    (["claims", "twins", "--gpu", "dddd"], "--gpu dddd: no such GPU in the results"),
+    (["report", "emptydir"], "no results files (*.parquet) under emptydir/"),
+    (["plot"], "no results files (*.parquet) in results/"),
+    (["report"], "cannot read results file results: no such file or directory"),
+    (["claims", "missing.parquet"], "cannot read results file missing.parquet: no such file or directory"),
+])
+def test_bad_input_is_one_line_and_exit_2_and_nothing_written(inputs, args, fragment):
+    before = names(inputs)
+    result = bench(*args, cwd=inputs)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench: error: ") and fragment in lines[0], result.stderr
+    assert result.stdout == ""  # no warnings, no partial output before the error
+    assert names(inputs) == before and not Path(LOCKED).exists()
+
+
+# --- what the commands do --------------------------------------------------------------------------------------
+
+def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path):
+    synthetic.write(tmp_path / "fleet" / "a.parquet", experiment("launch") + experiment("alloc"))
+    synthetic.write(tmp_path / "fleet" / "b.parquet", experiment("launch", **GPU_B))
+    result = bench("plot", "fleet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert names(tmp_path / "plots") == sorted([
+        "Test-GPU-00000000", "Test-GPU-00000000/alloc.png", "Test-GPU-00000000/alloc.svg",
+        "Test-GPU-00000000/launch.png", "Test-GPU-00000000/launch.svg", "Test-GPU-bbbbbbbb",
+        "Test-GPU-bbbbbbbb/launch.png", "Test-GPU-bbbbbbbb/launch.svg"])
+    result = bench("plot", "fleet", "--gpu", "node-b", "--out", "b", cwd=tmp_path)
+    assert result.returncode == 0 and names(tmp_path / "b") == ["launch.png", "launch.svg"], result.stderr
+    assert "Test GPU (GPU-bbbbbbbb)" in (tmp_path / "b" / "launch.svg").read_text()
+
+
+def test_overlap_runs_of_two_payloads_get_a_set_of_figures_each(tmp_path):
+    larger = [{**row, "total_bytes": 1 << 30} for row in experiment("overlap", run_id="20261122T000000Z")]
+    synthetic.write(tmp_path / "r.parquet", experiment("overlap") + larger)
+    result = bench("plot", "r.parquet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert names(tmp_path / "plots") == sorted(f"overlap_{kind}-{size}.{ext}" for kind in ("scaling", "heatmap")
+                                               for size in ("256MiB", "1GiB") for ext in ("png", "svg"))
+
+
+def test_replotting_unchanged_results_leaves_every_file_alone(tmp_path):
+    rows = [row for row in synthetic.all_records() if row["experiment"] in ("blocking", "serialization", "launch")]
+    synthetic.write(tmp_path / "r.parquet", rows)
+    assert bench("plot", "r.parquet", cwd=tmp_path).returncode == 0
+    files = sorted((tmp_path / "plots").iterdir())
+    assert len(files) == 4 and not any(b"<dc:date>" in path.read_bytes() for path in files)
+    for path in files:
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))  # as if written long ago
+    before = {path.name: path.read_bytes() for path in files}
+    assert bench("plot", "r.parquet", cwd=tmp_path).returncode == 0
+    assert sorted((tmp_path / "plots").iterdir()) == files
+    assert {path.name: path.read_bytes() for path in files} == before
+    assert {path.stat().st_mtime_ns for path in files} == {1_000_000_000}
+
+
+def test_superseded_runs_are_left_out_unless_named(tmp_path):
+    synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", experiment("launch"))
+    superseded = tmp_path / "results" / "_superseded" / "20261120T000000Z-Test-GPU.parquet"
+    synthetic.write(superseded, experiment("launch", run_id="20261120T000000Z", **GPU_C))
+    assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results"))] == ["node-a"]
+    result = bench("report", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "wrote plots/report.html\n", result.stderr
+    document = (tmp_path / "plots" / "report.html").read_text()
+    assert synthetic.RUN_ID in document and "20261120T000000Z" not in document and "node-c" not in document
+    result = bench("report", "results", "results/_superseded", "--out", "all.html", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "20261120T000000Z" in (tmp_path / "all.html").read_text()
+    result = bench("compare", "results/_superseded", "results", cwd=tmp_path)
+    assert result.returncode == 0 and "different GPUs" in result.stdout and "3 same" in result.stdout
+    assert bench("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
+    assert names(tmp_path / "plots") == ["launch.png", "launch.svg", "report.html"]
+
+
+def test_claims_of_a_directory_judge_each_gpu_on_its_own(tmp_path):
+    everything = synthetic.all_records()
+    synthetic.write(tmp_path / "fleet" / "a.parquet", everything)
+    cudafree_returns = [{**row, "verdict": "returns", "host_ms": 0.004}
+                        if row["experiment"] == "blocking" and row["call"] == "cudaFree" else row
+                        for row in synthetic.tagged(everything, **GPU_B)]
+    synthetic.write(tmp_path / "fleet" / "b.parquet", cudafree_returns)
+    result = bench("claims", "fleet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.split("CUDA claims against measurement on Test GPU GPU-bbbbbbbb")
+    assert "CUDA claims against measurement on Test GPU GPU-00000000" in first
+    assert "cudaFree waits for running kernels: HOLDS" in first
+    assert "cudaFree waits for running kernels: BUSTED" in second
+    assert "measuring" not in result.stdout and names(tmp_path) == ["fleet", "fleet/a.parquet", "fleet/b.parquet"]
+
+
+def test_the_analysis_commands_never_import_cuda(tmp_path):
+    synthetic.write(tmp_path / "results" / "r.parquet", synthetic.all_records())
+    script = ("import sys\nfrom bench import cli\n"
+              "for args in (['plot'], ['report'], ['compare', 'results', 'results'], ['claims', 'results']):\n"
+              "    assert cli.main(args) == 0, args\n"
+              "print(sorted(name for name in sys.modules if name.split('.')[0] in ('cupy', 'numba')))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"

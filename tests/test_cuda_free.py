@@ -1,0 +1,102 @@
+"""The analysis side of bench never needs CUDA: with every CUDA library made unimportable, the store, figures,
+report, compare and claims still work on committed results; and the CUDA stand-ins import only on first use."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.cuda import LazyModule
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = "20261121T145029Z-NVIDIA-H200.parquet"  # alloc, blocking, graphs, serialization: what the claims need
+
+
+def committed(name: str) -> Path:
+    results = ROOT / "results"
+    found = sorted(results.glob(name)) + sorted((results / "_superseded").glob(f"**/{name}"))
+    if not found:
+        pytest.skip(f"the committed results file {name} is neither in results/ nor under results/_superseded/")
+    return found[0]
+
+
+BLOCKED_RUN = textwrap.dedent("""
+    import importlib.abc
+    import sys
+
+    BLOCKED = ("cupy", "cupyx", "numba", "cuda", "numba_cuda")
+
+
+    class NoCuda(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ImportError(f"{name} is blocked: the analysis must not need CUDA")
+            return None
+
+
+    for loaded in [name for name in sys.modules if name.split(".")[0] in BLOCKED]:
+        del sys.modules[loaded]  # a .pth file may have imported a namespace package already
+    sys.meta_path.insert(0, NoCuda())
+
+    try:
+        import cupy
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("the blocker does not work")
+
+    import bench.analysis, bench.claims, bench.compare, bench.plots, bench.report, bench.store
+    import bench.experiments
+    assert len(bench.experiments.registry()) >= 7
+    from bench import cli
+
+    results, out = sys.argv[1], sys.argv[2]
+    for command in (["plot", results, "--out", out], ["compare", results, results], ["claims", results]):
+        status = cli.main(command)
+        print("status", command[0], status, flush=True)
+    print("loaded", sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED))
+""")
+
+
+def test_analysis_commands_run_with_cuda_unimportable(tmp_path):
+    results = committed(CATALOG)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = tmp_path / "plots"
+    result = subprocess.run([sys.executable, "-c", BLOCKED_RUN, str(results), str(out)], cwd=tmp_path,
+                            env=environment, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    assert "status plot 0" in lines and "status compare 0" in lines and "status claims 0" in lines, \
+        result.stdout[-2000:] + result.stderr[-2000:]
+    assert "loaded []" in lines
+    assert "CUDA claims against measurement" in result.stdout
+    assert "measuring what the results lack" not in result.stdout
+    names = sorted(path.name for path in out.iterdir())
+    assert {"blocking_truth_table.png", "blocking_truth_table.svg", "alloc.png", "alloc.svg"} <= set(names)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["plots"]  # nothing else written
+
+
+def test_lazy_module_imports_on_first_use(monkeypatch):
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    lazy = LazyModule("colorsys")
+    assert repr(lazy) == "<lazy module 'colorsys'>" and "colorsys" not in sys.modules
+    assert lazy.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)
+    assert "colorsys" in sys.modules and "rgb_to_hsv" in vars(lazy)  # later lookups skip __getattr__
+    with pytest.raises(AttributeError):
+        lazy.no_such_function
+    missing = LazyModule("no_such_module_anywhere")
+    with pytest.raises(ImportError):
+        missing.anything
+
+
+def test_the_cuda_stand_ins_are_lazy():
+    script = ("import sys\nfrom bench import cuda, timing, memory, calls\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'numba')))\n"
+              "print(repr(cuda.runtime), repr(cuda.kernels))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "<lazy module 'cupy.cuda.runtime'> <lazy module 'bench.kernels'>"]

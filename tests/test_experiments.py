@@ -1,0 +1,406 @@
+"""Every registered experiment keeps the contract the harness and the analysis commands rely on (checked for each,
+so a new experiment module is checked as soon as it exists); then each experiment's pure logic."""
+
+import math
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+import pytest
+
+import synthetic
+from bench import plan, store
+from bench.calls import DOCS_HOST, PLACEMENTS, catalog, documented_serializes, documented_waits
+from bench.experiments import Experiment, alloc, blocking, graphs, overlap, registry, serialization
+from bench.experiments import bandwidth as bandwidth_module
+from bench.schema import check_row, schema_of, suite_columns
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+NAMES = list(registry())
+
+
+def test_the_registry_finds_every_experiment_module():
+    modules = {path.stem for path in (SRC / "bench" / "experiments").glob("*.py") if path.stem != "__init__"}
+    defining = {name for name in modules if "EXPERIMENT = Experiment(" in (SRC / "bench" / "experiments" /
+                                                                          f"{name}.py").read_text()}
+    assert set(NAMES) == {"bandwidth", "launch", "overlap", "blocking", "serialization", "alloc", "graphs"}
+    assert len(defining) == len(NAMES)
+    assert NAMES == [e.name for e in sorted(registry().values(), key=lambda e: (e.order, e.name))]
+    assert registry() is registry()
+
+
+def test_importing_the_registry_imports_no_cuda_library():
+    script = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "from bench.experiments import registry\n"
+        "registry()\n"
+        "import bench.store, bench.plan, bench.schema, bench.timing, bench.calls\n"
+        "new = sorted(m for m in set(sys.modules) - before\n"
+        "             if m.split('.')[0] in ('cupy', 'cupyx', 'numba', 'numba_cuda', 'cuda', 'cupy_backends'))\n"
+        "print(new)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_experiment_modules_leave_clocks_events_and_statistics_to_the_timing_core():
+    forbidden = ("eventCreate", "eventRecord", "perf_counter", "time.time", "monotonic", "statistics.",
+                 "import statistics")
+    offences = []
+    for path in sorted((SRC / "bench" / "experiments").glob("*.py")):
+        text = path.read_text()
+        offences += [f"{path.name}: {word}" for word in forbidden if word in text]
+    assert offences == []
+
+
+def test_an_experiment_must_declare_its_axes():
+    with pytest.raises(ValueError, match="axes \\['n'\\] have no column"):
+        Experiment(name="x", description="", axes={"n": (1,)}, columns=(), measure=None, headline=None,
+                   seconds=None)
+    from bench.schema import INT, column
+
+    with pytest.raises(ValueError, match="quick/full name an axis the default sweep lacks"):
+        Experiment(name="x", description="", axes={"n": (1,)}, columns=(column("n", INT), column("m", INT)),
+                   measure=None, headline=None, seconds=None, quick={"m": (1,)})
+
+
+# --- the contract, experiment by experiment ---------------------------------------------------------------------
+
+
+@pytest.fixture(params=NAMES)
+def experiment(request):
+    return registry()[request.param]
+
+
+def test_experiment_pickles(experiment):
+    restored = pickle.loads(pickle.dumps(experiment))
+    assert restored.name == experiment.name and restored.axes == experiment.axes
+    assert restored.columns == experiment.columns and restored.order == experiment.order
+    assert restored.seconds is experiment.seconds and restored.headline is experiment.headline  # by reference
+
+
+def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
+    schema = store.suite_schema()
+    declared = {item.name: item for item in experiment.columns}
+    for mode in plan.MODES:
+        for axis, values in experiment.axes_for(mode).items():
+            assert axis in declared, (experiment.name, axis)
+            assert values, (experiment.name, mode, axis)
+            for value in values:
+                check_row({"experiment": experiment.name, axis: value}, schema)
+    assert experiment.size_axis == "" or experiment.size_axis in experiment.axes
+    for name in experiment.outcome:
+        assert name in declared or name in schema.names
+    for table, columns in experiment.tables.items():
+        assert store.table_schema(table).names
+
+
+@pytest.mark.parametrize("mode", plan.MODES)
+def test_descriptions_accept_every_configuration(experiment, mode):
+    every = plan.expand(experiment.axes_for(mode))
+    valid = [config for config in every if _is_bool(experiment.valid(config))]
+    kept = [config for config in valid if mode == "full" or _is_bool(experiment.lean(config))]
+    assert kept, (experiment.name, mode)
+    for rule in plan.rules_for(experiment, mode).values():
+        for config in kept:
+            seconds = experiment.seconds(config, rule)
+            assert 0 < seconds < math.inf, (experiment.name, config, seconds)
+    device, host = experiment.memory_needed(kept)
+    assert isinstance(device, int) and isinstance(host, int) and device >= 0 and host >= 0
+    for config in kept:
+        assert all(value >= 0 for value in experiment.memory_needed([config]))
+
+
+def _is_bool(value):
+    assert isinstance(value, bool), value
+    return value
+
+
+def test_seconds_grow_with_the_stop_rule(experiment):
+    item = plan.make([experiment.name], mode="quick")[0]
+    quick = sum(item.seconds(config) for config in item.configs)
+    full_rules = plan.rules_for(experiment, "default")
+    default = sum(experiment.seconds(config, full_rules["default"]) for config in item.configs)
+    assert quick <= default
+
+
+def test_synthetic_rows_fit_the_schema_and_cover_the_experiments_columns(experiment):
+    schema = store.suite_schema()
+    own = schema_of(suite_columns([experiment.columns]))  # what this experiment declares, and no other
+    rows = synthetic.records(experiment.name)
+    assert rows
+    for row in rows + synthetic.failed_records(experiment.name):
+        check_row(row, schema)
+        check_row(row, own)
+    present = {name for row in rows for name, value in row.items() if value is not None}
+    missing = {item.name for item in experiment.columns} - present
+    assert not missing, f"tests/synthetic.py lacks {experiment.name} columns {sorted(missing)}"
+
+
+def test_headline_of_synthetic_rows(experiment):
+    rows = synthetic.frame(synthetic.records(experiment.name))
+    table = experiment.headline(rows)
+    assert isinstance(table, pd.DataFrame) and len(table) and len(table.columns)
+    assert not table.isna().all(axis=None)
+
+
+def test_headline_shows_only_rows_that_finished(experiment):
+    """Rows whose status is not ok are not headline numbers, whatever values they still carry."""
+    rows = synthetic.frame(synthetic.tagged(synthetic.records(experiment.name), status="failed", error="broken"))
+    table = experiment.headline(rows)
+    assert isinstance(table, pd.DataFrame) and len(table) == 0
+
+
+def test_headline_of_rows_that_all_failed(experiment):
+    """What a sweep summarises when the experiment's process died before measuring anything."""
+    rows = synthetic.frame(synthetic.failed_records(experiment.name))
+    table = experiment.headline(rows)
+    assert isinstance(table, pd.DataFrame) and len(table) == 0
+
+
+def _tables(rows):
+    return {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
+
+
+def test_figures_of_synthetic_rows(experiment):
+    from matplotlib.figure import Figure
+
+    from bench.plots import pyplot
+
+    rows = synthetic.frame(synthetic.records(experiment.name))
+    for draw in experiment.figures:
+        drawn = draw(rows, _tables(rows))
+        try:
+            assert isinstance(drawn, list) and drawn, (experiment.name, draw.__name__)
+            for stem, figure in drawn:
+                assert isinstance(stem, str) and re.fullmatch(r"[a-z0-9_]+", stem)
+                assert isinstance(figure, Figure) and figure.axes
+        finally:
+            for _, figure in drawn or []:
+                pyplot().close(figure)
+
+
+def test_figures_of_all_experiments_rows_and_of_failed_rows(experiment):
+    from bench.plots import pyplot
+
+    everything = synthetic.all_rows()
+    failed = synthetic.frame(synthetic.failed_records(experiment.name))
+    for draw in experiment.figures:
+        drawn = draw(everything, _tables(everything))  # rows of every experiment: each figure picks its own
+        assert drawn
+        drawn += draw(failed, {})  # nothing measured: nothing drawn, or a figure that says so
+        for _, figure in drawn:
+            pyplot().close(figure)
+
+
+def test_default_figure_backend_writes_files():
+    from bench.plots import pyplot
+
+    pyplot()
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+# --- each experiment's logic ------------------------------------------------------------------------------------
+
+REQUIRED_APIS = {
+    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost", "cudaHostRegister",
+    "cudaHostUnregister", "cudaMemcpyAsync", "cudaMemcpy", "cudaMemset", "cudaMemsetAsync", "cudaStreamCreate",
+    "cudaStreamDestroy", "cudaEventRecord", "cudaEventQuery", "cudaStreamQuery", "cudaGetLastError", "kernel<<<>>>",
+    "cudaStreamSynchronize", "cudaDeviceSynchronize",
+}
+
+
+def test_catalog_is_complete_and_documented():
+    calls = catalog()
+    assert REQUIRED_APIS <= {call.api for call in calls.values()}
+    copies = {name for name in calls if name.startswith("cudaMemcpyAsync")}
+    assert len(copies) == 8  # H2D/D2H × pinned/pageable × small/large
+    for call in calls.values():
+        assert call.docs_host in DOCS_HOST and call.docs
+        assert call.api == "(nothing)" or call.source.startswith("https://docs.nvidia.com/cuda/")
+        assert call.placements and set(call.placements) <= set(PLACEMENTS)
+    assert calls["kernel launch"].placements == ("same", "other", "legacy", "per-thread")
+
+
+def test_documented_expectations_follow_stream_semantics():
+    calls = catalog()
+    sync = calls["cudaStreamSynchronize"]
+    assert documented_waits(sync, "same", spin_blocking=False) is True
+    assert documented_waits(sync, "other", spin_blocking=True) is False
+    assert documented_waits(sync, "legacy", spin_blocking=True) is True  # the NULL stream waits for blocking ones
+    assert documented_waits(sync, "legacy", spin_blocking=False) is False
+    assert documented_waits(calls["cudaDeviceSynchronize"], "none", False) is True
+    assert documented_waits(calls["kernel launch"], "same", True) is False
+    assert documented_waits(calls["cudaGetLastError"], "none", True) is None
+    assert documented_waits(calls["cudaMemcpyAsync H2D pageable 64 MiB"], "same", True) is None  # "might"
+    assert documented_serializes(calls["cudaMalloc"], "none", False) is True
+    assert documented_serializes(calls["kernel launch"], "legacy", True) is True
+    assert documented_serializes(calls["kernel launch"], "legacy", False) is None
+    assert documented_serializes(calls["kernel launch"], "other", True) is None
+
+
+@pytest.mark.parametrize("host_ms, running, left, verdict", [
+    (19.5, False, 19.9, "waits-for-device"),
+    (9.95, False, 19.9, "waits-for-device"),
+    (0.004, True, 19.9, "returns"),
+    (3.0, True, 19.9, "own-work"),
+    (1.0, True, 19.9, "own-work"),
+    (0.3, True, 19.9, "returns"),
+    (0.2, False, 19.9, "unclear"),
+    (5.0, False, 19.9, "unclear"),  # the spin ended, but the call took far less than was left of it
+])
+def test_host_verdict(host_ms, running, left, verdict):
+    assert blocking.classify(host_ms, running, left) == verdict
+
+
+def test_consensus_prefers_the_majority_then_the_more_blocking():
+    assert blocking.consensus(["returns", "returns", "own-work"]) == ("returns", False)
+    assert blocking.consensus(["returns", "waits-for-device"]) == ("waits-for-device", False)
+    assert blocking.consensus(["own-work"] * 3) == ("own-work", True)
+    assert blocking.consensus(["unclear", "returns"]) == ("returns", False)
+    assert serialization.consensus(["overlaps", "serializes"], serialization.VERDICTS) == ("serializes", False)
+
+
+def test_repeats_settle_when_they_agree_or_at_the_limit():
+    assert not blocking.settled([]) and not blocking.settled(["returns"] * (blocking.MIN_REPEATS - 1))
+    assert blocking.settled(["returns"] * blocking.MIN_REPEATS)
+    mixed = ["returns", "own-work"] * blocking.MAX_REPEATS
+    assert not blocking.settled(mixed[:blocking.MAX_REPEATS - 1])
+    assert blocking.settled(mixed[:blocking.MAX_REPEATS])
+    assert blocking.settled(["overlaps"] * 2, minimum=2) and not blocking.settled(["overlaps"], minimum=2)
+
+
+@pytest.mark.parametrize("second, verdict", [((0.05, 20.05), "overlaps"), ((10.0, 30.0), "overlaps"),
+                                             ((20.1, 40.1), "serializes"), ((19.9, 39.9), "serializes"),
+                                             ((15.0, 35.0), "partial")])
+def test_serialization_verdict(second, verdict):
+    assert serialization.classify((0.0, 20.0), second, 20.0) == verdict
+
+
+def test_catalog_plans_cover_each_call_in_its_placements():
+    configs = plan.make(["blocking"])[0].configs
+    assert len(configs) == 2 * sum(len(call.placements) for call in catalog().values())
+    assert {c["placement"] for c in configs if c["call"] == "cudaMalloc"} == {"none"}
+    assert plan.make(["serialization"])[0].configs == configs
+    quick = plan.make(["blocking"], mode="quick")[0].configs
+    assert {c["call"] for c in quick} == set(blocking.QUICK_CALLS["call"]) and len(quick) < len(configs)
+    assert all(blocking.takes_placement(config) for config in configs)
+
+
+def test_catalog_contradictions_in_the_headline():
+    rows = synthetic.blocking_rows()
+    host = blocking.headline(rows[rows["experiment"] == "blocking"])
+    assert set(host["finding"]) == {"waits for the device", "contradicts the docs"}
+    assert set(host.loc[host["finding"] == "waits for the device", "call"]) >= {"cudaDeviceSynchronize", "cudaFree"}
+    device = serialization.headline(rows[rows["experiment"] == "serialization"])
+    assert set(device["call"]) >= {"cudaMalloc", "cudaDeviceSynchronize"}
+    assert set(device["verdict"]) == {"serializes"} and set(device["cause"]) == {"host waited", "device"}
+    assert blocking.contradicts_docs({"matches_docs": False}) and not blocking.contradicts_docs(
+        {"matches_docs": pd.NA}) and not blocking.contradicts_docs({"matches_docs": None}) and not \
+        blocking.contradicts_docs({"matches_docs": True})
+    assert [blocking.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
+
+
+def test_bandwidth_description():
+    valid = bandwidth_module.valid
+    assert valid({"direction": "D2D", "host_memory": "device"}) and not valid({"direction": "D2D",
+                                                                               "host_memory": "pinned"})
+    assert not valid({"direction": "H2D", "host_memory": "device"}) and valid({"direction": "H2D",
+                                                                               "host_memory": "pageable"})
+    rule = plan.rules_for(bandwidth_module.EXPERIMENT, "default")["default"]
+    small, large = ({"direction": "H2D", "host_memory": "pinned", "bytes": n} for n in (4096, 1 << 30))
+    assert bandwidth_module.seconds(large, rule) > bandwidth_module.seconds(small, rule)
+    device, host = bandwidth_module.memory_needed([large, {**small, "direction": "D2D", "host_memory": "device"}])
+    assert device >= 2 << 30 and host == 2 << 30
+    assert bandwidth_module.memory_needed([{"direction": "D2D", "host_memory": "device", "bytes": 1 << 20}])[1] == 0
+
+
+def test_bandwidth_headline():
+    table = bandwidth_module.headline(synthetic.bandwidth_rows(failed=2))
+    pinned_h2d = table[(table["direction"] == "H2D") & (table["host memory"] == "pinned")].iloc[0]
+    assert pinned_h2d["peak at"] == "1 GiB" and float(pinned_h2d["peak GB/s"]) > 54
+    assert float(pinned_h2d["GB/s at 16 MiB"]) < float(pinned_h2d["peak GB/s"])
+    assert len(table) == 10
+
+
+def test_overlap_bound_model():
+    # two or more copy engines: copies in opposite directions overlap each other and the kernel, at duplex rates
+    assert overlap.bound_ms(kernel_ms=3, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
+                            copy_engines=2) == 5.5
+    assert overlap.bound_ms(kernel_ms=20, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
+                            copy_engines=3) == 20
+    # one copy engine: the copies serialize
+    assert overlap.bound_ms(kernel_ms=3, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
+                            copy_engines=1) == 10
+
+
+def test_overlap_calibration_fits_a_line_through_two_measurements():
+    # 0.1 ms launch overhead + 0.01 ms per round: 5 ms needs 490 rounds
+    assert overlap.rounds_for(5.0, (16, 0.26), (256, 2.66)) == 490
+    assert overlap.rounds_for(0.0001, (16, 0.26), (256, 2.66)) == 1  # never below one round
+    with pytest.raises(ValueError):
+        overlap.rounds_for(5.0, (16, 1.0), (256, 1.0))
+
+
+def test_overlap_split_covers_the_payload_in_whole_words():
+    pieces = overlap.split(1000, 3)
+    assert pieces == [(0, 332), (332, 332), (664, 336)]
+    for total, chunks in ((256 << 20, 128), (4096, 7), (40, 10)):
+        pieces = overlap.split(total, chunks)
+        assert len(pieces) == chunks and sum(size for _, size in pieces) == total
+        assert all(offset % 4 == 0 and size % 4 == 0 for offset, size in pieces)
+        assert max(size for _, size in pieces) - min(size for _, size in pieces) <= 4
+        assert all(a[0] + a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+
+
+def test_overlap_lean_keeps_a_few_pageable_pipelines():
+    base = {"host_memory": "pageable", "allocator": "malloc", "launch": "eager", "chunks_per_stream": 4,
+            "streams": 4}
+    assert overlap.lean({**base, "host_memory": "pinned", "allocator": "mallocAsync", "streams": 32})
+    assert overlap.lean(base) and overlap.lean({**base, "streams": 1})
+    assert not overlap.lean({**base, "streams": 8}) and not overlap.lean({**base, "launch": "graph"})
+    assert not overlap.lean({**base, "allocator": "mallocAsync"}) and not overlap.lean({**base,
+                                                                                       "chunks_per_stream": 1})
+
+
+def test_overlap_headline_picks_the_most_efficient_configuration():
+    table = overlap.headline(synthetic.overlap_rows())
+    pinned = table[(table["host memory"] == "pinned") & (table["compute ratio"] == "1")].iloc[0]
+    assert pinned["best configuration"] == "4 streams × 4 chunks, malloc, eager"  # first to reach 95%
+    assert pinned["1-stream speedup"] == "1.00" and pinned["efficiency"] == "95.0%"
+
+
+def test_alloc_description():
+    def config(api, threshold="none", pattern="single", nbytes=1 << 20):
+        return {"api": api, "release_threshold": threshold, "pattern": pattern, "bytes": nbytes}
+
+    assert alloc.valid(config("cudaMalloc")) and alloc.valid(config("cudaMallocAsync", "0", "loop"))
+    assert not alloc.valid(config("cudaMalloc", "max")) and not alloc.valid(config("cudaMallocAsync", "none"))
+    assert not alloc.valid(config("cudaHostAlloc", pattern="loop"))
+    assert not alloc.valid(config("cudaHostRegister", nbytes=4 << 30)) and alloc.valid(config("cudaHostAlloc"))
+    assert alloc.lean(config("cudaMalloc", nbytes=1 << 30)) and not alloc.lean(config("cudaHostAlloc",
+                                                                                     nbytes=1 << 30))
+    assert not alloc.lean(config("cudaMalloc", pattern="loop", nbytes=1 << 30))
+    assert alloc.memory_needed([config("cudaMalloc", nbytes=1 << 30), config("cudaHostAlloc", nbytes=1 << 20)]) == (
+        1 << 30, 1 << 20)
+    configs = plan.make(["alloc"])[0].configs
+    assert {c["release_threshold"] for c in configs if c["api"] == "cudaMallocAsync"} == {"0", "max"}
+    assert not [c for c in configs if c["api"].startswith("cudaHost") and c["pattern"] == "loop"]
+    assert len(alloc.headline(synthetic.frame(synthetic.alloc_records()))) == 8
+
+
+def test_graphs_description():
+    assert [graphs.rounds_of(i) for i in range(6)] == [1, 2, 3, 4, 1, 2]
+    configs = plan.make(["graphs"])[0].configs
+    assert sum(c["case"] == "sync-in-capture" for c in configs) == 1
+    assert {c["launch"] for c in configs if c["case"] == "stream-order"} == {"eager"}
+    assert {c["launch"] for c in configs if c["case"] == "malloc-loop"} == {"eager", "graph"}
+    assert graphs.memory_needed([{"bytes": 1 << 20, "iterations": 100}]) == (3 * 100 << 20, 0)
+    table = graphs.headline(synthetic.frame(synthetic.graphs_records(wrong_results=2)))
+    assert "2 wrong of 100 trials" in set(table["outcome"])
+    assert any("cudaErrorStreamCaptureUnsupported" in text for text in table["outcome"])

@@ -1,0 +1,227 @@
+"""What a sweep will run: configurations, stop rules, estimates, budgets, axis overrides, resume bookkeeping."""
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+
+from bench import plan
+from bench.experiments import registry
+from bench.plan import Plan, axis_values, config_key, describe, estimate_s, expand, make, rules_for, without_done
+from bench.timing import StopRule
+from fake_experiments import FINE, RULES
+
+
+def _experiment(name):
+    return registry()[name]
+
+
+def _only(name, **options):
+    (item,) = make([name], **options)
+    return item
+
+
+# --- expansion and estimates ------------------------------------------------------------------------------------
+
+
+def test_expand_is_a_filtered_product_first_axis_slowest():
+    configs = expand({"a": (1, 2), "b": ("x", "y")}, lambda c: (c["a"], c["b"]) != (2, "x"))
+    assert configs == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "y"}]
+    assert expand({"a": (1, 2, 3)}) == [{"a": 1}, {"a": 2}, {"a": 3}]
+    assert expand({"a": (1,), "b": ()}) == []
+
+
+def test_plan_estimates():
+    rules = rules_for(FINE, "default")
+    item = Plan(FINE, expand(FINE.axes), rules)
+    assert item.seconds({"n": 0}) == FINE.seconds({"n": 0}, rules["default"]) == 0.01
+    assert item.estimate_s == pytest.approx(plan.PROCESS_S + 5 * 0.01)
+    assert Plan(FINE, [], rules).estimate_s == 0.0  # nothing to run: no process either
+    assert estimate_s([item, item]) == pytest.approx(plan.STARTUP_S + 2 * item.estimate_s)
+    assert estimate_s([]) == plan.STARTUP_S
+
+
+def test_default_and_quick_sweeps_fit_their_budgets():
+    default, quick, full = (estimate_s(make(mode=mode)) for mode in ("default", "quick", "full"))
+    assert default <= plan.DEFAULT_BUDGET_S == 120
+    assert quick <= plan.QUICK_BUDGET_S == 20
+    assert quick < default < full
+
+
+# --- stop rules -------------------------------------------------------------------------------------------------
+
+
+def test_rules_for_each_mode():
+    assert rules_for(FINE, "default") == {"default": StopRule()} == rules_for(FINE, "full")
+    rules = rules_for(RULES, "default")
+    assert rules == {"default": StopRule(min_samples=3), "stage": StopRule(min_samples=7)}
+    quick = rules_for(RULES, "quick")
+    assert quick["default"] == StopRule(min_samples=3, time_cap_s=plan.QUICK_CAPS["time_cap_s"])
+    assert quick["stage"] == StopRule(min_samples=plan.QUICK_CAPS["min_samples"],
+                                      time_cap_s=plan.QUICK_CAPS["time_cap_s"])
+    overlap = rules_for(_experiment("overlap"), "default")
+    assert set(overlap) == {"default", "stage"}
+    for purpose, changes in _experiment("overlap").stop_rules.items():
+        assert overlap[purpose] == StopRule().replace(**changes)
+
+
+def test_rules_scaled_for_a_budget():
+    scaled = rules_for(RULES, "default", scale=0.5)
+    assert scaled["stage"].min_samples == 4 and scaled["default"].min_samples == 3  # ceil(7 * 0.5); never below 3
+    assert scaled["default"].time_cap_s == pytest.approx(StopRule().time_cap_s * 0.5)
+    assert rules_for(RULES, "default", scale=1.0) == rules_for(RULES, "default")
+    tiny = rules_for(FINE, "quick", scale=0.1)["default"]
+    assert tiny.min_samples == 3 and tiny.time_cap_s == pytest.approx(plan.QUICK_CAPS["time_cap_s"] * 0.1)
+
+
+# --- axis values ------------------------------------------------------------------------------------------------
+
+
+def test_axis_values_in_the_axis_type():
+    overlap, bandwidth = _experiment("overlap"), _experiment("bandwidth")
+    assert axis_values(overlap, "streams", ["1", "8", "1"]) == (1, 8)
+    assert all(type(value) is int for value in axis_values(overlap, "streams", ["3"]))
+    assert axis_values(overlap, "compute_ratio", ["0.5", "2"]) == (0.5, 2.0)
+    assert all(type(value) is float for value in axis_values(overlap, "compute_ratio", ["2"]))
+    assert axis_values(overlap, "total_bytes", ["1G", "64M"]) == (1 << 30, 64 << 20)  # the size axis
+    assert axis_values(bandwidth, "bytes", ["4K"]) == (4096,)
+    assert axis_values(bandwidth, "host_memory", ["pageable", "pinned"]) == ("pageable", "pinned")
+
+
+@pytest.mark.parametrize("axis, text, message", [
+    ("compute_ratio", "nan", "positive finite"),
+    ("compute_ratio", "inf", "positive finite"),
+    ("compute_ratio", "-inf", "positive finite"),
+    ("compute_ratio", "0", "positive finite"),
+    ("compute_ratio", "-1", "positive finite"),
+    ("streams", "0", "positive finite"),
+    ("streams", "-1", "positive finite"),
+    ("streams", "many", "is not a number"),
+    ("streams", "1.5", "is not a number"),
+    ("host_memory", "floppy", "'floppy' is not a value of host_memory; choose from pinned, pageable"),
+    ("total_bytes", "0", "not a positive size"),
+    ("total_bytes", "lots", "not a size"),
+])
+def test_axis_values_refused(axis, text, message):
+    with pytest.raises(ValueError, match=message):
+        axis_values(_experiment("overlap"), axis, [text])
+
+
+def test_axis_values_accept_words_of_the_full_grid():
+    experiment = dataclasses.replace(FINE, name="words", axes={"note": ("a",)}, full={"note": ("a", "b")})
+    assert axis_values(experiment, "note", ["b"]) == ("b",)
+
+
+# --- plans ------------------------------------------------------------------------------------------------------
+
+
+def test_make_plans_every_experiment_in_sweep_order():
+    plans = make()
+    assert [item.experiment.name for item in plans] == list(registry())
+    orders = [item.experiment.order for item in plans]
+    assert orders == sorted(orders)
+    for item in plans:
+        assert item.configs and item.rules == rules_for(item.experiment, "default")
+        assert all(item.experiment.valid(config) and item.experiment.lean(config) for config in item.configs)
+
+
+def test_make_modes_pick_axes_and_lean_configurations():
+    for name, experiment in registry().items():
+        for mode in plan.MODES:
+            configs = _only(name, mode=mode).configs
+            keep = [config for config in expand(experiment.axes_for(mode)) if experiment.valid(config)
+                    and (mode == "full" or experiment.lean(config))]
+            assert configs == keep, (name, mode)
+    overlap = _experiment("overlap")
+    full = _only("overlap", mode="full").configs
+    assert any(not overlap.lean(config) for config in full)  # --full keeps what the default sweep leaves out
+    quick = _only("overlap", mode="quick")
+    assert {c["total_bytes"] for c in quick.configs} == set(overlap.quick["total_bytes"])
+    assert quick.rules == rules_for(overlap, "quick")
+    alloc = _experiment("alloc")
+    assert any(not alloc.lean(config) for config in _only("alloc", mode="full").configs)
+    with pytest.raises(ValueError, match="unknown mode 'fast'"):
+        make(mode="fast")
+
+
+def test_make_sizes_replace_the_size_axis_only():
+    bandwidth = _only("bandwidth", sizes=[4096, 1 << 20])
+    assert {c["bytes"] for c in bandwidth.configs} == {4096, 1 << 20}
+    overlap = _only("overlap", mode="quick", sizes=[32 << 20])
+    assert {c["total_bytes"] for c in overlap.configs} == {32 << 20}
+    launch = _only("launch", sizes=[4096])
+    assert [set(c) for c in launch.configs] == [{"path"}] * len(_experiment("launch").axes["path"])
+
+
+def test_make_axis_overrides():
+    item = _only("overlap", axes={"host_memory": ["pinned"], "streams": ["1", "8"], "total_bytes": ["1G"],
+                                  "compute_ratio": ["0.5"]})
+    assert {c["host_memory"] for c in item.configs} == {"pinned"}
+    assert {c["streams"] for c in item.configs} == {1, 8} and {c["total_bytes"] for c in item.configs} == {1 << 30}
+    assert {c["compute_ratio"] for c in item.configs} == {0.5}
+    launch, bandwidth = make(["launch", "bandwidth"], axes={"path": ["graph"], "direction": ["H2D"]})
+    assert launch.configs == [{"path": "graph"}] and {c["direction"] for c in bandwidth.configs} == {"H2D"}
+    with pytest.raises(ValueError, match="unknown axis 'path'; the selected experiments have bytes, direction, "
+                                         "host_memory"):
+        make(["bandwidth"], axes={"path": ["graph"]})
+
+
+def test_make_refuses_unknown_and_repeated_experiments():
+    with pytest.raises(ValueError, match="unknown experiment 'nope'; choose from bandwidth"):
+        make(["nope"])
+    with pytest.raises(ValueError, match="experiment 'bandwidth' is named twice"):
+        make(["bandwidth", "launch", "bandwidth"])
+
+
+def test_make_fits_a_budget_by_scaling_the_stop_rules():
+    unbudgeted = make()
+    assert make(budget_s=1e9) == unbudgeted
+    floor = estimate_s([Plan(item.experiment, item.configs, rules_for(item.experiment, "default",
+                                                                      plan.SMALLEST_SCALE)) for item in unbudgeted])
+    budget = (floor + estimate_s(unbudgeted)) / 2
+    fitted = make(budget_s=budget)
+    assert [item.configs for item in fitted] == [item.configs for item in unbudgeted]  # the same configurations
+    assert 0.9 * budget <= estimate_s(fitted) <= budget  # the largest scale that fits, not just any
+    for item, original in zip(fitted, unbudgeted):
+        for purpose, rule in item.rules.items():
+            assert rule.time_cap_s < original.rules[purpose].time_cap_s
+            assert rule.min_samples <= original.rules[purpose].min_samples
+    with pytest.raises(ValueError, match=r"--budget 5: these \d+ configurations need at least \d+ s"):
+        make(budget_s=5)
+
+
+def test_describe():
+    assert describe(_experiment("bandwidth"), {"host_memory": "pinned", "direction": "H2D", "bytes": 16 << 20}) == \
+        "bandwidth pinned H2D 16 MiB"
+    assert describe(_experiment("launch"), {"path": "graph"}) == "launch graph"
+    row = pd.Series({"host_memory": "device", "direction": "D2D", "bytes": 4096.0, "gbps": 1.0})
+    assert describe(_experiment("bandwidth"), row) == "bandwidth device D2D 4 KiB"
+
+
+# --- resuming ---------------------------------------------------------------------------------------------------
+
+
+def test_config_key_compares_numbers_as_numbers():
+    assert config_key("e", {"n": 1}, ["n"]) == config_key("e", {"n": 1.0}, ["n"]) == ("e", 1.0)
+    assert config_key("e", {"a": "x", "n": 2, "other": 9}, ["a", "n"]) == ("e", "x", 2.0)
+    assert config_key("e", {"n": 1}, ["n"]) != config_key("f", {"n": 1}, ["n"])
+    assert config_key("e", {"flag": True}, ["flag"]) == ("e", "True")
+
+
+def test_without_done_keeps_what_did_not_finish():
+    item = Plan(FINE, expand(FINE.axes), rules_for(FINE, "default"))
+    previous = pd.DataFrame([
+        {"experiment": "fine", "n": 0.0, "status": "ok"},
+        {"experiment": "fine", "n": 1.0, "status": "failed"},
+        {"experiment": "fine", "n": 2.0, "status": "skipped"},
+        {"experiment": "fine", "n": 3.0, "status": "unsupported"},
+        {"experiment": "other", "n": 4.0, "status": "ok"},
+        {"experiment": "fine", "n": math.nan, "status": "ok"},
+    ])
+    (remaining,) = without_done([item], previous)
+    assert [config["n"] for config in remaining.configs] == [1, 4]
+    assert remaining.rules == item.rules and remaining.experiment is FINE
+    assert without_done([item], None) == [item] and without_done([item], pd.DataFrame()) == [item]
+    typed = pd.DataFrame({"experiment": ["fine"], "n": pd.array([2], dtype="Int64"), "status": ["ok"]})
+    assert [config["n"] for config in without_done([item], typed)[0].configs] == [0, 1, 3, 4]

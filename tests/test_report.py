@@ -1,0 +1,167 @@
+"""The HTML report: truth tables as tables, claims coloured by what the measurement says of them, numbers as people
+write them, every run with its GPU, one section and a GPU column per GPU, figures at one scale, the same bytes for
+the same results."""
+
+import base64
+import html
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import synthetic
+from bench import report, store
+from bench.calls import catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = sorted((ROOT / "results" / "_superseded").glob("20261121T14[45]*Z-NVIDIA-H200.parquet"))
+GPU_B = {"gpu_uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "hostname": "node-b"}
+LATER = "20261122T000000Z"
+
+
+def td(document: str, where: str) -> tuple[str, str, str]:
+    """(classes, title, text) of the truth-table cell whose hover text starts with ``where``."""
+    match = re.search(rf"<td class='([^']*)' title='({re.escape(html.escape(where))}[^']*)'>([^<]*)</td>", document)
+    assert match, where
+    return match.group(1), html.unescape(match.group(2)), match.group(3)
+
+
+def cudafree_returns(rows: list[dict]) -> list[dict]:
+    return [{**row, "verdict": "returns", "verdicts": ["returns"] * 3, "host_ms": 0.004, "samples": [0.004] * 3,
+             "median": 0.004, "matches_docs": None}
+            if row["experiment"] == "blocking" and row["call"] == "cudaFree" else row for row in synthetic.tagged(rows)]
+
+
+def first_headers(document: str) -> list[str]:
+    """The first column header of every table but the truth tables."""
+    return re.findall(r"<table><thead><tr><th>([^<]*)</th>", document)
+
+
+@pytest.fixture(scope="module")
+def one_gpu() -> str:
+    rows = synthetic.frame(synthetic.all_records())
+    timeline = synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])
+    return report.render(rows, {"timeline": timeline}, source="synthetic")
+
+
+def test_cells_read_as_people_write_them():
+    values = [16.0, np.int64(16), 0.123456, 123456.7, pd.NA, np.nan, None, True, np.bool_(False), [1.0, 2.5], "x"]
+    assert [report.cell(value) for value in values] == ["16", "16", "0.1235", "123457", "", "", "", "yes", "no",
+                                                        "1, 2.5", "x"]
+
+
+def test_the_truth_tables_are_html_tables_with_the_documentation_on_hover(one_gpu):
+    assert one_gpu.startswith("<!doctype html>") and one_gpu.count("<table class='truth'>") == 2
+    classes, title, text = td(one_gpu, "cudaFree on none (spinning stream blocking)")
+    assert classes == "bad" and text == "20"  # host ms in blocking cells
+    assert title == ("cudaFree on none (spinning stream blocking): waits-for-device; host 19.9 ms; with nothing "
+                     "running 0.003 ms.\nThe documentation is silent or vague about waiting: the function's page says "
+                     f"nothing about waiting for the device ({catalog()['cudaFree'].source}).")
+    classes, title, text = td(one_gpu, "cudaGetLastError on none (spinning stream non-blocking): returns")
+    assert classes == "good" and text == "4µs"
+    contradicted = [row for row in synthetic.blocking_records()
+                    if row["experiment"] == "serialization" and row["matches_docs"] is False][0]
+    classes, title, text = td(one_gpu, f"{contradicted['call']} on {contradicted['placement']} (spinning stream "
+                                       f"{contradicted['spin_stream']}): overlaps")
+    assert classes.split()[:2] == ["good", "contradicts"] and text == "!"
+    assert title.endswith(f"The documentation says the call keeps the kernels apart: {contradicted['docs']} "
+                          f"({contradicted['source']}).\nThe measurement contradicts the documentation.")
+    for meaning in ("waits-for-device</b>: returned only after the running kernel ended",
+                    "serializes</b>: the second started only after the first ended"):
+        assert meaning in one_gpu
+    assert "blocking_truth_table" not in one_gpu  # the tables replace the (unreadably wide) figure
+
+
+def test_claims_are_coloured_by_whether_the_measurement_agrees(one_gpu):
+    rows = dict(re.findall(r"<tr><td>([^<]*)</td><td class='verdict ([a-z]+)'>", one_gpu))
+    assert rows["cudaFree waits for running kernels"] == "good"  # the folklore holds
+    assert rows["cudaGetLastError waits for running kernels"] == "bad"  # busted
+    assert rows["cudaMemcpyAsync returns immediately"] == "fair"  # partly
+    assert ">holds</td>" in one_gpu and ">busted</td>" in one_gpu and ">partly</td>" in one_gpu
+    assert "<b>busted</b>: the measurement contradicts the claim" in one_gpu
+
+
+def test_one_gpu_has_no_gpu_column_and_its_run_is_listed(one_gpu):
+    assert first_headers(one_gpu).count("run") == 1 and "GPU" not in first_headers(one_gpu)
+    runs = one_gpu.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
+    for value in (synthetic.RUN_ID, "Test GPU", synthetic.ENV["gpu_uuid"], "node-a", "580.0 / 12.9", "Gen5 x16"):
+        assert f">{value}<" in runs, value
+    assert re.search(r">\d+ streams × 4 chunks, malloc, eager<", one_gpu) and ">10 × 1 MiB<" in one_gpu
+    assert not re.search(r"\d\.0 (streams|chunks|×)|Gen\d\.0|x\d+\.0", one_gpu)  # whole numbers as integers
+    assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", one_gpu)  # no date: the same results, the same bytes
+
+
+def test_figures_are_embedded_at_one_scale(one_gpu):
+    images = re.findall(r"<img alt='([^']+)' width='(\d+)' height='(\d+)' src='data:image/png;base64,([^']+)'>",
+                        one_gpu)
+    assert sorted(name for name, *_ in images) == ["alloc", "bandwidth", "launch", "overlap_heatmap",
+                                                   "overlap_scaling", "overlap_timeline"]
+    for name, width, height, encoded in images:
+        assert struct.unpack(">II", base64.b64decode(encoded)[16:24]) == (2 * int(width), 2 * int(height)), name
+    assert "figure img { max-width: none" in one_gpu and "figure { margin: 1em 0; overflow-x: auto }" in one_gpu
+    assert "src='http" not in one_gpu and "<script" not in one_gpu
+
+
+def test_several_gpus_get_a_section_and_a_gpu_column_each(tmp_path):
+    rows = synthetic.all_records()
+    document = report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, **GPU_B))), {})
+    uuid_a, uuid_b = synthetic.ENV["gpu_uuid"], GPU_B["gpu_uuid"]
+    first, second = document.split(f"<h2 id='gpu-{uuid_b}'>Test GPU {uuid_b} on node-b</h2>")
+    assert f"<h2 id='gpu-{uuid_a}'>Test GPU {uuid_a} on node-a</h2>" in first
+    headers = first_headers(document)
+    assert headers[0] == "run" and len(headers) > 12 and set(headers[1:]) == {"GPU"}
+    assert "<caption>GPU Test GPU 00000000 on node-a. Host:" in first
+    assert "<caption>GPU Test GPU bbbbbbbb on node-b. Host:" in second
+    assert "<td class='gpu'>Test GPU bbbbbbbb on node-b</td>" in second
+    assert "Test GPU 00000000" not in second.split("</caption>", 1)[1]  # no row of A in B's section
+    where = "cudaFree on none (spinning stream blocking)"
+    assert td(first, where)[0] == "bad" and td(second, where)[0] == "good"
+    assert f"<a href='#gpu-{uuid_b}-blocking'>blocking</a>" in document  # the contents
+
+
+def test_the_newest_measurement_is_shown_and_every_run_listed():
+    blocking = [row for row in synthetic.blocking_records() if row["experiment"] == "blocking"]
+    overlap = synthetic.overlap_records()
+    larger = [{**row, "total_bytes": 1 << 30, "chunk_bytes": row["chunk_bytes"] * 4} for row in overlap]
+    rows = (blocking + cudafree_returns(synthetic.tagged(blocking, run_id=LATER))
+            + synthetic.tagged(overlap, run_id="20261120T000000Z")
+            + synthetic.tagged(larger, run_id="20261123T000000Z"))
+    document = report.render(synthetic.frame(rows), {})
+    assert td(document, "cudaFree on none (spinning stream blocking)")[0] == "good"
+    runs = document.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
+    assert "<td>0 (newer runs measured all of it)</td>" in runs
+    assert all(f">{run}<" in runs for run in (synthetic.RUN_ID, LATER, "20261120T000000Z", "20261123T000000Z"))
+    overlap_section = document.split(">overlap</h2>")[1].split("<h2")[0]
+    assert ">256 MiB<" in overlap_section and ">1 GiB<" in overlap_section  # both payloads
+    assert "alt='overlap_scaling-256MiB'" in document and "alt='overlap_scaling-1GiB'" in document
+
+
+def test_the_same_results_give_the_same_bytes(tmp_path):
+    rows = synthetic.frame(synthetic.all_records())
+    first = report.write(rows, {}, tmp_path / "a.html").read_bytes()
+    assert report.write(rows, {}, tmp_path / "b.html").read_bytes() == first
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.html", "b.html"]  # no temporary files left
+
+
+def test_a_report_of_the_committed_h200_results():
+    rows = pd.concat([store.read(path) for path in COMMITTED], ignore_index=True)
+    tables: dict = {}
+    for path in COMMITTED:
+        for name, table in store.side_tables(path).items():
+            tables[name] = pd.concat([tables.get(name, table.iloc[0:0]), table], ignore_index=True)
+    document = report.render(rows, tables, source="results")
+    sections = re.findall(r"<h2 id='gpu-(GPU-[0-9a-f-]+)'>", document)
+    assert sections == ["GPU-0ae58127-4a68-57cf-5fb8-628232d62d6e", "GPU-45364c49-8b5e-b5bd-5853-b478f0fefa40"]
+    runs = document.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
+    assert runs.count("<tr><td>20261121T") == len(COMMITTED) == 5
+    for table in re.findall(r"<table class='truth'>.*?</table>", document):
+        assert table.count("<tr><th>") == len(catalog())  # every call of the catalog, once
+    claims = dict(re.findall(r"<tr><td class='gpu'>[^<]*</td><td>([^<]*)</td><td class='verdict ([a-z]+)'>",
+                             document))
+    assert claims["cudaFree waits for running kernels"] == "good"
+    assert claims["cudaGetLastError waits for running kernels"] == "bad"
+    assert "alt='overlap_scaling-256MiB'" in document and "alt='overlap_scaling-1GiB'" in document
+    assert "alt='bandwidth'" in document.split(f"<h2 id='gpu-{sections[1]}'>")[1]  # it ran on the second GPU

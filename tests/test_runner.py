@@ -1,0 +1,459 @@
+"""The sweep without a GPU: a fake GPU and fake experiments (tests/fake_experiments.py) through the real runner,
+isolated in child processes or inline: faults, interruption, schema checks, side tables, checks before anything is
+written, resume."""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from rich.table import Table
+
+import synthetic
+from bench import cli, runner, store
+from bench import plan as planning
+from bench.errors import ResultsError, UsageError
+from bench.runner import DoneMessage, FailedMessage, Outcome, Request, RowMessage, Runner
+from fake_experiments import (BAD_ROWS, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
+                              ORPHANING, OUT_OF_MEMORY, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+TESTS = str(Path(__file__).resolve().parent)
+
+
+class Recorder(runner.Reporter):
+    def __init__(self):
+        self.events = []
+
+    def planned(self, plans, estimate_s):
+        self.events.append(("planned", [item.experiment.name for item in plans], estimate_s))
+
+    def started(self, experiment):
+        self.events.append(("started", experiment))
+
+    def row(self, plan, row, seconds_planned):
+        self.events.append(("row", plan.experiment.name, row["status"], seconds_planned))
+
+    def stopped(self, plan, why, seconds_planned):
+        self.events.append(("stopped", plan.experiment.name, why, seconds_planned))
+
+    def finished(self, experiment, wall_s):
+        self.events.append(("finished", experiment))
+
+
+def _plans(*experiments, mode="default"):
+    return [planning.Plan(item, planning.expand(item.axes), planning.rules_for(item, mode)) for item in experiments]
+
+
+def _runner(path, *experiments, isolate=True, gpu=None, reporter=None, mode="default", **request):
+    subject = Runner(Request(out=Path(path), mode=mode, **request), reporter, gpu=gpu or FakeGpu(), isolate=isolate,
+                     save_every_s=0.0)
+    subject.plans = _plans(*experiments, mode=mode)
+    return subject
+
+
+def _sweep(path, *experiments, monitor=lambda: {}, **options):
+    subject = _runner(path, *experiments, **options)
+    subject.check()
+    return subject, subject.run(monitor=monitor)
+
+
+# --- fault isolation --------------------------------------------------------------------------------------------
+
+
+def test_a_failing_experiment_loses_no_other_rows(tmp_path):
+    path = tmp_path / "r.parquet"
+    reporter = Recorder()
+    subject, outcome = _sweep(path, CRASHING, STICKY, OUT_OF_MEMORY, FINE, reporter=reporter)
+    assert isinstance(outcome, Outcome) and outcome.path == path and not outcome.interrupted
+    assert outcome.planned == 20 and len(outcome.rows) == 20 and set(outcome.wall_s) == {
+        "crashing", "sticky", "out-of-memory", "fine"}
+    rows = store.read(path)
+    metadata = store.read_metadata(path)
+    assert len(rows) == 20 and metadata["complete"] is True and metadata["planned"] == 20
+    assert metadata["schema_version"] == 2 and metadata["run_id"] == subject.run_id
+    assert metadata["environment"]["gpu_uuid"] == "GPU-fake" and metadata["mode"] == "default"
+    assert metadata["stop_rules"]["fine"]["default"]["min_samples"] == 10
+    by = {name: group.reset_index(drop=True) for name, group in rows.groupby("experiment")}
+    assert list(by["fine"]["status"]) == ["ok"] * 5  # after three broken experiments, untouched
+    assert list(by["fine"]["n"]) == [0, 1, 2, 3, 4] and list(by["fine"]["n_samples"]) == [3] * 5
+    for name in ("crashing", "sticky"):
+        assert list(by[name]["status"]) == ["ok", "ok", "failed", "failed", "failed"]
+        assert list(by[name]["n"]) == [0, 1, 2, 3, 4]
+    assert all("exit code 3" in error and "not measured" in error for error in by["crashing"]["error"][2:])
+    assert all("cudaErrorIllegalAddress" in error for error in by["sticky"]["error"][2:])
+    assert list(by["out-of-memory"]["status"]) == ["ok"] + ["skipped"] * 4
+    assert all("out of memory" in error for error in by["out-of-memory"]["error"][1:])
+    assert set(rows["gpu_name"]) == {"Fake GPU"} and set(rows["run_id"]) == {subject.run_id}
+    assert rows["wall_s"].notna().all() and (rows["wall_s"] >= 0).all()
+    stopped = [event for event in reporter.events if event[0] == "stopped"]
+    assert [event[1] for event in stopped] == ["crashing", "sticky", "out-of-memory"]
+    assert stopped[0][3] == pytest.approx(3 * 0.01)  # the time planned for what was left unmeasured
+
+
+def _measured(messages):
+    """Rows and failures (a process may also say when it is ready)."""
+    return [message for message in messages if isinstance(message, (RowMessage, FailedMessage))]
+
+
+def test_isolated_messages(tmp_path):
+    (crashing,) = _plans(CRASHING)
+    messages = _measured(runner.isolated(crashing, None))
+    assert [type(message) for message in messages] == [RowMessage, RowMessage, FailedMessage]
+    assert messages[0].row["n"] == 0 and messages[-1].why.startswith("the crashing process ended (exit code 3)")
+    (sticky,) = _plans(STICKY)
+    messages = _measured(runner.isolated(sticky, None))
+    assert messages[-1] == FailedMessage(f"RuntimeError: {STICKY_ERROR}")
+    (fine,) = _plans(FINE)
+    assert [message.row["n"] for message in _measured(runner.isolated(fine, None))] == [0, 1, 2, 3, 4]
+    assert [message.row["n"] for message in _measured(runner.inline(fine))] == [0, 1, 2, 3, 4]
+    assert DoneMessage() == DoneMessage()
+
+
+def test_a_dead_process_is_noticed_while_its_pipe_is_still_open():
+    (item,) = _plans(ORPHANING)
+    messages, arrived = [], []
+    for message in _measured(runner.isolated(item, None)):
+        messages.append(message)
+        arrived.append(time.monotonic())
+    assert [type(message) for message in messages] == [RowMessage, FailedMessage]
+    assert messages[-1].why == "the orphaning process ended (exit code 4)"
+    assert arrived[1] - arrived[0] < 2.0  # not only once the leftover process closed the pipe (after 3 s)
+
+
+def test_not_run_rows_are_failed_or_skipped_for_memory():
+    (item,) = _plans(FINE)
+    received = {planning.config_key("fine", {"n": n}, ["n"]) for n in (0, 1)}
+    failed = runner.not_run(item, received, "RuntimeError: device lost")
+    assert [row["n"] for row in failed] == [2, 3, 4] and {row["status"] for row in failed} == {"failed"}
+    assert failed[0]["error"] == "not measured: the fine experiment stopped: RuntimeError: device lost"
+    for why in (MEMORY_ERROR, "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1 GiB",
+                "CUDARuntimeError: cudaErrorMemoryAllocation"):
+        skipped = runner.not_run(item, set(), why)
+        assert len(skipped) == 5 and {row["status"] for row in skipped} == {"skipped"}
+        assert skipped[0]["error"].startswith("skipped: the fine experiment stopped")
+
+
+def test_inline_errors_propagate_after_saving_what_finished(tmp_path):
+    path = tmp_path / "r.parquet"
+    subject = _runner(path, STICKY, isolate=False)
+    subject.check()
+    with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
+        subject.run(monitor=lambda: {})
+    rows = store.read(path)
+    assert list(rows["n"]) == [0, 1] and (rows["status"] == "ok").all()
+    assert store.read_metadata(path)["complete"] is False
+
+
+def test_an_interrupt_keeps_finished_rows_and_says_where(tmp_path):
+    path = tmp_path / "r.parquet"
+    subject, outcome = _sweep(path, FINE, INTERRUPTED, dataclasses.replace(FINE, name="after"),
+                              isolate=False)
+    assert outcome.interrupted and outcome.signal == signal.SIGINT and outcome.stopped_in == "interrupted"
+    assert outcome.planned == 15 and len(outcome.rows) == 7 and outcome.path == path
+    assert cli._exit_status(outcome) == 130
+    rows = store.read(path)
+    assert list(rows["experiment"]) == ["fine"] * 5 + ["interrupted"] * 2
+    assert store.read_metadata(path)["complete"] is False
+
+
+def test_a_sweep_that_finishes_nothing_writes_nothing(tmp_path):
+    path = tmp_path / "r.parquet"
+    _, outcome = _sweep(path, INTERRUPTED_AT_ONCE, isolate=False)
+    assert outcome.interrupted and outcome.path is None and outcome.rows == []
+    assert list(tmp_path.iterdir()) == []
+
+
+SIGTERM_SCRIPT = """
+import sys
+from pathlib import Path
+from bench import cli, plan as planning, runner
+from fake_experiments import SLOW, FakeGpu
+subject = runner.Runner(runner.Request(out=Path(sys.argv[1])), gpu=FakeGpu(), save_every_s=0.0)
+subject.plans = [planning.Plan(SLOW, planning.expand(SLOW.axes), planning.rules_for(SLOW, "default"))]
+subject.check()
+outcome = subject.run(monitor=lambda: {})
+print("stopped in", outcome.stopped_in, len(outcome.rows), outcome.signal, outcome.interrupted)
+sys.exit(cli._exit_status(outcome))
+"""
+
+
+def test_sigterm_keeps_finished_rows_and_says_where(tmp_path):
+    path = tmp_path / "r.parquet"
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])}
+    child = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(path)], env=environment,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        stdout, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 128 + signal.SIGTERM, stderr
+    stopped = stdout.split()
+    assert stopped[:3] == ["stopped", "in", "slow"] and stopped[4:] == ["15", "True"], stdout
+    rows = store.read(path)
+    assert 1 <= len(rows) < 5 and int(stopped[3]) == len(rows) and (rows["status"] == "ok").all()
+    assert store.read_metadata(path)["complete"] is False
+
+
+# --- what a sweep keeps ------------------------------------------------------------------------------------------
+
+
+def test_rows_that_do_not_fit_the_schema_become_failed_rows(tmp_path):
+    path = tmp_path / "r.parquet"
+    _, outcome = _sweep(path, BAD_ROWS, isolate=False)
+    rows = store.read(path)
+    assert list(rows["status"]) == ["ok", "failed", "ok", "failed", "ok"]
+    assert "row does not fit the schema" in rows["error"][1] and "'count'" in rows["error"][1]
+    assert "'undeclared' is not declared" in rows["error"][3]
+    assert list(rows["n"]) == [0, 1, 2, 3, 4] and rows["run_id"].notna().all() and rows["gpu_name"].notna().all()
+    assert "undeclared" not in rows.columns and pd.isna(rows["count"][1])
+    assert store.read_metadata(path)["complete"] is True
+
+
+def test_side_tables_are_written_beside_the_results(tmp_path):
+    path = tmp_path / "20261121T000000Z-Fake-GPU.parquet"
+    subject, outcome = _sweep(path, TABLED)
+    rows = store.read(path)
+    assert len(rows) == 2 and not [column for column in rows.columns if column.startswith("_")]
+    side = store.side_table_path(path, "timeline")
+    assert side == tmp_path / "_timeline" / path.name and side.is_file()
+    assert store.read_metadata(side)["table"] == "timeline"
+    tables = store.side_tables(path)
+    assert list(tables) == ["timeline"]
+    timeline = tables["timeline"]
+    assert list(timeline["streams"]) == [1, 2] and set(timeline["experiment"]) == {"tabled"}
+    assert set(timeline["run_id"]) == {subject.run_id} and list(timeline["op"]) == ["H2D", "H2D"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["20261121T000000Z-Fake-GPU.parquet", "_timeline"]
+    assert store.results_files(tmp_path) == [path]
+
+
+@pytest.mark.parametrize("mode, note", [("default", "default=3,stage=7"), ("quick", "default=3,stage=5")])
+def test_the_stop_rules_reach_the_experiments_process(tmp_path, mode, note):
+    _, outcome = _sweep(tmp_path / "r.parquet", RULES, mode=mode)
+    assert {row["note"] for row in outcome.rows} == {note}
+
+
+def test_rows_carry_what_the_monitor_saw(tmp_path):
+    readings = iter([{"sm_clock_mhz": 1980, "throttle_bits": 0, "other_processes": 0},
+                     {"sm_clock_mhz": 1400, "throttle_bits": 0x40, "other_processes": 0}]
+                    + [{"sm_clock_mhz": 1980, "throttle_bits": 0, "other_processes": 2}] * 10)
+    subject, outcome = _sweep(tmp_path / "r.parquet", FINE, isolate=False, monitor=lambda: next(readings))
+    rows = pd.DataFrame(outcome.rows)
+    assert list(rows["throttled"]) == [True, True, False, False, False]
+    assert list(rows["sm_clock_seen_mhz"]) == [1400, 1400, 1980, 1980, 1980]
+    assert list(rows["throttle_reasons"]) == ["hw_thermal", "hw_thermal", "", "", ""]
+    assert list(rows["other_processes"]) == [0, 2, 2, 2, 2]
+
+    class Console:
+        def __init__(self):
+            self.lines = []
+
+        def print(self, text, **kwargs):
+            self.lines.append(str(text))
+
+    console = Console()
+    cli._print_summary(subject.plans, outcome, console)
+    assert any("2 configurations ran while the GPU was throttled (hw_thermal)" in line for line in console.lines)
+    assert any("4 configurations ran while other processes used the GPU" in line for line in console.lines)
+    assert any(f"5 configurations written to {outcome.path}" in line for line in console.lines)
+
+
+def test_without_a_monitor_rows_have_no_monitor_columns(tmp_path):
+    _, outcome = _sweep(tmp_path / "r.parquet", FINE, isolate=False, monitor=None)
+    assert not {"throttled", "sm_clock_seen_mhz"} & set(outcome.rows[0])
+
+
+def test_the_reporter_hears_every_step(tmp_path):
+    reporter = Recorder()
+    _sweep(tmp_path / "r.parquet", FINE, STICKY, reporter=reporter, isolate=True)
+    kinds = [event[0] for event in reporter.events]
+    assert kinds == ["planned", "started", *["row"] * 5, "finished", "started", "row", "row", "stopped",
+                     "finished"]
+    assert reporter.events[0][1] == ["fine", "sticky"]
+    assert reporter.events[0][2] == pytest.approx(planning.estimate_s(_plans(FINE, STICKY)))
+    assert reporter.events[2] == ("row", "fine", "ok", 0.01)
+    assert STICKY_ERROR in reporter.events[-2][2]
+
+
+def test_print_summary_lists_failures_and_headlines(tmp_path):
+    subject, outcome = _sweep(tmp_path / "r.parquet", FINE, CRASHING)
+
+    class Console:
+        def __init__(self):
+            self.lines = []
+
+        def print(self, text, **kwargs):
+            self.lines.append(text)
+
+    console = Console()
+    cli._print_summary(subject.plans, outcome, console)
+    text = "\n".join(str(line) for line in console.lines)
+    assert "crashing: 2 ok, 3 failed; the first:" in text
+    assert "failed crashing 2: not measured" in text
+    titles = [line.title for line in console.lines if isinstance(line, Table)]
+    assert titles == ["fine on Fake GPU", "crashing on Fake GPU"]
+
+
+# --- checks before anything runs ---------------------------------------------------------------------------------
+
+
+def test_plan_turns_value_errors_into_usage_errors():
+    for request, message in ((Request(experiments=["nope"]), "unknown experiment 'nope'"),
+                             (Request(experiments=["launch", "launch"]), "named twice"),
+                             (Request(experiments=["launch"], axes={"colour": ["red"]}), "unknown axis 'colour'"),
+                             (Request(experiments=["launch"], budget_s=0.5), "--budget 0.5")):
+        with pytest.raises(UsageError, match=message):
+            Runner(request, gpu=FakeGpu()).plan()
+    plans = Runner(Request(experiments=["launch"], mode="quick"), gpu=FakeGpu()).plan()
+    assert [item.experiment.name for item in plans] == ["launch"] and plans[0].rules == planning.rules_for(
+        plans[0].experiment, "quick")
+
+
+def test_check_refuses_an_existing_out_file_before_the_gpu(tmp_path):
+    path = synthetic.write(tmp_path / "r.parquet", synthetic.launch_records())
+    before = path.read_bytes()
+    gpu = FakeGpu()
+    subject = _runner(path, FINE, gpu=gpu)
+    with pytest.raises(UsageError, match="already exists; bench never overwrites results"):
+        subject.check()
+    assert gpu.selected == [] and path.read_bytes() == before and list(tmp_path.iterdir()) == [path]
+
+
+def test_check_refuses_an_existing_generated_file(tmp_path):
+    subject = _runner(tmp_path, FINE)
+    existing = runner.results_path(tmp_path, subject.run_id, "Fake GPU")
+    existing.write_bytes(b"older results")
+    with pytest.raises(UsageError, match="already exists"):
+        subject.check()
+    assert existing.read_bytes() == b"older results"
+
+
+def test_check_refuses_an_unwritable_place(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    gpu = FakeGpu()
+    with pytest.raises(UsageError, match="is a file, not a directory"):
+        _runner(blocker / "results", FINE, gpu=gpu).check()
+    with pytest.raises(UsageError, match="is a file, not a directory"):
+        _runner(blocker / "r.parquet", FINE, gpu=gpu).check()
+    assert gpu.selected == []
+    with pytest.raises(UsageError, match="--out: cannot write to"):
+        runner.writable_directory(Path("/proc/bench-results"), "--out")
+    assert runner.writable_directory(tmp_path / "new" / "dir", "--out") == tmp_path / "new" / "dir"
+    assert not (tmp_path / "new").exists()
+
+
+def test_check_selects_the_gpu_and_names_the_file(tmp_path):
+    gpu = FakeGpu()
+    subject = _runner(tmp_path / "out", FINE, gpu=gpu, device=3)
+    subject.check()
+    assert gpu.selected == [3] and subject.environment["gpu_name"] == "Fake GPU"
+    assert subject.path == tmp_path / "out" / f"{subject.run_id}-Fake-GPU.parquet"
+    assert not (tmp_path / "out").exists()  # checking writes nothing
+
+
+def test_results_path():
+    assert runner.results_path(Path("out.parquet"), "r", "g") == Path("out.parquet")
+    assert runner.results_path(Path("results"), "20261121T000000Z", "NVIDIA H200 (MIG 1g.18gb)") == Path(
+        "results/20261121T000000Z-NVIDIA-H200--MIG-1g-18gb.parquet")
+
+
+def test_check_refuses_what_does_not_fit_in_memory(tmp_path):
+    with pytest.raises(UsageError, match="--sizes: hungry needs 1024 TiB of device memory; Fake GPU has 1 GiB free"):
+        _runner(tmp_path / "out", HUNGRY, gpu=FakeGpu(free=1 << 30)).check()
+    assert not (tmp_path / "out").exists()
+
+
+def test_memory_problem_checks_device_then_host():
+    plans = planning.make(["bandwidth"], sizes=[1 << 30])  # two 1 GiB buffers on each side, random-fill scratch
+    assert runner.memory_problem(plans, "GPU", device_free=8 << 30, host_available=8 << 30) is None
+    assert "needs 2.2 GiB of device memory; GPU has 1 GiB free" in runner.memory_problem(plans, "GPU", 1 << 30,
+                                                                                          8 << 30)
+    assert "needs 2 GiB of host memory; 1 GiB is available" in runner.memory_problem(plans, "GPU", 8 << 30, 1 << 30)
+    empty = [planning.Plan(HUNGRY, [], planning.rules_for(HUNGRY, "default"))]
+    assert runner.memory_problem(empty, "GPU", 0, 0) is None  # nothing to run needs nothing
+    assert runner.host_memory_available() > 0
+
+
+# --- resume -----------------------------------------------------------------------------------------------------
+
+
+def _interrupted_file(tmp_path, gpu=None):
+    path = tmp_path / "r.parquet"
+    subject = _runner(path, STICKY, isolate=False, gpu=gpu)
+    subject.check()
+    with pytest.raises(RuntimeError):
+        subject.run(monitor=lambda: {})
+    return path
+
+
+def test_resume_refuses_a_file_from_another_gpu_and_a_missing_file(tmp_path):
+    path = _interrupted_file(tmp_path)
+    before = path.read_bytes()
+    with pytest.raises(UsageError, match="measured on another GPU \\(GPU-fake\\)"):
+        _runner(tmp_path / "unused", STICKY, gpu=FakeGpu(uuid="GPU-other"), resume=path).check()
+    assert path.read_bytes() == before
+    with pytest.raises(ResultsError, match="cannot read results file"):
+        _runner(tmp_path / "unused", STICKY, resume=tmp_path / "missing.parquet").check()
+
+
+def test_resume_plans_only_what_the_file_lacks(tmp_path):
+    path = _interrupted_file(tmp_path)
+    subject = _runner(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path)
+    subject.check()
+    assert subject.path == path and [config["n"] for config in subject.plans[0].configs] == [2, 3, 4]
+
+
+def test_resume_runs_only_what_is_missing(tmp_path):
+    path = _interrupted_file(tmp_path)
+    first = store.read(path)["run_id"].iloc[0]
+    reporter = Recorder()
+    subject = _runner(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path, reporter=reporter)
+    subject.check()
+    outcome = subject.run(monitor=lambda: {})
+    assert len(outcome.rows) == 3 and outcome.path == path and outcome.planned == 3
+    rows = store.read(path)
+    assert list(rows["n"]) == [0, 1, 2, 3, 4] and (rows["status"] == "ok").all()
+    assert list(rows["run_id"]) == [first] * 2 + [subject.run_id] * 3
+    assert str(rows["n_samples"].dtype) == "Int64" and list(rows["samples"][0]) == [1.0, 1.1, 0.9]
+    assert store.read_metadata(path)["complete"] is True
+    assert not (tmp_path / "unused").exists()
+
+
+def test_resume_keeps_earlier_side_table_rows(tmp_path):
+    path = tmp_path / "r.parquet"
+    subject = _runner(path, TABLED)
+    subject.plans[0] = dataclasses.replace(subject.plans[0], configs=[{"streams": 1}])
+    subject.check()
+    subject.run(monitor=lambda: {})
+    resumed = _runner(tmp_path / "unused", TABLED, resume=path)
+    resumed.check()
+    assert resumed.plans[0].configs == [{"streams": 2}]
+    resumed.run(monitor=lambda: {})
+    assert list(store.read(path)["streams"]) == [1, 2]
+    timeline = store.side_tables(path)["timeline"]
+    assert list(timeline["streams"]) == [1, 2] and list(timeline["run_id"]) == [subject.run_id, resumed.run_id]
+
+
+def test_resume_refuses_a_version_1_file(tmp_path):
+    path = tmp_path / "old.parquet"
+    rows = pd.DataFrame([{"experiment": "fine", "n": 0, "status": "ok", "error": "", "gpu_uuid": "GPU-fake"}])
+    table = pa.Table.from_pandas(rows, preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({store.METADATA_KEY: b'{"schema_version": 1}'}), path)
+    before = path.read_bytes()
+    gpu = FakeGpu()
+    with pytest.raises(UsageError, match="written by an older bench \\(schema version 1\\); start a new sweep"):
+        _runner(tmp_path / "unused", FINE, resume=path, gpu=gpu).check()
+    assert path.read_bytes() == before and gpu.selected == []
