@@ -182,6 +182,44 @@ def blocking_records() -> list[dict]:
     return rows
 
 
+# --- library ------------------------------------------------------------------------------------------------
+
+def library_records() -> list[dict]:
+    """Library rows shaped like the real thing: scalar conversions and blocking copies wait on their own stream,
+    device synchronizations and emptied pools wait for other streams too, the rest return."""
+    from bench.catalogs import catalog, documented_waits
+    from bench.experiments.library import valid
+
+    rows = []
+    for call in catalog().values():
+        for placement in ("same", "other", "between"):
+            config = {"call": call.name, "placement": placement}
+            if not valid(config):
+                continue
+            device_wide = call.docs_host == "device" or "free_all_blocks" in call.name or "empty_cache" in call.name
+            own = call.category == "scalar" or call.docs_host == "stream" or "pageable" in call.name
+            waits = device_wide or (placement == "same" and own)
+            common = {"library": call.library, "category": call.category, "stream_use": call.stream,
+                      "spin_ms": 20.0, "idle_host_ms": 0.02, "first_host_ms": 0.5, "docs": call.docs,
+                      "source": call.source, "docs_host": call.docs_host, "stable": True}
+            if placement == "between":
+                verdict = "serializes" if device_wide else "overlaps"
+                makespan = 40.0 if device_wide else 20.1
+                rows.append(_row("library", config, Samples([makespan] * 2, "ms", "gpu", "makespan of the two spins",
+                                                            "converged"),
+                                 **common, host_ms=19.9 if device_wide else 0.01, overlap_ms=0.0 if device_wide else 19.9,
+                                 host_waited=device_wide, verdict=verdict, verdicts=[verdict] * 2))
+                continue
+            host_ms = 19.9 if waits else 0.01
+            verdict = "waits-for-device" if waits else "returns"
+            documented = documented_waits(call, placement)
+            rows.append(_row("library", config, Samples([host_ms] * 3, "ms", "host", "host time of the call while a "
+                                                        "kernel runs", "converged"),
+                             **common, host_ms=host_ms, spin_left_ms=19.9, verdict=verdict, verdicts=[verdict] * 3,
+                             docs_waits=documented, matches_docs=None if documented is None else documented == waits))
+    return rows
+
+
 # --- alloc ----------------------------------------------------------------------------------------------------
 
 def alloc_records(async_cheaper: bool = True) -> list[dict]:
@@ -234,7 +272,7 @@ def graphs_records(wrong_results: int = 0) -> list[dict]:
 RECORDS = {"bandwidth": bandwidth_records, "launch": launch_records, "overlap": overlap_records,
            "blocking": lambda: [row for row in blocking_records() if row["experiment"] == "blocking"],
            "serialization": lambda: [row for row in blocking_records() if row["experiment"] == "serialization"],
-           "alloc": alloc_records, "graphs": graphs_records}
+           "alloc": alloc_records, "graphs": graphs_records, "library": library_records}
 
 
 def records(name: str) -> list[dict]:

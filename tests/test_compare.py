@@ -79,8 +79,9 @@ def test_every_configuration_of_every_experiment_is_the_same_as_itself(tmp_path)
     path = synthetic.write(tmp_path / "r.parquet", rows)
     result = compare.compare(store.read(path), store.read(path))
     assert result.counts() == {"same": len(rows)} and not result.warnings and not result.headlines
-    assert set(result.table["experiment"]) == {"bandwidth", "launch", "overlap", "blocking", "serialization",
-                                               "alloc", "graphs"}
+    from bench.experiments import registry
+
+    assert set(result.table["experiment"]) == set(registry())  # every experiment
     run = bench("compare", "r.parquet", "r.parquet", "--fail-above", "1", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert f"{len(rows)} same (not listed; --all lists every configuration)" in run.stdout
@@ -177,7 +178,7 @@ def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path):
     labels = result.table.groupby("experiment")["gpu"].first().to_dict()
     assert labels == {"bandwidth": "Test GPU bbbbbbbb → cccccccc", "blocking": "Test GPU 00000000 → cccccccc",
                       "serialization": "Test GPU 00000000 → cccccccc"}
-    assert "only in the new results, not compared: launch, overlap, alloc, graphs" in result.warnings
+    assert "only in the new results, not compared: launch, overlap, library, alloc, graphs" in result.warnings
     assert sum("different GPUs: old Test GPU" in warning for warning in result.warnings) == 2
     run = bench("compare", "fleet", "new.parquet", "--all", cwd=tmp_path)
     assert run.returncode == 0, run.stderr

@@ -62,7 +62,20 @@ BLOCKED_RUN = textwrap.dedent("""
 
 
 def test_analysis_commands_run_with_cuda_unimportable(tmp_path):
-    results = committed(CATALOG)
+    """A committed version 1 run (alloc, blocking, graphs, serialization) beside synthetic library rows (what the
+    Python claims need): one directory, read as one dataset."""
+    import shutil
+
+    import synthetic
+    from bench import store
+
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copy(committed(CATALOG), results)
+    machine = store.read(committed(CATALOG)).iloc[0]  # the same GPU, so claims judge both files together
+    library = synthetic.tagged(synthetic.records("library"), gpu_uuid=machine["gpu_uuid"],
+                               hostname=machine["hostname"], gpu_name=machine["gpu_name"])
+    synthetic.write(results / "20261122T000000Z-library.parquet", library)
     environment = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     out = tmp_path / "plots"
     result = subprocess.run([sys.executable, "-c", BLOCKED_RUN, str(results), str(out)], cwd=tmp_path,
@@ -76,7 +89,7 @@ def test_analysis_commands_run_with_cuda_unimportable(tmp_path):
     assert "measuring what the results lack" not in result.stdout
     names = sorted(path.name for path in out.iterdir())
     assert {"blocking_truth_table.png", "blocking_truth_table.svg", "alloc.png", "alloc.svg"} <= set(names)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["plots"]  # nothing else written
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["plots", "results"]  # nothing else written
 
 
 def test_lazy_module_imports_on_first_use(monkeypatch):

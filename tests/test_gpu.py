@@ -370,9 +370,9 @@ def test_cli_claims_runs_what_the_results_lack(tmp_path):
     given = _results(tmp_path / "results")
     claimed = _bench("claims", str(given), "--out", "measured", cwd=tmp_path)
     assert claimed.returncode == 0, claimed.stderr
-    assert "measuring what the results lack: blocking, serialization, graphs" in claimed.stdout
+    assert "measuring what the results lack: blocking, graphs, serialization, library" in claimed.stdout
     measured = pd.read_parquet(_results(tmp_path / "measured"))
-    assert set(measured["experiment"]) == {"blocking", "serialization", "graphs"}
+    assert set(measured["experiment"]) == {"blocking", "serialization", "graphs", "library"}
     assert "NOT MEASURED" not in claimed.stdout and "wrong results" in claimed.stdout
 
 
@@ -451,3 +451,72 @@ def test_cli_sigterm_then_resume(tmp_path):
     assert len(rows) == 152 and rows[["call", "placement", "spin_stream"]].drop_duplicates().shape[0] == 152
     assert set(rows["run_id"]) >= set(first["run_id"]) and rows["run_id"].nunique() == 2
     assert {"throttled", "other_processes", "sm_clock_seen_mhz"} <= set(rows.columns)
+
+
+# --- library calls, the probe and the pytest plugin -------------------------------------------------------------
+
+def test_library_calls_against_their_documentation(cupy):
+    configs = [{"call": call, "placement": placement} for call, placement in (
+        ("cupy a.item()", "same"), ("cupy a.item()", "other"), ("cupy cupy.asnumpy(a, blocking=False) into pinned",
+                                                               "same"),
+        ("cupy cupy.cuda.Device().synchronize()", "other"), ("cupy a * 2 + 1", "between"),
+        ("numba cuda.to_device(pinned, stream=s)", "same"), ("numba cuda.synchronize()", "between"))]
+    frame = rows_of("library", configs).set_index(["call", "placement"])
+    assert (frame["status"] == "ok").all(), frame["error"].tolist()
+    assert frame.loc[("cupy a.item()", "same"), "verdict"] == "waits-for-device"
+    assert frame.loc[("cupy a.item()", "other"), "verdict"] == "returns"  # its own stream was idle
+    assert frame.loc[("cupy cupy.asnumpy(a, blocking=False) into pinned", "same"), "verdict"] == "returns"
+    assert frame.loc[("cupy cupy.asnumpy(a, blocking=False) into pinned", "same"), "matches_docs"]
+    assert frame.loc[("cupy cupy.cuda.Device().synchronize()", "other"), "verdict"] == "waits-for-device"
+    assert frame.loc[("cupy a * 2 + 1", "between"), "verdict"] == "overlaps"
+    assert frame.loc[("numba cuda.to_device(pinned, stream=s)", "same"), "verdict"] == "returns"
+    assert frame.loc[("numba cuda.synchronize()", "between"), "verdict"] == "serializes"
+    assert frame.loc[("cupy a.item()", "same"), "first_host_ms"] > 0  # the call's first row measures its first call
+
+
+def test_probe_catches_item_and_passes_an_async_copy_into_pinned_memory(cupy):
+    import cupyx
+
+    from bench import probe
+
+    data = cupy.arange(1 << 20, dtype=cupy.float32)  # CuPy's current stream: the legacy default stream
+    pinned = cupyx.empty_pinned(data.shape, data.dtype)
+    waited = probe(lambda: data[:1].item())
+    assert waited.verdict == "waits-for-device" and not waited.gpu_busy_after and waited.host_ms > 10, str(waited)
+    returned = probe(lambda: data.get(out=pinned, blocking=False))
+    assert returned.verdict == "returns" and returned.gpu_busy_after and returned.host_ms < 1, str(returned)
+    assert returned.serialization == "overlaps" and "returned while the GPU was busy" in str(returned)
+
+
+def test_assert_async_fails_a_region_that_waits_and_passes_one_that_does_not(cupy):
+    import cupyx
+
+    from bench.pytest_plugin import WaitedForGpu, assert_async
+
+    data = cupy.arange(1 << 20, dtype=cupy.float32)
+    pinned = cupyx.empty_pinned((1,), data.dtype)
+    started = time.monotonic()
+    with pytest.raises(WaitedForGpu, match=r"waited for the GPU: it held the host \d+ ms"):
+        with assert_async(timeout_s=0.5):
+            float(data.sum())
+    assert 0.4 < time.monotonic() - started < 5
+    with assert_async(timeout_s=0.5):
+        data.sum().get(out=pinned, blocking=False)
+    assert float(pinned[0]) == float(data.sum())
+
+
+def test_the_readme_training_step(tmp_path):
+    """The README's worked example, run as a user's test suite would run it (the plugin's fixture)."""
+    pytest.importorskip("torch")
+    example = (ROOT / "README.md").read_text().split("```python\n# test_training_step.py\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "test_training_step.py").write_text(example)
+    import importlib.metadata
+
+    installed = any(point.value == "bench.pytest_plugin" for point in importlib.metadata.entry_points(group="pytest11"))
+    plugin = [] if installed else ["-p", "bench.pytest_plugin"]  # pip install registers it; a source tree does not
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin,
+                             str(tmp_path / "test_training_step.py")], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
+    assert "test_step_logging_item_waits" in result.stdout and "waited for the GPU" in result.stdout

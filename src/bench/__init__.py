@@ -1,3 +1,7 @@
 """bench: CUDA host-blocking, serialization and copy/compute overlap, measured."""
 
 __version__ = "0.1.0"
+
+from bench.probe import ProbeResult, probe  # noqa: E402  (the public API: does my code block?)
+
+__all__ = ["ProbeResult", "probe", "__version__"]

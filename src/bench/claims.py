@@ -1,7 +1,7 @@
 """CUDA folklore against measurement: each claim, what the documentation says, what was measured, and a verdict.
 
-Pure pandas over the rows of the ``blocking``, ``serialization``, ``alloc`` and ``graphs`` experiments; never
-imports CUDA. A claim whose experiment is missing from the results reads "not measured".
+Pure pandas over the rows of the ``blocking``, ``serialization``, ``alloc``, ``graphs`` and ``library``
+experiments; never imports CUDA. A claim whose rows are missing from the results reads "not measured".
 """
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ import pandas as pd
 
 from bench.calls import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE, STREAM_PAGE,
                          SYNC_PAGE)
+from bench.catalogs.cupy_calls import DOCS as CUPY_DOCS
+from bench.catalogs.torch_calls import DOCS as TORCH_DOCS
+
+TORCH_TO = TORCH_DOCS + "generated/torch.Tensor.to.html"
+TORCH_ITEM = TORCH_DOCS + "generated/torch.Tensor.item.html"
+TORCH_EMPTY_CACHE = TORCH_DOCS + "generated/torch.cuda.empty_cache.html"
+CUPY_ASARRAY = CUPY_DOCS + "cupy.asarray.html"
 
 Judgement = tuple[str, str]  # (what was measured, verdict: "true", "false", "partly")
 LABELS = {"true": "holds", "false": "busted", "partly": "partly", "not measured": "not measured"}  # for the folklore
@@ -128,6 +135,39 @@ def _malloc_async_cheaper(rows: pd.DataFrame) -> Judgement | None:
     return "host µs per (allocate, kernel, free) iteration: " + "; ".join(parts), verdict
 
 
+def _library(rows: pd.DataFrame, calls: tuple[str, ...], placement: str = "same") -> pd.DataFrame:
+    mine = _ok(rows, "library")
+    if not len(mine):
+        return mine
+    return mine[mine["call"].isin(calls) & (mine["placement"] == placement)]
+
+
+def _library_waits(calls: tuple[str, ...], placement: str = "same"):
+    """A claim that these library calls wait for the GPU (a spin kernel on their own stream, or on another)."""
+    def judge(rows: pd.DataFrame) -> Judgement | None:
+        mine = _library(rows, calls, placement)
+        if mine.empty:
+            return None
+        waited = mine[mine["verdict"] == "waits-for-device"]
+        described = "; ".join(f"{row['call']}: {row['verdict']} ({row['host_ms']:.3f} ms)" for _, row in mine.iterrows())
+        verdict = "true" if len(waited) == len(mine) else "false" if waited.empty else "partly"
+        return described, verdict
+    return judge
+
+
+def _non_blocking_async(rows: pd.DataFrame) -> Judgement | None:
+    """True only if every non_blocking host-to-device copy returned while its stream was busy."""
+    calls = ("torch t.to('cuda', non_blocking=True) from pinned", "torch t.to('cuda', non_blocking=True) from pageable")
+    mine = _library(rows, calls)
+    if mine.empty:
+        return None
+    returned = mine[mine["verdict"] == "returns"]
+    described = "; ".join(f"{row['call'].split(' from ')[-1]}: {row['verdict']} ({row['host_ms']:.3f} ms)"
+                          for _, row in mine.iterrows())
+    verdict = "true" if len(returned) == len(mine) else "false" if returned.empty else "partly"
+    return f"with a kernel running on the copy's stream: {described}", verdict
+
+
 def _ms_range(values: pd.Series) -> str:
     low, high = float(values.min()), float(values.max())
     return f"{low:.3f} ms" if abs(high - low) < 5e-4 else f"{low:.3f}–{high:.3f} ms"
@@ -170,6 +210,24 @@ CLAIMS = (
     Claim("cudaMallocAsync is cheaper than cudaMalloc in a loop",
           "the pool reuses freed memory; with release threshold 0 it returns memory at each synchronization",
           ASYNC_ALLOC_PAGE, ("alloc",), _malloc_async_cheaper),
+    Claim("non_blocking=True makes a host-to-device copy asynchronous",
+          "PyTorch: \"attempts to perform the conversion asynchronously with respect to the host, if possible. This "
+          "asynchronous behavior applies to both pinned and pageable memory\"", TORCH_TO, ("library",),
+          _non_blocking_async),
+    Claim("cupy.asarray of a NumPy array blocks",
+          "CuPy: blocking defaults to False, \"if a H2D copy is needed it would run asynchronously on the current "
+          "stream\"", CUPY_ASARRAY, ("library",),
+          _library_waits(("cupy cupy.asarray(numpy pageable)", "cupy cupy.asarray(numpy pinned)"))),
+    Claim("boolean-mask indexing synchronizes",
+          "silent in CuPy's and PyTorch's indexing docs (the result's size depends on the data)", CUPY_ASARRAY,
+          ("library",), _library_waits(("cupy a[boolean mask]", "torch t[boolean mask]"))),
+    Claim(".item() waits for the GPU",
+          "silent: CuPy and PyTorch document it as returning a Python scalar", TORCH_ITEM, ("library",),
+          _library_waits(("cupy a.item()", "torch t.item()"))),
+    Claim("emptying a memory pool waits for kernels on other streams",
+          "silent: CuPy's free_all_blocks \"releases free blocks\", PyTorch's empty_cache \"releases all "
+          "unoccupied cached memory\"", TORCH_EMPTY_CACHE, ("library",),
+          _library_waits(("cupy pool.free_all_blocks()", "torch torch.cuda.empty_cache()"), "other")),
 )
 
 
@@ -178,8 +236,10 @@ def needed_experiments() -> list[str]:
 
 
 def missing_experiments(rows: pd.DataFrame) -> list[str]:
-    """The experiments the claims need that have no finished rows in ``rows``."""
-    return [name for name in needed_experiments() if _ok(rows, name).empty]
+    """The experiments to measure so that every claim can be judged: those of the claims ``rows`` cannot judge (an
+    experiment missing, or measured without the configurations a claim needs, as a quick sweep is)."""
+    unjudged = [claim for claim in CLAIMS if claim.judge(rows) is None]
+    return list(dict.fromkeys(name for claim in unjudged for name in claim.needs))
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""``python -m bench {sweep,plot,claims,compare,report,env}``: parse the arguments, call the library, print.
+"""``python -m bench {sweep,plot,claims,compare,report,probe,env}``: parse the arguments, call the library, print.
 
 A user's mistake (bad argument, no GPU, unreadable results file, a place bench cannot write) is one line on stderr
 and exit status 2, and nothing is written. A sweep interrupted with Ctrl-C (SIGINT) or SIGTERM keeps its finished
@@ -41,7 +41,7 @@ def _positive_number(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,compare,report,env}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,compare,report,probe,env}")
 
     sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
     size = sweep.add_mutually_exclusive_group()
@@ -95,6 +95,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
     report.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
     report.set_defaults(handler=_report)
+
+    probe = commands.add_parser("probe", help="does my code block? call MODULE:FUNCTION while the GPU is busy")
+    probe.add_argument("target", metavar="MODULE:FUNCTION", help="a function taking no arguments, e.g. mypkg.train:step")
+    probe.add_argument("--stream", choices=("default", "per-thread"), default="default",
+                       help="the stream the spin kernels run on: the legacy default stream (CuPy's and PyTorch's "
+                            "default) or the per-thread default stream")
+    probe.add_argument("--spin-ms", type=_positive_number, default=20.0, help="spin kernel length (default 20)")
+    probe.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    probe.set_defaults(handler=_probe)
 
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment")
     env.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
@@ -375,6 +384,29 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     names = ", ".join(str(source) for source in sources)
     written = report.write(rows, tables, args.out, source=names if len(sources) < 4 else f"{len(sources)} sources")
     console.print(f"wrote {written}", highlight=False)
+    return 0
+
+
+def _probe(args: argparse.Namespace, console: Console) -> int:
+    import importlib
+
+    module_name, colon, function_name = args.target.partition(":")
+    if not colon or not module_name or not function_name:
+        raise UsageError(f"probe: {args.target!r} is not MODULE:FUNCTION (e.g. mypkg.train:step)")
+    sys.path.insert(0, "")  # the current directory, as `python -m` does for the user's own modules
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as error:
+        raise UsageError(f"probe: cannot load {args.target}: {error}") from None
+    if not callable(function):
+        raise UsageError(f"probe: {args.target} is not callable")
+    from bench.probe import probe
+    from bench.runner import gpu_environment, use_device
+
+    environment = gpu_environment(args.device)
+    use_device(args.device)
+    result = probe(function, stream=None if args.stream == "default" else 2, spin_ms=args.spin_ms)
+    console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True)
     return 0
 
 

@@ -31,6 +31,7 @@ class LazyModule(types.ModuleType):
 
 
 cupy = LazyModule("cupy")
+cupyx = LazyModule("cupyx")
 runtime = LazyModule("cupy.cuda.runtime")
 numba_cuda = LazyModule("numba.cuda")
 kernels = LazyModule("bench.kernels")  # numba-cuda kernels: compiling them needs numba

@@ -296,6 +296,10 @@ class Gate:
             held, self._held = self._held, None
             held.close()
 
+    def expired(self) -> bool:
+        """Whether the watchdog, not the host, ended the gate (so far)."""
+        return int(self._latch[1]) == kernels.GATE_EXPIRED
+
     def check(self) -> None:
         """After the gated work finished: raise unless the gate was opened by the host."""
         outcome = int(self._latch[1])

@@ -47,11 +47,26 @@ class LibraryCall:
     docs: str  # the library's documentation, briefly
     source: str  # its URL
     prepare: Callable[[object, CallStream], Prepared]  # (the library's kit, the call's stream) -> Prepared
-    docs_waits: bool | None = None  # the docs say the call waits for the GPU (True), does not (False), or neither
+    docs_host: str = "silent"  # what the docs say it waits for on the host: one of DOCS_HOST
     fresh: bool = False  # every call compiles or creates something new (a first call, each time)
 
 
 LIBRARIES = ("cupy", "numba-cuda", "torch")
+# "never": returns without waiting for the GPU; "stream": waits for its stream's work (synchronous with respect to
+# the host); "device": waits for all device work; "silent": the docs say nothing, or only that it "may" wait
+DOCS_HOST = ("never", "stream", "device", "silent")
+
+
+def documented_waits(call: LibraryCall, placement: str) -> bool | None:
+    """Whether the docs say the call waits for a spin kernel on ``placement`` (its own stream, ``same``, or
+    another, ``other``); None where they are silent."""
+    if call.docs_host == "never":
+        return False
+    if call.docs_host == "device":
+        return True
+    if call.docs_host == "stream":
+        return placement == "same"
+    return None
 
 
 @functools.cache

@@ -1,0 +1,101 @@
+"""Does *my* code block? Probe any callable the way the truth tables probe library calls.
+
+    import bench
+    result = bench.probe(step, batch)            # spin kernels on the legacy default stream
+    print(result)                                # "waits-for-device: held the host 19.8 ms ..."
+    result = bench.probe(step, batch, stream=s)  # or on the stream your code uses (CuPy, PyTorch, numba or a handle)
+
+:func:`probe` launches a spin kernel of ``spin_ms`` on ``stream``, calls ``fn(*args, **kwargs)`` while it runs and
+times the call on the host; the spin stamps its start and end on the GPU's clock, so the host knows whether it was
+still running when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``,
+the call is also made between two spins on two other non-blocking streams, to see whether they still overlap.
+
+``stream=None`` means the legacy default stream, which CuPy and PyTorch use unless told otherwise and which waits for
+every blocking stream; the spin runs on a blocking stream, so work your code puts on the default stream queues
+behind it. The callable runs as often as the repeats need (at least ``repeats`` + 1 times): make it repeatable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.timing import Summary, host_interval
+
+DEFAULT_SPIN_MS = 20.0
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    verdict: str  # returns, own-work or waits-for-device
+    host_ms: float  # median host time of the call while the spin ran
+    gpu_busy_after: bool  # the spin still ran when the call returned (in most repeats)
+    idle_host_ms: float  # the call with nothing running
+    stable: bool  # all repeats agreed
+    verdicts: list[str] = field(default_factory=list)
+    serialization: str | None = None  # overlaps, partial or serializes (None: not checked)
+    spin_ms: float = DEFAULT_SPIN_MS
+
+    @property
+    def waited(self) -> bool:
+        return self.verdict == "waits-for-device"
+
+    def __str__(self) -> str:
+        what = {"returns": "returned while the GPU was busy",
+                "own-work": "did not wait for the GPU, but took a while of its own",
+                "waits-for-device": "waited for the GPU"}.get(self.verdict, "could not tell")
+        text = (f"{self.verdict}: {what}; held the host {self.host_ms:.3f} ms with a {self.spin_ms:g} ms kernel "
+                f"running ({self.idle_host_ms:.3f} ms with nothing running)")
+        if not self.stable:
+            text += f"; repeats disagreed: {', '.join(self.verdicts)}"
+        if self.serialization:
+            text += f"; kernels on two other streams around it: {self.serialization}"
+        return text
+
+
+def stream_handle(stream) -> int | None:
+    """The CUDA handle of a stream given as CuPy, PyTorch or numba-cuda stream, or as an int; None for None."""
+    if stream is None or isinstance(stream, int):
+        return stream
+    for attribute in ("ptr", "cuda_stream"):  # CuPy, PyTorch
+        if hasattr(stream, attribute):
+            return int(getattr(stream, attribute))
+    handle = getattr(stream, "handle", None)  # numba-cuda
+    if handle is not None:
+        return int(getattr(handle, "value", handle) or 0)
+    raise TypeError(f"cannot tell the CUDA stream of {stream!r}; give a CuPy, PyTorch or numba stream or a handle")
+
+
+def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, repeats: int = 3,
+          serialization: bool = True, **kwargs) -> ProbeResult:
+    """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
+    the module docstring). Needs a GPU."""
+    from bench.cuda import cupy, runtime
+    from bench.experiments import serialization
+    from bench.experiments.blocking import classify, consensus, settled
+    from bench.memory import StreamRef
+    from bench.timing import SpinWatch
+
+    handle = stream_handle(stream)
+    owned = [cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream(non_blocking=True),
+             cupy.cuda.Stream(non_blocking=True)]
+    spinning = owned[0] if handle is None else StreamRef(handle)
+    call = lambda: fn(*args, **kwargs)  # noqa: E731
+    runtime.deviceSynchronize()
+    idle_ms, _ = host_interval(call)
+    runtime.deviceSynchronize()
+    watch = SpinWatch()
+    seen, verdicts = [], []
+    while not settled(verdicts, repeats):
+        result = watch.call_during_spin(spinning, spin_ms, call)
+        seen.append(result)
+        verdicts.append(classify(result.host_ms, result.spin_running, result.spin_left_ms))
+    verdict, stable = consensus(verdicts)
+    serializes = None
+    if serialization:
+        pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
+        serializes = consensus([serialization.classify(pair.first, pair.second, spin_ms) for pair in pairs],
+                               serialization.VERDICTS)[0]
+    busy = [result.spin_running for result in seen]
+    return ProbeResult(verdict, Summary.of([result.host_ms for result in seen]).median, sum(busy) > len(busy) / 2,
+                       idle_ms, stable, verdicts, serializes, spin_ms)
