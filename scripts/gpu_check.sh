@@ -4,15 +4,20 @@
 #   bash scripts/gpu_check.sh STEP...
 # A step is one argument:
 #   "tests [pytest args]"       the GPU tests
-#   "sweep [sweep args]"        a timed sweep, then its figures (into plots/ unless the step sets BENCH_PLOTS)
-#   "full SECONDS [sweep args]" a --full sweep, interrupted after SECONDS and resumed by later "full" steps
+#   "startup"                   where an experiment's process spends its first seconds (scripts/startup.py)
+#   "quick"                     a timed --quick sweep into results/_quick/
+#   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
+#   "full SECONDS [sweep args]" a --full sweep into results/_full/, interrupted after SECONDS and resumed by later
+#                               "full" steps; its figures into plots/full/ once complete
 #   "agree"                     the default and the --full sweep of this machine, headline by headline
 #   "reference"                 the C++ cudaMemcpyAsync loop against the newest bandwidth results
-#   "faulty EXPERIMENT:N [sweep args]"  a sweep with an illegal-address kernel after N rows of EXPERIMENT
+#   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
+#                               sync debug mode)
+#   "faulty EXPERIMENT:N [args]" a sweep with an illegal-address kernel after N rows of EXPERIMENT
 #   "claims [args]", "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 out=${OUT:-gpu-out}
-mkdir -p "$out" results/_logs
+mkdir -p "$out" results/_logs results/_references
 export PYTHONUNBUFFERED=1
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="results/_logs/$stamp-gpu_check.log"
@@ -20,12 +25,16 @@ log="results/_logs/$stamp-gpu_check.log"
 
 newest() { ls results/*.parquet 2>/dev/null | sort | tail -1; }
 
-sweep() {
+timed() {  # run a command, then say how long it took from process start to exit
   local start
   start=$(date +%s%N)
-  python3 -m bench sweep "$@"
-  echo "sweep wall time (process start to exit): $(( ($(date +%s%N) - start) / 1000000 )) ms"
-  python3 -m bench plot "$(newest)" --out "${BENCH_PLOTS:-plots}"
+  "$@"
+  echo "wall time (process start to exit) of: $*: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+}
+
+sweep() {
+  timed python3 -m bench sweep "$@"
+  python3 -m bench plot "$(newest)" --out plots
 }
 
 full() {  # a --full sweep into results/_full/, resumed across steps (each under the device's command limit)
@@ -40,6 +49,10 @@ full() {  # a --full sweep into results/_full/, resumed across steps (each under
     timeout -s TERM "$limit" python3 -m bench sweep --full "$@" --out results/_full
   fi
   echo "full sweep step wall time: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  file=$(ls results/_full/*.parquet 2>/dev/null | sort | tail -1)
+  if python3 -c "import sys, bench.store as s; sys.exit(0 if s.read_metadata('$file').get('complete') else 1)"; then
+    python3 -m bench plot "$file" --out plots/full
+  fi
 }
 
 reference() {
@@ -67,11 +80,14 @@ EOF
     echo "== $(date -u +%T) $step"
     case "${words[0]}" in
       tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" tests 2>&1 | grep -v Warning | tail -80 ;;
+      startup) python3 scripts/startup.py ;;
+      quick) timed python3 -m bench sweep --quick --out results/_quick ;;
       sweep) sweep "${words[@]:1}" ;;
       full) full "${words[@]:1}" ;;
       agree) python3 scripts/agreement.py results results/_full | tee "results/_logs/$stamp-agreement.txt" ;;
       reference) reference ;;
       faulty) python3 scripts/inject_fault.py "${words[@]:1}" ;;
+      library-check) python3 scripts/check_library_verdicts.py "$(newest)" "results/_references/$(basename "$(newest)" .parquet)-library-check.csv" ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
       compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;

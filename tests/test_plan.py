@@ -225,3 +225,13 @@ def test_without_done_keeps_what_did_not_finish():
     assert without_done([item], None) == [item] and without_done([item], pd.DataFrame()) == [item]
     typed = pd.DataFrame({"experiment": ["fine"], "n": pd.array([2], dtype="Int64"), "status": ["ok"]})
     assert [config["n"] for config in without_done([item], typed)[0].configs] == [0, 1, 3, 4]
+
+
+def test_every_experiment_fits_its_share_of_the_default_budget():
+    """A new experiment in the default sweep must bring its share, and the shares must fit the budget together."""
+    from bench.experiments import registry
+
+    plans = plan.make()
+    for item in plans:
+        assert item.estimate_s <= item.experiment.share_s, (item.experiment.name, item.estimate_s)
+    assert plan.STARTUP_S + sum(experiment.share_s for experiment in registry().values()) <= plan.DEFAULT_BUDGET_S

@@ -22,7 +22,7 @@ class Kit:
 
         random = cupy.random.RandomState(5)
         self.x = random.random_sample(SIZE, dtype=cupy.float32)
-        self.one = self.x[:1]
+        self.one = self.x[0]  # zero-dimensional: what float() and bool() accept
         self.small = self.x[:10]
         self.mask = self.x > 0.5
         self.index = random.randint(0, SIZE, 4096)

@@ -25,7 +25,7 @@ class Kit:
     def __init__(self) -> None:
         generator = torch.Generator(device="cuda").manual_seed(8)
         self.x = torch.rand(SIZE, device="cuda", generator=generator)
-        self.one = self.x[:1]
+        self.one = self.x[0]
         self.small = self.x[:10]
         self.mask = self.x > 0.5
         self.counts = torch.randint(0, 1000, (SIZE,), device="cuda", generator=generator)

@@ -300,5 +300,5 @@ EXPERIMENT = Experiment(
     memory_needed=memory_needed,
     figures=(bandwidth_figure,),
     order=10,
-    share_s=26,
+    share_s=24,
 )

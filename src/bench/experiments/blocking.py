@@ -277,5 +277,5 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     order=40,
-    share_s=12,
+    share_s=11,
 )

@@ -250,5 +250,5 @@ EXPERIMENT = Experiment(
     memory_needed=memory_needed,
     outcome=("wrong_results", "graph_equals_eager", "sync_error", "capture_state_after_sync"),
     order=70,
-    share_s=3,
+    share_s=2,
 )

@@ -16,8 +16,10 @@ and that numba-cuda calls are given (calls without a stream argument use the leg
 
 Repeats run until ``MIN_REPEATS`` agree (at most five); ``stable`` says whether all agreed. ``idle_host_ms`` is a
 warm call with nothing running, ``first_host_ms`` (on each call's first row) the first call of it in the process:
-compilation, module loading, plan and handle creation. Calls that compile something new each time (``fresh``) pay
-that every time. A call that raises is a failed row with its error; one that hangs is stopped by the runner's
+compilation, module loading, plan and handle creation (CuPy compiles on a first call unless its on-disk kernel cache
+has the kernel). Calls that compile something new each time (``fresh``) pay that every time. A spin must outlast
+the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
+call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
 watchdog. PyTorch rows are skipped, with the reason, where PyTorch is not installed.
 """
 
@@ -31,13 +33,14 @@ import pandas as pd
 from bench.catalogs import LIBRARIES, CallStream, catalog, documented_waits
 from bench.cuda import cupy, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import MIN_REPEATS, SPIN_MS, VERDICT_COLORS, classify, consensus, settled, short_ms
+from bench.experiments.blocking import SPIN_MS, VERDICT_COLORS, classify, consensus, settled, short_ms
 from bench.experiments.serialization import VERDICTS as DEVICE_VERDICTS
 from bench.experiments.serialization import classify as classify_pair
 from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
 from bench.timing import Context, Samples, SpinWatch, StopRule, Summary, host_interval
 
 PLACEMENTS = ("same", "other", "between")
+MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
 HOST_VERDICTS = ("returns", "own-work", "waits-for-device", "unclear")
 
 COLUMNS = (
@@ -73,9 +76,8 @@ def valid(config: Config) -> bool:
 
 def seconds(config: Config, rule: StopRule) -> float:
     call = catalog()[config["call"]]
-    repeats = 2 if config["placement"] == "between" else MIN_REPEATS
-    work_s = 0.25 if call.fresh else 0.0  # compiling
-    return 0.004 + repeats * (SPIN_MS / 1e3 + work_s) * (1.25 if config["placement"] == "between" else 1)
+    spin_s = (0.3 if call.fresh else SPIN_MS / 1e3)  # a compiling call gets a long spin
+    return 0.03 + (1 + MIN_REPEATS) * spin_s * (1.25 if config["placement"] == "between" else 1)
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -135,8 +137,8 @@ def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=4, fontsize=8)
     env = ok.iloc[0]
     figure.suptitle(f"Do CuPy, numba-cuda and PyTorch calls block? {gpu_label(ok)}, {env['cupy_version']}, "
-                    f"{env['numba_cuda_version']}; cell: host ms with a {SPIN_MS:g} ms kernel running; ! = "
-                    "contradicts the library's docs", fontsize=9)
+                    f"{env['numba_cuda_version']}; cell: host ms while a kernel of {SPIN_MS:g} ms (or 4× the call's "
+                    "own time) runs; ! = contradicts the library's docs", fontsize=9)
     return [("library_truth_table", figure)]
 
 
@@ -210,23 +212,29 @@ def _timed(call, kit, streams: _Streams) -> float:
     return ms
 
 
+def spin_for(idle_ms: float) -> float:
+    """A spin long enough that the call's own work ends well before it does."""
+    return float(max(SPIN_MS, 5 * round(4 * idle_ms / 5 + 0.5)))
+
+
 def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
     streams = _Streams(call.library == "torch")
     first_ms = _timed(call, kit, streams) if first else None
     idle_ms = _timed(call, kit, streams)
+    spin_ms = spin_for(idle_ms)
     row = {**config, "library": call.library, "category": call.category, "stream_use": call.stream,
-           "spin_ms": SPIN_MS, "idle_host_ms": idle_ms, "first_host_ms": first_ms, "docs": call.docs,
+           "spin_ms": spin_ms, "idle_host_ms": idle_ms, "first_host_ms": first_ms, "docs": call.docs,
            "source": call.source, "docs_host": call.docs_host, "status": "ok", "error": ""}
     placement, verdicts = config["placement"], []
     if placement == "between":
         pairs = []
-        while not settled(verdicts, 2):
+        while not settled(verdicts, MIN_REPEATS):
             prepared = _prepared(call, kit, streams)
             with streams.current():
-                pair = watch.call_between_spins(streams.other, streams.second, SPIN_MS, prepared.call)
+                pair = watch.call_between_spins(streams.other, streams.second, spin_ms, prepared.call)
             prepared.cleanup()
             pairs.append(pair)
-            verdicts.append(classify_pair(pair.first, pair.second, SPIN_MS))
+            verdicts.append(classify_pair(pair.first, pair.second, spin_ms))
         verdict, stable = consensus(verdicts, DEVICE_VERDICTS)
         samples = Samples([pair.makespan_ms for pair in pairs], "ms", "gpu", "makespan of the two spins",
                           "converged" if stable else "max_samples")
@@ -236,10 +244,10 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
                 "host_waited": sum(waited) > len(waited) / 2, "verdict": verdict, "verdicts": verdicts,
                 "stable": stable}
     host_ms, spin_left_ms = [], []
-    while not settled(verdicts):
+    while not settled(verdicts, MIN_REPEATS):
         prepared = _prepared(call, kit, streams)
         with streams.current():
-            seen = watch.call_during_spin(streams.spinning(call, placement), SPIN_MS, prepared.call)
+            seen = watch.call_during_spin(streams.spinning(call, placement), spin_ms, prepared.call)
         prepared.cleanup()
         host_ms.append(seen.host_ms)
         spin_left_ms.append(seen.spin_left_ms)
@@ -289,6 +297,6 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     order=55,
-    share_s=22,
+    share_s=28,
     row_timeout_s=60,
 )

@@ -677,5 +677,5 @@ EXPERIMENT = Experiment(
     stop_rules={"default": {"min_samples": 5, "time_cap_s": 0.25}, "stage": {"min_samples": 10, "time_cap_s": 1.0}},
     size_axis="total_bytes",
     order=30,
-    share_s=32,
+    share_s=30,
 )

@@ -109,5 +109,5 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     order=50,
-    share_s=11,
+    share_s=10,
 )

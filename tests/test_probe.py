@@ -1,0 +1,79 @@
+"""The probe and the pytest plugin without a GPU: stream handles, what a result says, the one-line refusal, and
+that installing bench's plugin imports nothing CUDA into other test suites."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bench.probe import ProbeResult, stream_handle
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def test_stream_handles_of_every_library():
+    assert stream_handle(None) is None and stream_handle(7) == 7
+    assert stream_handle(SimpleNamespace(ptr=11)) == 11  # CuPy
+    assert stream_handle(SimpleNamespace(cuda_stream=12)) == 12  # PyTorch
+    assert stream_handle(SimpleNamespace(handle=SimpleNamespace(value=13))) == 13  # numba-cuda
+    with pytest.raises(TypeError, match="cannot tell the CUDA stream"):
+        stream_handle("the default one")
+
+
+def test_a_result_says_what_was_measured():
+    waited = ProbeResult("waits-for-device", 19.8, False, 0.02, True, ["waits-for-device"] * 3, "serializes")
+    assert waited.waited and str(waited) == (
+        "waits-for-device: waited for the GPU; held the host 19.800 ms with a 20 ms kernel running (0.020 ms with "
+        "nothing running); kernels on two other streams around it: serializes")
+    flaky = ProbeResult("returns", 0.01, True, 0.01, False, ["returns", "waits-for-device", "returns"])
+    assert not flaky.waited and str(flaky).endswith("repeats disagreed: returns, waits-for-device, returns")
+    assert str(flaky).startswith("returns: returned while the GPU was busy")
+
+
+def _bench(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("target, fragment", [
+    ("nocolon", "is not MODULE:FUNCTION"),
+    ("bench_no_such_module:step", "cannot load bench_no_such_module:step"),
+    ("os:no_such_function", "cannot load os:no_such_function"),
+    ("os:sep", "is not callable"),
+])
+def test_probe_refuses_what_it_cannot_call(tmp_path, target, fragment):
+    result = _bench("probe", target, cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_probe_without_a_gpu_is_one_line(tmp_path, no_gpu):
+    result = _bench("probe", "os:getcwd", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"bench: error: {no_gpu}"]
+
+
+def test_the_plugin_imports_no_cuda_until_used(tmp_path):
+    """A test suite that never uses assert_async gets no CuPy or numba from bench's plugin."""
+    (tmp_path / "test_plain.py").write_text("import sys\n\ndef test_plain():\n"
+                                            "    assert not [m for m in sys.modules if m.split('.')[0] in "
+                                            "('cupy', 'numba', 'torch')]\n")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                             "bench.pytest_plugin", "-p", "no:bench", str(tmp_path / "test_plain.py")], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert "1 passed" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_fixture_hands_out_the_context_manager(tmp_path):
+    (tmp_path / "test_fixture.py").write_text("from bench.pytest_plugin import assert_async as manager\n\n\n"
+                                              "def test_fixture(assert_async):\n    assert assert_async is manager\n")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                             "bench.pytest_plugin", "-p", "no:bench", str(tmp_path / "test_fixture.py")], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert "1 passed" in result.stdout, result.stdout + result.stderr
