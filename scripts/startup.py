@@ -23,10 +23,13 @@ mark("import cupy")
 from numba import cuda  # noqa: E402
 
 mark("import numba.cuda")
-from bench.runner import select_device  # noqa: E402
+from bench.runner import gpu_environment, use_device  # noqa: E402
 
-environment = select_device(0)
-mark("select the device (CUDA context, NVML environment)")
+environment = gpu_environment(0)
+mark("read the environment (NVML, device properties): what the sweep's parent does")
+use_device(0)
+cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))
+mark("select the device and create its CUDA context: what each experiment's process does")
 from bench import kernels  # noqa: E402
 
 mark("import bench.kernels (numba decorators)")
