@@ -235,3 +235,22 @@ def test_every_experiment_fits_its_share_of_the_default_budget():
     for item in plans:
         assert item.estimate_s <= item.experiment.share_s, (item.experiment.name, item.estimate_s)
     assert plan.STARTUP_S + sum(experiment.share_s for experiment in registry().values()) <= plan.DEFAULT_BUDGET_S
+
+
+def test_the_time_model_predicts_the_committed_default_sweep():
+    """Each experiment's expected time against what the committed H200 default sweep took (its file's metadata):
+    within 25%, so the plan, the ETA and --budget mean something."""
+    import json
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    runs = sorted((Path(__file__).resolve().parents[1] / "results").glob("*.parquet"))
+    runs = [run for run in runs if json.loads(pq.read_schema(run).metadata[b"bench"]).get("mode") == "default"]
+    if not runs:
+        pytest.skip("no committed default sweep in results/")
+    measured = json.loads(pq.read_schema(runs[-1]).metadata[b"bench"])["wall_s"]
+    for item in plan.make():
+        if item.experiment.name in measured:
+            assert abs(item.estimate_s / measured[item.experiment.name] - 1) < 0.25, (item.experiment.name,
+                                                                                      item.estimate_s)

@@ -20,6 +20,7 @@ TORCH_TO = TORCH_DOCS + "generated/torch.Tensor.to.html"
 TORCH_ITEM = TORCH_DOCS + "generated/torch.Tensor.item.html"
 TORCH_EMPTY_CACHE = TORCH_DOCS + "generated/torch.cuda.empty_cache.html"
 CUPY_ASARRAY = CUPY_DOCS + "cupy.asarray.html"
+CUPY_NDARRAY = CUPY_DOCS + "cupy.ndarray.html"
 
 Judgement = tuple[str, str]  # (what was measured, verdict: "true", "false", "partly")
 LABELS = {"true": "holds", "false": "busted", "partly": "partly", "not measured": "not measured"}  # for the folklore
@@ -219,7 +220,7 @@ CLAIMS = (
           "stream\"", CUPY_ASARRAY, ("library",),
           _library_waits(("cupy cupy.asarray(numpy pageable)", "cupy cupy.asarray(numpy pinned)"))),
     Claim("boolean-mask indexing synchronizes",
-          "silent in CuPy's and PyTorch's indexing docs (the result's size depends on the data)", CUPY_ASARRAY,
+          "silent in CuPy's and PyTorch's indexing docs (the result's size depends on the data)", CUPY_NDARRAY,
           ("library",), _library_waits(("cupy a[boolean mask]", "torch t[boolean mask]"))),
     Claim(".item() waits for the GPU",
           "silent: CuPy and PyTorch document it as returning a Python scalar", TORCH_ITEM, ("library",),

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -295,10 +296,11 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
     for gpu, mine in groups:
         console.print(f"[bold]CUDA claims against measurement on {gpu}[/bold]", highlight=False)
         for _, line in claims.table(mine).iterrows():  # one block per claim: readable at any terminal width
-            console.print(f"\n[bold]{line['claim']}[/bold]: {claims.LABELS[line['verdict']].upper()}",
+            console.print(f"\n[bold]{escape(line['claim'])}[/bold]: {claims.LABELS[line['verdict']].upper()}",
                           highlight=False)
-            console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True)
-            console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True)
+            console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True,
+                          markup=False)
+            console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True, markup=False)
         console.print()
     return 0
 

@@ -9,8 +9,6 @@ would not change is left alone.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -60,15 +58,9 @@ def render(figure, fmt: str) -> bytes:
 def _write_if_changed(path: Path, content: bytes) -> None:
     if path.is_file() and path.read_bytes() == content:
         return
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as sink:
-            sink.write(content)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    from bench.store import write_bytes
+
+    write_bytes(path, content)
 
 
 def save(figure, stem: Path) -> list[Path]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-import os
 import struct
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -88,18 +86,10 @@ def render(rows: pd.DataFrame, tables: dict, source: str = "") -> str:
 
 def write(rows: pd.DataFrame, tables: dict, out: Path, source: str = "") -> Path:
     """Render and write atomically (a reader never sees half a report)."""
+    from bench.store import write_bytes
+
     out = Path(out)
-    document = render(rows, tables, source)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as sink:
-            sink.write(document)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, out)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_bytes(out, render(rows, tables, source).encode("utf-8"))
     return out
 
 

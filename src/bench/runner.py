@@ -136,6 +136,9 @@ def _child(sender, experiment, configs, rules, device: int | None) -> None:
         sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
     finally:
         sender.close()
+        # No interpreter teardown: libraries that share the CUDA context (PyTorch's tensors freed after the context
+        # went away) can abort a process that has already sent everything it measured.
+        os._exit(0)
 
 
 def isolated(item: Plan, device: int | None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:

@@ -97,6 +97,21 @@ def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapp
         raise
 
 
+def write_bytes(path: Path, content: bytes) -> None:
+    """Write ``content`` to ``path`` atomically (temporary file, then rename), readable by everyone."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as sink:
+            sink.write(content)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def _pandas_metadata(schema: pa.Schema) -> bytes:
     """pandas' own description of the columns, so that plain ``pandas.read_parquet`` gives integer columns as
     ``Int64`` and flags as ``boolean`` (nullable) instead of floats and objects where other experiments' rows

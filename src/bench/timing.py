@@ -38,7 +38,6 @@ import gc
 import math
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass

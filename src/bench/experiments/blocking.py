@@ -262,20 +262,16 @@ QUICK_CALLS = {"call": ("(nothing)", "cudaFree", "cudaMemcpyAsync H2D pageable 6
 # --quick: a control, a call that waits, one that stages on the host, one that returns
 
 
-EXPERIMENT = Experiment(
-    name="blocking",
-    description="which CUDA calls block the host while a kernel runs, by placement, against the documentation",
-    axes=catalog_axes(),
-    quick=QUICK_CALLS,
-    columns=COLUMNS,
-    measure=partial(run_each, measure_one=_measure),
-    headline=headline,
-    seconds=seconds,
-    valid=takes_placement,
-    memory_needed=kit_memory,
-    figures=(truth_table_figure,),
-    outcome=("verdict",),
-    size_axis="",
-    order=40,
-    share_s=11,
-)
+def catalog_experiment(name: str, description: str, columns, measure_one, headline, seconds, order: int,
+                       share_s: float) -> Experiment:
+    """An experiment over the runtime call catalog: every call in each placement it takes, with each kind of
+    spinning stream; ``measure_one(config, kit, watch)`` gives one row."""
+    return Experiment(name=name, description=description, axes=catalog_axes(), quick=QUICK_CALLS, columns=columns,
+                      measure=partial(run_each, measure_one=measure_one), headline=headline, seconds=seconds,
+                      valid=takes_placement, memory_needed=kit_memory, figures=(truth_table_figure,),
+                      outcome=("verdict",), size_axis="", order=order, share_s=share_s)
+
+
+EXPERIMENT = catalog_experiment(
+    "blocking", "which CUDA calls block the host while a kernel runs, by placement, against the documentation",
+    COLUMNS, _measure, headline, seconds, order=40, share_s=11)

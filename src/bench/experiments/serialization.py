@@ -14,15 +14,12 @@ launched earlier), which serializes them from the host; otherwise the serializat
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 
 from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes, placement_stream
-from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import (CATALOG_COLUMNS, QUICK_CALLS, SPIN_MS, Streams, catalog_axes, catalog_row,
-                                        consensus, kit_memory, run_each, settled, takes_placement,
-                                        truth_table_figure)
+from bench.experiments import Config, Row
+from bench.experiments.blocking import (CATALOG_COLUMNS, SPIN_MS, Streams, catalog_experiment, catalog_row, consensus,
+                                        settled)
 from bench.schema import FLAG, FLOAT, FLOATS, TEXT, TEXTS, column
 from bench.timing import Samples, SpinWatch, StopRule, Summary
 
@@ -94,20 +91,6 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
             "matches_docs": None if documented is None else verdict == "serializes"}
 
 
-EXPERIMENT = Experiment(
-    name="serialization",
-    description="which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
-    axes=catalog_axes(),
-    quick=QUICK_CALLS,
-    columns=COLUMNS,
-    measure=partial(run_each, measure_one=_measure),
-    headline=headline,
-    seconds=seconds,
-    valid=takes_placement,
-    memory_needed=kit_memory,
-    figures=(truth_table_figure,),
-    outcome=("verdict",),
-    size_axis="",
-    order=50,
-    share_s=10,
-)
+EXPERIMENT = catalog_experiment(
+    "serialization", "which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
+    COLUMNS, _measure, headline, seconds, order=50, share_s=10)
