@@ -264,7 +264,7 @@ def test_consensus_prefers_the_majority_then_the_more_blocking():
     assert blocking.consensus(["returns", "waits-for-device"]) == ("waits-for-device", False)
     assert blocking.consensus(["own-work"] * 3) == ("own-work", True)
     assert blocking.consensus(["unclear", "returns"]) == ("returns", False)
-    assert serialization.consensus(["overlaps", "serializes"], serialization.VERDICTS) == ("serializes", False)
+    assert blocking.consensus(["overlaps", "serializes"], serialization.VERDICTS) == ("serializes", False)
 
 
 def test_repeats_settle_when_they_agree_or_at_the_limit():

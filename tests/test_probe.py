@@ -57,23 +57,25 @@ def test_probe_without_a_gpu_is_one_line(tmp_path, no_gpu):
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"bench: error: {no_gpu}"]
 
 
+def _pytest_with_the_plugin(tmp_path, name: str, source: str):
+    """Run a test file with bench's plugin loaded by name (and the installed entry point, if any, left out)."""
+    (tmp_path / name).write_text(source)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                           "bench.pytest_plugin", "-p", "no:bench", str(tmp_path / name)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_the_plugin_imports_no_cuda_until_used(tmp_path):
     """A test suite that never uses assert_async gets no CuPy or numba from bench's plugin."""
-    (tmp_path / "test_plain.py").write_text("import sys\n\ndef test_plain():\n"
-                                            "    assert not [m for m in sys.modules if m.split('.')[0] in "
-                                            "('cupy', 'numba', 'torch')]\n")
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                             "bench.pytest_plugin", "-p", "no:bench", str(tmp_path / "test_plain.py")], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = _pytest_with_the_plugin(tmp_path, "test_plain.py",
+                                     "import sys\n\ndef test_plain():\n    assert not [m for m in sys.modules if "
+                                     "m.split('.')[0] in ('cupy', 'numba', 'torch')]\n")
     assert "1 passed" in result.stdout, result.stdout + result.stderr
 
 
 def test_the_fixture_hands_out_the_context_manager(tmp_path):
-    (tmp_path / "test_fixture.py").write_text("from bench.pytest_plugin import assert_async as manager\n\n\n"
-                                              "def test_fixture(assert_async):\n    assert assert_async is manager\n")
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                             "bench.pytest_plugin", "-p", "no:bench", str(tmp_path / "test_fixture.py")], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = _pytest_with_the_plugin(tmp_path, "test_fixture.py",
+                                     "from bench.pytest_plugin import assert_async as manager\n\n\n"
+                                     "def test_fixture(assert_async):\n    assert assert_async is manager\n")
     assert "1 passed" in result.stdout, result.stdout + result.stderr

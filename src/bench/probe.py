@@ -72,7 +72,7 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
     from bench.experiments import serialization
-    from bench.experiments.blocking import classify, consensus, settled
+    from bench.experiments.blocking import consensus, host_verdict, repeat_until_settled
     from bench.memory import StreamRef
     from bench.timing import SpinWatch
 
@@ -85,17 +85,12 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     idle_ms, _ = host_interval(call)
     runtime.deviceSynchronize()
     watch = SpinWatch()
-    seen, verdicts = [], []
-    while not settled(verdicts, repeats):
-        result = watch.call_during_spin(spinning, spin_ms, call)
-        seen.append(result)
-        verdicts.append(classify(result.host_ms, result.spin_running, result.spin_left_ms))
-    verdict, stable = consensus(verdicts)
+    measured = repeat_until_settled(lambda: watch.call_during_spin(spinning, spin_ms, call), host_verdict, repeats)
     serializes = None
     if serialization:
         pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
         serializes = consensus([serialization.classify(pair.first, pair.second, spin_ms) for pair in pairs],
                                serialization.VERDICTS)[0]
-    busy = [result.spin_running for result in seen]
-    return ProbeResult(verdict, Summary.of([result.host_ms for result in seen]).median, sum(busy) > len(busy) / 2,
-                       idle_ms, stable, verdicts, serializes, spin_ms)
+    busy = [result.spin_running for result in measured.seen]
+    return ProbeResult(measured.verdict, Summary.of([result.host_ms for result in measured.seen]).median,
+                       sum(busy) > len(busy) / 2, idle_ms, measured.stable, measured.verdicts, serializes, spin_ms)

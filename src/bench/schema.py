@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from bench.timing import CLOCKS, STOP_REASONS, UNITS
+
 INT, FLOAT, TEXT, FLAG = pa.int64(), pa.float64(), pa.string(), pa.bool_()
 FLOATS, TEXTS = pa.list_(pa.float64()), pa.list_(pa.string())
 STATUSES = ("ok", "failed", "skipped", "unsupported")
@@ -53,9 +55,9 @@ COMMON = (
 
 SAMPLES = (
     column("samples", FLOATS, "every raw sample, in unit"),
-    column("unit", TEXT, "unit of samples, median, min and max", ("ms", "us")),
+    column("unit", TEXT, "unit of samples, median, min and max", tuple(UNITS)),
     column("clock", TEXT, "the clock that read the samples: CUDA events or the GPU's global timer (gpu), or the "
-                          "host's wall clock (host)", ("gpu", "host")),
+                          "host's wall clock (host)", CLOCKS),
     column("metric", TEXT, "what one sample is"),
     column("n_samples", INT, "number of samples"),
     column("ops_per_sample", INT, "operations one sample was averaged over"),
@@ -65,7 +67,7 @@ SAMPLES = (
     column("max", FLOAT, "slowest sample"),
     column("stdrel", FLOAT, "sample standard deviation / mean"),
     column("median_relerr", FLOAT, "robust standard error of the median / median"),
-    column("stop_reason", TEXT, "why sampling stopped", ("converged", "time_cap", "max_samples", "fixed")),
+    column("stop_reason", TEXT, "why sampling stopped", STOP_REASONS),
 )
 
 RUN = (

@@ -112,6 +112,7 @@ def write_bytes(path: Path, content: bytes) -> None:
         raise
 
 
+@functools.lru_cache(maxsize=8)
 def _pandas_metadata(schema: pa.Schema) -> bytes:
     """pandas' own description of the columns, so that plain ``pandas.read_parquet`` gives integer columns as
     ``Int64`` and flags as ``boolean`` (nullable) instead of floats and objects where other experiments' rows

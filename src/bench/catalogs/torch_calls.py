@@ -12,7 +12,6 @@ torch = LazyModule("torch")
 DOCS = "https://docs.pytorch.org/docs/stable/"
 TENSOR = DOCS + "tensors.html"
 TO = DOCS + "generated/torch.Tensor.to.html"
-SEMANTICS = DOCS + "notes/cuda.html#asynchronous-execution"
 SIZE = 1 << 20
 NON_BLOCKING = ("\"When non_blocking is set to True, the function attempts to perform the conversion asynchronously "
                 "with respect to the host, if possible. This asynchronous behavior applies to both pinned and pageable "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 import pandas as pd
@@ -30,7 +31,7 @@ from bench.cuda import runtime
 from bench.experiments import Config, Experiment, Row
 from bench.memory import OwnedStream
 from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
-from bench.timing import Context, Samples, SpinWatch, StopRule, Summary, host_interval
+from bench.timing import CallDuringSpin, Context, Samples, SpinWatch, StopRule, Summary, host_interval
 
 SPIN_MS = 20.0
 OWN_WORK_MS = 1.0  # well above what returning calls cost (≤ 0.3 ms on the H200), well below a 64 MiB copy
@@ -82,6 +83,35 @@ def consensus(verdicts: Sequence[str], order: Sequence[str] = ("unclear", *VERDI
 def settled(verdicts: Sequence[str], minimum: int = MIN_REPEATS) -> bool:
     """Enough repeats: ``minimum`` that all agree, or ``MAX_REPEATS`` in all."""
     return len(verdicts) >= MAX_REPEATS or (len(verdicts) >= minimum and len(set(verdicts)) == 1)
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """One call measured until its verdicts settled: each repeat's measurement and verdict, and the outcome."""
+
+    seen: list  # one bench.timing.CallDuringSpin or SpinPair per repeat
+    verdicts: list[str]
+    verdict: str
+    stable: bool
+
+    def samples(self, values: Sequence[float], unit: str, clock: str, metric: str) -> Samples:
+        """Samples of the repeats: converged when they agreed."""
+        return Samples(list(values), unit, clock, metric, "converged" if self.stable else "max_samples")
+
+
+def host_verdict(seen: CallDuringSpin) -> str:
+    return classify(seen.host_ms, seen.spin_running, seen.spin_left_ms)
+
+
+def repeat_until_settled(once: Callable[[], object], judge: Callable[[object], str], minimum: int = MIN_REPEATS,
+                         order: Sequence[str] = ("unclear", *VERDICTS[:3])) -> Repeats:
+    """``once()`` (one measurement) until :func:`settled`; ``judge`` gives each one's verdict."""
+    seen, verdicts = [], []
+    while not settled(verdicts, minimum):
+        seen.append(once())
+        verdicts.append(judge(seen[-1]))
+    verdict, stable = consensus(verdicts, order)
+    return Repeats(seen, verdicts, verdict, stable)
 
 
 def takes_placement(config: Config) -> bool:
@@ -214,31 +244,42 @@ def catalog_row(config: Config, call, samples: Samples) -> dict:
             "source": call.source, "status": "ok", "error": ""}
 
 
+def on_fresh_streams(config: Config, kit: Kit, measure: Callable) -> object:
+    """``measure(streams, prepared)`` with the configuration's call prepared on new streams, cleaned up after."""
+    call = catalog()[config["call"]]
+    with Streams(config["spin_stream"] == "blocking") as streams:
+        prepared = call.prepare(kit, placement_stream(config["placement"], streams.spinning, streams.other))
+        measured = measure(streams, prepared)
+        prepared.cleanup()
+    return measured
+
+
+def _idle_ms(streams: Streams, prepared) -> float:
+    """The call's host time with nothing running."""
+    prepared.arm()
+    idle_ms, _ = host_interval(prepared.call)
+    runtime.deviceSynchronize()
+    return idle_ms
+
+
 def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
     call = catalog()[config["call"]]
     spin_blocking = config["spin_stream"] == "blocking"
-    host_ms, spin_left_ms, verdicts = [], [], []
-    while not settled(verdicts):
-        with Streams(spin_blocking) as streams:
-            prepared = call.prepare(kit, placement_stream(config["placement"], streams.spinning, streams.other))
-            seen = watch.call_during_spin(streams.spinning, SPIN_MS, prepared.call, prepared.arm)
-            prepared.cleanup()
-        host_ms.append(seen.host_ms)
-        spin_left_ms.append(seen.spin_left_ms)
-        verdicts.append(classify(seen.host_ms, seen.spin_running, seen.spin_left_ms))
-    with Streams(spin_blocking) as streams:
-        prepared = call.prepare(kit, placement_stream(config["placement"], streams.spinning, streams.other))
-        prepared.arm()
-        idle_ms, _ = host_interval(prepared.call)
-        runtime.deviceSynchronize()
-        prepared.cleanup()
-    verdict, stable = consensus(verdicts)
+    repeats = repeat_until_settled(lambda: on_fresh_streams(config, kit, lambda streams, prepared: (
+        watch.call_during_spin(streams.spinning, SPIN_MS, prepared.call, prepared.arm))), host_verdict)
+    idle_ms = on_fresh_streams(config, kit, _idle_ms)
     docs_waits = documented_waits(call, config["placement"], spin_blocking)
-    samples = Samples(host_ms, "ms", "host", METRIC, "converged" if stable else "max_samples")
-    return {**catalog_row(config, call, samples), "host_ms": samples.median,
-            "spin_left_ms": Summary.of(spin_left_ms).median, "idle_host_ms": idle_ms, "verdicts": verdicts,
-            "verdict": verdict, "stable": stable, "docs_host": call.docs_host, "docs_waits": docs_waits,
-            "matches_docs": None if docs_waits is None else docs_waits == (verdict == "waits-for-device")}
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
+    return {**catalog_row(config, call, samples), **host_columns(repeats), "idle_host_ms": idle_ms,
+            "docs_host": call.docs_host, "docs_waits": docs_waits,
+            "matches_docs": None if docs_waits is None else docs_waits == (repeats.verdict == "waits-for-device")}
+
+
+def host_columns(repeats: Repeats) -> dict:
+    """The columns of a call's repeats with a spin running: host time, what was left of the spin, verdicts."""
+    return {"host_ms": Summary.of([seen.host_ms for seen in repeats.seen]).median,
+            "spin_left_ms": Summary.of([seen.spin_left_ms for seen in repeats.seen]).median,
+            "verdicts": repeats.verdicts, "verdict": repeats.verdict, "stable": repeats.stable}
 
 
 def run_each(configs: Sequence[Config], context: Context, measure_one: Callable) -> Iterator[Row]:

@@ -30,14 +30,15 @@ from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
-from bench.catalogs import LIBRARIES, CallStream, catalog, documented_waits
+from bench.catalogs import DOCS_HOST, LIBRARIES, STREAM_USE, CallStream, catalog, documented_waits
 from bench.cuda import cupy, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import SPIN_MS, VERDICT_COLORS, classify, consensus, settled, short_ms
+from bench.experiments.blocking import (SPIN_MS, VERDICT_COLORS, host_columns, host_verdict, repeat_until_settled,
+                                        short_ms)
 from bench.experiments.serialization import VERDICTS as DEVICE_VERDICTS
-from bench.experiments.serialization import classify as classify_pair
+from bench.experiments.serialization import pair_columns, repeat_between_spins
 from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
-from bench.timing import Context, Samples, SpinWatch, StopRule, Summary, host_interval
+from bench.timing import Context, SpinWatch, StopRule, host_interval
 
 PLACEMENTS = ("same", "other", "between")
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
@@ -50,7 +51,7 @@ COLUMNS = (
     column("library", TEXT, "cupy, numba-cuda or torch", LIBRARIES),
     column("category", TEXT, "what kind of call it is"),
     column("stream_use", TEXT, "the stream the call uses: the library's current stream, a stream it is given, the "
-                               "legacy default stream, or none", ("current", "given", "default", "none")),
+                               "legacy default stream, or none", STREAM_USE),
     column("spin_ms", FLOAT, "length of each spin kernel"),
     column("host_ms", FLOAT, "median host time of the call"),
     column("spin_left_ms", FLOAT, "same/other: median of how much of the spin was left when the call was made"),
@@ -63,7 +64,7 @@ COLUMNS = (
     column("host_waited", FLAG, "between: the call held the host until the first spin ended (in most repeats)"),
     column("docs", TEXT, "what the library's documentation says"),
     column("source", TEXT, "the documentation page"),
-    column("docs_host", TEXT, "what the docs say the call waits for", ("never", "stream", "device", "silent")),
+    column("docs_host", TEXT, "what the docs say the call waits for", DOCS_HOST),
     column("docs_waits", FLAG, "the docs say the call waits for this spin (empty: silent)"),
     column("matches_docs", FLAG, "the measurement agrees with the documentation (empty: the docs say nothing)"),
 )
@@ -225,40 +226,28 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
     row = {**config, "library": call.library, "category": call.category, "stream_use": call.stream,
            "spin_ms": spin_ms, "idle_host_ms": idle_ms, "first_host_ms": first_ms, "docs": call.docs,
            "source": call.source, "docs_host": call.docs_host, "status": "ok", "error": ""}
-    placement, verdicts = config["placement"], []
-    if placement == "between":
-        pairs = []
-        while not settled(verdicts, MIN_REPEATS):
-            prepared = _prepared(call, kit, streams)
-            with streams.current():
-                pair = watch.call_between_spins(streams.other, streams.second, spin_ms, prepared.call)
-            prepared.cleanup()
-            pairs.append(pair)
-            verdicts.append(classify_pair(pair.first, pair.second, spin_ms))
-        verdict, stable = consensus(verdicts, DEVICE_VERDICTS)
-        samples = Samples([pair.makespan_ms for pair in pairs], "ms", "gpu", "makespan of the two spins",
-                          "converged" if stable else "max_samples")
-        waited = [pair.host_waited for pair in pairs]
-        return {**row, **samples.columns(), "host_ms": Summary.of([pair.host_ms for pair in pairs]).median,
-                "overlap_ms": Summary.of([pair.overlap_ms for pair in pairs]).median,
-                "host_waited": sum(waited) > len(waited) / 2, "verdict": verdict, "verdicts": verdicts,
-                "stable": stable}
-    host_ms, spin_left_ms = [], []
-    while not settled(verdicts, MIN_REPEATS):
+    placement = config["placement"]
+
+    def once(measure):
         prepared = _prepared(call, kit, streams)
         with streams.current():
-            seen = watch.call_during_spin(streams.spinning(call, placement), spin_ms, prepared.call)
+            seen = measure(prepared.call)
         prepared.cleanup()
-        host_ms.append(seen.host_ms)
-        spin_left_ms.append(seen.spin_left_ms)
-        verdicts.append(classify(seen.host_ms, seen.spin_running, seen.spin_left_ms))
-    verdict, stable = consensus(verdicts)
+        return seen
+
+    if placement == "between":
+        repeats = repeat_between_spins(lambda: once(
+            lambda made: watch.call_between_spins(streams.other, streams.second, spin_ms, made)), spin_ms)
+        samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], "ms", "gpu", "makespan of the two spins")
+        return {**row, **samples.columns(), **pair_columns(repeats)}
+    spinning = streams.spinning(call, placement)
+    repeats = repeat_until_settled(lambda: once(lambda made: watch.call_during_spin(spinning, spin_ms, made)),
+                                   host_verdict, MIN_REPEATS)
     documented = documented_waits(call, placement)
-    samples = Samples(host_ms, "ms", "host", "host time of the call while a kernel runs",
-                      "converged" if stable else "max_samples")
-    return {**row, **samples.columns(), "host_ms": samples.median, "spin_left_ms": Summary.of(spin_left_ms).median,
-            "verdict": verdict, "verdicts": verdicts, "stable": stable, "docs_waits": documented,
-            "matches_docs": None if documented is None else documented == (verdict == "waits-for-device")}
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host",
+                              "host time of the call while a kernel runs")
+    return {**row, **samples.columns(), **host_columns(repeats), "docs_waits": documented,
+            "matches_docs": None if documented is None else documented == (repeats.verdict == "waits-for-device")}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:

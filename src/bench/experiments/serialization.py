@@ -14,14 +14,16 @@ launched earlier), which serializes them from the host; otherwise the serializat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
-from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes, placement_stream
+from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes
 from bench.experiments import Config, Row
-from bench.experiments.blocking import (CATALOG_COLUMNS, SPIN_MS, Streams, catalog_experiment, catalog_row, consensus,
-                                        settled)
+from bench.experiments.blocking import (CATALOG_COLUMNS, SPIN_MS, Repeats, catalog_experiment, catalog_row,
+                                        on_fresh_streams, repeat_until_settled)
 from bench.schema import FLAG, FLOAT, FLOATS, TEXT, TEXTS, column
-from bench.timing import Samples, SpinWatch, StopRule, Summary
+from bench.timing import SpinPair, SpinWatch, StopRule, Summary
 
 VERDICTS = ("overlaps", "partial", "serializes")
 MIN_REPEATS = 2
@@ -65,30 +67,33 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
+def repeat_between_spins(once: Callable[[], SpinPair], spin_ms: float) -> Repeats:
+    """``once()`` (a call between two spins of ``spin_ms``) until the device verdicts settle."""
+    return repeat_until_settled(once, lambda pair: classify(pair.first, pair.second, spin_ms), MIN_REPEATS, VERDICTS)
+
+
+def pair_columns(repeats: Repeats) -> dict:
+    """The columns of a call's repeats between two spins: overlap, host time, whether the call held the host,
+    verdicts."""
+    waited = [pair.host_waited for pair in repeats.seen]
+    return {"overlap_ms": Summary.of([pair.overlap_ms for pair in repeats.seen]).median,
+            "host_ms": Summary.of([pair.host_ms for pair in repeats.seen]).median,
+            "host_waited": sum(waited) > len(waited) / 2, "verdicts": repeats.verdicts, "verdict": repeats.verdict,
+            "stable": repeats.stable}
+
+
 def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
     call = catalog()[config["call"]]
     spin_blocking = config["spin_stream"] == "blocking"
-    pairs, verdicts = [], []
-    while not settled(verdicts, MIN_REPEATS):
-        with Streams(spin_blocking) as streams:
-            prepared = call.prepare(kit, placement_stream(config["placement"], streams.spinning, streams.other))
-            pair = watch.call_between_spins(streams.spinning, streams.second, SPIN_MS, prepared.call, prepared.arm)
-            prepared.cleanup()
-        pairs.append(pair)
-        verdicts.append(classify(pair.first, pair.second, SPIN_MS))
-    verdict, stable = consensus(verdicts, VERDICTS)
+    repeats = repeat_between_spins(lambda: on_fresh_streams(config, kit, lambda streams, prepared: (
+        watch.call_between_spins(streams.spinning, streams.second, SPIN_MS, prepared.call, prepared.arm))), SPIN_MS)
     documented = documented_serializes(call, config["placement"], spin_blocking)
-    samples = Samples([pair.makespan_ms for pair in pairs], "ms", "gpu", METRIC,
-                      "converged" if stable else "max_samples")
-    overlaps = [pair.overlap_ms for pair in pairs]
-    waited = [pair.host_waited for pair in pairs]
-    return {**catalog_row(config, call, samples), "docs": call.docs if call.guide_serializes else "",
-            "source": GUIDE_IMPLICIT if documented else "", "overlap_ms_samples": overlaps,
-            "overlap_ms": Summary.of(overlaps).median, "makespan_ms": samples.median,
-            "host_ms": Summary.of([pair.host_ms for pair in pairs]).median,
-            "host_waited": sum(waited) > len(waited) / 2, "verdicts": verdicts, "verdict": verdict,
-            "stable": stable, "docs_serializes": documented,
-            "matches_docs": None if documented is None else verdict == "serializes"}
+    samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], "ms", "gpu", METRIC)
+    return {**catalog_row(config, call, samples), **pair_columns(repeats),
+            "docs": call.docs if call.guide_serializes else "", "source": GUIDE_IMPLICIT if documented else "",
+            "overlap_ms_samples": [pair.overlap_ms for pair in repeats.seen], "makespan_ms": samples.median,
+            "docs_serializes": documented,
+            "matches_docs": None if documented is None else repeats.verdict == "serializes"}
 
 
 EXPERIMENT = catalog_experiment(
