@@ -75,6 +75,9 @@ def main() -> int:
     default, full = _newest(sys.argv[1]), _newest(sys.argv[2])
     uuids = set(default["gpu_uuid"].dropna()) | set(full["gpu_uuid"].dropna())
     print(f"GPU(s): {', '.join(sorted(uuids))}")
+    if len(uuids) != 1:
+        print("agreement: NO (the two sweeps must come from one GPU)")
+        return 1
     results = [bandwidth(default, full), overlap(default, full), verdicts(default, full, "blocking"),
                verdicts(default, full, "serialization")]
     print("agreement:", "yes" if all(results) else "NO")

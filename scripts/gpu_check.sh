@@ -9,8 +9,13 @@
 #   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
 #   "full SECONDS [sweep args]" a --full sweep into results/_full/, interrupted after SECONDS and resumed by later
 #                               "full" steps; its figures into plots/full/ once complete
-#   "agree"                     the default and the --full sweep of this machine, headline by headline
+#   "agree-full"                the --full grid of the experiments the agreement check reads (bandwidth, blocking,
+#                               serialization; overlap's pinned pipelines at 256 MiB) into results/_agreement/
+#   "agree"                     the default sweep and results/_agreement/ of this machine, headline by headline
 #   "reference"                 the C++ cudaMemcpyAsync loop against the newest bandwidth results
+#   "paths-reference"           the C++ SM-copy, latency, round-trip and launch loops (scripts/reference_paths.cu)
+#                               against the newest results
+#   "machine"                   CPUs, NUMA nodes, GPU topology, CUDA headers and libraries of this machine
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
 #                               sync debug mode)
 #   "faulty EXPERIMENT:N [args]" a sweep with an illegal-address kernel after N rows of EXPERIMENT
@@ -55,6 +60,23 @@ full() {  # a --full sweep into results/_full/, resumed across steps (each under
   fi
 }
 
+paths_reference() {
+  local results reference
+  results=$(newest)
+  nvcc -O2 -o /tmp/reference_paths scripts/reference_paths.cu || return
+  reference="results/_references/$(basename "${results%.parquet}")-reference-paths.csv"
+  /tmp/reference_paths > "$reference" && python3 scripts/compare_paths.py "$results" "$reference"
+}
+
+machine() {
+  lscpu | grep -E "^(Model name|Socket|NUMA|CPU\(s\))"
+  nvidia-smi topo -m
+  python3 -c "import bench.env as e; print('CPUs local to GPU 0:', e.cpu_ranges(e.local_cpus(e.collect(0).pci_bus_id)))"
+  python3 -c "import cuda.bindings, cuda.core; print('cuda-bindings', cuda.bindings.__version__, 'cuda-core', cuda.core.__version__)"
+  grep -n "cuMemcpyBatchAsync\b\|define cuMemcpyBatchAsync\|cuMemPrefetchAsync\b" /usr/local/cuda/include/cuda.h | head
+  ls /usr/include/boost/program_options.hpp 2>&1; cmake --version 2>&1 | head -1
+}
+
 reference() {
   local bandwidth reference
   bandwidth=$(python3 - <<'EOF'
@@ -84,7 +106,13 @@ EOF
       quick) timed python3 -m bench sweep --quick --out results/_quick ;;
       sweep) sweep "${words[@]:1}" ;;
       full) full "${words[@]:1}" ;;
-      agree) python3 scripts/agreement.py results results/_full | tee "results/_logs/$stamp-agreement.txt" ;;
+      agree-full)
+        timed python3 -m bench sweep --full --experiments bandwidth,blocking,serialization --out results/_agreement
+        timed python3 -m bench sweep --full --experiments overlap --axis host_memory=pinned --sizes 256MiB \
+          --out results/_agreement ;;
+      agree) python3 scripts/agreement.py "$(newest)" results/_agreement | tee "results/_logs/$stamp-agreement.txt" ;;
+      paths-reference) paths_reference ;;
+      machine) machine ;;
       reference) reference ;;
       faulty) python3 scripts/inject_fault.py "${words[@]:1}" ;;
       library-check) python3 scripts/check_library_verdicts.py "$(newest)" "results/_references/$(basename "$(newest)" .parquet)-library-check.csv" ;;

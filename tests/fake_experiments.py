@@ -57,6 +57,19 @@ def rule_rows(configs, context):
             f"default={context.rule().min_samples},stage={context.rule('stage').min_samples}")}
 
 
+def set_mode(mode: str, device: int) -> None:
+    os.environ["BENCH_FAKE_MODE"] = mode
+
+
+def mode_rows(configs, context):
+    """Rows that say which process they came from and what its hook set; mode 'b' crashes after its first row."""
+    for index, config in enumerate(configs):
+        if config["mode"] == "b" and index == 1:
+            os._exit(5)
+        yield {**config, **sample_columns(), "status": "ok", "error": "",
+               "note": f"{os.environ.get('BENCH_FAKE_MODE')}:{os.getpid()}"}
+
+
 def bad_rows(configs, context):
     """The second row does not fit the schema: a text in an integer column, then an undeclared column."""
     for index, config in enumerate(configs):
@@ -113,6 +126,9 @@ HUNGRY = experiment("hungry", rows, memory_needed=huge_memory)
 ORPHANING = experiment("orphaning", orphaning_rows)
 INTERRUPTED = experiment("interrupted", partial(rows, fail_after=2, how="interrupt"))
 INTERRUPTED_AT_ONCE = experiment("interrupted-at-once", partial(rows, fail_after=0, how="interrupt"))
+PER_MODE = experiment("per-mode", mode_rows, axes={"mode": ("a", "b", "c"), "n": (0, 1)},
+                      columns=(column("mode", TEXT, "a process each"), *COLUMNS), process_axis="mode",
+                      before_cuda=set_mode)
 # Side tables need a table bench declares: the overlap experiment's timeline, keyed by one of its axes.
 TABLED = experiment("tabled", tabled_rows, axes={"streams": (1, 2)}, columns=(column("streams", INT, "streams"),),
                     tables={"timeline": ()})
@@ -136,3 +152,6 @@ class FakeGpu(runner.Gpu):
 
     def child_device(self, device: int):
         return None
+
+    def child_cpus(self) -> list[int]:
+        return []

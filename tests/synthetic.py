@@ -29,6 +29,7 @@ ENV = {
     "mem_clock_max_mhz": 2619, "hostname": "node-a", "python_version": "3.11.7", "cupy_version": "cupy-cuda12x 14",
     "numba_cuda_version": "numba-cuda 0.30", "numpy_version": "numpy 2.4", "bench_version": "0.1.0",
     "git_commit": "abc123def4567890",
+    "host_cpus": "0-15",
 }
 RUN = {"run_id": RUN_ID, "wall_s": 0.01}
 MONITOR = {"sm_clock_seen_mhz": 1980, "throttle_reasons": "", "throttled": False, "other_processes": 0}
@@ -175,7 +176,7 @@ def blocking_records() -> list[dict]:
                 rows.append(_row(
                     "serialization", config, Samples([makespan] * 2, "ms", "gpu", "makespan of the two kernels "
                                                      "(GPU clock)", "converged"),
-                    **common, host_ms=host_ms, stable=True,
+                    **common, host_ms=host_ms, stable=True, idle_host_ms=0.003,
                     matches_docs=None if documented is None else serializes, overlap_ms=0.0 if serializes else 19.9,
                     overlap_ms_samples=[0.0 if serializes else 19.9] * 2, makespan_ms=makespan, host_waited=waits,
                     verdict=verdict, verdicts=[verdict] * 2, docs_serializes=documented))
@@ -267,12 +268,162 @@ def graphs_records(wrong_results: int = 0) -> list[dict]:
     return rows
 
 
+# --- issue 14's experiments -------------------------------------------------------------------------------------
+
+def zerocopy_records() -> list[dict]:
+    rows = []
+    for direction in ("H2D", "D2H"):
+        for nbytes in tuple(1 << p for p in range(12, 31, 2)):
+            gbps = 50.0 * nbytes / (nbytes + 400_000)
+            rows.append(_row("zerocopy", {"direction": direction, "bytes": nbytes},
+                             Samples(_spread(nbytes / (gbps * 1e6)), "ms", "gpu", "GPU time per SM copy", "converged",
+                                     1, True), gbps=gbps, verified=True))
+    return rows
+
+
+def latency_records() -> list[dict]:
+    rows = []
+    for memory, ns in (("host-mapped", 1200.0), ("device", 600.0)):
+        for nbytes in (1 << 20, 256 << 20):
+            per_access = ns if nbytes > 1 << 20 or memory == "host-mapped" else 150.0
+            rows.append(_row("latency", {"memory": memory, "bytes": nbytes},
+                             Samples(_spread(per_access * 4096 / 1e6), "ms", "gpu", "GPU time of 4096 dependent loads",
+                                     "converged", 1, True), steps=4096, ns_per_access=per_access, verified=True))
+    return rows
+
+
+def roundtrip_records() -> list[dict]:
+    return [_row("roundtrip", {"direction": direction, "bytes": nbytes},
+                 Samples(_spread(12.0 + nbytes / 50_000), "us", "host", "host time of copy + event record + event "
+                         "synchronize", "converged"), gpu_us=1.5 + nbytes / 50_000, verified=True)
+            for direction in ("H2D", "D2H") for nbytes in (4, 256, 4096, 65536)]
+
+
+def waitmodes_records() -> list[dict]:
+    wake = {"auto": 8.0, "spin": 3.0, "yield": 5.0, "blocking-sync": 40.0}
+    busy = {"auto": 1.0, "spin": 1.0, "yield": 0.9, "blocking-sync": 0.02}
+    return [_row("waitmodes", {"schedule": schedule, "wait": wait},
+                 Samples(_spread(wake[schedule]), "us", "host", "host return after the kernel's end", "converged"),
+                 schedule_in_effect=schedule, cpu_fraction=busy[schedule], wait_ms=2.0)
+            for schedule in wake for wait in ("stream", "event", "event-blocking-sync")]
+
+
+def connections_records() -> list[dict]:
+    rows = []
+    for connections in ("1", "4", "unset", "32", "1 after init"):
+        queues = {"1": 1, "4": 4, "32": 32}.get(connections, 8)
+        for streams in (2, 4, 8, 16, 32):
+            lengths = 2.0 if streams <= queues else -(-streams // queues) + 1.0
+            rows.append(_row("connections", {"connections": connections, "workload": "spins", "streams": streams},
+                             Samples(_spread(lengths * 5.0, 3), "ms", "gpu", "makespan of the spins (GPU global timer)",
+                                     "max_samples"), spin_lengths=lengths, peak_kernels=min(streams, queues)))
+        if connections in ("1", "unset", "32"):
+            rows.append(_row("connections", {"connections": connections, "workload": "pipeline", "streams": 8},
+                             Samples(_spread(4.0), "ms", "gpu", "makespan of the pipeline", "converged", 1, True),
+                             efficiency=0.6 if connections == "1" else 0.9))
+    return rows
+
+
+def firstcall_records() -> list[dict]:
+    rows = []
+    for loading in ("lazy", "eager"):
+        for call in ("module-load", "get-function", "first-launch", "second-launch"):
+            waits = (loading == "lazy" and call == "first-launch") or (loading == "eager" and call == "module-load")
+            host_ms = 19.9 if waits else 0.05
+            verdict = "waits-for-device" if waits else "returns"
+            rows.append(_row("firstcall", {"module_loading": loading, "call": call},
+                             Samples([host_ms] * 2, "ms", "host", "host time of the step while a kernel runs on "
+                                     "another stream", "converged"),
+                             idle_host_ms=0.05, spin_ms=20.0, host_ms=host_ms, spin_left_ms=19.9, verdict=verdict,
+                             verdicts=[verdict] * 2, stable=True))
+    return rows
+
+
+def batched_records() -> list[dict]:
+    """Rows of the default sweep: the batch call blocks the host for 0.5 µs a copy (pageable: plus staging), the loop
+    2.5 µs a copy; pinned batches arrive at up to 39 GB/s, the loop at 17 GB/s at most."""
+    from bench import plan
+    from bench.experiments import batched
+
+    rows = []
+    for config in plan.expand(batched.EXPERIMENT.axes, batched.EXPERIMENT.valid):
+        copies, nbytes, issue = config["copies"], config["bytes"], config["issue"]
+        host_ms = copies * (0.0005 if issue == "batch" else 0.0025)
+        if config["host_memory"] == "pageable":
+            host_ms += copies * nbytes / 6e6
+        gpu_ms = max(host_ms, copies * nbytes / 39e6 if issue == "batch" else copies * (0.0026 + nbytes / 50e6))
+        samples = Samples(_spread(gpu_ms), "ms", "gpu", batched.METRIC, "time_cap", 1, False)
+        rows.append(_row(
+            "batched", config, samples, gbps=copies * nbytes / (gpu_ms * 1e6), host_ms=host_ms,
+            host_ms_samples=_spread(host_ms), verified=True,
+            entry_point="cuMemcpyBatchAsync_v2" if issue == "batch" else "cudaMemcpyAsync"))
+    return rows
+
+
+
+
+def hostmemory_records(failed: int = 0) -> list[dict]:
+    """Copies at the same rate for both kinds; the CPU reads write-combined memory 100× slower than pinned."""
+    from bench.experiments import hostmemory
+
+    rates = {("pinned", "H2D"): 54.0, ("pinned", "D2H"): 55.0, ("write-combined", "H2D"): 55.0,
+             ("write-combined", "D2H"): 54.0, ("pinned", "cpu-read"): 12.0, ("write-combined", "cpu-read"): 0.12,
+             ("pinned", "cpu-write"): 9.0, ("write-combined", "cpu-write"): 11.0}
+    rows = []
+    for host_memory in hostmemory.HOST_KINDS:
+        for operation in hostmemory.OPERATIONS:
+            for nbytes in ((1 << 20), 64 * (1 << 20)):
+                config = {"host_memory": host_memory, "operation": operation, "bytes": nbytes}
+                if not hostmemory.lean(config):
+                    continue
+                copying = operation in hostmemory.COPIES
+                gbps = rates[(host_memory, operation)] * nbytes / (nbytes + 100_000)
+                median = nbytes / (gbps * 1e6)
+                samples = Samples(_spread(median), "ms", "gpu" if copying else "host",
+                                  "GPU time per copy" if copying else "host time of one pass over the buffer",
+                                  "converged", 1, True if copying else None)
+                rows.append(_row("hostmemory", config, samples, gbps=gbps, verified=True))
+    for index in range(failed):
+        rows[index] = _failed({**rows[index], "gbps": math.nan, "verified": False}, "ms", "gpu",
+                                        "GPU time per copy", "data mismatch after H2D copy")
+    return rows
+
+
+def managed_records(skipped: bool = False) -> list[dict]:
+    """First touch slowest, prefetching in between, resident fastest; optionally a size too large to allocate."""
+    from bench.experiments import managed
+
+    rows = []
+    for nbytes in (64 * (1 << 20), 256 * (1 << 20)):
+        for case, gbps in (("first-touch", 6.0), ("prefetch-then-kernel", 14.0), ("resident", 1400.0)):
+            median = nbytes / (gbps * 1e6)
+            samples = Samples(_spread(median), "ms", "gpu", managed.METRICS[case], "converged", 1,
+                              case != "prefetch-then-kernel")
+            extra = {"kernel_ms": median, "prefetch_ms": None, "prefetch_gbps": None}
+            if case == "prefetch-then-kernel":
+                kernel_ms = nbytes / (1400.0 * 1e6)
+                extra = {"kernel_ms": kernel_ms, "prefetch_ms": median - kernel_ms,
+                         "prefetch_gbps": nbytes / ((median - kernel_ms) * 1e6)}
+            rows.append(_row("managed", {"bytes": nbytes, "case": case}, samples, gbps=gbps,
+                                       free_bytes=140 << 30, verified=True, **extra))
+    if skipped:
+        for case in managed.CASES:
+            rows.append({"experiment": "managed", "bytes": 1 << 40, "case": case, "status": "skipped",
+                         "error": managed.too_large(1 << 40, 140 << 30), "free_bytes": 140 << 30, **RUN,
+                         **ENV})
+    return rows
+
+
 # --- all of them ----------------------------------------------------------------------------------------------
 
 RECORDS = {"bandwidth": bandwidth_records, "launch": launch_records, "overlap": overlap_records,
            "blocking": lambda: [row for row in blocking_records() if row["experiment"] == "blocking"],
            "serialization": lambda: [row for row in blocking_records() if row["experiment"] == "serialization"],
-           "alloc": alloc_records, "graphs": graphs_records, "library": library_records}
+           "alloc": alloc_records, "graphs": graphs_records, "library": library_records,
+           "zerocopy": zerocopy_records, "latency": latency_records, "roundtrip": roundtrip_records,
+           "waitmodes": waitmodes_records, "connections": connections_records, "firstcall": firstcall_records,
+           "batched": batched_records, "hostmemory": hostmemory_records,
+           "managed": lambda: managed_records(skipped=True)}
 
 
 def records(name: str) -> list[dict]:

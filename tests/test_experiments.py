@@ -28,7 +28,8 @@ def test_the_registry_finds_every_experiment_module():
     defining = {name for name in modules if "\nEXPERIMENT = " in (SRC / "bench" / "experiments" /
                                                                   f"{name}.py").read_text()}
     assert set(NAMES) == {"bandwidth", "launch", "overlap", "blocking", "serialization", "library", "alloc",
-                          "graphs"}
+                          "graphs", "zerocopy", "latency", "roundtrip", "waitmodes", "connections", "firstcall",
+                          "batched", "hostmemory", "managed"}
     assert len(defining) == len(NAMES)
     assert NAMES == [e.name for e in sorted(registry().values(), key=lambda e: (e.order, e.name))]
     assert registry() is registry()

@@ -38,11 +38,30 @@ stamps = cuda.mapped_array(4, np.uint64)
 stamps[:] = 0
 spin_kernel[1, 1](np.uint64(30_000_000), stamps, 1)  # slot 1: stamps[2], stamps[3]
 assert stamps[0] == 0 and stamps[2] > 0 and stamps[3] - stamps[2] >= 30_000_000, list(stamps)
+
+from bench.kernels import _chase, _sm_copy
+source = np.random.default_rng(5).integers(0, 2**63, 1003, dtype=np.uint64)
+for blocks, threads in ((1, 1), (3, 32), (64, 64)):  # a tail, fewer threads than words, more threads than words
+    destination = np.zeros_like(source)
+    cuda.jit(_sm_copy)[blocks, threads](destination, source, source.size)
+    assert np.array_equal(destination, source), (blocks, threads)
+destination = np.zeros_like(source)
+cuda.jit(_sm_copy)[2, 32](destination, source, 500)
+assert np.array_equal(destination[:500], source[:500]) and not destination[500:].any()
+
+from bench.experiments.latency import chain_end, pointer_chain
+words = pointer_chain(64 * 256, seed=1)
+out = np.zeros(1, np.uint64)
+chase = cuda.jit(_chase)
+chase[1, 1](words, 10, out)
+assert int(out[0]) == chain_end(words, 10) != 0
+chase[1, 1](words, 54, out)  # walks on from where it stopped: 64 links in all, the whole cycle
+assert int(out[0]) == 0
 print("ok")
 """
 
 
-def test_gate_mix_and_spin_kernels_in_simulator():
+def test_gate_mix_spin_copy_and_chase_kernels_in_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": SRC}
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -22,7 +22,7 @@ from bench import plan as planning
 from bench.errors import ResultsError, UsageError
 from bench.runner import DoneMessage, FailedMessage, Outcome, Request, RowMessage, Runner
 from fake_experiments import (BAD_ROWS, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
-                              ORPHANING, OUT_OF_MEMORY, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
+                              ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 TESTS = str(Path(__file__).resolve().parent)
@@ -96,6 +96,24 @@ def test_a_failing_experiment_loses_no_other_rows(tmp_path):
     stopped = [event for event in reporter.events if event[0] == "stopped"]
     assert [event[1] for event in stopped] == ["crashing", "sticky", "out-of-memory"]
     assert stopped[0][3] == pytest.approx(3 * 0.01)  # the time planned for what was left unmeasured
+
+
+def test_a_process_axis_runs_each_value_in_a_process_of_its_own(tmp_path):
+    """Each value of the experiment's process_axis gets its own process, set up by the hook before anything else;
+    one part's crash ends that part only."""
+    (item,) = _plans(PER_MODE)
+    assert [len(part.configs) for part in item.parts()] == [2, 2, 2]
+    assert item.estimate_s == pytest.approx(3 * planning.PROCESS_S + 6 * 0.01)
+    path = tmp_path / "r.parquet"
+    _, outcome = _sweep(path, PER_MODE)
+    rows = store.read(path)
+    assert list(rows["mode"]) == ["a", "a", "b", "b", "c", "c"]
+    assert list(rows["status"]) == ["ok", "ok", "ok", "failed", "ok", "ok"]
+    assert "exit code 5" in rows["error"][3]
+    notes = [note for note in rows["note"] if isinstance(note, str)]
+    assert [note.split(":")[0] for note in notes] == ["a", "a", "b", "c", "c"]
+    assert len({note.split(":")[1] for note in notes}) == 3  # three processes
+    assert outcome.startup_s["per-mode"] > 0
 
 
 def _measured(messages):

@@ -58,6 +58,7 @@ class Environment:
     numpy_version: str
     bench_version: str
     git_commit: str
+    host_cpus: str = ""  # the CPUs experiment processes run on: those NVML calls local to the GPU ("" if unknown)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -148,6 +149,38 @@ def _nvml_readings(pci_bus_id: str) -> dict:
     return readings
 
 
+def local_cpus(pci_bus_id: str) -> list[int]:
+    """The CPUs NVML calls local to the GPU (its NUMA node), that this process may use; [] if NVML cannot say.
+    Experiment processes run there, so their pinned and pageable buffers land in the GPU's NUMA node and run-to-run
+    differences do not come from which socket a process happened to start on."""
+    import pynvml
+
+    words = -(-(os.cpu_count() or 1) // 64)
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return []
+    try:
+        masks = pynvml.nvmlDeviceGetCpuAffinity(pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id), words)
+    except pynvml.NVMLError:
+        return []
+    finally:
+        pynvml.nvmlShutdown()
+    cpus = {64 * word + bit for word, mask in enumerate(masks) for bit in range(64) if int(mask) >> bit & 1}
+    return sorted(cpus & os.sched_getaffinity(0))
+
+
+def cpu_ranges(cpus: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0-2,5"``."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(f"{low}-{high}" if high > low else str(low) for low, high in ranges)
+
+
 def collect(device: int = 0) -> Environment:
     """Read the environment of CUDA device ``device`` (needs a GPU)."""
     from cupy.cuda import runtime
@@ -173,6 +206,7 @@ def collect(device: int = 0) -> Environment:
         numpy_version=_distribution_version("numpy"),
         bench_version=bench.__version__,
         git_commit=git_commit(),
+        host_cpus=cpu_ranges(local_cpus(pci_bus_id)),
         **_nvml_readings(pci_bus_id),
     )
 

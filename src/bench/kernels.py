@@ -11,6 +11,7 @@ import functools
 import time
 import warnings
 
+import numba
 from numba import cuda
 from numba.cuda import config
 
@@ -28,6 +29,10 @@ if config.ENABLE_CUDASIM:
     def globaltimer_ns():
         """Simulator stand-in for the GPU's global nanosecond timer."""
         return time.monotonic_ns()
+
+    def fresh_load_u64(pointer, index):
+        """Simulator stand-in for a volatile 64-bit load through a raw pointer."""
+        return pointer[index]
 
 else:
     from llvmlite import ir
@@ -55,6 +60,23 @@ else:
             return builder.call(load, [pointer])
 
         return types.int32(array, index), codegen
+
+    @intrinsic
+    def fresh_load_u64(typingctx, pointer, index):
+        """``ld.volatile.global.u64`` of ``pointer[index]`` (a raw uint64 pointer): every load goes to memory,
+        never to a register or the L1, so a chain of them measures access latency."""
+        if not (isinstance(pointer, types.CPointer) and pointer.dtype == types.uint64
+                and isinstance(index, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            pointer_value, index_value = args
+            address = builder.gep(pointer_value, [index_value])
+            load = ir.InlineAsm(ir.FunctionType(ir.IntType(64), [address.type]),
+                                "ld.volatile.global.u64 $0, [$1];", "=l,l", side_effect=True)
+            return builder.call(load, [address])
+
+        return types.uint64(pointer, index), codegen
 
     @intrinsic
     def globaltimer_ns(typingctx):
@@ -200,3 +222,96 @@ class MixKernel:
     def launch(self, stream, pointer: int, count: int, rounds: int) -> None:
         """Launch on ``stream``: anything with a ``ptr`` (a CuPy stream, or :class:`bench.memory.StreamRef`)."""
         self._compiled.launch([pointer, count, rounds], self.grid(count), THREADS_PER_BLOCK, numba_stream(stream.ptr))
+
+
+@cuda.jit(cache=True)
+def clock_publisher_kernel(stamps, duration_ns):
+    """Write the global timer to host-mapped ``stamps[0]`` over and over for ``duration_ns``, so the host can pair
+    its own clock with the GPU's (:class:`bench.timing.ClockPair`)."""
+    start = globaltimer_ns()
+    now = start
+    while now - start < duration_ns:
+        now = globaltimer_ns()
+        stamps[0] = now
+        cuda.threadfence_system()
+
+
+# --- copies and latency through raw pointers (host-mapped or device memory) ----------------------------------------
+COPY_UNROLL = 4
+
+
+def _sm_copy(dst, src, count):
+    # Each thread has COPY_UNROLL loads in flight before it stores: reads over PCIe take a microsecond or more.
+    first = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    base = first
+    while base < count:
+        values = cuda.local.array(COPY_UNROLL, dtype=numba.uint64)
+        for step in range(COPY_UNROLL):
+            index = base + step * stride
+            if index < count:
+                values[step] = src[index]
+        for step in range(COPY_UNROLL):
+            index = base + step * stride
+            if index < count:
+                dst[index] = values[step]
+        base += COPY_UNROLL * stride
+
+
+def _chase(base, steps, out):
+    offset = out[0]  # where the last chase ended: successive launches walk on instead of re-reading cached slots
+    for _ in range(steps):
+        offset = fresh_load_u64(base, offset >> 3)
+    out[0] = offset
+
+
+@functools.cache
+def _compiled(name: str):
+    from numba import types
+
+    pointer = types.CPointer(types.uint64)
+    if name == "copy":
+        signature = types.void(pointer, pointer, types.int64)
+        return cuda.jit(signature, cache=True)(_sm_copy).overloads[signature.args]
+    signature = types.void(pointer, types.int64, pointer)
+    return cuda.jit(signature, cache=True)(_chase).overloads[signature.args]
+
+
+class SmCopy:
+    """A copy done by the SMs (a kernel), not a copy engine: ``bytes`` (a multiple of 8) from ``src`` to ``dst``,
+    raw pointers to device or host-mapped pinned memory, as 8-byte words, a full wave of resident blocks striding
+    over them."""
+
+    def __init__(self) -> None:
+        self._compiled = _compiled("copy")
+        self.max_blocks = self._compiled.max_cooperative_grid_blocks(THREADS_PER_BLOCK)
+
+    def launch(self, stream, dst: int, src: int, nbytes: int) -> None:
+        words = nbytes // 8
+        blocks = max(1, min(self.max_blocks, -(-words // THREADS_PER_BLOCK)))
+        self._compiled.launch([dst, src, words], blocks, THREADS_PER_BLOCK, numba_stream(stream.ptr))
+
+
+class Chase:
+    """One thread following ``steps`` links of a pointer chain (each slot's first word: the byte offset of the next
+    slot), every load volatile, from the offset in ``out[0]``, where it leaves the offset it ended at: successive
+    launches walk on through the chain, so a working set larger than the caches is read from memory."""
+
+    def __init__(self) -> None:
+        self._compiled = _compiled("chase")
+
+    def launch(self, stream, base: int, steps: int, out: int) -> None:
+        self._compiled.launch([base, steps, out], 1, 1, numba_stream(stream.ptr))
+
+
+def nvrtc_cubin(source: str) -> bytes:
+    """CUDA C++ compiled for this process's GPU by NVRTC (through CuPy): a cubin to load with the driver."""
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram(source, "bench.cu", (), ())
+    try:
+        nvrtc.compileProgram(program, [f"--gpu-architecture=sm_{cupy.cuda.Device().compute_capability}"])
+        return nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)

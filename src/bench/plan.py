@@ -45,9 +45,21 @@ class Plan:
     def seconds(self, config: Config) -> float:
         return self.experiment.seconds(config, self.rules["default"])
 
+    def parts(self) -> list[Plan]:
+        """The plan split into the parts that each run in a process of their own: one per value of the
+        experiment's ``process_axis``, in order of first appearance; else the whole plan."""
+        axis = self.experiment.process_axis
+        if not axis:
+            return [self]
+        values = dict.fromkeys(config[axis] for config in self.configs)
+        return [Plan(self.experiment, [config for config in self.configs if config[axis] == value], self.rules)
+                for value in values]
+
     @property
     def estimate_s(self) -> float:
-        return PROCESS_S + sum(self.seconds(config) for config in self.configs) if self.configs else 0.0
+        if not self.configs:
+            return 0.0
+        return PROCESS_S * len(self.parts()) + sum(self.seconds(config) for config in self.configs)
 
 
 def estimate_s(plans: Sequence[Plan]) -> float:

@@ -120,10 +120,15 @@ def _experiment_modules() -> list[str]:
     return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
 
 
-def _child(sender, experiment, configs, rules, device: int | None) -> None:
-    """The body of an experiment's process: select the GPU, measure, send each row as it comes."""
+def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int]) -> None:
+    """The body of an experiment's process: move to the GPU's CPUs, select the GPU, measure, send each row as it
+    comes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if experiment.process_axis:  # this process's value of it, set before CUDA reads its settings
+            experiment.before_cuda(configs[0][experiment.process_axis], device or 0)
         if device is not None:
             use_device(device)
         sender.send(ReadyMessage())
@@ -141,13 +146,14 @@ def _child(sender, experiment, configs, rules, device: int | None) -> None:
         os._exit(0)
 
 
-def isolated(item: Plan, device: int | None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+def isolated(item: Plan, device: int | None, cpus: Sequence[int] = ()) -> Iterator[ReadyMessage | RowMessage |
+                                                                                FailedMessage]:
     """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
     it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process)."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
-                            args=(sender, item.experiment, item.configs, item.rules, device))
+                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus)))
     child.start()
     sender.close()
     ended = f"the {item.experiment.name} process ended"
@@ -182,9 +188,12 @@ def isolated(item: Plan, device: int | None) -> Iterator[ReadyMessage | RowMessa
 
 
 def inline(item: Plan) -> Iterator[ReadyMessage | RowMessage]:
-    """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate."""
+    """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate. A
+    ``process_axis`` hook runs too, though CUDA may have read its settings already."""
     from bench.timing import Context
 
+    if item.experiment.process_axis and item.configs:
+        item.experiment.before_cuda(item.configs[0][item.experiment.process_axis], 0)
     yield ReadyMessage()
     for row in item.experiment.measure(item.configs, Context(item.rules)):
         yield RowMessage(row)
@@ -219,6 +228,12 @@ class Gpu:
     def child_device(self, device: int) -> int | None:
         """The device an experiment's process selects (None: leave it alone)."""
         return device
+
+    def child_cpus(self) -> list[int]:
+        """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU."""
+        from bench import env
+
+        return env.local_cpus(self.environment.pci_bus_id)
 
 
 def use_device(device: int) -> None:
@@ -443,28 +458,30 @@ class _Sweep:
                 received: set = set()
                 axes = list(item.experiment.axes)
                 device = runner.gpu.child_device(runner.request.device)
-                source = isolated(item, device) if runner.isolate else inline(item)
-                for message in source:
-                    if isinstance(message, ReadyMessage):
-                        startup_s[current] = experiment_watch.seconds()
+                cpus = runner.gpu.child_cpus() if runner.isolate else []
+                startup_s[current] = 0.0
+                for part in item.parts():  # a process each; a failure ends only its own part
+                    part_watch = Stopwatch()
+                    for message in isolated(part, device, cpus) if runner.isolate else inline(part):
+                        if isinstance(message, ReadyMessage):
+                            startup_s[current] += part_watch.seconds()
+                            config_watch = Stopwatch()
+                            continue
+                        if isinstance(message, FailedMessage):
+                            for row in not_run(part, received, message.why):
+                                self.keep(item, row, 0.0, {})
+                            left = [c for c in part.configs if config_key(current, c, axes) not in received]
+                            reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
+                            break
+                        row = message.row
+                        received.add(config_key(current, row, axes))
+                        before, reading = reading, (self.monitor() if self.monitor else {})
+                        self.keep(item, row, config_watch.seconds(), over_interval(before, reading))
                         config_watch = Stopwatch()
-                        continue
-                    if isinstance(message, FailedMessage):
-                        for row in not_run(item, received, message.why):
-                            self.keep(item, row, 0.0, {})
-                        left = [c for c in item.configs if config_key(current, c, axes) not in received]
-                        reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
-                        break
-                    row = message.row
-                    key = config_key(current, row, axes)
-                    received.add(key)
-                    before, reading = reading, (self.monitor() if self.monitor else {})
-                    self.keep(item, row, config_watch.seconds(), over_interval(before, reading))
-                    config_watch = Stopwatch()
-                    reporter.row(item, self.rows[-1], item.seconds(row))
-                    if last_save.seconds() >= runner.save_every_s:
-                        self.save(complete=False)
-                        last_save = Stopwatch()
+                        reporter.row(item, self.rows[-1], item.seconds(row))
+                        if last_save.seconds() >= runner.save_every_s:
+                            self.save(complete=False)
+                            last_save = Stopwatch()
                 wall_s[current] = experiment_watch.seconds()
                 reporter.finished(current, wall_s[current])
         except KeyboardInterrupt as interrupt:

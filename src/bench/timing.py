@@ -409,6 +409,30 @@ class Timer:
         samples = Samples(values, "ms", "gpu", metric, reason, ops, gated)
         return GpuTiming(samples, per_stream, enqueue_ms, wall_ms)
 
+    def each(self, prepare: Callable[[], None], enqueue: Callable[[int], None], streams: Sequence, *, metric: str,
+             gated: bool = True) -> GpuTiming:
+        """Like :meth:`measure`, for work that must start from a fresh state every time (managed pages back on the
+        host, a cold cache): ``prepare()`` runs untimed before every sample, and every sample is one operation."""
+        with _Events(len(streams)) as events:
+            for _ in range(self.rule.warmup_batches):
+                prepare()
+                self._batch(events, enqueue, streams, 1, gated)
+            per_stream: list[list[float]] = [[] for _ in streams]
+            enqueue_ms: list[float] = []
+            wall_ms: list[float] = []
+
+            def sample() -> float:
+                prepare()
+                stream_ms, host_ms, batch_wall_ms = self._batch(events, enqueue, streams, 1, gated)
+                enqueue_ms.append(host_ms)
+                wall_ms.append(batch_wall_ms)
+                for column, ms in zip(per_stream, stream_ms):
+                    column.append(ms)
+                return max(stream_ms)
+
+            values, reason = _sample_until(self.rule, sample)
+        return GpuTiming(Samples(values, "ms", "gpu", metric, reason, 1, gated), per_stream, enqueue_ms, wall_ms)
+
     def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
         """One batch of one operation, outside the stop rule: a verification run, or one that records its own
         :class:`Timeline`. Returns each stream's GPU time (ms)."""
@@ -503,6 +527,16 @@ def concurrency(intervals: Sequence[tuple[float, float]]) -> float:
     return overlapped / makespan if makespan > 0 else float("nan")
 
 
+def peak_concurrency(intervals: Sequence[tuple[float, float]]) -> int:
+    """The most intervals running at one moment (an interval that ends as another starts does not count twice)."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    active = peak = 0
+    for _, change in edges:
+        active += change
+        peak = max(peak, active)
+    return peak
+
+
 # --- host calls while the GPU is busy -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -564,6 +598,17 @@ class SpinWatch:
         start, end = (int(self.stamps[2 * slot + offset]) for offset in (0, 1))
         return (start - origin_ns) / 1e6, (end - origin_ns) / 1e6
 
+    def depth_first(self, streams: Sequence, per_stream: int, spin_ms: float) -> list[tuple[float, float]]:
+        """``per_stream`` spins on each stream in turn (all of the first stream's, then the second's, ...), then
+        wait for them; each spin's (start, end) in ms after the earliest start. Needs ``len(streams) * per_stream``
+        slots."""
+        slots = [(stream, slot) for slot, stream in enumerate(s for s in streams for _ in range(per_stream))]
+        for stream, slot in slots:
+            self.launch(stream, slot, spin_ms)
+        runtime.deviceSynchronize()
+        origin = min(int(self.stamps[2 * slot]) for _, slot in slots)
+        return [self.interval_ms(slot, origin) for _, slot in slots]
+
     def call_during_spin(self, stream, spin_ms: float, call: Callable[[], object],
                          arm: Callable[[], None] = lambda: None) -> CallDuringSpin:
         """Launch a spin of ``spin_ms`` on ``stream``; once it runs, ``arm()`` (untimed), then time ``call()`` on the
@@ -593,6 +638,99 @@ class SpinWatch:
         runtime.deviceSynchronize()
         origin = int(self.stamps[0])
         return SpinPair(self.interval_ms(0, origin), self.interval_ms(1, origin), host_ms, waited)
+
+
+# --- the host waiting for the GPU -------------------------------------------------------------------------------
+
+class Event:
+    """A CUDA event that is part of what an experiment measures (a round trip, a wait), not a timer: no timing
+    data; ``blocking_sync`` makes the host sleep in :meth:`synchronize` instead of polling."""
+
+    def __init__(self, blocking_sync: bool = False) -> None:
+        flags = runtime.eventDisableTiming | (runtime.eventBlockingSync if blocking_sync else 0)
+        self.handle = runtime.eventCreateWithFlags(flags)
+
+    def record(self, stream) -> None:
+        runtime.eventRecord(self.handle, stream.ptr)
+
+    def synchronize(self) -> None:
+        runtime.eventSynchronize(self.handle)
+
+    def __enter__(self) -> Event:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        runtime.eventDestroy(self.handle)
+
+
+@dataclass(frozen=True)
+class HostWait:
+    """One wait of the host for a kernel's end."""
+
+    wake_us: float  # from the kernel's last global-timer stamp to the wait's return, on the host's clock
+    cpu_ms: float  # process CPU time (every thread) spent during the wait
+    wall_ms: float  # host time the wait took
+
+
+class ClockPair:
+    """The offset between the host's clock (``time.perf_counter_ns``) and the GPU's global timer, so a GPU stamp
+    can be placed on the host's time line.
+
+    A one-thread kernel writes the global timer to host-mapped memory over and over while the host reads it; each
+    read gives ``host_after - stamp``, which is the offset plus the write's trip to host memory plus the read. The
+    smallest of many reads is kept: the offset is over-estimated by at most the GPU-to-host write latency (under a
+    microsecond on PCIe), so times measured from GPU stamps come out short by at most that much.
+    """
+
+    def __init__(self, stream, reads: int = 20000) -> None:
+        import numpy as np
+
+        stamps = numba_cuda.mapped_array(1, dtype=np.uint64)
+        stamps[0] = 0
+        kernels.launch_single_thread(kernels.clock_publisher_kernel, stream, stamps, np.uint64(50_000_000))
+        deadline = time.perf_counter() + 5.0
+        while stamps[0] == 0:
+            if time.perf_counter() > deadline:
+                raise MeasurementFailed("the clock kernel did not start within 5 s")
+        best = None
+        for _ in range(reads):
+            stamp = int(stamps[0])
+            gap = time.perf_counter_ns() - stamp
+            best = gap if best is None or gap < best else best
+        runtime.streamSynchronize(stream.ptr)
+        self.offset_ns = best
+
+    def host_ns(self, gpu_ns: int) -> int:
+        return gpu_ns + self.offset_ns
+
+
+def host_wait(watch: SpinWatch, stream, spin_ms: float, clock: ClockPair, wait: Callable[[], None],
+              after_launch: Callable[[], None] = lambda: None) -> HostWait:
+    """Launch a spin of ``spin_ms`` on ``stream``, ``after_launch()`` (record an event), then time ``wait()``: how
+    long after the kernel's end the host got back (on the GPU's clock mapped to the host's) and the CPU it burnt."""
+    watch.launch(stream, 0, spin_ms)
+    after_launch()
+    cpu_started, started = time.process_time_ns(), time.perf_counter_ns()
+    wait()
+    returned, cpu_returned = time.perf_counter_ns(), time.process_time_ns()
+    runtime.deviceSynchronize()
+    ended = int(watch.stamps[1])
+    return HostWait((returned - clock.host_ns(ended)) / 1e3, (cpu_returned - cpu_started) / 1e6,
+                    (returned - started) / 1e6)
+
+
+def wait_samples(once: Callable[[], HostWait], rule: StopRule, *, warmup: int = 2) -> tuple[Samples, list[HostWait]]:
+    """``once()`` until the stop rule is met on the wake-up times; the wake-ups as samples (µs) and every wait."""
+    for _ in range(warmup):
+        once()
+    waits: list[HostWait] = []
+
+    def sample() -> float:
+        waits.append(once())
+        return waits[-1].wake_us
+
+    values, reason = _sample_until(rule, sample)
+    return Samples(values, "us", "host", "host return after the kernel's end", reason), waits
 
 
 # --- what the harness hands an experiment ---------------------------------------------------------------------

@@ -57,6 +57,9 @@ class Experiment:
     order: int = 100  # position in the default sweep
     share_s: float = 5.0  # its share of the default sweep's budget (bench.plan.DEFAULT_BUDGET_S), process included
     row_timeout_s: float = 300.0  # the runner stops a process that yields no row for this long (a hung call)
+    process_axis: str = ""  # an axis whose every value needs a process of its own (an environment variable or a
+    # device flag that CUDA reads once, when the process first touches the GPU)
+    before_cuda: Callable | None = None  # (that axis's value, device ordinal): run in the new process before CUDA
 
     def __post_init__(self) -> None:
         declared = {item.name for item in self.columns}
@@ -66,6 +69,8 @@ class Experiment:
                 raise ValueError(f"{self.name}: axes {sorted(missing)} have no column")
         if set(self.quick) - set(self.axes) or set(self.full) - set(self.axes):
             raise ValueError(f"{self.name}: quick/full name an axis the default sweep lacks")
+        if self.process_axis and (self.process_axis not in self.axes or self.before_cuda is None):
+            raise ValueError(f"{self.name}: process_axis must be an axis, with a before_cuda hook")
 
     def axes_for(self, mode: str) -> dict[str, tuple]:
         """The axes of a ``quick``, ``default`` or ``full`` sweep."""

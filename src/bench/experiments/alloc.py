@@ -227,5 +227,5 @@ EXPERIMENT = Experiment(
     memory_needed=memory_needed,
     figures=(alloc_figure,),
     order=60,
-    share_s=6,
+    share_s=5,
 )

@@ -31,6 +31,7 @@ DIRECTIONS = ("H2D", "D2H", "D2D", "BIDIR")
 HOST_KINDS = (*HOST_MEMORY, "device")  # a D2D copy touches no host memory: its host_memory is "device"
 POISON = 0xA5
 _FILL_CHUNK = 64 << 20
+PAGEABLE_TIME_CAP_S = 0.12  # pageable copies vary run to run by far more than longer sampling would pin down
 _TYPICAL_GBPS = {"pinned": 50.0, "registered": 50.0, "pageable": 10.0, "device": 1500.0}  # for the time estimate
 
 COLUMNS = (
@@ -51,6 +52,11 @@ def valid(config: Config) -> bool:
     return (config["direction"] == "D2D") == (config["host_memory"] == "device")
 
 
+def lean(config: Config) -> bool:
+    """The default sweep leaves 1 GiB pageable copies (a second or two each, no new answer) to --full."""
+    return not (config["host_memory"] == "pageable" and config["bytes"] >= 1 << 30)
+
+
 def seconds(config: Config, rule: StopRule) -> float:
     """Expected wall time: verification and two sizing copies, a warm-up batch, then ``min_samples`` batches of
     about ``batch_ms`` (or of one copy, for longer copies); pageable copies are noisy and sample longer."""
@@ -59,7 +65,7 @@ def seconds(config: Config, rule: StopRule) -> float:
     batch_s = max(copy_s, rule.batch_ms / 1e3)
     sampling_s = rule.min_samples * batch_s
     if config["host_memory"] == "pageable":  # noisy: several times the minimum, up to the time cap
-        sampling_s = max(sampling_s, min(rule.time_cap_s, 8 * sampling_s))
+        sampling_s = max(sampling_s, min(rule.time_cap_s, PAGEABLE_TIME_CAP_S, 8 * sampling_s))
     # poisoning and comparing a host destination runs at a few GB/s
     checking_s = config["bytes"] / 1.5e9 if config["direction"] in ("D2H", "BIDIR") else 0.0
     return 0.01 + 3 * copy_s + checking_s + (1 + rule.warmup_batches) * batch_s + sampling_s
@@ -233,16 +239,14 @@ def _metric(direction: str) -> str:
     return "GPU time per pair of copies (H2D and D2H at once)" if direction == "BIDIR" else "GPU time per copy"
 
 
-def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
-    nbytes, direction = config["bytes"], config["direction"]
-    copies = buffers.copies(direction)
-    gated = config["host_memory"] != "pageable"
-    row = {**config, **Samples.missing("ms", "gpu", _metric(direction), gated), "gbps": np.nan, "h2d_gbps": np.nan,
-           "d2h_gbps": np.nan, "verified": False, "status": "failed", "error": ""}
+def verified_and_timed(row: Row, copies: Sequence, nbytes: int, timer, metric: str, gated: bool = True):
+    """Verify ``copies`` (anything with ``stream``, ``dst``, ``expected`` and ``enqueue(nbytes)``) once, then time
+    them together with ``timer``. Fills ``row``'s verified, sample and status columns (failed, with the error, when
+    the data did not arrive or the timing failed) and returns the timing, or None."""
     problem = mismatch(copies, nbytes)
     if problem:
         row["error"] = problem
-        return row
+        return None
     row["verified"] = True
 
     def enqueue(ops: int) -> None:
@@ -251,13 +255,22 @@ def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
                 copy.enqueue(nbytes)
 
     try:
-        timing = context.timer().measure(enqueue, [copy.stream for copy in copies], metric=_metric(direction),
-                                         gated=gated)
+        timing = timer.measure(enqueue, [copy.stream for copy in copies], metric=metric, gated=gated)
     except MeasurementFailed as error:
         row["error"] = str(error)
-        return row
+        return None
     row.update(timing.samples.columns(), status="ok", gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
-    if direction == "BIDIR":
+    return timing
+
+
+def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
+    nbytes, direction = config["bytes"], config["direction"]
+    gated = config["host_memory"] != "pageable"
+    row = {**config, **Samples.missing("ms", "gpu", _metric(direction), gated), "gbps": np.nan, "h2d_gbps": np.nan,
+           "d2h_gbps": np.nan, "verified": False, "status": "failed", "error": ""}
+    timing = verified_and_timed(row, buffers.copies(direction), nbytes, context.timer("default" if gated else "pageable"),
+                                _metric(direction), gated)
+    if timing is not None and direction == "BIDIR":
         row["h2d_gbps"] = nbytes / (timing.stream_median_ms(0) * 1e6)
         row["d2h_gbps"] = nbytes / (timing.stream_median_ms(1) * 1e6)
     return row
@@ -297,8 +310,10 @@ EXPERIMENT = Experiment(
     headline=headline,
     seconds=seconds,
     valid=valid,
+    lean=lean,
     memory_needed=memory_needed,
     figures=(bandwidth_figure,),
     order=10,
-    share_s=24,
+    stop_rules={"pageable": {"time_cap_s": PAGEABLE_TIME_CAP_S}},
+    share_s=15,
 )

@@ -1,10 +1,14 @@
-"""Host cost of launching a numba-cuda kernel, by launch path.
+"""Host cost of launching a kernel from Python, by launch path.
 
-``dispatcher``: ``kernel[grid, block, stream](array, ...)``, numba's default path, which types the arguments on
-every call. ``precompiled``: the kernel compiled once for a raw-pointer signature and launched through the compiled
-kernel object (what the overlap pipeline uses). ``graph``: the same launches captured once into a CUDA graph and
-replayed; the cost is one graph launch divided by the kernels in it. Each sample times ``LAUNCHES`` launches of a
-one-block kernel with no work, then waits for the stream untimed, so only the host's cost is measured.
+``dispatcher``: numba-cuda's ``kernel[grid, block, stream](array, ...)``, which types the arguments on every call.
+``precompiled``: the numba kernel compiled once for a raw-pointer signature and launched through the compiled kernel
+object (what the overlap pipeline uses). ``cupy-raw``: a ``cupy.RawKernel``. ``cuda-core``: ``cuda.core.launch`` of a
+kernel compiled by ``cuda.core.Program``. ``cuda-bindings``: ``cuda.bindings.driver.cuLaunchKernel`` with the
+argument array packed once, ahead of the loop (the floor for Python). ``graph``: the precompiled launches captured
+once into a CUDA graph and replayed; the cost is one graph launch divided by the kernels in it. Each sample times
+``LAUNCHES`` launches of a one-block kernel with no work, then waits for the stream untimed, so only the host's cost
+is measured. A path whose library is missing is a row with status ``unsupported`` and the reason. The C++ reference
+(``scripts/reference_paths.cu``) times the same loop with ``<<<>>>`` and with a graph.
 """
 
 from __future__ import annotations
@@ -12,20 +16,23 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pandas as pd
 
-from bench.cuda import cupy, kernels, numba_cuda
+from bench.cuda import cupy, kernels, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.schema import INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
 
-PATHS = ("dispatcher", "precompiled", "graph")
+PATHS = ("dispatcher", "precompiled", "cupy-raw", "cuda-core", "cuda-bindings", "graph")
+EMPTY = 'extern "C" __global__ void empty(unsigned int *data, long long count, int rounds) {}'
 LAUNCHES = 100
 METRIC = "host time per kernel launch"
 
 COLUMNS = (
-    column("path", TEXT, "dispatcher (numba's default), precompiled (compiled kernel object, raw pointers), graph "
-                         "(CUDA graph replay, per kernel in it)", PATHS),
+    column("path", TEXT, "dispatcher (numba's default), precompiled (numba's compiled kernel object, raw pointers), "
+                         "cupy-raw (cupy.RawKernel), cuda-core (cuda.core.launch), cuda-bindings (cuLaunchKernel, "
+                         "arguments packed once), graph (CUDA graph replay, per kernel in it)", PATHS),
     column("launches_per_sample", INT, "launches timed together for one sample"),
 )
 
@@ -49,7 +56,7 @@ def launch_figure(rows: pd.DataFrame, tables: dict) -> list:
         ax.text(value, y, f" {value:.3g} µs", va="bottom")
     ax.set_xlabel("host µs per kernel launch (median; whiskers: min–max of samples)")
     ax.invert_yaxis()
-    ax.set_title(f"numba-cuda launch cost on {gpu_label(launch)}")
+    ax.set_title(f"Kernel launch cost from Python on {gpu_label(launch)}")
     return [("launch", figure)]
 
 
@@ -59,8 +66,9 @@ def seconds(config: Config, rule: StopRule) -> float:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-def launchers(kernel, stream) -> dict:
-    """One call per path that makes ``LAUNCHES`` launches of an empty one-block kernel on ``stream``."""
+def launchers(kernel, stream, paths: Sequence[str] = ("dispatcher", "precompiled", "graph")) -> dict:
+    """One call per path that makes ``LAUNCHES`` launches of an empty one-block kernel on ``stream``; a path that
+    cannot be set up here maps to the reason (a string)."""
     from bench.capture import capture
 
     data = cupy.zeros(1, dtype=cupy.uint32)
@@ -79,8 +87,78 @@ def launchers(kernel, stream) -> dict:
         for _ in range(LAUNCHES):
             kernel.launch(stream, data.data.ptr, 1, 0)
 
-    graph = capture(stream, [], precompiled)
-    return {"dispatcher": dispatcher, "precompiled": precompiled, "graph": lambda: graph.launch(stream)}
+    made = {"dispatcher": dispatcher, "precompiled": precompiled}
+    makers = {"cupy-raw": _cupy_raw, "cuda-core": _cuda_core, "cuda-bindings": _cuda_bindings}
+    for path in paths:
+        if path in makers:
+            try:
+                made[path] = makers[path](stream, data)
+                made[path]()  # once: a path that fails, fails here
+                runtime.deviceSynchronize()
+            except Exception as error:  # a missing or different library: reported, not fatal
+                made[path] = f"{type(error).__name__}: {error}"
+    if "graph" in paths:
+        graph = capture(stream, [], precompiled)
+        made["graph"] = lambda: graph.launch(stream)
+    return made
+
+
+def _cupy_raw(stream, data):
+    function = cupy.RawKernel(EMPTY, "empty")
+    count, rounds = np.int64(1), np.int32(0)
+
+    def launch():
+        for _ in range(LAUNCHES):
+            function((1,), (1,), (data, count, rounds), stream=stream)
+
+    return launch
+
+
+def _cuda_core(stream, data):
+    try:
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    except ImportError:
+        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+    device = Device(runtime.getDevice())
+    device.set_current()
+    program = Program(EMPTY, code_type="c++", options=ProgramOptions(arch=f"sm_{device.arch}"))
+    function = program.compile("cubin").get_kernel("empty")
+    own = device.create_stream()  # cuda.core launches on its own stream object
+    config = LaunchConfig(grid=1, block=1)
+    pointer, count, rounds = data.data.ptr, np.int64(1), np.int32(0)
+
+    def launch_all():
+        for _ in range(LAUNCHES):
+            launch(own, config, function, pointer, count, rounds)
+        own.sync()
+
+    return launch_all
+
+
+def _cuda_bindings(stream, data):
+    import ctypes
+
+    from cuda.bindings import driver
+
+    def check(result):
+        error, *values = result if isinstance(result, tuple) else (result,)
+        if error != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuda.bindings: {error}")
+        return values[0] if values else None
+
+    module = check(driver.cuModuleLoadData(kernels.nvrtc_cubin(EMPTY)))
+    function = check(driver.cuModuleGetFunction(module, b"empty"))
+    values = (ctypes.c_void_p(data.data.ptr), ctypes.c_longlong(1), ctypes.c_int(0))
+    packed = (ctypes.c_void_p * 3)(*(ctypes.addressof(value) for value in values))  # packed once
+    handle = driver.CUstream(stream.ptr)
+    address = ctypes.addressof(packed)
+
+    def launch():
+        for _ in range(LAUNCHES):
+            driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, handle, address, 0)
+
+    launch.keep = (values, packed, module)  # alive as long as the launcher
+    return launch
 
 
 def launch_samples(context: Context, call, stream) -> Samples:
@@ -91,15 +169,21 @@ def launch_samples(context: Context, call, stream) -> Samples:
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     stream = cupy.cuda.Stream(non_blocking=True)
     kernel = kernels.MixKernel()
-    calls = launchers(kernel, stream)
+    calls = launchers(kernel, stream, [config["path"] for config in configs])
     for config in configs:
-        samples = launch_samples(context, calls[config["path"]], stream)
+        call = calls[config["path"]]
+        if isinstance(call, str):
+            yield {**config, **Samples.missing("us", "host", METRIC), "launches_per_sample": LAUNCHES,
+                   "status": "unsupported", "error": call}
+            continue
+        samples = launch_samples(context, call, stream)
         yield {**config, **samples.columns(), "launches_per_sample": LAUNCHES, "status": "ok", "error": ""}
 
 
 EXPERIMENT = Experiment(
     name="launch",
-    description="host µs per numba-cuda kernel launch: default dispatcher, precompiled, CUDA graph replay",
+    description="host µs per kernel launch from Python: numba dispatcher and precompiled, CuPy RawKernel, cuda.core, "
+                "cuda-bindings with prepacked arguments, CUDA graph replay",
     axes={"path": PATHS},
     columns=COLUMNS,
     measure=measure,
@@ -108,5 +192,5 @@ EXPERIMENT = Experiment(
     figures=(launch_figure,),
     size_axis="",
     order=20,
-    share_s=2,
+    share_s=3,
 )

@@ -34,6 +34,7 @@ from bench.catalogs import DOCS_HOST, LIBRARIES, STREAM_USE, CallStream, catalog
 from bench.cuda import cupy, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.experiments.blocking import (SPIN_MS, VERDICT_COLORS, host_columns, host_verdict, repeat_until_settled,
+                                        spin_for,
                                         short_ms)
 from bench.experiments.serialization import VERDICTS as DEVICE_VERDICTS
 from bench.experiments.serialization import pair_columns, repeat_between_spins
@@ -213,11 +214,6 @@ def _timed(call, kit, streams: _Streams) -> float:
     return ms
 
 
-def spin_for(idle_ms: float) -> float:
-    """A spin long enough that the call's own work ends well before it does."""
-    return float(max(SPIN_MS, 5 * round(4 * idle_ms / 5 + 0.5)))
-
-
 def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
     streams = _Streams(call.library == "torch")
     first_ms = _timed(call, kit, streams) if first else None
@@ -286,6 +282,6 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     order=55,
-    share_s=28,
+    share_s=22,
     row_timeout_s=60,
 )

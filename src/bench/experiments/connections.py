@@ -1,0 +1,171 @@
+"""What ``CUDA_DEVICE_MAX_CONNECTIONS`` does: how many hardware queues the streams of a context share.
+
+The driver maps a context's streams onto ``CUDA_DEVICE_MAX_CONNECTIONS`` hardware work queues (8 when unset; 1 to
+32), read once, when the context is created: each value runs in a process of its own that sets the variable before
+its first CUDA call. ``1 after init`` sets it to 1 only after the context exists, which must change nothing.
+
+- ``spins`` (serialization): on each of ``streams`` non-blocking streams in turn, two one-thread spin kernels of
+  ``SPIN_MS`` (all of the first stream's work, then the second's: depth-first, the order in which queue sharing
+  shows). With a queue per stream the streams run side by side and the makespan is two spins; streams that share a
+  queue line up behind each other's second kernel, up to ``streams + 1`` spins with one queue. Samples: the makespan
+  (GPU global timer stamps of every kernel), ``spin_lengths`` = makespan / spin, ``peak_kernels`` = most kernels
+  running at once.
+- ``pipeline`` (overlap): the overlap experiment's pinned pipeline (64 MiB, kernel = 1 × transfer time, 4 chunks per
+  stream), timed behind the gate, verified, with its efficiency against the same engine-aware bound.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import pandas as pd
+
+from bench.cuda import cupy
+from bench.experiments import Config, Experiment, Row
+from bench.schema import FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
+
+VARIABLE = "CUDA_DEVICE_MAX_CONNECTIONS"
+CONNECTIONS = ("1", "2", "4", "8", "32", "unset", "1 after init")
+WORKLOADS = ("spins", "pipeline")
+STREAMS = (2, 4, 8, 16, 32)
+SPIN_MS = 5.0
+REPEATS = 3
+PIPELINE_BYTES = 64 << 20
+CHUNKS_PER_STREAM = 4
+
+COLUMNS = (
+    column("connections", TEXT, f"{VARIABLE} for the process: a number, unset, or '1 after init' (set to 1 after "
+                                "the context was created)", CONNECTIONS),
+    column("workload", TEXT, "spins (two dependent spin kernels per stream, depth-first) or pipeline (the overlap "
+                             "pipeline, pinned)", WORKLOADS),
+    column("streams", INT, "non-blocking streams"),
+    column("spin_lengths", FLOAT, "spins: median makespan / one spin (2 = every stream ran side by side)"),
+    column("peak_kernels", INT, "spins: the most kernels running at once (median over repeats)"),
+    column("efficiency", FLOAT, "pipeline: engine-aware bound / makespan"),
+)
+
+
+def before_cuda(connections: str, device: int) -> None:
+    if connections.isdigit():
+        os.environ[VARIABLE] = connections
+    else:
+        os.environ.pop(VARIABLE, None)
+
+
+def lean(config: Config) -> bool:
+    """The default sweep: the spins at every stream count for 1, 4, unset (8), 32 and '1 after init'; the pipeline
+    at 8 streams for 1 and unset."""
+    if config["workload"] == "pipeline":
+        return config["connections"] in ("1", "unset") and config["streams"] == 8
+    return config["connections"] in ("1", "4", "unset", "32", "1 after init")
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    if config["workload"] == "pipeline":
+        return 1.5  # calibration, stage times, verification, samples
+    return 0.02 + REPEATS * (config["streams"] + 1) * SPIN_MS / 1e3 / 2
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    return 4 * PIPELINE_BYTES, 4 * PIPELINE_BYTES
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Spins: the makespan in spin lengths per connection setting and stream count."""
+    spins = rows[(rows["status"] == "ok") & (rows["workload"] == "spins")]
+    if not len(spins):
+        return pd.DataFrame()
+    table = spins.pivot_table(index="connections", columns="streams", values="spin_lengths", aggfunc="first")
+    table = table.reindex([value for value in CONNECTIONS if value in table.index])
+    table.columns = [f"{streams} streams" for streams in table.columns]
+    return table.map(lambda value: f"{value:.1f}" if pd.notna(value) else "—").reset_index()
+
+
+def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
+    from bench.plots import gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "connections") & (rows["status"] == "ok")]
+    spins = ok[ok["workload"] == "spins"]
+    if not len(spins):
+        return []
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
+    for connections in CONNECTIONS:
+        group = spins[spins["connections"] == connections].sort_values("streams")
+        if len(group):
+            ax.plot(group["streams"], group["spin_lengths"], "-o", label=f"{VARIABLE}={connections}",
+                    linestyle="--" if connections == "1 after init" else "-")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(STREAMS), [str(value) for value in STREAMS])
+    ax.set_xlabel("streams, two dependent spin kernels each, issued depth-first")
+    ax.set_ylabel("makespan in spin lengths (2 = all streams side by side)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    pipeline = ok[ok["workload"] == "pipeline"]
+    note = "; ".join(f"{row['connections']}: {row['efficiency']:.0%}" for _, row in pipeline.iterrows())
+    ax.set_title(f"Hardware queues ({VARIABLE}) on {gpu_label(spins)}"
+                 + (f"\npipeline efficiency at 8 streams — {note}" if note else ""), fontsize=10)
+    return [("connections", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+def _spins(config: Config, watch: SpinWatch, streams: list) -> Row:
+    used = streams[: config["streams"]]
+    makespans, peaks = [], []
+    for _ in range(REPEATS):
+        intervals = watch.depth_first(used, 2, SPIN_MS)
+        makespans.append(max(end for _, end in intervals))
+        peaks.append(peak_concurrency(intervals))
+    samples = Samples(makespans, "ms", "gpu", "makespan of the spins (GPU global timer)", "max_samples")
+    return {**samples.columns(), "spin_lengths": samples.median / SPIN_MS, "peak_kernels": round(Summary.of(peaks).median)}
+
+
+def _pipeline(config: Config, context: Context) -> Row:
+    from bench.experiments.overlap import verified_pipeline
+
+    with verified_pipeline(PIPELINE_BYTES, config["streams"], CHUNKS_PER_STREAM, 1.0, context) as (once, used, stages):
+        def enqueue(ops: int) -> None:
+            for _ in range(ops):
+                once()
+
+        timing = context.timer().measure(enqueue, used, metric="makespan of the pipeline", ops_per_batch=1)
+    return {**timing.samples.columns(), "efficiency": stages.bound_ms / timing.median_ms}
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    if configs and configs[0]["connections"] == "1 after init":
+        cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))  # the context exists now...
+        os.environ[VARIABLE] = "1"  # ...so this comes too late
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(max(STREAMS))]
+    watch = SpinWatch(slots=2 * max(STREAMS))
+    for config in configs:
+        row = {**config, "status": "ok", "error": ""}
+        try:
+            measured = _spins(config, watch, streams) if config["workload"] == "spins" else _pipeline(config, context)
+        except MeasurementFailed as error:
+            yield {**row, **Samples.missing("ms", "gpu", config["workload"]), "status": "failed", "error": str(error)}
+            continue
+        yield {**row, **measured}
+
+
+EXPERIMENT = Experiment(
+    name="connections",
+    description=f"{VARIABLE} (1–32, unset, set too late): depth-first spins and the overlap pipeline over N streams",
+    axes={"connections": CONNECTIONS, "workload": WORKLOADS, "streams": STREAMS},
+    quick={"connections": ("1",), "workload": ("spins",), "streams": (4,)},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    lean=lean,
+    memory_needed=memory_needed,
+    figures=(connections_figure,),
+    process_axis="connections",
+    before_cuda=before_cuda,
+    size_axis="",
+    order=35,
+    share_s=9,
+)

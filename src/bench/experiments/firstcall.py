@@ -1,0 +1,209 @@
+"""First-call blocking: does loading (or compiling) a kernel wait for a kernel already running on another stream?
+
+Each ``module_loading`` runs in a process of its own with ``CUDA_MODULE_LOADING`` set before its first CUDA call
+(``lazy``: functions are loaded when first used, the default since CUDA 12.2; ``eager``: all of a module's functions
+when the module is loaded). The module is a cubin compiled once per process with NVRTC (through CuPy), holding one
+empty kernel; each repeat loads it anew (``cupy.cuda.function.Module.load``: ``cuModuleLoadData``) and the steps are
+timed in turn while a spin kernel runs on another stream:
+
+- ``module-load``: ``cuModuleLoadData`` of the cubin;
+- ``get-function``: ``cuModuleGetFunction`` on the freshly loaded module;
+- ``first-launch``: the first launch of that function;
+- ``second-launch``: the next launch (the control: loading is done);
+- ``numba-first-call``: a new ``@cuda.jit`` kernel's first call (compiles, loads and launches);
+- ``cupy-first-compile``: a new ``cupy.RawKernel``'s first call (compiles with NVRTC, loads and launches).
+
+Verdicts as in the ``blocking`` experiment: ``waits-for-device`` when the call returned only after the spin ended,
+``returns`` when it came back while the spin ran. The spin lasts ``SPIN_MS``, or four times the step's own host time
+(measured first, with nothing running), so a slow step cannot end after the spin by itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.cuda import cupy, kernels, runtime
+from bench.experiments import Config, Experiment, Row
+from bench.experiments.blocking import VERDICT_COLORS, VERDICTS, host_columns, host_verdict, repeat_until_settled, \
+    spin_for
+from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
+from bench.timing import Context, SpinWatch, StopRule, host_interval
+
+LOADING = ("lazy", "eager")
+CALLS = ("module-load", "get-function", "first-launch", "second-launch", "numba-first-call", "cupy-first-compile")
+COMPILING = ("numba-first-call", "cupy-first-compile")
+KERNEL = 'extern "C" __global__ void untouched(int *out) { if (out) out[0] = 1; }'
+METRIC = "host time of the step while a kernel runs on another stream"
+
+COLUMNS = (
+    column("module_loading", TEXT, "CUDA_MODULE_LOADING for the process", LOADING),
+    column("call", TEXT, "the step timed (see the experiment's description)", CALLS),
+    column("idle_host_ms", FLOAT, "the step's host time with nothing running"),
+    column("spin_ms", FLOAT, "length of the spin on the other stream"),
+    column("host_ms", FLOAT, "median host time of the step while the spin ran"),
+    column("spin_left_ms", FLOAT, "median of how much of the spin was left when the step was made"),
+    column("verdict", TEXT, "the most common verdict over the repeats", VERDICTS),
+    column("verdicts", TEXTS, "each repeat's verdict", VERDICTS),
+    column("stable", FLAG, "all repeats gave the same verdict"),
+)
+
+
+def before_cuda(loading: str, device: int) -> None:
+    os.environ["CUDA_MODULE_LOADING"] = loading.upper()
+
+
+def lean(config: Config) -> bool:
+    """Compiling steps (hundreds of ms each, with spins four times as long) only in --full."""
+    return config["call"] not in COMPILING
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    if config["call"] in COMPILING:
+        return 4.0
+    return 0.1 + 3 * 0.025
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    if not len(ok):
+        return pd.DataFrame()
+    table = ok.pivot_table(index="call", columns="module_loading", values="verdict", aggfunc="first")
+    return table.reindex([call for call in CALLS if call in table.index]).reset_index()
+
+
+def firstcall_figure(rows: pd.DataFrame, tables: dict) -> list:
+    from bench.plots import gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "firstcall") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    calls = [call for call in CALLS if call in set(ok["call"])]
+    figure, ax = plt.subplots(figsize=(9, 1 + 0.5 * len(calls)), constrained_layout=True)
+    for x, loading in enumerate(LOADING):
+        for y, call in enumerate(calls):
+            match = ok[(ok["module_loading"] == loading) & (ok["call"] == call)]
+            if not len(match):
+                continue
+            row = match.iloc[0]
+            ax.add_patch(plt.Rectangle((x, y), 1, 1, color=VERDICT_COLORS.get(row["verdict"], "0.8")))
+            ax.text(x + 0.5, y + 0.5, f"{row['verdict']}\n{row['host_ms']:.3g} ms", ha="center", va="center",
+                    fontsize=8)
+    ax.set_xlim(0, len(LOADING))
+    ax.set_ylim(len(calls), 0)
+    ax.set_xticks([x + 0.5 for x in range(len(LOADING))], [f"CUDA_MODULE_LOADING={v.upper()}" for v in LOADING])
+    ax.set_yticks([y + 0.5 for y in range(len(calls))], calls)
+    ax.set_title(f"Does a first call wait for a kernel on another stream? {gpu_label(ok)}", fontsize=10)
+    return [("firstcall", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+@dataclass
+class _Step:
+    """The step to time, and what must happen (untimed) before it."""
+
+    prepare: Callable[[], None]
+    call: Callable[[], object]
+
+
+class _Steps:
+    """Fresh modules and kernels, one per repeat."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.cubin = kernels.nvrtc_cubin(KERNEL)
+        self.out = cupy.zeros(1, dtype=cupy.int32)
+        self._count = itertools.count()
+
+    def step(self, call: str) -> _Step:
+        state: dict = {}
+        module = cupy.cuda.function.Module()
+
+        def load():
+            module.load(self.cubin)
+
+        def get():
+            state["function"] = module.get_function("untouched")
+
+        def launch():
+            state["function"]((1,), (1,), (self.out,), stream=self.stream)
+
+        if call == "module-load":
+            return _Step(lambda: None, load)
+        if call == "get-function":
+            return _Step(load, get)
+        if call == "first-launch":
+            return _Step(lambda: (load(), get()), launch)
+        if call == "second-launch":
+            return _Step(lambda: (load(), get(), launch(), self.stream.synchronize()), launch)
+        number = next(self._count)
+        if call == "numba-first-call":
+            kernel = _numba_kernel(number)
+            array = cupy.zeros(1, dtype=cupy.int32)
+            return _Step(lambda: None, lambda: kernel[1, 1, kernels.numba_stream(self.stream.ptr)](array))
+        name = f"fresh_{os.getpid()}_{number}"  # new source: compiled, not found in CuPy's caches
+        kernel = cupy.RawKernel(KERNEL.replace("untouched", name), name)
+        return _Step(lambda: None, lambda: kernel((1,), (1,), (self.out,), stream=self.stream))
+
+
+def _numba_kernel(number: int):
+    from numba import cuda
+
+    def body(out):
+        out[0] = number
+
+    return cuda.jit(body)
+
+
+def _measure(config: Config, steps: _Steps, watch: SpinWatch, spinning) -> Row:
+    probe = steps.step(config["call"])
+    probe.prepare()
+    idle_ms, _ = host_interval(probe.call)
+    runtime.deviceSynchronize()
+    spin_ms = spin_for(idle_ms)
+
+    def once():
+        step = steps.step(config["call"])
+        step.prepare()
+        runtime.deviceSynchronize()
+        return watch.call_during_spin(spinning, spin_ms, step.call)
+
+    repeats = repeat_until_settled(once, host_verdict)
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
+    return {**config, **samples.columns(), **host_columns(repeats), "idle_host_ms": idle_ms, "spin_ms": spin_ms, "status": "ok", "error": ""}
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    stream = cupy.cuda.Stream(non_blocking=True)
+    spinning = cupy.cuda.Stream(non_blocking=True)
+    steps = _Steps(stream)
+    watch = SpinWatch()
+    for config in configs:
+        yield _measure(config, steps, watch, spinning)
+
+
+EXPERIMENT = Experiment(
+    name="firstcall",
+    description="CUDA_MODULE_LOADING lazy vs eager: module load, first launch, numba's first call and CuPy's first "
+                "compile while a kernel runs on another stream",
+    axes={"module_loading": LOADING, "call": CALLS},
+    quick={"module_loading": ("lazy",), "call": ("first-launch", "second-launch")},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    lean=lean,
+    figures=(firstcall_figure,),
+    outcome=("verdict",),
+    process_axis="module_loading",
+    before_cuda=before_cuda,
+    size_axis="",
+    order=45,
+    share_s=3,
+)

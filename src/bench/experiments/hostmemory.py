@@ -1,0 +1,390 @@
+"""Write-combined pinned host memory against ordinary pinned memory: what the GPU's copies gain, what the CPU pays.
+
+``host_memory=pinned`` is ``cudaHostAlloc(flags=0)``, cached by the CPU like any memory; ``write-combined`` is
+``cudaHostAlloc(flags=cudaHostAllocWriteCombined)`` (4): the CPU does not cache it and gathers its stores in
+write-combining buffers, so writes stream out, reads go to memory one load at a time, and (in CUDA's words) it "can
+be transferred across the PCI Express bus more quickly on some system configurations, but cannot be read efficiently
+by most CPUs".
+
+``operation``:
+
+- ``H2D`` and ``D2H``: one ``cudaMemcpyAsync`` of ``bytes`` between the host buffer and a device buffer, timed on
+  the GPU behind the gate as the ``bandwidth`` experiment times its pinned copies (``gbps``: bytes over the median
+  GPU time). Verified once: the destination is poisoned with a byte the random source never holds, one copy runs,
+  and the destination must equal the source byte for byte; a host destination is compared on the device after
+  copying it back, so verifying never reads write-combined memory with the CPU.
+- ``cpu-read``: host time of one pass of numpy over the buffer (``sum`` of its 64-bit words, one CPU thread);
+  verified once against the same sum computed on the device from the bytes the buffer was filled with.
+- ``cpu-write``: host time of ``fill`` over the buffer (one CPU thread); verified once by copying the buffer to the
+  device and checking every byte.
+
+Host passes are sampled by :func:`bench.timing.host_samples` (unit ms, under the ``cpu`` stop rule: a shorter time
+cap, since a pass over 64 MiB is already milliseconds long); ``gbps`` is bytes over the median pass.
+
+Caveats: pinned memory is cached, so a pinned buffer that fits the CPU's caches (1 MiB does, and on large server
+CPUs even 64 MiB may partly fit the last-level cache) is read from them, not from DRAM; write-combined memory never
+is. Reading write-combined memory is so slow that the default and quick sweeps read it only up to
+:data:`WC_READ_LEAN_BYTES`, and even ``--full`` only up to :data:`WC_READ_MAX_BYTES`. numpy's loops use ordinary
+loads, not the streaming loads (MOVNTDQA) with which a hand-written reader can fetch write-combined memory faster.
+One thread's rate is not the socket's. Write-combining is a page attribute the CPU must honour: in a virtual machine
+the hypervisor may map the guest's memory write-back whatever the guest asks, and then write-combined memory is just
+pinned memory. On the lent H200 virtual machine (Firecracker) it was: the CPU read write-combined memory at 56 GB/s,
+as fast as pinned, and copies ran at the same rate from both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bench.cuda import cupy, runtime
+from bench.experiments import Config, Experiment, Row
+from bench.experiments.bandwidth import POISON
+from bench.memory import BufferSet, DeviceBuffer, HostBuffer
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.units import format_size
+
+HOST_KINDS = ("pinned", "write-combined")
+OPERATIONS = ("H2D", "D2H", "cpu-read", "cpu-write")
+COPIES = ("H2D", "D2H")
+WC_READ_LEAN_BYTES = 1 << 20  # the default and quick sweeps read write-combined memory up to this size...
+WC_READ_MAX_BYTES = 64 << 20  # ...and --full up to this one: at ~0.1 GB/s a 64 MiB pass is most of a second
+FILL_BYTE = 0x5A  # what cpu-write stores
+CPU_PURPOSE = "cpu"  # the stop rule of host passes
+CPU_TIME_CAP_S = 0.1
+_ROW_S = 0.03  # per row: allocations, the first gated batch's kernel load, the harness's own work, spread over rows
+# For the time estimate only (GB/s): a little below what the H200 machine did (copies 48-55; one thread read and
+# wrote 27-56), except the write-combined read, a guess on the slow side for hosts where write-combining is real.
+_TYPICAL_GBPS = {("pinned", "H2D"): 45.0, ("pinned", "D2H"): 45.0, ("write-combined", "H2D"): 45.0,
+                 ("write-combined", "D2H"): 45.0, ("pinned", "cpu-read"): 20.0, ("write-combined", "cpu-read"): 0.2,
+                 ("pinned", "cpu-write"): 20.0, ("write-combined", "cpu-write"): 20.0}
+
+COLUMNS = (
+    column("host_memory", TEXT, "pinned (cudaHostAlloc), or write-combined (cudaHostAlloc with "
+                                "cudaHostAllocWriteCombined)", HOST_KINDS),
+    column("operation", TEXT, "H2D or D2H (cudaMemcpyAsync, GPU time), cpu-read (numpy sum over the buffer) or "
+                              "cpu-write (numpy fill), host time", OPERATIONS),
+    column("bytes", INT, "bytes per copy or per pass over the buffer"),
+    column("gbps", FLOAT, "GB/s (1e9 bytes/s) at the median"),
+    column("verified", FLAG, "the copy's destination equalled its source, or the CPU pass read or wrote the right "
+                             "bytes, checked once before timing"),
+)
+
+
+# --- description ---------------------------------------------------------------------------------------------
+
+def valid(config: Config) -> bool:
+    """Reading write-combined memory with the CPU stops at WC_READ_MAX_BYTES, even in --full."""
+    return not (_slow_read(config) and config["bytes"] > WC_READ_MAX_BYTES)
+
+
+def lean(config: Config) -> bool:
+    """The default and quick sweeps read write-combined memory with the CPU only up to WC_READ_LEAN_BYTES."""
+    return not (_slow_read(config) and config["bytes"] > WC_READ_LEAN_BYTES)
+
+
+def _slow_read(config: Config) -> bool:
+    return config["host_memory"] == "write-combined" and config["operation"] == "cpu-read"
+
+
+def cpu_rule(rule: StopRule) -> StopRule:
+    """The stop rule of host passes, given the default one: the time cap of the ``cpu`` purpose (the harness caps
+    every purpose alike for --quick and --budget, so this bounds what it will use)."""
+    return rule.capped(time_cap_s=CPU_TIME_CAP_S, min_samples=rule.min_samples)
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    """Expected wall time. Copies: verification (a few copies), two sizing batches, a warm-up batch, then
+    ``min_samples`` batches of about ``batch_ms`` (pinned copies converge fast). Host passes: a verification pass,
+    two warm-up passes, then passes until the median converges (about twice ``min_samples`` of them, seen on the
+    H200 machine) or the ``cpu`` time cap, which one pass may overrun."""
+    nbytes, operation = config["bytes"], config["operation"]
+    pass_s = nbytes / (_TYPICAL_GBPS[(config["host_memory"], operation)] * 1e9)
+    if operation in COPIES:
+        batch_s = max(pass_s, rule.batch_ms / 1e3)
+        return _ROW_S + 4 * pass_s + nbytes / 5e9 + (1 + rule.warmup_batches) * batch_s + rule.min_samples * batch_s
+    cpu = cpu_rule(rule)
+    sampling_s = min(2 * cpu.min_samples * pass_s, cpu.time_cap_s + pass_s)
+    return _ROW_S + 2 * nbytes / 45e9 + 3 * pass_s + sampling_s
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    """Two device buffers; one host buffer of one kind at a time."""
+    largest = max(config["bytes"] for config in configs)
+    return 2 * largest, largest
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per operation: pinned and write-combined GB/s at the largest size both were measured at, and their ratio."""
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for operation in OPERATIONS:
+        group = ok[ok["operation"] == operation]
+        if not len(group):
+            continue
+        rates = {kind: dict(zip(group.loc[group["host_memory"] == kind, "bytes"].astype(int),
+                                group.loc[group["host_memory"] == kind, "gbps"])) for kind in HOST_KINDS}
+        common = sorted(set(rates["pinned"]) & set(rates["write-combined"]))
+        size = common[-1] if common else int(group["bytes"].max())
+        pinned, combined = rates["pinned"].get(size), rates["write-combined"].get(size)
+        lines.append({
+            "operation": operation,
+            "at": format_size(size),
+            "pinned GB/s": _rate(pinned),
+            "write-combined GB/s": _rate(combined),
+            "write-combined / pinned": f"{combined / pinned:.3g}×" if pinned and combined else "—",
+        })
+    return pd.DataFrame(lines)
+
+
+def _rate(gbps) -> str:
+    return "—" if gbps is None or pd.isna(gbps) else f"{gbps:.3g}"
+
+
+KIND_STYLES = {"pinned": ("#1f77b4", "-", "o"), "write-combined": ("#d62728", "--", "s")}
+_TITLES = {"H2D": "H2D copy (cudaMemcpyAsync, GPU time)", "D2H": "D2H copy (cudaMemcpyAsync, GPU time)",
+           "cpu-read": "CPU reads the buffer (numpy sum, one thread)",
+           "cpu-write": "CPU writes the buffer (numpy fill, one thread)"}
+
+
+def hostmemory_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """GB/s vs size, one panel per operation, pinned against write-combined (CPU panels on a log scale)."""
+    from bench.plots import gpu_label, pyplot, size_axis
+
+    ok = rows[(rows["experiment"] == "hostmemory") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    figure, axes = plt.subplots(2, 2, figsize=(12, 8.5), constrained_layout=True)
+    for ax, operation in zip(axes.flat, OPERATIONS):
+        group = ok[ok["operation"] == operation]
+        for kind, line in group.groupby("host_memory", sort=False):
+            line = line.sort_values("bytes")
+            sizes = line["bytes"].astype(float)
+            color, linestyle, marker = KIND_STYLES.get(kind, ("k", "-", "o"))
+            ax.plot(sizes, line["gbps"], color=color, linestyle=linestyle, marker=marker, markersize=4, label=kind)
+            # the samples' range (unit ms) as a band: the slowest sample gives the lowest rate
+            ax.fill_between(sizes, sizes / (line["max"] * 1e6), sizes / (line["min"] * 1e6), color=color,
+                            alpha=0.12, linewidth=0)
+        ax.set_title(_TITLES[operation], fontsize=10)
+        ax.set_ylabel("GB/s (10⁹ bytes/s), median")
+        if operation in COPIES:
+            ax.set_ylim(bottom=0)
+        else:
+            ax.set_yscale("log")
+        ax.grid(True, which="major", alpha=0.3)
+        if len(group):
+            size_axis(ax, group["bytes"].to_numpy(dtype=float))
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="0.5")
+    figure.suptitle(f"Pinned vs write-combined host memory on {gpu_label(ok)}")
+    figure.supxlabel("band: min–max of samples. Pinned memory is cached by the CPU (a small buffer is read from "
+                     "its caches); write-combined memory never is.", fontsize=7, color="0.4")
+    return [("hostmemory", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+class WriteCombinedBuffer:
+    """``nbytes`` of write-combined pinned host memory (``cudaHostAlloc`` with ``cudaHostAllocWriteCombined``):
+    ``array`` is a uint8 numpy view of it, ``ptr`` its address; :class:`bench.memory.HostBuffer`'s interface."""
+
+    kind = "write-combined"
+
+    def __init__(self, nbytes: int) -> None:
+        if nbytes <= 0:
+            raise ValueError("nbytes must be positive")
+        self.nbytes = nbytes
+        self._ptr = runtime.hostAlloc(nbytes, runtime.hostAllocWriteCombined)
+        self.array = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(self._ptr), dtype=np.uint8)
+        self.ptr = self._ptr
+
+    def close(self) -> None:
+        self.array = None  # the view goes before the memory behind it
+        if self._ptr:
+            runtime.freeHost(self._ptr)
+            self._ptr = 0
+
+    def __enter__(self) -> WriteCombinedBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def host_buffer(kind: str, nbytes: int):
+    """A host buffer of one of HOST_KINDS."""
+    if kind == "write-combined":
+        return WriteCombinedBuffer(nbytes)
+    if kind == "pinned":
+        return HostBuffer("pinned", nbytes)
+    raise ValueError(f"unknown host memory kind {kind!r}; choose from {', '.join(HOST_KINDS)}")
+
+
+@functools.cache
+def _pattern_kernel():
+    # A hash of each byte's index, 0..254, then the values from POISON up moved one up: never POISON.
+    return cupy.ElementwiseKernel(
+        "uint32 seed", "uint8 out",
+        "unsigned int h = (unsigned int)i * 2654435761u + seed; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;"
+        f"unsigned int b = (h >> 8) % 255u; out = (unsigned char)(b + (b >= {POISON}u));",
+        "bench_hostmemory_pattern")
+
+
+def fill_pattern(device_bytes, seed: int = 0) -> None:
+    """Pseudo-random bytes that are never POISON, so an unwritten destination byte can never pass for a copied one:
+    one pass on the device (bandwidth's fill_random draws them with cuRAND, whose set-up takes half a second)."""
+    _pattern_kernel()(np.uint32(seed), device_bytes)
+    runtime.deviceSynchronize()
+
+
+def checksum(xp, data, nbytes: int) -> int:
+    """The sum of the first ``nbytes`` as 64-bit words (wrapping), plus the bytes after the last whole word; ``xp``
+    is numpy for host memory (one read pass) or cupy for device memory."""
+    whole = nbytes // 8 * 8
+    total = int(data[:whole].view(xp.uint64).sum()) if whole else 0
+    if nbytes > whole:
+        total += int(data[whole:nbytes].astype(xp.uint64).sum())
+    return total % (1 << 64)
+
+
+class _Buffers(BufferSet):
+    """A random device source, a device destination, and the host buffer of one kind, all of the largest size."""
+
+    def __init__(self, host_memory: str, nbytes: int, seed: int = 0) -> None:
+        super().__init__(streams=1)
+        with self.freed_on_failure():
+            self.device_src = self.take(DeviceBuffer("malloc", nbytes))
+            self.device_dst = self.take(DeviceBuffer("malloc", nbytes))
+            fill_pattern(self.device_src.array, seed)
+            self.host = self.take(host_buffer(host_memory, nbytes))
+            # a first pass over fresh pinned pages, so no timed copy is the first DMA to them
+            runtime.memcpy(self.host.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
+
+    @property
+    def stream(self):
+        return self.streams[0]
+
+    def copy(self, operation: str, nbytes: int) -> None:
+        """Enqueue one H2D (host → device_dst) or D2H (device_src → host) copy."""
+        if operation == "H2D":
+            runtime.memcpyAsync(self.device_dst.ptr, self.host.ptr, nbytes, runtime.memcpyHostToDevice,
+                                self.stream.ptr)
+        else:
+            runtime.memcpyAsync(self.host.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost,
+                                self.stream.ptr)
+
+    def host_to_device_dst(self, nbytes: int) -> None:
+        """Poison device_dst, then copy the host buffer's first ``nbytes`` into it (and wait)."""
+        with self.stream:
+            self.device_dst.array[:nbytes].fill(POISON)
+        runtime.memcpyAsync(self.device_dst.ptr, self.host.ptr, nbytes, runtime.memcpyHostToDevice, self.stream.ptr)
+        self.stream.synchronize()
+
+    def differ(self, expected, nbytes: int, what: str) -> str | None:
+        """None if device_dst's first ``nbytes`` equal ``expected`` (a device array or a byte value); else why not."""
+        with self.stream:
+            wrong = cupy.flatnonzero(self.device_dst.array[:nbytes] != expected)
+            count = int(wrong.size)
+            first = int(wrong[0]) if count else -1
+        if count:
+            return f"data mismatch after {what}: {count} of {nbytes} bytes differ (first at offset {first})"
+        return None
+
+
+def problem(operation: str, buffers: _Buffers, nbytes: int) -> str | None:
+    """Run ``operation`` once and check what it did; None if right, else what went wrong. Leaves the host buffer
+    holding the source's bytes (for the reads) or the fill (after cpu-write)."""
+    source = buffers.device_src.array[:nbytes]
+    if operation == "H2D":
+        runtime.memcpy(buffers.host.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
+        with buffers.stream:
+            buffers.device_dst.array[:nbytes].fill(POISON)
+        buffers.copy("H2D", nbytes)
+        buffers.stream.synchronize()
+        return buffers.differ(source, nbytes, "H2D copy")
+    if operation == "D2H":
+        buffers.host.array[:nbytes].fill(POISON)
+        buffers.copy("D2H", nbytes)
+        buffers.stream.synchronize()
+        buffers.host_to_device_dst(nbytes)  # compared on the device: the CPU never reads the host buffer
+        return buffers.differ(source, nbytes, "D2H copy")
+    if operation == "cpu-read":
+        runtime.memcpy(buffers.host.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
+        with buffers.stream:
+            expected = checksum(cupy, buffers.device_src.array, nbytes)
+        got = checksum(np, buffers.host.array, nbytes)
+        return None if got == expected else f"cpu-read summed {got:#x}; the bytes sum to {expected:#x}"
+    buffers.host.array[:nbytes].fill(FILL_BYTE)
+    buffers.host_to_device_dst(nbytes)
+    return buffers.differ(FILL_BYTE, nbytes, "cpu-write")
+
+
+def host_pass(operation: str, buffers: _Buffers, nbytes: int) -> Callable[[], None]:
+    """The timed host call: one read (cpu-read) or write (cpu-write) pass over the first ``nbytes``."""
+    array = buffers.host.array
+    if operation == "cpu-read":
+        return lambda: checksum(np, array, nbytes)
+    return lambda: array[:nbytes].fill(FILL_BYTE)
+
+
+def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
+    nbytes, operation = config["bytes"], config["operation"]
+    copying = operation in COPIES
+    metric = "GPU time per copy" if copying else "host time of one pass over the buffer"
+    row = {**config, **Samples.missing("ms", "gpu" if copying else "host", metric, True if copying else None),
+           "gbps": np.nan, "verified": False, "status": "failed", "error": ""}
+    wrong = problem(operation, buffers, nbytes)
+    if wrong:
+        row["error"] = wrong
+        return row
+    row["verified"] = True
+    if copying:
+        def enqueue(ops: int) -> None:
+            for _ in range(ops):
+                buffers.copy(operation, nbytes)
+
+        try:
+            samples = context.timer().measure(enqueue, [buffers.stream], metric=metric, gated=True).samples
+        except MeasurementFailed as error:
+            row["error"] = str(error)
+            return row
+    else:
+        samples = context.host(host_pass(operation, buffers, nbytes), metric=metric, unit="ms", purpose=CPU_PURPOSE)
+    row.update(samples.columns(), status="ok", gbps=nbytes / (samples.median * 1e6))
+    return row
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
+    for host_memory in dict.fromkeys(config["host_memory"] for config in configs):
+        group = [config for config in configs if config["host_memory"] == host_memory]
+        with _Buffers(host_memory, max(config["bytes"] for config in group)) as buffers:
+            for config in group:
+                yield _measure(config, buffers, context)
+
+
+EXPERIMENT = Experiment(
+    name="hostmemory",
+    description="write-combined vs pinned host memory: H2D/D2H copies, and the CPU reading and writing it",
+    axes={"host_memory": HOST_KINDS, "operation": OPERATIONS, "bytes": (1 << 20, 64 << 20)},
+    quick={"bytes": (1 << 20,)},
+    full={"bytes": tuple(1 << p for p in range(16, 31, 2))},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    valid=valid,
+    lean=lean,
+    memory_needed=memory_needed,
+    figures=(hostmemory_figure,),
+    stop_rules={CPU_PURPOSE: {"time_cap_s": CPU_TIME_CAP_S}},
+    order=12,
+    share_s=3,
+)

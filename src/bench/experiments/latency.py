@@ -1,0 +1,160 @@
+"""GPU access latency: one thread chasing pointers through mapped pinned host memory or device memory.
+
+The working set (``bytes``) is cut into 256-byte slots; each slot's first 8 bytes hold the byte offset of the next
+slot, in one random cyclic order, so every load depends on the one before and no prefetcher can guess the next
+address. A one-thread kernel follows ``STEPS`` links with volatile loads (``ld.volatile.global``: from memory, never
+from a register or L1), starting where the previous launch ended, so successive launches walk on through the chain
+and a working set larger than the L2 cache is read from DRAM, not from slots the last launch left in L2. The sample is the
+kernel's GPU time (CUDA events, behind the gate) divided by ``STEPS``: nanoseconds per dependent access, including
+the loop's few instructions. The chain is checked once per configuration: from slot 0, the offset the kernel ends
+at must be the one the host computes by following the same chain. ``host-mapped`` is what a kernel pays per access to
+zero-copy memory across PCIe (nvbandwidth's ``host_device_latency_sm``); ``device`` is device memory (a working set
+beyond the L2 cache: DRAM latency; within it: L2 latency).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bench.cuda import cupy, kernels, runtime
+from bench.experiments import Config, Experiment, Row
+from bench.memory import DeviceBuffer, HostBuffer
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.units import format_size
+
+MEMORY = ("host-mapped", "device")
+SLOT_BYTES = 256
+STEPS = 4096
+METRIC = f"GPU time of {STEPS} dependent loads"
+_TYPICAL_NS = {"host-mapped": 1500.0, "device": 700.0}
+
+COLUMNS = (
+    column("memory", TEXT, "host-mapped (pinned host memory read by the kernel across PCIe) or device", MEMORY),
+    column("bytes", INT, "working set: the chain's slots together"),
+    column("steps", INT, "dependent loads per kernel"),
+    column("ns_per_access", FLOAT, "median GPU time per dependent load, ns"),
+    column("verified", FLAG, "the kernel ended at the offset the host computed for the chain"),
+)
+
+
+def pointer_chain(nbytes: int, seed: int = 0) -> np.ndarray:
+    """The chain as uint64 words: slot ``i`` starts with the byte offset of the slot after it, in one random cycle
+    through every slot."""
+    slots = nbytes // SLOT_BYTES
+    if slots < 2:
+        raise ValueError(f"a chain needs at least two {SLOT_BYTES}-byte slots")
+    order = np.random.default_rng(seed).permutation(slots)
+    order = np.concatenate([[0], order[order != 0]])  # the chase starts at slot 0
+    words = np.zeros(nbytes // 8, dtype=np.uint64)
+    following = np.roll(order, -1)
+    words[order * (SLOT_BYTES // 8)] = following.astype(np.uint64) * SLOT_BYTES
+    return words
+
+
+def chain_end(words: np.ndarray, steps: int) -> int:
+    """Where following ``steps`` links from offset 0 ends (the host's answer)."""
+    offset = 0
+    for _ in range(steps):
+        offset = int(words[offset // 8])
+    return offset
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    kernel_s = STEPS * _TYPICAL_NS[config["memory"]] * 1e-9
+    building_s = config["bytes"] / 1e9  # numpy's permutation
+    return 0.01 + building_s + (3 + rule.warmup_batches + rule.min_samples) * max(kernel_s, rule.batch_ms / 1e3)
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    largest = max(config["bytes"] for config in configs)
+    return largest, 2 * largest
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    return pd.DataFrame([{"memory": row["memory"], "working set": format_size(int(row["bytes"])),
+                          "ns per dependent access": f"{row['ns_per_access']:.0f}"} for _, row in ok.iterrows()])
+
+
+def latency_figure(rows: pd.DataFrame, tables: dict) -> list:
+    from bench.plots import gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "latency") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
+    labels = [f"{row['memory']}, {format_size(int(row['bytes']))}" for _, row in ok.iterrows()]
+    low = ok["min"] * 1e6 / ok["steps"]
+    high = ok["max"] * 1e6 / ok["steps"]
+    ax.barh(labels, ok["ns_per_access"], xerr=[ok["ns_per_access"] - low, high - ok["ns_per_access"]],
+            color=["#d62728" if memory == "host-mapped" else "#1f77b4" for memory in ok["memory"]], capsize=3)
+    for y, value in enumerate(ok["ns_per_access"]):
+        ax.text(value, y, f" {value:.0f} ns", va="bottom")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"ns per dependent load (median of {STEPS}-load chases; whiskers: min–max)")
+    ax.set_title(f"GPU access latency on {gpu_label(ok)}")
+    return [("latency", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+def _measure(config: Config, chase, stream, out, context: Context) -> Row:
+    nbytes = config["bytes"]
+    row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "steps": STEPS, "ns_per_access": np.nan,
+           "verified": False, "status": "failed", "error": ""}
+    words = pointer_chain(nbytes)
+    expected = chain_end(words, STEPS)
+    holder = HostBuffer("pinned", nbytes) if config["memory"] == "host-mapped" else DeviceBuffer("malloc", nbytes)
+    with holder as memory:
+        if config["memory"] == "host-mapped":
+            memory.array.view(np.uint64)[:] = words
+        else:
+            runtime.memcpy(memory.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
+        out.fill(0)
+        chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
+        stream.synchronize()
+        if int(out[0]) != expected:
+            row["error"] = f"chain mismatch: the kernel ended at offset {int(out[0])}, the host at {expected}"
+            return row
+        row["verified"] = True
+
+        def enqueue(ops: int) -> None:
+            for _ in range(ops):
+                chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
+
+        try:
+            timing = context.timer().measure(enqueue, [stream], metric=METRIC, ops_per_batch=1)
+        except MeasurementFailed as error:
+            row["error"] = str(error)
+            return row
+    return {**row, **timing.samples.columns(), "status": "ok", "ns_per_access": timing.median_ms * 1e6 / STEPS}
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    chase = kernels.Chase()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = cupy.zeros(1, dtype=cupy.uint64)
+    for config in configs:
+        yield _measure(config, chase, stream, out, context)
+
+
+EXPERIMENT = Experiment(
+    name="latency",
+    description="GPU access latency: a one-thread pointer chase through mapped host memory or device memory",
+    axes={"memory": MEMORY, "bytes": (1 << 20, 256 << 20)},
+    quick={"bytes": (1 << 20,)},
+    full={"bytes": (1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    memory_needed=memory_needed,
+    figures=(latency_figure,),
+    order=15,
+    share_s=3,
+)

@@ -1,0 +1,426 @@
+"""Managed memory (``cudaMallocManaged``): what a kernel pays when its pages start on the host, with and without
+``cudaMemPrefetchAsync``, against the same kernel on pages already on the GPU.
+
+One managed buffer of ``bytes`` per size; the kernel is :class:`bench.kernels.MixKernel` with one round
+(``data[i] = mix(data[i], 1)`` on every 4-byte word: one read and one write each, memory-bound), launched on the
+buffer's raw pointer on one non-blocking stream. ``gbps`` is ``bytes`` (the touched bytes, each read and written
+once) over the median GPU time; ``median`` is that time in ms.
+
+``case``:
+
+- ``first-touch``: before every sample, untimed, the CPU writes one word in every page (through a numpy view of the
+  managed pointer), which moves every page to the host and unmaps it from the GPU. The timed operation is the kernel
+  alone: its accesses fault, and the Unified Memory driver migrates the pages over while it runs, so its GPU time
+  includes the faults and the migration. Timed behind the gate (:meth:`bench.timing.Timer.each`, ``gated=True``):
+  the gate only keeps Python's launch time out of the interval; it changes nothing for the page faults, which
+  happen while the kernel runs, after the gate has opened, and are serviced by the driver on the CPU whatever the
+  launching thread does.
+- ``prefetch-then-kernel``: the same untimed CPU write before every sample; the timed operation is
+  ``cudaMemPrefetchAsync`` of the whole buffer to the GPU followed by the kernel on the same stream. Not gated: on
+  an idle stream the call does much of the work on the host before it returns (on the H200, driver 580: 4.1 of the
+  5.5 ms that 256 MiB took), so the time runs from a start event recorded just before the call and keeps that host
+  work in, as a program pays it. (Behind a closed gate the same call returned in 0.3 ms there, deferring the work;
+  ungated timing does not depend on how a driver splits it.) Events around each of the two operations give
+  ``prefetch_ms`` (from the call to the pages' arrival on the GPU; ``prefetch_gbps``: the host → device migration
+  rate) and ``kernel_ms`` (the kernel after the prefetch).
+- ``resident``: the pages are prefetched to the GPU once, untimed; the timed operation is the kernel alone, batched
+  behind the gate (:meth:`bench.timing.Timer.measure`): the reference.
+
+Every configuration is verified once before it is timed: the CPU touches every page (as before a sample) and writes
+their index into a sample of words (:data:`SPOT_CHECKS`, evenly spread, first and last included), the case's
+operations run once, and those words, gathered on the GPU (so no page moves back for the check), must hold
+:func:`bench.kernels.mix_reference` of their index.
+
+**Memory.** Managed memory can oversubscribe the GPU, and asking for more than it has free can hang it: before
+allocating each size, the free device memory is read (``cudaMemGetInfo``) and a size above half of it becomes a
+``skipped`` row that says why (:func:`too_large`), as do all rows where the device lacks concurrent managed access
+(``unsupported``). ``memory_needed`` declares the managed bytes as device bytes.
+
+**API.** ``cudaMemPrefetchAsync`` changed in CUDA 13 (a ``cudaMemLocation`` and flags replace the device number);
+CuPy 14's ``runtime.memPrefetchAsync(ptr, count, device, stream)`` keeps its four arguments and, in builds for CUDA
+13, passes ``{cudaMemLocationTypeDevice, device}`` and flags 0 itself, so this experiment calls it unchanged.
+
+Caveats: page-fault migration depends on the driver's heuristics (it groups faults and prefetches larger regions
+when it sees dense access), on the access pattern (this kernel strides over the buffer with one wave of resident
+blocks) and on the host's page size; CPU-side faults of the untimed touch are not measured.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
+
+import numpy as np
+import pandas as pd
+
+from bench.cuda import cupy, kernels, runtime
+from bench.experiments import Config, Experiment, Row
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
+from bench.units import format_size
+
+CASES = ("first-touch", "prefetch-then-kernel", "resident")
+ROUNDS = 1  # mix rounds per word: memory-bound
+SPOT_CHECKS = 4096
+MIN_BYTES = 4096  # a page
+MIGRATE_PURPOSE = "migrate"  # the stop rule of the cases that move every page before every sample
+MIGRATE_RULE = {"min_samples": 5, "time_cap_s": 0.2, "warmup_batches": 0}  # verification is the warm-up
+# For the time estimate only (GB/s), a little below what an H200 (PCIe Gen5, driver 580) did: the CPU's touch that
+# brings every page back (3.9), the kernel's page faults (9 to 12), a prefetch (48), the kernel on resident pages (1400;
+# bytes, not traffic).
+_CPU_TOUCH_GBPS = 3.0
+_FAULT_GBPS = 10.0
+_PREFETCH_GBPS = 40.0
+_KERNEL_GBPS = 1000.0
+METRICS = {"first-touch": "GPU time of the kernel, its page faults and migration included",
+           "prefetch-then-kernel": "GPU time of cudaMemPrefetchAsync to the GPU and the kernel (ungated: the call's "
+                                   "host work included)",
+           "resident": "GPU time of the kernel over resident pages"}
+
+COLUMNS = (
+    column("bytes", INT, "bytes of managed memory the kernel touches (every 4-byte word)"),
+    column("case", TEXT, "first-touch: the kernel faults the pages over from the host; prefetch-then-kernel: "
+                         "cudaMemPrefetchAsync then the kernel; resident: the kernel on pages already on the GPU",
+           CASES),
+    column("gbps", FLOAT, "bytes / median GPU time of the timed operation, GB/s (1e9 bytes/s)"),
+    column("kernel_ms", FLOAT, "the kernel's part of the time: the whole of it for first-touch and resident, the "
+                               "part after the prefetch for prefetch-then-kernel (median)"),
+    column("prefetch_ms", FLOAT, "prefetch-then-kernel: median time from the cudaMemPrefetchAsync call to the pages' "
+                                 "arrival on the GPU"),
+    column("prefetch_gbps", FLOAT, "prefetch-then-kernel: bytes / prefetch_ms, the host → device migration rate"),
+    column("free_bytes", INT, "device memory free before the managed buffer was allocated (cudaMemGetInfo)"),
+    column("verified", FLAG, "a sample of words held the kernel's result of what the CPU wrote, checked once"),
+)
+
+
+# --- description ---------------------------------------------------------------------------------------------
+
+def valid(config: Config) -> bool:
+    """At least a page of managed memory."""
+    return config["bytes"] >= MIN_BYTES
+
+
+def too_large(nbytes: int, free_bytes: int) -> str | None:
+    """Why ``nbytes`` of managed memory must not be asked for when the GPU has ``free_bytes`` free, or None: more
+    than half of what is free is refused (managed memory can oversubscribe the GPU, and that can hang it)."""
+    if nbytes > free_bytes // 2:
+        return (f"{format_size(nbytes)} of managed memory is more than half of the {format_size(free_bytes)} the GPU "
+                "has free: not allocated (oversubscribing managed memory can hang the GPU)")
+    return None
+
+
+def migrate_rule(rule: StopRule) -> StopRule:
+    """The stop rule of the migrating cases, given the default one (the harness caps every purpose alike for
+    --quick and --budget, so this bounds what it will use)."""
+    return rule.capped(time_cap_s=MIGRATE_RULE["time_cap_s"], min_samples=MIGRATE_RULE["min_samples"]).replace(
+        warmup_batches=MIGRATE_RULE["warmup_batches"])
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    """Expected wall time: verification (the CPU touches every page, the case runs once), then the samples.
+    first-touch and prefetch-then-kernel pay the CPU's touch before every sample and sample until the ``migrate``
+    time cap, at least ``min_samples`` of them (one may overrun the cap); resident runs the kernel in batches."""
+    nbytes, case = config["bytes"], config["case"]
+    touch_s = nbytes / (_CPU_TOUCH_GBPS * 1e9)
+    kernel_s = nbytes / (_KERNEL_GBPS * 1e9)
+    prefetch_s = nbytes / (_PREFETCH_GBPS * 1e9)
+    operation_s = {"first-touch": nbytes / (_FAULT_GBPS * 1e9), "prefetch-then-kernel": prefetch_s + kernel_s,
+                   "resident": prefetch_s + kernel_s}[case]
+    verify_s = 0.01 + touch_s + operation_s
+    if case == "resident":
+        batch_s = max(kernel_s, rule.batch_ms / 1e3)
+        return verify_s + prefetch_s + 2 * kernel_s + (rule.warmup_batches + rule.min_samples) * batch_s
+    migrate = migrate_rule(rule)
+    sample_s = touch_s + operation_s
+    return verify_s + migrate.warmup_batches * sample_s + max(migrate.min_samples * sample_s,
+                                                              migrate.time_cap_s + sample_s)
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    """The largest managed buffer, as device bytes (and as host bytes: its pages live on the host between samples)."""
+    largest = max(config["bytes"] for config in configs)
+    return largest, largest
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per size and case: GPU ms, GB/s of the touched bytes, the time against resident, and the prefetch alone."""
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for nbytes, group in ok.groupby("bytes", sort=True):
+        resident = group.loc[group["case"] == "resident", "median"]
+        for case in CASES:
+            row = group[group["case"] == case]
+            if not len(row):
+                continue
+            row = row.iloc[0]
+            lines.append({
+                "size": format_size(int(nbytes)),
+                "case": case,
+                "GPU ms": f"{row['median']:.3g}",
+                "GB/s": f"{row['gbps']:.3g}",
+                "× resident": f"{row['median'] / resident.iloc[0]:.3g}" if len(resident) else "—",
+                "prefetch alone GB/s": f"{row['prefetch_gbps']:.3g}" if pd.notna(row["prefetch_gbps"]) else "—",
+            })
+    return pd.DataFrame(lines)
+
+
+CASE_STYLES = {"first-touch": ("#d62728", "o"), "prefetch-then-kernel": ("#ff7f0e", "s"), "resident": ("#2ca02c", "D")}
+
+
+def managed_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """GB/s of the touched bytes vs size per case (log scale), with the prefetch alone; GPU ms on the right."""
+    from bench.plots import gpu_label, pyplot, size_axis
+
+    ok = rows[(rows["experiment"] == "managed") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    figure, (rate_ax, time_ax) = plt.subplots(1, 2, figsize=(13, 5.2), constrained_layout=True)
+    for case, line in ok.groupby("case", sort=False):
+        line = line.sort_values("bytes")
+        sizes = line["bytes"].astype(float)
+        color, marker = CASE_STYLES.get(case, ("k", "o"))
+        rate_ax.plot(sizes, line["gbps"], color=color, marker=marker, markersize=4, label=case)
+        time_ax.plot(sizes, line["median"], color=color, marker=marker, markersize=4, label=case)
+        time_ax.fill_between(sizes, line["min"], line["max"], color=color, alpha=0.12, linewidth=0)
+        if case == "prefetch-then-kernel" and line["prefetch_gbps"].notna().any():
+            rate_ax.plot(sizes, line["prefetch_gbps"], color=color, linestyle=":", marker=".",
+                         label="cudaMemPrefetchAsync alone (host → device)")
+    for ax, ylabel in ((rate_ax, "GB/s of touched bytes (10⁹ bytes/s), median"),
+                       (time_ax, "GPU ms, median (band: min–max of samples)")):
+        ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        size_axis(ax, ok["bytes"].to_numpy(dtype=float))
+        ax.set_xlabel("managed bytes the kernel touches")
+        ax.legend(fontsize=8)
+    rate_ax.set_title("Rate", fontsize=10)
+    time_ax.set_title("Time", fontsize=10)
+    mine = rows[rows["experiment"] == "managed"]
+    skipped = int(mine.loc[mine["status"] == "skipped", "bytes"].nunique())
+    figure.suptitle(f"Managed memory on {gpu_label(ok)}: a one-round kernel over pages on the host (first touch), "
+                    "prefetched, or resident" + (f" — {skipped} size(s) skipped" if skipped else ""))
+    return [("managed", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+class ManagedBuffer:
+    """``nbytes`` of managed memory (``cudaMallocManaged``, attached globally); ``words`` is a uint32 numpy view of
+    its whole 4-byte words (the CPU's access), ``ptr`` its address (the GPU's)."""
+
+    def __init__(self, nbytes: int) -> None:
+        if nbytes < 4:
+            raise ValueError("need at least one 4-byte word")
+        self.nbytes = nbytes
+        self.ptr = runtime.mallocManaged(nbytes, runtime.cudaMemAttachGlobal)
+        self.count = nbytes // 4
+        self.words = np.frombuffer((ctypes.c_uint32 * self.count).from_address(self.ptr), dtype=np.uint32)
+
+    def close(self) -> None:
+        self.words = None  # the view goes before the memory behind it
+        if self.ptr:
+            runtime.free(self.ptr)
+            self.ptr = 0
+
+    def __enter__(self) -> ManagedBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def spots(count: int) -> np.ndarray:
+    """Indices of the words to check: SPOT_CHECKS of them evenly spread, the first and last included."""
+    return np.unique(np.linspace(0, count - 1, min(count, SPOT_CHECKS)).round().astype(np.int64))
+
+
+def index_words(indices) -> np.ndarray:
+    """Each word's index as uint32 (wrapping past 2**32): what the CPU writes into it before a verification."""
+    return (np.asarray(indices, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32)
+
+
+class _Managed:
+    """One managed buffer and what the cases do with it: the CPU's touch, the prefetch, the kernel."""
+
+    def __init__(self, buffer: ManagedBuffer, stream, kernel) -> None:
+        self.buffer, self.stream, self.kernel = buffer, stream, kernel
+        self.device = runtime.getDevice()
+        self.page_words = max(1, mmap.PAGESIZE // 4)
+
+    def touch(self) -> None:
+        """The CPU writes one word in every page: every page moves to the host and leaves the GPU."""
+        self.buffer.words[:: self.page_words] = 0
+
+    def gather(self, indices: np.ndarray) -> np.ndarray:
+        """The words at ``indices``, read by the GPU (pages on the GPU stay there) on the stream."""
+        memory = cupy.cuda.UnownedMemory(self.buffer.ptr, self.buffer.nbytes, self.buffer)
+        device_words = cupy.ndarray((self.buffer.count,), dtype=cupy.uint32, memptr=cupy.cuda.MemoryPointer(memory, 0))
+        with self.stream:
+            got = device_words[cupy.asarray(indices)].get()
+        self.stream.synchronize()
+        return got
+
+    def prefetch(self) -> None:
+        """cudaMemPrefetchAsync of the whole buffer to this GPU, on the stream (CuPy builds the CUDA 13 location)."""
+        runtime.memPrefetchAsync(self.buffer.ptr, self.buffer.nbytes, self.device, self.stream.ptr)
+
+    def run_kernel(self) -> None:
+        self.kernel.launch(self.stream, self.buffer.ptr, self.buffer.count, ROUNDS)
+
+    def problem(self, case: str) -> str | None:
+        """Touch every page, write a sample of words' index into them, run the case once, check those words; None
+        if right, else what went wrong."""
+        checked = spots(self.buffer.count)
+        self.touch()
+        self.buffer.words[checked] = index_words(checked)
+        if case != "first-touch":
+            self.prefetch()
+            if case == "resident":
+                self.stream.synchronize()
+        self.run_kernel()
+        self.stream.synchronize()
+        got = self.gather(checked)
+        expected = kernels.mix_reference(index_words(checked), ROUNDS)
+        wrong = np.flatnonzero(got != expected)
+        if wrong.size:
+            index = int(checked[wrong[0]])
+            return (f"kernel result wrong in {wrong.size} of {checked.size} words checked (word {index}: "
+                    f"{int(got[wrong[0]]):#x}, expected {int(expected[wrong[0]]):#x})")
+        return None
+
+
+def _first_touch(managed: _Managed, context: Context) -> tuple[GpuTiming, dict]:
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            managed.run_kernel()
+
+    timing = context.timer(MIGRATE_PURPOSE).each(managed.touch, enqueue, [managed.stream],
+                                                 metric=METRICS["first-touch"], gated=True)
+    return timing, {"kernel_ms": timing.median_ms}
+
+
+def _prefetch_then_kernel(managed: _Managed, context: Context) -> tuple[GpuTiming, dict]:
+    """Timed ungated, with events around the prefetch and the kernel; each run's timeline is read in the next
+    run's untimed preparation (its batch has finished by then), and the last after sampling."""
+    timeline = Timeline()
+    parts: list[dict[str, float]] = []
+    pending = [False]
+
+    def collect() -> None:
+        if pending[0]:
+            parts.append({op["op"]: op["end_ms"] - op["start_ms"] for op in timeline.read()})
+            pending[0] = False
+
+    def prepare() -> None:
+        collect()
+        managed.touch()
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            timeline.start(managed.stream)
+            with timeline.op(managed.stream, {"op": "prefetch"}):
+                managed.prefetch()
+            with timeline.op(managed.stream, {"op": "kernel"}):
+                managed.run_kernel()
+            pending[0] = True
+
+    try:
+        timing = context.timer(MIGRATE_PURPOSE).each(prepare, enqueue, [managed.stream],
+                                                     metric=METRICS["prefetch-then-kernel"], gated=False)
+        collect()
+    finally:
+        timeline.close()
+    sampled = parts[-len(timing.samples.values):]  # the warm-up runs came first
+    prefetch_ms = Summary.of([part["prefetch"] for part in sampled]).median
+    return timing, {"prefetch_ms": prefetch_ms, "prefetch_gbps": managed.buffer.nbytes / (prefetch_ms * 1e6),
+                    "kernel_ms": Summary.of([part["kernel"] for part in sampled]).median}
+
+
+def _resident(managed: _Managed, context: Context) -> tuple[GpuTiming, dict]:
+    managed.prefetch()
+    managed.stream.synchronize()
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            managed.run_kernel()
+
+    timing = context.timer().measure(enqueue, [managed.stream], metric=METRICS["resident"], gated=True)
+    return timing, {"kernel_ms": timing.median_ms}
+
+
+TIMED: dict[str, Callable[[_Managed, Context], tuple[GpuTiming, dict]]] = {
+    "first-touch": _first_touch, "prefetch-then-kernel": _prefetch_then_kernel, "resident": _resident}
+
+
+def _measure(config: Config, managed: _Managed, free_bytes: int, context: Context) -> Row:
+    case = config["case"]
+    row = {**config, **Samples.missing("ms", "gpu", METRICS[case], case != "prefetch-then-kernel"), "gbps": np.nan,
+           "kernel_ms": np.nan, "prefetch_ms": np.nan, "prefetch_gbps": np.nan, "free_bytes": free_bytes,
+           "verified": False, "status": "failed", "error": ""}
+    wrong = managed.problem(case)
+    if wrong:
+        row["error"] = wrong
+        return row
+    row["verified"] = True
+    try:
+        timing, extra = TIMED[case](managed, context)
+    except MeasurementFailed as error:
+        row["error"] = str(error)
+        return row
+    row.update(timing.samples.columns(), **extra, status="ok",
+               gbps=managed.buffer.nbytes / (timing.median_ms * 1e6))
+    return row
+
+
+def _not_measured(configs: Sequence[Config], status: str, reason: str, free_bytes: int | None) -> Iterator[Row]:
+    for config in configs:
+        yield {**config, "status": status, "error": reason, "free_bytes": free_bytes}
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    """One managed buffer per run of configurations of one size, allocated only if it fits (see too_large)."""
+    device = runtime.getDevice()
+    if not runtime.deviceGetAttribute(runtime.cudaDevAttrConcurrentManagedAccess, device):
+        yield from _not_measured(configs, "unsupported", "the device lacks concurrent managed access "
+                                 "(cudaDevAttrConcurrentManagedAccess is 0): no page faults, no prefetch to it", None)
+        return
+    stream = cupy.cuda.Stream(non_blocking=True)
+    kernel = kernels.MixKernel()
+    for nbytes, group in groupby(configs, key=lambda config: config["bytes"]):
+        group = list(group)
+        cupy.get_default_memory_pool().free_all_blocks()
+        free_bytes = int(runtime.memGetInfo()[0])
+        reason = too_large(nbytes, free_bytes)
+        if reason:
+            yield from _not_measured(group, "skipped", reason, free_bytes)
+            continue
+        with ManagedBuffer(nbytes) as buffer:
+            managed = _Managed(buffer, stream, kernel)
+            try:
+                for config in group:
+                    yield _measure(config, managed, free_bytes, context)
+            finally:
+                stream.synchronize()
+
+
+EXPERIMENT = Experiment(
+    name="managed",
+    description="cudaMallocManaged: a kernel over pages on the host (first touch), after cudaMemPrefetchAsync, "
+                "or resident",
+    axes={"bytes": (64 << 20, 256 << 20), "case": CASES},
+    quick={"bytes": (16 << 20,)},
+    full={"bytes": (4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    valid=valid,
+    memory_needed=memory_needed,
+    figures=(managed_figure,),
+    stop_rules={MIGRATE_PURPOSE: MIGRATE_RULE},
+    order=14,
+    share_s=3,
+)
