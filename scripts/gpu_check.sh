@@ -3,7 +3,7 @@
 # a tarball of results/ and plots/ goes to $OUT (device tool) or ./gpu-out after every step.
 #   bash scripts/gpu_check.sh STEP...
 # A step is one argument:
-#   "tests [pytest args]"       the GPU tests
+#   "tests PYTEST-ARGS"         the GPU tests: "tests tests" for all, or named files
 #   "startup"                   where an experiment's process spends its first seconds (scripts/startup.py)
 #   "quick"                     a timed --quick sweep into results/_quick/
 #   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
@@ -11,10 +11,13 @@
 #                               "full" steps; its figures into plots/full/ once complete
 #   "agree-full"                the --full grid of the experiments the agreement check reads (bandwidth, blocking,
 #                               serialization; overlap's pinned pipelines at 256 MiB) into results/_agreement/
+#   "firstcall-compile"         the firstcall experiment's compiling steps (--full only) into results/_full/
 #   "agree"                     the default sweep and results/_agreement/ of this machine, headline by headline
 #   "reference"                 the C++ cudaMemcpyAsync loop against the newest bandwidth results
 #   "paths-reference"           the C++ SM-copy, latency, round-trip and launch loops (scripts/reference_paths.cu)
 #                               against the newest results
+#   "nvbandwidth"               NVIDIA's nvbandwidth (v0.8, 66746a3), built here from the source carried in
+#                               .peers/nvbandwidth, against the newest results (scripts/compare_nvbandwidth.py)
 #   "machine"                   CPUs, NUMA nodes, GPU topology, CUDA headers and libraries of this machine
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
 #                               sync debug mode)
@@ -68,6 +71,23 @@ paths_reference() {
   /tmp/reference_paths > "$reference" && python3 scripts/compare_paths.py "$results" "$reference"
 }
 
+nvbandwidth() {
+  local source=/tmp/nvbandwidth-src build=/tmp/nvbandwidth-build results reference
+  [ -d .peers/nvbandwidth ] || { echo "no nvbandwidth source in .peers/nvbandwidth"; return; }
+  if [ ! -x "$build/nvbandwidth" ]; then
+    rm -rf "$source" && cp -r .peers/nvbandwidth "$source"
+    sed -i 's/set(Boost_USE_STATIC_LIBS ON)/set(Boost_USE_STATIC_LIBS OFF)/' "$source/CMakeLists.txt"  # shared Boost here
+    cmake -S "$source" -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release > /tmp/nvbandwidth-cmake.log 2>&1 \
+      && cmake --build "$build" -j 16 >> /tmp/nvbandwidth-cmake.log 2>&1 || { tail -30 /tmp/nvbandwidth-cmake.log; return; }
+  fi
+  results=$(newest)
+  reference="results/_references/$(basename "${results%.parquet}")-nvbandwidth.json"
+  "$build/nvbandwidth" -b 256 -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
+    host_to_device_bidirectional_memcpy_ce device_to_host_bidirectional_memcpy_ce device_local_copy \
+    host_to_device_memcpy_sm device_to_host_memcpy_sm host_device_latency_sm > "$reference"
+  python3 scripts/compare_nvbandwidth.py "$results" "$reference"
+}
+
 machine() {
   lscpu | grep -E "^(Model name|Socket|NUMA|CPU\(s\))"
   nvidia-smi topo -m
@@ -101,17 +121,21 @@ EOF
     read -r -a words <<< "$step"
     echo "== $(date -u +%T) $step"
     case "${words[0]}" in
-      tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" tests 2>&1 | grep -v Warning | tail -80 ;;
+      tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" 2>&1 | grep -v Warning | tail -80 ;;
       startup) python3 scripts/startup.py ;;
       quick) timed python3 -m bench sweep --quick --out results/_quick ;;
       sweep) sweep "${words[@]:1}" ;;
       full) full "${words[@]:1}" ;;
+      firstcall-compile)
+        timed python3 -m bench sweep --full --experiments firstcall --axis call=numba-first-call,cupy-first-compile \
+          --out results/_full ;;
       agree-full)
         timed python3 -m bench sweep --full --experiments bandwidth,blocking,serialization --out results/_agreement
         timed python3 -m bench sweep --full --experiments overlap --axis host_memory=pinned --sizes 256MiB \
           --out results/_agreement ;;
       agree) python3 scripts/agreement.py "$(newest)" results/_agreement | tee "results/_logs/$stamp-agreement.txt" ;;
       paths-reference) paths_reference ;;
+      nvbandwidth) nvbandwidth ;;
       machine) machine ;;
       reference) reference ;;
       faulty) python3 scripts/inject_fault.py "${words[@]:1}" ;;

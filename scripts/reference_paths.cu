@@ -23,8 +23,8 @@
 //   starting where the previous one ended (the offset is kept in `result`), so successive launches walk on through
 //   the chain and a working set beyond the L2 cache is read from DRAM; median time / 4096 in ns.
 // roundtrip_h2d, roundtrip_d2h (host µs): std::chrono::steady_clock around cudaMemcpyAsync(size) between pinned
-//   host and device memory; cudaEventRecord(e, stream); cudaEventSynchronize(e) (e has default flags, as CuPy's
-//   Event()). Sizes 4 B .. 64 KiB. 100 warm-ups, then 501 repetitions; median.
+//   host and device memory; cudaEventRecord(e, stream); cudaEventSynchronize(e) (e created with
+//   cudaEventDisableTiming, as bench's round trip does). Sizes 4 B .. 64 KiB. 100 warm-ups, then 501 repetitions; median.
 // launch_kernel (host µs, bytes 0): one sample = host time of 100 back-to-back launches of an empty
 //   `empty(unsigned int*, long long, int)` kernel <<<1, 1, 0, stream>>>, / 100; then cudaStreamSynchronize,
 //   untimed. 20 warm-up samples, then 201 samples; median.
@@ -239,19 +239,28 @@ void chase(const Gpu &gpu, const char *test, const unsigned char *base, size_t b
   print_row(test, bytes, median(ns), "ns", kChaseReps);
 }
 
-void chases(const Gpu &gpu, unsigned char *host, unsigned char *host_mapped, unsigned char *device) {
+void chases(const Gpu &gpu) {
+  // Each chase gets buffers of exactly its working set, allocated for it (as bench does): a chain inside a larger
+  // allocation can sit on differently mapped pages, and DRAM latency includes the page-table walk.
   uint64_t *result = nullptr;
   CHECK(cudaMalloc(&result, sizeof(uint64_t)));
   const size_t sizes[] = {size_t(1) << 20, size_t(1) << 28};
   for (size_t bytes : sizes) {
+    unsigned char *host = nullptr, *host_mapped = nullptr;
+    CHECK(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+    CHECK(cudaHostGetDevicePointer(reinterpret_cast<void **>(&host_mapped), host, 0));
     const uint64_t expected = build_chain(host, bytes, 7 + bytes);
     chase(gpu, "chase_host", host_mapped, bytes, expected, result);
+    CHECK(cudaFreeHost(host));
   }
   for (size_t bytes : sizes) {
+    unsigned char *device = nullptr;
+    CHECK(cudaMalloc(&device, bytes));
     std::vector<unsigned char> chain(bytes);
     const uint64_t expected = build_chain(chain.data(), bytes, 7 + bytes);
     CHECK(cudaMemcpy(device, chain.data(), bytes, cudaMemcpyHostToDevice));
     chase(gpu, "chase_device", device, bytes, expected, result);
+    CHECK(cudaFree(device));
   }
   CHECK(cudaFree(result));
 }
@@ -260,7 +269,7 @@ void chases(const Gpu &gpu, unsigned char *host, unsigned char *host_mapped, uns
 
 void roundtrips(const Gpu &gpu, unsigned char *host, unsigned char *device) {
   cudaEvent_t done;
-  CHECK(cudaEventCreate(&done));
+  CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   const size_t sizes[] = {4, 64, 1024, 4096, 16384, 65536};
   for (int d = 0; d < 2; ++d) {
     const bool h2d = d == 0;
@@ -343,7 +352,7 @@ int main() {
 
   std::printf("test,bytes,median,unit,samples\n");
   sm_copies(gpu, host, host_mapped, device, largest);
-  chases(gpu, host, host_mapped, device);
+  chases(gpu);
   roundtrips(gpu, host, device);
   launches(gpu);
 
