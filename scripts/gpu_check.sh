@@ -76,8 +76,12 @@ nvbandwidth() {
   [ -d .peers/nvbandwidth ] || { echo "no nvbandwidth source in .peers/nvbandwidth"; return; }
   if [ ! -x "$build/nvbandwidth" ]; then
     rm -rf "$source" && cp -r .peers/nvbandwidth "$source"
-    sed -i 's/set(Boost_USE_STATIC_LIBS ON)/set(Boost_USE_STATIC_LIBS OFF)/' "$source/CMakeLists.txt"  # shared Boost here
-    cmake -S "$source" -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release > /tmp/nvbandwidth-cmake.log 2>&1 \
+    # This machine has Boost's headers and libraries but not its CMake package: link the library by name, and
+    # the driver's libraries through the toolkit's stubs (the real ones load at run time).
+    sed -i -e 's/^find_package(Boost COMPONENTS program_options REQUIRED)//' \
+      -e 's/Boost::program_options/boost_program_options/' "$source/CMakeLists.txt"
+    cmake -S "$source" -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_EXE_LINKER_FLAGS="-L/usr/local/cuda/lib64/stubs" > /tmp/nvbandwidth-cmake.log 2>&1 \
       && cmake --build "$build" -j 16 >> /tmp/nvbandwidth-cmake.log 2>&1 || { tail -30 /tmp/nvbandwidth-cmake.log; return; }
   fi
   results=$(newest)

@@ -22,7 +22,7 @@ MODES = ("quick", "default", "full")
 DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200
 QUICK_BUDGET_S = 20.0
 STARTUP_S = 3.0  # the parent's imports, NVML, the fork server's imports (measured: scripts/startup.py)
-PROCESS_S = 0.5  # per experiment: a process forked from the server, its CUDA context, its kernels loaded
+PROCESS_S = 0.2  # per process: forked from the server, its CUDA context (0.12–0.16 s in the H200 default sweep)
 QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
 
@@ -59,7 +59,8 @@ class Plan:
     def estimate_s(self) -> float:
         if not self.configs:
             return 0.0
-        return PROCESS_S * len(self.parts()) + sum(self.seconds(config) for config in self.configs)
+        processes = len(self.parts())
+        return (PROCESS_S + self.experiment.setup_s) * processes + sum(self.seconds(config) for config in self.configs)
 
 
 def estimate_s(plans: Sequence[Plan]) -> float:

@@ -55,6 +55,7 @@ class Experiment:
     stop_rules: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # purpose -> StopRule changes
     size_axis: str = "bytes"  # the axis --sizes replaces ("" for none)
     order: int = 100  # position in the default sweep
+    setup_s: float = 0.0  # per process, before the first row: compiling its kernels, allocating, calibrating
     share_s: float = 5.0  # its share of the default sweep's budget (bench.plan.DEFAULT_BUDGET_S), process included
     row_timeout_s: float = 300.0  # the runner stops a process that yields no row for this long (a hung call)
     process_axis: str = ""  # an axis whose every value needs a process of its own (an environment variable or a

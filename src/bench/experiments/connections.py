@@ -95,7 +95,7 @@ def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
     for connections in CONNECTIONS:
         group = spins[spins["connections"] == connections].sort_values("streams")
         if len(group):
-            ax.plot(group["streams"], group["spin_lengths"], "-o", label=f"{VARIABLE}={connections}",
+            ax.plot(group["streams"], group["spin_lengths"], marker="o", label=f"{VARIABLE}={connections}",
                     linestyle="--" if connections == "1 after init" else "-")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(STREAMS), [str(value) for value in STREAMS])
@@ -167,5 +167,5 @@ EXPERIMENT = Experiment(
     before_cuda=before_cuda,
     size_axis="",
     order=35,
-    share_s=9,
+    share_s=8,
 )

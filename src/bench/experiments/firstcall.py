@@ -205,5 +205,5 @@ EXPERIMENT = Experiment(
     before_cuda=before_cuda,
     size_axis="",
     order=45,
-    share_s=3,
+    share_s=2,
 )

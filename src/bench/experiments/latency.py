@@ -156,5 +156,5 @@ EXPERIMENT = Experiment(
     memory_needed=memory_needed,
     figures=(latency_figure,),
     order=15,
-    share_s=3,
+    share_s=2,
 )

@@ -54,7 +54,7 @@ def classify(first: tuple[float, float], second: tuple[float, float], spin_ms: f
 
 
 def seconds(config: Config, rule: StopRule) -> float:
-    return 0.005 + MIN_REPEATS * 1.25 * SPIN_MS / 1e3  # two spins: 1× when they overlap, 2× when serialized
+    return 0.013 + MIN_REPEATS * 1.25 * SPIN_MS / 1e3  # two spins: 1× when they overlap, 2× when serialized
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
