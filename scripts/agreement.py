@@ -73,11 +73,13 @@ def verdicts(default: pd.DataFrame, full: pd.DataFrame, name: str) -> bool:
 
 def main() -> int:
     default, full = _newest(sys.argv[1]), _newest(sys.argv[2])
-    uuids = set(default["gpu_uuid"].dropna()) | set(full["gpu_uuid"].dropna())
-    print(f"GPU(s): {', '.join(sorted(uuids))}")
+    uuids = set(default["gpu_uuid"].dropna())
     if len(uuids) != 1:
-        print("agreement: NO (the two sweeps must come from one GPU)")
+        print(f"agreement: NO (the default sweep must come from one GPU, not {', '.join(sorted(uuids))})")
         return 1
+    (uuid,) = uuids
+    full = full[full["gpu_uuid"] == uuid]  # the full grid of the same GPU only
+    print(f"GPU: {uuid}; full-grid rows of it: {len(full)}")
     results = [bandwidth(default, full), overlap(default, full), verdicts(default, full, "blocking"),
                verdicts(default, full, "serialization")]
     print("agreement:", "yes" if all(results) else "NO")

@@ -17,7 +17,9 @@
 #   "paths-reference"           the C++ SM-copy, latency, round-trip and launch loops (scripts/reference_paths.cu)
 #                               against the newest results
 #   "nvbandwidth"               NVIDIA's nvbandwidth (v0.8, 66746a3), built here from the source carried in
-#                               .peers/nvbandwidth, against the newest results (scripts/compare_nvbandwidth.py)
+#                               .peers/ (not in git: fetch it, see the README), against the newest
+#                               results/_nvbandwidth/ sweep, or the newest results (scripts/compare_nvbandwidth.py)
+#   "nvbandwidth-sweep"         bench's figures nvbandwidth is compared with, at 256 MiB and 1 MiB, on this machine
 #   "machine"                   CPUs, NUMA nodes, GPU topology, CUDA headers and libraries of this machine
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
 #                               sync debug mode)
@@ -71,22 +73,21 @@ paths_reference() {
   /tmp/reference_paths > "$reference" && python3 scripts/compare_paths.py "$results" "$reference"
 }
 
-nvbandwidth() {
-  local source=/tmp/nvbandwidth-src build=/tmp/nvbandwidth-build results reference
+nvbandwidth() {  # built with nvcc alone: this machine has Boost's headers but not its program_options library, so
+  # that library's sources (boost-1.83.0, matching the headers) are compiled in from .peers/boost_program_options
+  local build=/tmp/nvbandwidth results reference
   [ -d .peers/nvbandwidth ] || { echo "no nvbandwidth source in .peers/nvbandwidth"; return; }
-  if [ ! -x "$build/nvbandwidth" ]; then
-    rm -rf "$source" && cp -r .peers/nvbandwidth "$source"
-    # This machine has Boost's headers and libraries but not its CMake package: link the library by name, and
-    # the driver's libraries through the toolkit's stubs (the real ones load at run time).
-    sed -i -e 's/^find_package(Boost COMPONENTS program_options REQUIRED)//' \
-      -e 's/Boost::program_options/boost_program_options/' "$source/CMakeLists.txt"
-    cmake -S "$source" -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_EXE_LINKER_FLAGS="-L/usr/local/cuda/lib64/stubs" > /tmp/nvbandwidth-cmake.log 2>&1 \
-      && cmake --build "$build" -j 16 >> /tmp/nvbandwidth-cmake.log 2>&1 || { tail -30 /tmp/nvbandwidth-cmake.log; return; }
+  if [ ! -x "$build" ]; then
+    (cd .peers/nvbandwidth && nvcc -O3 -std=c++17 -arch=sm_90 -I. -DGIT_VERSION='"v0.8-66746a3"' \
+      testcase.cpp testcases_ce.cpp testcases_sm.cpp kernels.cu memcpy.cpp nvbandwidth.cpp multinode_memcpy.cpp \
+      multinode_testcases.cpp output.cpp json_output.cpp json/jsoncpp.cpp \
+      $(ls ../boost_program_options/src/*.cpp | grep -v winmain) \
+      -L/usr/local/cuda/lib64/stubs -lnvidia-ml -lcuda -o "$build") || { echo "nvbandwidth did not build"; return; }
   fi
-  results=$(newest)
+  results=$(ls results/_nvbandwidth/*.parquet 2>/dev/null | sort | tail -1)
+  [ -n "$results" ] || results=$(newest)
   reference="results/_references/$(basename "${results%.parquet}")-nvbandwidth.json"
-  "$build/nvbandwidth" -b 256 -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
+  "$build" -b 256 -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
     host_to_device_bidirectional_memcpy_ce device_to_host_bidirectional_memcpy_ce device_local_copy \
     host_to_device_memcpy_sm device_to_host_memcpy_sm host_device_latency_sm > "$reference"
   python3 scripts/compare_nvbandwidth.py "$results" "$reference"
@@ -140,6 +141,9 @@ EOF
       agree) python3 scripts/agreement.py "$(newest)" results/_agreement | tee "results/_logs/$stamp-agreement.txt" ;;
       paths-reference) paths_reference ;;
       nvbandwidth) nvbandwidth ;;
+      nvbandwidth-sweep)
+        timed python3 -m bench sweep --experiments bandwidth,zerocopy,latency --sizes 1MiB,256MiB \
+          --axis host_memory=pinned,device --out results/_nvbandwidth ;;
       machine) machine ;;
       reference) reference ;;
       faulty) python3 scripts/inject_fault.py "${words[@]:1}" ;;

@@ -275,7 +275,7 @@ def test_serialization_controls(cupy):
     frame = rows_of("serialization", configs)
     assert list(frame["status"]) == ["ok"] * 4, list(frame["error"])
     nothing, device_sync, null_blocking, null_non_blocking = (row for _, row in frame.iterrows())
-    assert nothing["verdict"] == "overlaps" and nothing["overlap_ms"] > 15
+    assert nothing["verdict"] == "overlaps" and nothing["overlap_ms"] > 0.75 * nothing["spin_ms"]
     assert device_sync["verdict"] == "serializes" and device_sync["host_waited"]
     assert null_blocking["verdict"] == "serializes" and not null_blocking["host_waited"]  # NULL stream, on the GPU
     assert null_non_blocking["verdict"] == "overlaps"
@@ -336,8 +336,9 @@ def test_cli_quick_sweep_then_plot(tmp_path):
     rows = pd.read_parquet(path)  # plain pandas: integers stay integers
     assert str(rows["bytes"].dtype) == "Int64" and str(rows["streams"].dtype) == "Int64"
     assert (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
-    # --sizes replaces each experiment's size axis: overlap's payload too (64 KiB and 4 MiB, 24 pipelines each)
-    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 48
+    # --sizes replaces each experiment's size axis: overlap's payload too (64 KiB and 4 MiB, 16 pipelines each: 2
+    # allocators × 2 launch ways × 2 chunk counts × the streams both the quick and the default sweep keep, 1 and 4)
+    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 32
     timeline = pd.read_parquet(tmp_path / "results" / "_timeline" / path.name)
     assert {"stream", "chunk", "op", "start_ms", "end_ms", "streams", "run_id"} <= set(timeline.columns)
     assert len(pd.read_parquet(tmp_path / "results")) == len(rows)  # the directory reads as the main table alone
@@ -425,7 +426,9 @@ def test_injected_illegal_address_ends_only_its_experiment(tmp_path):
     by = {name: group for name, group in rows.groupby("experiment")}
     assert (by["bandwidth"]["status"] == "ok").all() and (by["graphs"]["status"] == "ok").all()
     launch = by["launch"]
-    assert list(launch["status"]) == ["ok", "failed", "failed"], launch[["status", "error"]]
+    from bench.experiments.launch import PATHS
+
+    assert list(launch["status"]) == ["ok"] + ["failed"] * (len(PATHS) - 1), launch[["status", "error"]]
     assert launch["error"].iloc[1:].str.contains("IllegalAddress|illegal", case=False).all()
 
 
