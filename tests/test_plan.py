@@ -238,19 +238,23 @@ def test_every_experiment_fits_its_share_of_the_default_budget():
 
 
 def test_the_time_model_predicts_the_committed_default_sweep():
-    """Each experiment's expected time against what the committed H200 default sweep took (its file's metadata):
-    within 25%, so the plan, the ETA and --budget mean something."""
+    """Each experiment's expected time against what the committed H200 default sweeps of this plan took (their files'
+    metadata), within 25%, so the plan, the ETA and --budget mean something. The model is of a machine whose kernel
+    caches are warm: a fresh machine's first sweep also compiles every kernel, so each experiment is held to its
+    fastest committed run."""
     import json
     from pathlib import Path
 
     import pyarrow.parquet as pq
 
-    runs = sorted((Path(__file__).resolve().parents[1] / "results").glob("*.parquet"))
-    runs = [run for run in runs if json.loads(pq.read_schema(run).metadata[b"bench"]).get("mode") == "default"]
+    plans = plan.make()
+    planned = sum(len(item.configs) for item in plans)
+    runs = [json.loads(pq.read_schema(run).metadata[b"bench"])
+            for run in sorted((Path(__file__).resolve().parents[1] / "results").glob("*.parquet"))]
+    runs = [run for run in runs if run.get("mode") == "default" and run.get("planned") == planned]
     if not runs:
-        pytest.skip("no committed default sweep in results/")
-    measured = json.loads(pq.read_schema(runs[-1]).metadata[b"bench"])["wall_s"]
-    for item in plan.make():
-        if item.experiment.name in measured:
-            assert abs(item.estimate_s / measured[item.experiment.name] - 1) < 0.25, (item.experiment.name,
-                                                                                      item.estimate_s)
+        pytest.skip("no committed default sweep of this plan in results/")
+    for item in plans:
+        measured = [run["wall_s"][item.experiment.name] for run in runs if item.experiment.name in run["wall_s"]]
+        assert measured, item.experiment.name
+        assert abs(item.estimate_s / min(measured) - 1) < 0.25, (item.experiment.name, item.estimate_s, measured)

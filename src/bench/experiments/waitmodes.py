@@ -71,9 +71,9 @@ def waitmodes_figure(rows: pd.DataFrame, tables: dict) -> list:
                  color="#1f77b4")
     for y, value in enumerate(ok["median"]):
         wake_ax.text(value, y, f" {value:.1f}", va="bottom", fontsize=8)
-    wake_ax.set_xlabel("µs from the kernel's end to the host's return (median; whiskers: min–max)")
+    wake_ax.set_title("µs from the kernel's end to the host's return\n(median; whiskers: min–max)", fontsize=9)
     cpu_ax.barh(labels, ok["cpu_fraction"] * 100, color="#d62728")
-    cpu_ax.set_xlabel("CPU busy while waiting, % of one core (process CPU time / wall time)")
+    cpu_ax.set_title("CPU busy while waiting, % of one core\n(process CPU time / wall time)", fontsize=9)
     wake_ax.invert_yaxis()
     figure.suptitle(f"How the host waits, on {gpu_label(ok)} (a {SPIN_MS:g} ms kernel)")
     return [("waitmodes", figure)]
