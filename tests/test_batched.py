@@ -14,7 +14,7 @@ import synthetic
 from bench import plan, store
 from bench.experiments import batched, registry
 from bench.schema import check_row, schema_of, suite_columns
-from bench.timing import Context, Samples
+from bench.timing import Context
 
 EXPERIMENT = batched.EXPERIMENT
 

@@ -52,3 +52,11 @@ def test_git_commit(monkeypatch):
 
 def test_no_gpu_reason_is_one_line(no_gpu):
     assert no_gpu.startswith("no CUDA GPU visible") and "\n" not in no_gpu
+
+
+def test_cpu_ranges_round_trip():
+    from bench.env import cpu_ranges, parse_cpu_ranges
+
+    assert cpu_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
+    assert parse_cpu_ranges("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]
+    assert cpu_ranges([]) == "" and parse_cpu_ranges("") == []

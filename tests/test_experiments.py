@@ -406,3 +406,26 @@ def test_graphs_description():
     table = graphs.headline(synthetic.frame(synthetic.graphs_records(wrong_results=2)))
     assert "2 wrong of 100 trials" in set(table["outcome"])
     assert any("cudaErrorStreamCaptureUnsupported" in text for text in table["outcome"])
+
+
+def test_by_host_memory_allocates_each_kind_once_for_its_largest_configuration():
+    from bench.experiments.bandwidth import by_host_memory
+
+    made = []
+
+    class Buffers:
+        def __init__(self, host_memory, nbytes):
+            made.append(("made", host_memory, nbytes))
+            self.host_memory = host_memory
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            made.append(("freed", self.host_memory))
+
+    configs = [{"host_memory": "pinned", "bytes": 4}, {"host_memory": "pageable", "bytes": 8},
+               {"host_memory": "pinned", "bytes": 16}]
+    rows = list(by_host_memory(configs, Buffers, lambda config, buffers: (config["bytes"], buffers.host_memory)))
+    assert rows == [(4, "pinned"), (16, "pinned"), (8, "pageable")]
+    assert made == [("made", "pinned", 16), ("freed", "pinned"), ("made", "pageable", 8), ("freed", "pageable")]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from gpu_rows import quick_context, rows_of
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,27 +23,6 @@ def cupy():
     import cupy
 
     return cupy
-
-
-def quick_context(**changes):
-    from bench.timing import Context, StopRule
-
-    rule = StopRule(min_samples=5, time_cap_s=0.1).replace(**changes)
-    return Context({"default": rule, "stage": rule})
-
-
-def rows_of(name: str, configs, context=None) -> pd.DataFrame:
-    """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
-    from bench import store
-    from bench.experiments import registry
-    from bench.schema import check_row
-
-    rows = list(registry()[name].measure(configs, context or quick_context()))
-    schema = store.suite_schema()
-    for row in rows:
-        check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
-                  schema)
-    return store.typed(pd.DataFrame(rows), schema)
 
 
 def _finished(runtime, event) -> bool:

@@ -1,8 +1,8 @@
 """The batched-copy experiment on a real GPU, at small sizes. Skipped (with the reason) where no GPU is visible, and
 where the driver has no batched copy (CUDA < 12.8)."""
 
-import pandas as pd
 import pytest
+from gpu_rows import rows_of
 
 pytestmark = pytest.mark.gpu
 
@@ -22,27 +22,6 @@ def api(cupy):
     if isinstance(found, str):
         pytest.skip(f"no batched copy here: {found}")
     return found
-
-
-def quick_context(**changes):
-    from bench.timing import Context, StopRule
-
-    rule = StopRule(min_samples=5, time_cap_s=0.1).replace(**changes)
-    return Context({"default": rule})
-
-
-def rows_of(name: str, configs, context=None) -> pd.DataFrame:
-    """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
-    from bench import store
-    from bench.experiments import registry
-    from bench.schema import check_row
-
-    rows = list(registry()[name].measure(configs, context or quick_context()))
-    schema = store.suite_schema()
-    for row in rows:
-        check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
-                  schema)
-    return store.typed(pd.DataFrame(rows), schema)
 
 
 def test_the_driver_entry_point_matches_its_version(api):

@@ -1,5 +1,6 @@
 """hostmemory and managed on a real GPU, at small sizes. Skipped (with the reason) where no GPU is visible."""
 
+import gpu_rows
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,25 +17,11 @@ def cupy():
     return cupy
 
 
-def quick_context(**changes):
-    from bench.timing import Context, StopRule
-
-    rule = StopRule(min_samples=5, time_cap_s=0.1).replace(**changes)
-    return Context({"default": rule, "cpu": rule, "migrate": rule.replace(warmup_batches=0)})
-
-
-def rows_of(name: str, configs, context=None) -> pd.DataFrame:
-    """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
-    from bench import store
-    from bench.experiments import registry
-    from bench.schema import check_row
-
-    rows = list(registry()[name].measure(configs, context or quick_context()))
-    schema = store.suite_schema()
-    for row in rows:
-        check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
-                  schema)
-    return store.typed(pd.DataFrame(rows), schema)
+def rows_of(name: str, configs) -> pd.DataFrame:
+    """The shared helper's rows, with managed's migrations sampled without a warm-up batch."""
+    context = gpu_rows.quick_context()
+    context.rules["migrate"] = context.rule().replace(warmup_batches=0)
+    return gpu_rows.rows_of(name, configs, context)
 
 
 # --- hostmemory -------------------------------------------------------------------------------------------------

@@ -8,23 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from gpu_rows import rows_of
 
 pytestmark = pytest.mark.gpu
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-def rows_of(name: str, configs) -> pd.DataFrame:
-    from bench import store
-    from bench.experiments import registry
-    from bench.schema import check_row
-    from bench.timing import Context, StopRule
-
-    rule = StopRule(min_samples=5, time_cap_s=0.1)
-    rows = list(registry()[name].measure(configs, Context({"default": rule, "stage": rule, "pageable": rule})))
-    schema = store.suite_schema()
-    for row in rows:
-        check_row({"experiment": name, **row}, schema)
-    return store.typed(pd.DataFrame(rows), schema)
 
 
 def sweep(tmp_path: Path, *args: str) -> pd.DataFrame:

@@ -1,7 +1,6 @@
 """The hostmemory and managed experiments without a GPU: descriptions, plans, the pure logic (the skip rule, the
 checksum, the spot checks), and headlines and figures of synthetic rows shaped like a sweep's."""
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -11,7 +10,7 @@ import synthetic
 from bench import plan, store
 from bench.experiments import hostmemory, managed, registry
 from bench.schema import check_row, schema_of, suite_columns
-from bench.timing import Samples, StopRule
+from bench.timing import StopRule
 
 MiB = 1 << 20
 

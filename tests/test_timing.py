@@ -352,6 +352,20 @@ def test_timer_fixed_batch_size_and_run_once(fake):
         timer.measure(_enqueue(log, runtime), [], metric="m")
 
 
+def test_timer_each_prepares_every_sample_and_times_one_operation(fake):
+    """Work that needs a fresh state: prepare() before every batch (warm-up included), one operation per sample."""
+    log, runtime = fake
+    timer = Timer(StopRule(min_samples=3, warmup_batches=2))
+    timer._gate = FakeGate(log)
+    result = timer.each(lambda: log.append(("prepare",)), _enqueue(log, runtime), [FakeStream(1)], metric="m")
+    kinds = [kind for kind in _kinds(log) if kind in ("prepare", "enqueue")]
+    assert kinds == ["prepare", "enqueue"] * 5  # two warm-ups, three samples
+    assert [entry[1] for entry in log if entry[0] == "enqueue"] == [1] * 5
+    assert result.samples.values == [0.25] * 3 and result.samples.ops_per_sample == 1
+    assert (result.samples.metric, result.samples.gated) == ("m", True) and result.stream_ms == [[0.25] * 3]
+    assert runtime.created == runtime.destroyed == 2
+
+
 class ClockRuntime:
     """Events on a simulated GPU clock: each record stamps the GPU time at which the work before it finishes."""
 

@@ -181,6 +181,15 @@ def cpu_ranges(cpus: list[int]) -> str:
     return ",".join(f"{low}-{high}" if high > low else str(low) for low, high in ranges)
 
 
+def parse_cpu_ranges(text: str) -> list[int]:
+    """``"0-2,5"`` → ``[0, 1, 2, 5]`` (the inverse of :func:`cpu_ranges`; ``""`` → ``[]``)."""
+    cpus = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
 def collect(device: int = 0) -> Environment:
     """Read the environment of CUDA device ``device`` (needs a GPU)."""
     from cupy.cuda import runtime

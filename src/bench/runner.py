@@ -230,10 +230,11 @@ class Gpu:
         return device
 
     def child_cpus(self) -> list[int]:
-        """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU."""
+        """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as the
+        environment read them."""
         from bench import env
 
-        return env.local_cpus(self.environment.pci_bus_id)
+        return env.parse_cpu_ranges(self.environment.host_cpus)
 
 
 def use_device(device: int) -> None:
@@ -451,6 +452,7 @@ class _Sweep:
         last_save = Stopwatch()
         try:
             reading = self.monitor() if self.monitor else {}
+            cpus = runner.gpu.child_cpus() if runner.isolate else []
             for item in self.plans:
                 current = item.experiment.name
                 reporter.started(current)
@@ -458,7 +460,6 @@ class _Sweep:
                 received: set = set()
                 axes = list(item.experiment.axes)
                 device = runner.gpu.child_device(runner.request.device)
-                cpus = runner.gpu.child_cpus() if runner.isolate else []
                 startup_s[current] = 0.0
                 for part in item.parts():  # a process each; a failure ends only its own part
                     part_watch = Stopwatch()

@@ -393,45 +393,40 @@ class Timer:
                 ops = ops_per_batch
             for _ in range(rule.warmup_batches):
                 self._batch(events, enqueue, streams, ops, gated)
-            per_stream: list[list[float]] = [[] for _ in streams]
-            enqueue_ms: list[float] = []
-            wall_ms: list[float] = []
-
-            def sample() -> float:
-                stream_ms, host_ms, batch_wall_ms = self._batch(events, enqueue, streams, ops, gated)
-                enqueue_ms.append(host_ms / ops)
-                wall_ms.append(batch_wall_ms / ops)
-                for column, ms in zip(per_stream, stream_ms):
-                    column.append(ms / ops)
-                return max(stream_ms) / ops
-
-            values, reason = _sample_until(rule, sample)
-        samples = Samples(values, "ms", "gpu", metric, reason, ops, gated)
-        return GpuTiming(samples, per_stream, enqueue_ms, wall_ms)
+            return self._sampled(lambda: self._batch(events, enqueue, streams, ops, gated), len(streams), ops,
+                                 metric, gated)
 
     def each(self, prepare: Callable[[], None], enqueue: Callable[[int], None], streams: Sequence, *, metric: str,
              gated: bool = True) -> GpuTiming:
         """Like :meth:`measure`, for work that must start from a fresh state every time (managed pages back on the
         host, a cold cache): ``prepare()`` runs untimed before every sample, and every sample is one operation."""
         with _Events(len(streams)) as events:
+            def batch() -> tuple[list[float], float, float]:
+                prepare()
+                return self._batch(events, enqueue, streams, 1, gated)
+
             for _ in range(self.rule.warmup_batches):
-                prepare()
-                self._batch(events, enqueue, streams, 1, gated)
-            per_stream: list[list[float]] = [[] for _ in streams]
-            enqueue_ms: list[float] = []
-            wall_ms: list[float] = []
+                batch()
+            return self._sampled(batch, len(streams), 1, metric, gated)
 
-            def sample() -> float:
-                prepare()
-                stream_ms, host_ms, batch_wall_ms = self._batch(events, enqueue, streams, 1, gated)
-                enqueue_ms.append(host_ms)
-                wall_ms.append(batch_wall_ms)
-                for column, ms in zip(per_stream, stream_ms):
-                    column.append(ms)
-                return max(stream_ms)
+    def _sampled(self, batch: Callable[[], tuple[list[float], float, float]], streams: int, ops: int, metric: str,
+                 gated: bool) -> GpuTiming:
+        """``batch()`` (one batch of ``ops`` operations: see :meth:`_batch`) until the stop rule is met; its times
+        per operation."""
+        per_stream: list[list[float]] = [[] for _ in range(streams)]
+        enqueue_ms: list[float] = []
+        wall_ms: list[float] = []
 
-            values, reason = _sample_until(self.rule, sample)
-        return GpuTiming(Samples(values, "ms", "gpu", metric, reason, 1, gated), per_stream, enqueue_ms, wall_ms)
+        def sample() -> float:
+            stream_ms, host_ms, batch_wall_ms = batch()
+            enqueue_ms.append(host_ms / ops)
+            wall_ms.append(batch_wall_ms / ops)
+            for column, ms in zip(per_stream, stream_ms):
+                column.append(ms / ops)
+            return max(stream_ms) / ops
+
+        values, reason = _sample_until(self.rule, sample)
+        return GpuTiming(Samples(values, "ms", "gpu", metric, reason, ops, gated), per_stream, enqueue_ms, wall_ms)
 
     def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
         """One batch of one operation, outside the stop rule: a verification run, or one that records its own

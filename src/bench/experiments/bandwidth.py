@@ -290,13 +290,20 @@ def verified_copy(direction: str, host_memory: str, nbytes: int, stream) -> Iter
         stream.synchronize()
 
 
-def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
-    """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
+def by_host_memory(configs: Sequence[Config], buffers: Callable[[str, int], BufferSet],
+                   measure_one: Callable[[Config, BufferSet], Row]) -> Iterator[Row]:
+    """``measure_one(config, buffers)`` for each configuration, one host memory kind at a time so that kind's
+    buffers (``buffers(host_memory, largest bytes)``) are allocated once."""
     for host_memory in dict.fromkeys(config["host_memory"] for config in configs):
         group = [config for config in configs if config["host_memory"] == host_memory]
-        with _Buffers(host_memory, max(config["bytes"] for config in group)) as buffers:
+        with buffers(host_memory, max(config["bytes"] for config in group)) as made:
             for config in group:
-                yield _measure(config, buffers, context)
+                yield measure_one(config, made)
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
+    return by_host_memory(configs, _Buffers, lambda config, buffers: _measure(config, buffers, context))
 
 
 EXPERIMENT = Experiment(

@@ -240,8 +240,8 @@ class Streams:
 
 def catalog_row(config: Config, call, samples: Samples) -> dict:
     """The columns blocking and serialization rows share."""
-    return {**config, **samples.columns(), "api": call.api, "spin_ms": SPIN_MS, "docs": call.docs,
-            "source": call.source, "status": "ok", "error": ""}
+    return {**config, **samples.columns(), "api": call.api, "docs": call.docs, "source": call.source, "status": "ok",
+            "error": ""}
 
 
 def spin_for(idle_ms: float) -> float:

@@ -43,7 +43,7 @@ import pandas as pd
 
 from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.bandwidth import POISON
+from bench.experiments.bandwidth import POISON, by_host_memory
 from bench.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
@@ -363,11 +363,7 @@ def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
-    for host_memory in dict.fromkeys(config["host_memory"] for config in configs):
-        group = [config for config in configs if config["host_memory"] == host_memory]
-        with _Buffers(host_memory, max(config["bytes"] for config in group)) as buffers:
-            for config in group:
-                yield _measure(config, buffers, context)
+    return by_host_memory(configs, _Buffers, lambda config, buffers: _measure(config, buffers, context))
 
 
 EXPERIMENT = Experiment(

@@ -1,0 +1,26 @@
+"""What the GPU tests share: an experiment's rows measured in this process under a short stop rule, checked against
+the suite's schema as the sweep would write them, typed."""
+
+import pandas as pd
+
+
+def quick_context(**changes):
+    """Every purpose under one short rule (``changes`` applied); a purpose not named falls back to ``default``."""
+    from bench.timing import Context, StopRule
+
+    rule = StopRule(min_samples=5, time_cap_s=0.1).replace(**changes)
+    return Context({"default": rule, "stage": rule})
+
+
+def rows_of(name: str, configs, context=None) -> pd.DataFrame:
+    """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
+    from bench import store
+    from bench.experiments import registry
+    from bench.schema import check_row
+
+    rows = list(registry()[name].measure(configs, context or quick_context()))
+    schema = store.suite_schema()
+    for row in rows:
+        check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
+                  schema)
+    return store.typed(pd.DataFrame(rows), schema)
