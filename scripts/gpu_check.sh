@@ -19,6 +19,9 @@
 #   "nvbandwidth"               NVIDIA's nvbandwidth (v0.8, 66746a3), built here from the source carried in
 #                               .peers/ (not in git: fetch it, see the README), against the newest
 #                               results/_nvbandwidth/ sweep, or the newest results (scripts/compare_nvbandwidth.py)
+#   "nvbandwidth-peer"          nvbandwidth's device-to-device and all-GPU host tests against the newest results
+#                               with peer rows (scripts/compare_nvbandwidth_peer.py)
+#   "multi [sweep args]"        the multi-GPU experiments (peer, hostlinks, crossgpu) over every GPU, then figures
 #   "nvbandwidth-sweep"         bench's figures nvbandwidth is compared with, at 256 MiB and 1 MiB, on this machine
 #   "machine"                   CPUs, NUMA nodes, GPU topology, CUDA headers and libraries of this machine
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
@@ -28,7 +31,7 @@
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out" results/_logs results/_references
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0  # never NVLink multicast (NVLS), whatever a library would choose
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="results/_logs/$stamp-gpu_check.log"
 [ $# -gt 0 ] || set -- tests sweep
@@ -73,17 +76,41 @@ paths_reference() {
   /tmp/reference_paths > "$reference" && python3 scripts/compare_paths.py "$results" "$reference"
 }
 
-nvbandwidth() {  # built with nvcc alone: this machine has Boost's headers but not its program_options library, so
-  # that library's sources (boost-1.83.0, matching the headers) are compiled in from .peers/boost_program_options
+nvbandwidth_build() {  # built with nvcc alone: this machine has Boost's headers but not its program_options library,
+  # so that library's sources (boost-1.83.0, matching the headers) are compiled in from .peers/boost_program_options
+  local build=/tmp/nvbandwidth
+  [ -d .peers/nvbandwidth ] || { echo "no nvbandwidth source in .peers/nvbandwidth"; return 1; }
+  [ -x "$build" ] && return
+  (cd .peers/nvbandwidth && nvcc -O3 -std=c++17 -arch=sm_90 -I. -DGIT_VERSION='"v0.8-66746a3"' \
+    testcase.cpp testcases_ce.cpp testcases_sm.cpp kernels.cu memcpy.cpp nvbandwidth.cpp multinode_memcpy.cpp \
+    multinode_testcases.cpp output.cpp json_output.cpp json/jsoncpp.cpp \
+    $(ls ../boost_program_options/src/*.cpp | grep -v winmain) \
+    -L/usr/local/cuda/lib64/stubs -lnvidia-ml -lcuda -o "$build") || { echo "nvbandwidth did not build"; return 1; }
+}
+
+nvbandwidth_peer() {  # nvbandwidth's GPU-to-GPU and all-GPU host tests against the newest results with peer rows
   local build=/tmp/nvbandwidth results reference
-  [ -d .peers/nvbandwidth ] || { echo "no nvbandwidth source in .peers/nvbandwidth"; return; }
-  if [ ! -x "$build" ]; then
-    (cd .peers/nvbandwidth && nvcc -O3 -std=c++17 -arch=sm_90 -I. -DGIT_VERSION='"v0.8-66746a3"' \
-      testcase.cpp testcases_ce.cpp testcases_sm.cpp kernels.cu memcpy.cpp nvbandwidth.cpp multinode_memcpy.cpp \
-      multinode_testcases.cpp output.cpp json_output.cpp json/jsoncpp.cpp \
-      $(ls ../boost_program_options/src/*.cpp | grep -v winmain) \
-      -L/usr/local/cuda/lib64/stubs -lnvidia-ml -lcuda -o "$build") || { echo "nvbandwidth did not build"; return; }
-  fi
+  nvbandwidth_build || return
+  results=$(python3 - <<'EOF'
+import glob, pandas as pd
+files = sorted(glob.glob("results/*.parquet"))
+print(next((f for f in reversed(files) if (pd.read_parquet(f, columns=["experiment"])["experiment"] == "peer").any()),
+           ""))
+EOF
+)
+  [ -n "$results" ] || { echo "no peer results"; return; }
+  reference="results/_references/$(basename "${results%.parquet}")-nvbandwidth-peer.json"
+  "$build" -b 256 -j -t device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce \
+    device_to_device_bidirectional_memcpy_read_ce device_to_device_bidirectional_memcpy_write_ce \
+    device_to_device_memcpy_read_sm device_to_device_memcpy_write_sm \
+    device_to_device_bidirectional_memcpy_read_sm device_to_device_bidirectional_memcpy_write_sm \
+    device_to_device_latency_sm host_to_all_memcpy_ce all_to_host_memcpy_ce > "$reference"
+  python3 scripts/compare_nvbandwidth_peer.py "$results" "$reference"
+}
+
+nvbandwidth() {
+  local build=/tmp/nvbandwidth results reference
+  nvbandwidth_build || return
   results=$(ls results/_nvbandwidth/*.parquet 2>/dev/null | sort | tail -1)
   [ -n "$results" ] || results=$(newest)
   reference="results/_references/$(basename "${results%.parquet}")-nvbandwidth.json"
@@ -141,6 +168,8 @@ EOF
       agree) python3 scripts/agreement.py "$(newest)" results/_agreement | tee "results/_logs/$stamp-agreement.txt" ;;
       paths-reference) paths_reference ;;
       nvbandwidth) nvbandwidth ;;
+      nvbandwidth-peer) nvbandwidth_peer ;;
+      multi) sweep --devices all --experiments peer,hostlinks,crossgpu "${words[@]:1}" ;;
       nvbandwidth-sweep)
         timed python3 -m bench sweep --experiments bandwidth,zerocopy,latency --sizes 1MiB,256MiB \
           --axis host_memory=pinned,device --out results/_nvbandwidth ;;

@@ -5,12 +5,24 @@ from bench.env import no_gpu_reason
 _NO_GPU = no_gpu_reason()
 
 
+def _gpu_count() -> int:
+    from cupy.cuda import runtime  # counting creates no CUDA context
+
+    return runtime.getDeviceCount()
+
+
 def pytest_collection_modifyitems(config, items):
     if _NO_GPU:
         skip = pytest.mark.skip(reason=f"needs a GPU: {_NO_GPU}")
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+        return
+    pairs = [item for item in items if "two_gpus" in item.keywords]
+    if pairs and _gpu_count() < 2:
+        skip = pytest.mark.skip(reason=f"needs two GPUs (GPU pairs): {_gpu_count()} visible")
+        for item in pairs:
+            item.add_marker(skip)
 
 
 @pytest.fixture

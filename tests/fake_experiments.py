@@ -134,24 +134,37 @@ TABLED = experiment("tabled", tabled_rows, axes={"streams": (1, 2)}, columns=(co
                     tables={"timeline": ()})
 
 
+def different(config) -> bool:
+    return config["a"] != config["b"]
+
+
+# A multi-GPU experiment: one process over every selected GPU, its device axes filled from --devices.
+PAIRS = experiment("pairs", rows, axes={"a": (0, 1), "b": (0, 1)}, valid=different, gpus=2, device_axes=("a", "b"),
+                   columns=(column("a", INT, "one GPU"), column("b", INT, "the other"), *COLUMNS))
+
+
 class FakeGpu(runner.Gpu):
     """A GPU that selects without CUDA; it records what the runner asked of it."""
 
-    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40) -> None:
-        self.uuid, self.free = uuid, free
+    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1) -> None:
+        self.uuid, self.free, self.gpus = uuid, free, gpus
         self.selected: list[int] = []
 
     def select(self, device: int):
         from synthetic import environment
 
         self.selected.append(device)
-        return environment(gpu_name="Fake GPU", gpu_uuid=self.uuid, pci_bus_id="")
+        uuid = self.uuid if device == 0 else f"{self.uuid}-{device}"
+        return environment(gpu_name="Fake GPU", gpu_uuid=uuid, gpu_index=device, pci_bus_id="")
 
-    def free_bytes(self) -> int:
+    def count(self) -> int:
+        return self.gpus
+
+    def free_bytes(self, environment) -> int:
         return self.free
 
     def child_device(self, device: int):
         return None
 
-    def child_cpus(self) -> list[int]:
+    def child_cpus(self, environment) -> list[int]:
         return []

@@ -30,6 +30,7 @@ ENV = {
     "numba_cuda_version": "numba-cuda 0.30", "numpy_version": "numpy 2.4", "bench_version": "0.1.0",
     "git_commit": "abc123def4567890",
     "host_cpus": "0-15",
+    "nvlinks": 18,
 }
 RUN = {"run_id": RUN_ID, "wall_s": 0.01}
 MONITOR = {"sm_clock_seen_mhz": 1980, "throttle_reasons": "", "throttled": False, "other_processes": 0}
@@ -414,6 +415,69 @@ def managed_records(skipped: bool = False) -> list[dict]:
     return rows
 
 
+def peer_records() -> list[dict]:
+    """Two GPUs: every valid peer configuration, NVLink-like rates (staged copies slower), 1 µs peer latency."""
+    from bench.experiments import peer
+    from bench.plan import expand
+
+    rows = []
+    for config in expand({**peer.EXPERIMENT.axes, "src": (0, 1), "dst": (0, 1)}, peer.valid):
+        uuids = {"src_uuid": f"GPU-src{config['src']}", "dst_uuid": f"GPU-dst{config['dst']}"}
+        if config["method"] == "chase":
+            rows.append(_row("peer", config, Samples(_spread(4096e-3 * 1.0), "ms", "gpu", peer.CHASE_METRIC,
+                                                     "converged", 1, True), ns_per_access=1000.0, verified=True,
+                             **uuids))
+            continue
+        copies = 2 if config["direction"] == "bidir" else 1
+        gbps = (360.0 if config["peer_access"] == "enabled" else 20.0) * copies
+        ms = copies * config["bytes"] / (gbps * 1e6)
+        extra = {"forward_gbps": gbps / 2, "backward_gbps": gbps / 2} if copies == 2 else {}
+        rows.append(_row("peer", config, Samples(_spread(ms), "ms", "gpu", "GPU time per copy", "converged", 1,
+                                                 config["peer_access"] == "enabled"), gbps=gbps, verified=True,
+                         **uuids, **extra))
+    return rows
+
+
+def hostlinks_records() -> list[dict]:
+    """Two GPUs whose host links share: 55 GB/s alone, 40 GB/s each together."""
+    rows = []
+    for direction in ("H2D", "D2H"):
+        for load, gbps in (("alone", 55.0), ("together", 40.0)):
+            for device in (0, 1):
+                nbytes = 256 << 20
+                rows.append(_row("hostlinks", {"direction": direction, "bytes": nbytes, "load": load,
+                                               "device": device},
+                                 Samples(_spread(nbytes / (gbps * 1e6)), "ms", "gpu", "GPU time per copy", "converged",
+                                         1, True), gbps=gbps, total_gbps=gbps * (2 if load == "together" else 1),
+                                 gpus_copying=2 if load == "together" else 1, verified=True))
+    return rows
+
+
+def crossgpu_records() -> list[dict]:
+    """cudaDeviceSynchronize and cudaMemcpyPeer wait for their own GPUs only (the peer copy for both); the rest
+    return."""
+    from bench.experiments import crossgpu
+
+    rows = []
+    for call in crossgpu.CALL_NAMES:
+        for call_gpu in (0, 1):
+            for spin_gpu in (0, 1):
+                for spin_stream in ("blocking", "non-blocking"):
+                    config = {"call": call, "call_gpu": call_gpu, "spin_gpu": spin_gpu, "spin_stream": spin_stream}
+                    where = crossgpu.placement(config)
+                    waits = call == "cudaMemcpyPeer 4 KiB" or (call == "cudaDeviceSynchronize" and where == "same-gpu")
+                    host_ms = 9.5 if waits else 0.01
+                    verdict = "waits-for-device" if waits else "returns"
+                    docs_waits = crossgpu.cross_catalog()[call].docs_waits[where]
+                    rows.append(_row("crossgpu", config, Samples([host_ms] * 3, "ms", "host", "host time of the call "
+                                                                 "while a kernel runs", "converged"),
+                                     placement=where, api=call.split()[0], spin_ms=10.0, host_ms=host_ms,
+                                     spin_left_ms=9.9, idle_host_ms=0.01, verdict=verdict, verdicts=[verdict] * 3,
+                                     stable=True, docs="", source="", docs_waits=docs_waits,
+                                     matches_docs=None if docs_waits is None else docs_waits == waits))
+    return rows
+
+
 # --- all of them ----------------------------------------------------------------------------------------------
 
 RECORDS = {"bandwidth": bandwidth_records, "launch": launch_records, "overlap": overlap_records,
@@ -423,7 +487,8 @@ RECORDS = {"bandwidth": bandwidth_records, "launch": launch_records, "overlap": 
            "zerocopy": zerocopy_records, "latency": latency_records, "roundtrip": roundtrip_records,
            "waitmodes": waitmodes_records, "connections": connections_records, "firstcall": firstcall_records,
            "batched": batched_records, "hostmemory": hostmemory_records,
-           "managed": lambda: managed_records(skipped=True)}
+           "managed": lambda: managed_records(skipped=True), "peer": peer_records, "hostlinks": hostlinks_records,
+           "crossgpu": crossgpu_records}
 
 
 def records(name: str) -> list[dict]:
@@ -452,6 +517,28 @@ def failed_records(name: str) -> list[dict]:
 def tagged(rows: list[dict], **changes) -> list[dict]:
     """The rows with some columns changed: ``tagged(rows, run_id="r2", hostname="node-b")``."""
     return [{**row, **changes} for row in rows]
+
+
+FLEET = tuple({"hostname": f"node-{host}", "gpu_index": index, "gpu_name": "NVIDIA H200",
+               "gpu_uuid": f"GPU-{host}{index}{host}{index}{host}{index}{host}{index}-0000-0000-0000-000000000000",
+               "pci_bus_id": f"00000000:{0x18 + 0x20 * index:02X}:00.0"}
+              for host in ("a", "b") for index in (0, 1))  # two hosts × two H200s: GPU-a0a0a0a0-..., GPU-b1b1b1b1-...
+
+
+def on_gpus(rows: list[dict], gpus=FLEET) -> list[dict]:
+    """``rows`` measured on each of ``gpus`` (dicts of environment columns), as a ``--devices all`` sweep keeps
+    them: the same configurations once per GPU."""
+    return [row for gpu in gpus for row in tagged(rows, **gpu)]
+
+
+def write_fleet(directory: Path, rows: list[dict], gpus=FLEET, run_id: str = RUN_ID) -> list[Path]:
+    """``rows`` measured on every GPU of ``gpus``, one results file per host in ``directory/<host>/``, as one
+    ``sweep --devices all --out directory/<host>/`` per node writes them (every host's run the same run id, as an
+    array's nodes that start in the same second get)."""
+    hosts = dict.fromkeys(gpu["hostname"] for gpu in gpus)
+    return [write(Path(directory) / host / f"{run_id}-NVIDIA-H200.parquet",
+                  on_gpus(tagged(rows, run_id=run_id), [gpu for gpu in gpus if gpu["hostname"] == host]), run_id)
+            for host in hosts]
 
 
 def frame(rows: list[dict], extra=()) -> pd.DataFrame:

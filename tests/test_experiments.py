@@ -29,7 +29,7 @@ def test_the_registry_finds_every_experiment_module():
                                                                   f"{name}.py").read_text()}
     assert set(NAMES) == {"bandwidth", "launch", "overlap", "blocking", "serialization", "library", "alloc",
                           "graphs", "zerocopy", "latency", "roundtrip", "waitmodes", "connections", "firstcall",
-                          "batched", "hostmemory", "managed"}
+                          "batched", "hostmemory", "managed", "peer", "hostlinks", "crossgpu"}
     assert len(defining) == len(NAMES)
     assert NAMES == [e.name for e in sorted(registry().values(), key=lambda e: (e.order, e.name))]
     assert registry() is registry()
@@ -124,7 +124,7 @@ def _is_bool(value):
 
 
 def test_seconds_grow_with_the_stop_rule(experiment):
-    item = plan.make([experiment.name], mode="quick")[0]
+    item = plan.make([experiment.name], mode="quick", devices=(0, 1))[0]
     quick = sum(item.seconds(config) for config in item.configs)
     full_rules = plan.rules_for(experiment, "default")
     default = sum(experiment.seconds(config, full_rules["default"]) for config in item.configs)

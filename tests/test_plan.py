@@ -18,7 +18,8 @@ def _experiment(name):
 
 
 def _only(name, **options):
-    (item,) = make([name], **options)
+    """The one plan of ``name`` (multi-GPU experiments on two GPUs)."""
+    (item,) = make([name], **{"devices": (0, 1) if registry()[name].gpus > 1 else (0,), **options})
     return item
 
 
@@ -117,8 +118,11 @@ def test_axis_values_accept_words_of_the_full_grid():
 
 
 def test_make_plans_every_experiment_in_sweep_order():
+    one_gpu = [name for name, experiment in registry().items() if experiment.gpus == 1]
+    assert [item.experiment.name for item in make()] == one_gpu  # the multi-GPU ones need --devices
+    assert [item.name for item in make(devices=(0, 1)) if item.experiment.gpus > 1] == [
+        name for name in registry() if name not in one_gpu]
     plans = make()
-    assert [item.experiment.name for item in plans] == list(registry())
     orders = [item.experiment.order for item in plans]
     assert orders == sorted(orders)
     for item in plans:

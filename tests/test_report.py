@@ -98,9 +98,10 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
     images = re.findall(r"<img alt='([^']+)' width='(\d+)' height='(\d+)' src='data:image/png;base64,([^']+)'>",
                         one_gpu)
     assert sorted(name for name, *_ in images) == [
-        "alloc", "bandwidth", "batched", "connections", "firstcall", "hostmemory", "latency", "launch",
-        "library_truth_table", "managed", "overlap_heatmap", "overlap_scaling", "overlap_timeline", "roundtrip",
-        "waitmodes", "zerocopy"]
+        "alloc", "bandwidth", "batched", "connections", "crossgpu_truth_table", "firstcall", "hostlinks",
+        "hostmemory", "latency", "launch", "library_truth_table", "managed", "overlap_heatmap", "overlap_scaling",
+        "overlap_timeline", "peer_matrix_16mib", "peer_matrix_1mib", "peer_matrix_256mib", "roundtrip", "waitmodes",
+        "zerocopy"]
     for name, width, height, encoded in images:
         pixels = struct.unpack(">II", base64.b64decode(encoded)[16:24])
         assert all(abs(shown - 2 * int(half)) <= 1 for shown, half in zip(pixels, (width, height))), name

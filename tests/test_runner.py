@@ -475,3 +475,83 @@ def test_resume_refuses_a_version_1_file(tmp_path):
     with pytest.raises(UsageError, match="written by an older bench \\(schema version 1\\); start a new sweep"):
         _runner(tmp_path / "unused", FINE, resume=path, gpu=gpu).check()
     assert path.read_bytes() == before and gpu.selected == []
+
+
+# --- several GPUs -----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def two_gpu_registry(monkeypatch):
+    """The planner sees two fake experiments: one per GPU (fine) and one over GPU pairs (pairs)."""
+    from fake_experiments import PAIRS
+
+    monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE, "pairs": PAIRS})
+    return PAIRS
+
+
+def test_devices_plan_each_gpu_and_the_pairs_once(two_gpu_registry):
+    plans = Runner(Request(devices="all"), gpu=FakeGpu(gpus=2)).plan()
+    assert [item.name for item in plans] == ["fine on GPU 0", "fine on GPU 1", "pairs"]
+    assert [item.devices for item in plans] == [(0,), (1,), (0, 1)]
+    assert [(config["a"], config["b"]) for config in plans[2].configs] == [(0, 1), (1, 0)]
+    sequential, concurrent = planning.estimate_s(plans), planning.estimate_s(plans, concurrent=True)
+    assert concurrent == pytest.approx(sequential - plans[1].estimate_s)  # GPU 1's part runs beside GPU 0's
+
+
+def test_one_gpu_leaves_pairs_out_and_refuses_them_when_asked(two_gpu_registry):
+    subject = Runner(Request(), gpu=FakeGpu(gpus=1))
+    assert [item.name for item in subject.plan()] == ["fine"]
+    assert subject.left_out == {"pairs": "needs 2 GPUs; this sweep has 1 (--devices all)"}
+    with pytest.raises(UsageError, match="pairs needs 2 GPUs; this sweep has 1"):
+        Runner(Request(experiments=["pairs"]), gpu=FakeGpu(gpus=1)).plan()
+    with pytest.raises(UsageError, match=r"--devices 5: 2 GPU\(s\) visible, ordinals 0..1"):
+        Runner(Request(devices=(0, 5)), gpu=FakeGpu(gpus=2)).plan()
+    with pytest.raises(UsageError, match="--concurrent runs several GPUs at once"):
+        Runner(Request(devices=(1,), concurrent=True), gpu=FakeGpu(gpus=2)).plan()
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_registry, concurrent):
+    reporter = Recorder()
+    subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=concurrent), reporter,
+                     gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
+    subject.plan()
+    subject.check()
+    outcome = subject.run(monitor=lambda: {})
+    rows = store.read(tmp_path / "r.parquet")
+    fine = rows[rows["experiment"] == "fine"]
+    assert sorted(fine["gpu_index"]) == [0] * 5 + [1] * 5
+    assert dict(fine.groupby("gpu_index")["gpu_uuid"].first()) == {0: "GPU-fake", 1: "GPU-fake-1"}
+    assert set(fine["concurrent_gpus"]) == {2 if concurrent else 1}
+    pairs = rows[rows["experiment"] == "pairs"]
+    assert len(pairs) == 2 and set(pairs["gpu_index"]) == {0} and set(pairs["concurrent_gpus"]) == {1}
+    assert set(outcome.wall_s) == {"fine on GPU 0", "fine on GPU 1", "pairs"}
+    metadata = store.read_metadata(tmp_path / "r.parquet")
+    assert metadata["devices"] == [0, 1] and metadata["concurrent"] is concurrent
+    assert metadata["environments"]["1"]["gpu_uuid"] == "GPU-fake-1"
+    events = [event[:2] for event in reporter.events if event[0] in ("started", "finished")]
+    if concurrent:  # both GPUs' parts start before either finishes
+        assert events[:2] == [("started", "fine on GPU 0"), ("started", "fine on GPU 1")]
+    else:
+        assert events[:2] == [("started", "fine on GPU 0"), ("finished", "fine on GPU 0")]
+
+
+def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry):
+    path = tmp_path / "r.parquet"
+    first = Runner(Request(out=path, devices=(0, 1), experiments=["fine"]), gpu=FakeGpu(gpus=2), isolate=False,
+                   save_every_s=0.0)
+    first.plan()
+    first.check()
+    first.run(monitor=lambda: {})
+    rows = store.read(path)
+    keep = rows[(rows["gpu_index"] == 0) | (rows["n"] < 2)]  # GPU 1 stopped after two configurations
+    store.write(path, store.records(keep), store.suite_schema([FINE]), store.read_metadata(path))
+    again = Runner(Request(resume=path, devices=(0, 1), experiments=["fine"]), gpu=FakeGpu(gpus=2),
+                   isolate=False, save_every_s=0.0)
+    again.plan()
+    again.check()
+    assert [(item.name, [config["n"] for config in item.configs]) for item in again.plans] == [
+        ("fine on GPU 0", []), ("fine on GPU 1", [2, 3, 4])]
+    with pytest.raises(UsageError, match="was measured on another GPU"):
+        other = Runner(Request(resume=path, devices=(0,), experiments=["fine"]), gpu=FakeGpu(gpus=2))
+        other.plan()
+        other.check()

@@ -272,7 +272,7 @@ def _kinds(log):
 def test_timer_batches_and_stops(fake):
     log, runtime = fake
     timer = Timer(StopRule(min_samples=4, max_samples=50, batch_ms=1.0, warmup_batches=1))
-    timer._gate = FakeGate(log)
+    timer._gates[None] = FakeGate(log)
     result = timer.measure(_enqueue(log, runtime), [FakeStream(10), FakeStream(20)], metric="GPU time per copy")
     assert isinstance(result, GpuTiming)
     samples = result.samples
@@ -300,7 +300,7 @@ def test_timer_batches_and_stops(fake):
 def test_timer_ungated_never_touches_the_gate(fake):
     log, runtime = fake
     timer = Timer(StopRule(min_samples=2))
-    timer._gate = FakeGate(log)
+    timer._gates[None] = FakeGate(log)
     result = timer.measure(_enqueue(log, runtime), [FakeStream(1)], metric="m", gated=False)
     assert not {"close", "open", "check"} & set(_kinds(log))
     assert result.samples.gated is False
@@ -319,7 +319,7 @@ def test_timer_builds_its_gate_only_when_gated(fake, monkeypatch):
 def test_timer_reports_an_expired_gate_and_frees_its_events(fake):
     log, runtime = fake
     timer = Timer(StopRule())
-    timer._gate = FakeGate(log, expire=True)
+    timer._gates[None] = FakeGate(log, expire=True)
     with pytest.raises(MeasurementFailed, match="expired"):
         timer.measure(_enqueue(log, runtime), [FakeStream(1)], metric="m")
     assert runtime.created == runtime.destroyed == 2
@@ -328,7 +328,7 @@ def test_timer_reports_an_expired_gate_and_frees_its_events(fake):
 def test_timer_opens_the_gate_when_enqueue_fails(fake):
     log, runtime = fake
     timer = Timer(StopRule())
-    timer._gate = FakeGate(log)
+    timer._gates[None] = FakeGate(log)
 
     def broken(ops):
         raise RuntimeError("enqueue failed")
@@ -341,7 +341,7 @@ def test_timer_opens_the_gate_when_enqueue_fails(fake):
 def test_timer_fixed_batch_size_and_run_once(fake):
     log, runtime = fake
     timer = Timer(StopRule(min_samples=3, warmup_batches=2))
-    timer._gate = FakeGate(log)
+    timer._gates[None] = FakeGate(log)
     result = timer.measure(_enqueue(log, runtime), [FakeStream(1)], metric="m", ops_per_batch=5)
     assert [entry[1] for entry in log if entry[0] == "enqueue"] == [1, 5, 5, 5, 5, 5]  # no sizing batch
     assert result.samples.ops_per_sample == 5 and result.samples.values == [0.25] * 3
@@ -356,7 +356,7 @@ def test_timer_each_prepares_every_sample_and_times_one_operation(fake):
     """Work that needs a fresh state: prepare() before every batch (warm-up included), one operation per sample."""
     log, runtime = fake
     timer = Timer(StopRule(min_samples=3, warmup_batches=2))
-    timer._gate = FakeGate(log)
+    timer._gates[None] = FakeGate(log)
     result = timer.each(lambda: log.append(("prepare",)), _enqueue(log, runtime), [FakeStream(1)], metric="m")
     kinds = [kind for kind in _kinds(log) if kind in ("prepare", "enqueue")]
     assert kinds == ["prepare", "enqueue"] * 5  # two warm-ups, three samples

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from bench.errors import UsageError
@@ -40,6 +46,18 @@ def _positive_number(text: str) -> float:
     return value
 
 
+def _devices(text: str) -> str | tuple[int, ...]:
+    if text.strip() == "all":
+        return "all"
+    try:
+        devices = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'all' or GPU ordinals like 0,1") from None
+    if any(device < 0 for device in devices):
+        raise argparse.ArgumentTypeError(f"{text!r}: GPU ordinals are 0 or more")
+    return devices
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,compare,report,probe,env}")
@@ -59,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, default=RESULTS_DIR,
                        help="results directory, or a new .parquet file (an existing one is never overwritten)")
     sweep.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    sweep.add_argument("--devices", type=_devices, metavar="all|0,1,...",
+                       help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
+                            "GPU, one GPU after another; and the multi-GPU experiments (peer copies, shared host "
+                            "links, blocking across GPUs), which need two or more")
+    sweep.add_argument("--concurrent", action="store_true",
+                       help="with --devices: run each one-GPU experiment on all the GPUs at once (shared links)")
     sweep.add_argument("--resume", type=Path, metavar="FILE",
                        help="an interrupted sweep's results file: run what it lacks and add it to the same file")
     sweep.set_defaults(handler=_sweep, mode="default")
@@ -129,7 +153,7 @@ class _Progress:
         for name in ("experiment", "configurations", "expected s"):
             table.add_column(name, justify="left" if name == "experiment" else "right")
         for item in plans:
-            table.add_row(item.experiment.name, str(len(item.configs)), f"{item.estimate_s:.0f}")
+            table.add_row(item.name, str(len(item.configs)), f"{item.estimate_s:.0f}")
         self.console.print(table)
         self.total = sum(len(item.configs) for item in plans)
         self.bar.start()
@@ -171,7 +195,8 @@ def _sweep(args: argparse.Namespace, console: Console):
             raise UsageError(f"--axis {item!r}: expected NAME=V1,V2")
         axes[name.strip()] = [value.strip() for value in values.split(",")]
     request = Request(names, args.mode, sizes, axes, args.out, args.device, args.resume, args.budget,
-                      shlex.join(["python", "-m", "bench", *sys.argv[1:]]))
+                      shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
+                      concurrent=args.concurrent)
     return _run(request, console)
 
 
@@ -183,6 +208,8 @@ def _run(request, console: Console):
     runner = Runner(request, progress)
     runner.plan()
     runner.check()
+    for name, why in runner.left_out.items():
+        console.print(f"{name}: left out, {why}", highlight=False)
     try:
         outcome = runner.run()
     finally:
@@ -204,10 +231,14 @@ def _print_summary(plans, outcome, console: Console) -> None:
     rows = store.typed(pd.DataFrame(outcome.rows), store.suite_schema([item.experiment for item in plans]))
     for item in plans:
         mine = rows[rows["experiment"] == item.experiment.name] if len(rows) else rows
+        if item.label and len(mine):  # one of several GPUs: its own rows
+            mine = mine[mine["gpu_index"] == item.devices[0]]
         if not len(mine):
             continue
         headline = item.experiment.headline(mine)
-        table = Table(title=f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}")
+        gpus = f" (GPUs {', '.join(map(str, item.devices))})" if len(item.devices) > 1 else (
+            f" (GPU {item.devices[0]})" if item.label else "")
+        table = Table(title=f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}{gpus}")
         for column in headline.columns:
             table.add_column(column, justify="right" if "GB/s" in column or " ms" in column else "left")
         for values in headline.itertuples(index=False):
@@ -216,7 +247,7 @@ def _print_summary(plans, outcome, console: Console) -> None:
         not_ok = mine[mine["status"] != "ok"]
         if len(not_ok):
             counts = ", ".join(f"{count} {status}" for status, count in not_ok["status"].value_counts().items())
-            console.print(f"{item.experiment.name}: {len(mine) - len(not_ok)} ok, {counts}; the first:")
+            console.print(f"{item.name}: {len(mine) - len(not_ok)} ok, {counts}; the first:")
             for _, row in not_ok.head(3).iterrows():
                 console.print(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}")
     if len(rows) and "throttled" in rows:

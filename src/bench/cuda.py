@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class LazyModule(types.ModuleType):
@@ -35,3 +37,18 @@ cupyx = LazyModule("cupyx")
 runtime = LazyModule("cupy.cuda.runtime")
 numba_cuda = LazyModule("numba.cuda")
 kernels = LazyModule("bench.kernels")  # numba-cuda kernels: compiling them needs numba
+
+
+@contextmanager
+def on_device(device: int | None) -> Iterator[None]:
+    """Make ``device`` the current GPU until the block ends (None: leave it as it is). CuPy and numba-cuda both
+    follow the runtime's current device, so their kernels, streams, events and allocations go to it."""
+    previous = runtime.getDevice() if device is not None else None
+    if previous is None or previous == device:
+        yield
+        return
+    runtime.setDevice(device)
+    try:
+        yield
+    finally:
+        runtime.setDevice(previous)

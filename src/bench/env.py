@@ -59,6 +59,7 @@ class Environment:
     bench_version: str
     git_commit: str
     host_cpus: str = ""  # the CPUs experiment processes run on: those NVML calls local to the GPU ("" if unknown)
+    nvlinks: int = -1  # the GPU's active NVLink links (0: none; -1: unknown)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -116,7 +117,7 @@ def _nvml_readings(pci_bus_id: str) -> dict:
     readings = {
         "gpu_uuid": "unknown", "driver_version": "unknown", "pcie_gen": -1, "pcie_width": -1,
         "pcie_gen_max": -1, "pcie_width_max": -1, "sm_clock_mhz": -1, "mem_clock_mhz": -1,
-        "sm_clock_max_mhz": -1, "mem_clock_max_mhz": -1,
+        "sm_clock_max_mhz": -1, "mem_clock_max_mhz": -1, "nvlinks": -1,
     }
     try:
         pynvml.nvmlInit()
@@ -135,6 +136,7 @@ def _nvml_readings(pci_bus_id: str) -> dict:
             "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
             "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "mem_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "nvlinks": lambda: _active_nvlinks(handle),
         }
         for key, query in queries.items():
             try:
@@ -147,6 +149,24 @@ def _nvml_readings(pci_bus_id: str) -> dict:
     finally:
         pynvml.nvmlShutdown()
     return readings
+
+
+def _active_nvlinks(handle) -> int:
+    """How many of the GPU's NVLink links are up (0 on a GPU without NVLink)."""
+    import pynvml
+
+    active = 0
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            active += pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED
+        except pynvml.NVMLError:  # not supported, or no such link
+            break
+    return active
+
+
+def gpu_uuid(pci_bus_id: str) -> str:
+    """The UUID NVML gives the GPU at ``pci_bus_id`` ('unknown' without NVML)."""
+    return _nvml_readings(pci_bus_id)["gpu_uuid"]
 
 
 def local_cpus(pci_bus_id: str) -> list[int]:

@@ -9,6 +9,7 @@ and minimum sample counts until the whole plan fits, or says it cannot.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,12 @@ class Plan:
     experiment: Experiment
     configs: list[Config]
     rules: dict[str, StopRule]  # by purpose: "default", and any the experiment declares
+    devices: tuple[int, ...] = (0,)  # the GPUs its process uses: one, or all of a multi-GPU experiment's
+    label: str = ""  # how the sweep names this part ("bandwidth on GPU 1"); the experiment's name by default
+
+    @property
+    def name(self) -> str:
+        return self.label or self.experiment.name
 
     def seconds(self, config: Config) -> float:
         return self.experiment.seconds(config, self.rules["default"])
@@ -52,7 +59,7 @@ class Plan:
         if not axis:
             return [self]
         values = dict.fromkeys(config[axis] for config in self.configs)
-        return [Plan(self.experiment, [config for config in self.configs if config[axis] == value], self.rules)
+        return [dataclasses.replace(self, configs=[config for config in self.configs if config[axis] == value])
                 for value in values]
 
     @property
@@ -63,8 +70,23 @@ class Plan:
         return (PROCESS_S + self.experiment.setup_s) * processes + sum(self.seconds(config) for config in self.configs)
 
 
-def estimate_s(plans: Sequence[Plan]) -> float:
-    return STARTUP_S + sum(item.estimate_s for item in plans)
+def estimate_s(plans: Sequence[Plan], concurrent: bool = False) -> float:
+    """The sweep's expected wall time; ``concurrent``: one experiment's per-GPU plans run at once, so it takes as
+    long as the slowest of them."""
+    if not concurrent:
+        return STARTUP_S + sum(item.estimate_s for item in plans)
+    slowest: dict[str, float] = {}
+    for item in plans:
+        slowest[item.experiment.name] = max(slowest.get(item.experiment.name, 0.0), item.estimate_s)
+    return STARTUP_S + sum(slowest.values())
+
+
+def too_few_gpus(names: Sequence[str] | None, devices: Sequence[int]) -> dict[str, str]:
+    """The experiments (of ``names``; None: all) a sweep of ``devices`` leaves out, each with why."""
+    known = registry()
+    return {name: f"needs {known[name].gpus} GPUs; this sweep has {len(devices)} (--devices all)"
+            for name in (known if names is None else names)
+            if name in known and known[name].gpus > len(devices)}
 
 
 def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str, StopRule]:
@@ -107,14 +129,19 @@ def axis_values(experiment: Experiment, axis: str, texts: Sequence[str]) -> tupl
 
 
 def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Sequence[int] | None = None,
-         axes: Mapping[str, Sequence[str]] | None = None, budget_s: float | None = None) -> list[Plan]:
+         axes: Mapping[str, Sequence[str]] | None = None, budget_s: float | None = None,
+         devices: Sequence[int] = (0,), concurrent: bool = False) -> list[Plan]:
     """The plans of a sweep. ``names`` picks experiments (default: all, in sweep order); ``sizes`` replaces each
     experiment's size axis; ``axes`` replaces axes' values by name (as the user typed them); ``budget_s`` scales the
-    stop rules down until the estimate fits. ValueError for an unknown experiment, axis or value, a repeated
-    experiment, or a budget no sweep of these configurations fits."""
+    stop rules down until the estimate fits. ``devices``: the GPUs; a one-GPU experiment gets a plan per GPU, a
+    multi-GPU one a single plan over all of them (its device axes take their ordinals), and is left out (see
+    :func:`too_few_gpus`) of a sweep of too few GPUs unless ``names`` asks for it. ValueError for an unknown
+    experiment, axis or value, a repeated experiment, too few GPUs, or a budget no sweep of these configurations
+    fits."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}")
     known = registry()
+    asked = names is not None
     names = list(known) if names is None else list(names)
     for name in names:
         if name not in known:
@@ -125,9 +152,17 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
     overrides = dict(axes or {})
     unused = set(overrides)
     chosen: list[tuple[Experiment, list[Config]]] = []
+    lacking = too_few_gpus(names, devices)
+    if asked and lacking:
+        name, why = next(iter(lacking.items()))
+        raise ValueError(f"{name} {why}")
     for name in names:
+        if name in lacking:
+            continue
         experiment = known[name]
         values = experiment.axes_for(mode)
+        for axis in experiment.device_axes:
+            values[axis] = tuple(devices)
         if sizes and experiment.size_axis:
             values[experiment.size_axis] = tuple(sizes)
         for axis, texts in overrides.items():
@@ -142,25 +177,37 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
     if unused:
         present = sorted({axis for experiment, _ in chosen for axis in experiment.axes})
         raise ValueError(f"unknown axis {sorted(unused)[0]!r}; the selected experiments have {', '.join(present)}")
-    plans = [Plan(experiment, configs, rules_for(experiment, mode)) for experiment, configs in chosen]
-    if budget_s is None or estimate_s(plans) <= budget_s:
+    plans = _plans(chosen, mode, 1.0, tuple(devices))
+    if budget_s is None or estimate_s(plans, concurrent) <= budget_s:
         return plans
-    return _fit(chosen, mode, budget_s)
+    return _fit(chosen, mode, budget_s, tuple(devices), concurrent)
 
 
-def _fit(chosen, mode: str, budget_s: float) -> list[Plan]:
+def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Plan]:
+    plans = []
+    for experiment, configs in chosen:
+        rules = rules_for(experiment, mode, scale)
+        if experiment.gpus > 1:
+            plans.append(Plan(experiment, configs, rules, devices))
+        else:
+            plans += [Plan(experiment, configs, rules, (device,),
+                           f"{experiment.name} on GPU {device}" if len(devices) > 1 else "") for device in devices]
+    return plans
+
+
+def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], concurrent: bool) -> list[Plan]:
     """The plans with the largest stop-rule scale whose estimate fits ``budget_s`` (bisection)."""
     def at(scale: float) -> list[Plan]:
-        return [Plan(experiment, configs, rules_for(experiment, mode, scale)) for experiment, configs in chosen]
+        return _plans(chosen, mode, scale, devices)
 
-    if estimate_s(at(SMALLEST_SCALE)) > budget_s:
+    if estimate_s(at(SMALLEST_SCALE), concurrent) > budget_s:
+        least_s = estimate_s(at(SMALLEST_SCALE), concurrent)
         raise ValueError(f"--budget {budget_s:g}: these {sum(len(c) for _, c in chosen)} configurations need at "
-                         f"least {estimate_s(at(SMALLEST_SCALE)):.0f} s; choose fewer (--quick, --experiments, "
-                         "--axis) or a larger budget")
+                         f"least {least_s:.0f} s; choose fewer (--quick, --experiments, --axis) or a larger budget")
     low, high = SMALLEST_SCALE, 1.0
     for _ in range(20):
         middle = (low + high) / 2
-        low, high = (middle, high) if estimate_s(at(middle)) <= budget_s else (low, middle)
+        low, high = (middle, high) if estimate_s(at(middle), concurrent) <= budget_s else (low, middle)
     return at(low)
 
 
@@ -182,9 +229,10 @@ def config_key(experiment: str, config: Mapping, axes: Sequence[str]) -> tuple:
 DONE_STATUSES = ("ok", "unsupported", "skipped")
 
 
-def without_done(plans: Sequence[Plan], previous) -> list[Plan]:
+def without_done(plans: Sequence[Plan], previous, uuids: Mapping[int, str] | None = None) -> list[Plan]:
     """The plans minus the configurations ``previous`` rows (a DataFrame) finished (status ok, unsupported or
-    skipped); failed ones run again."""
+    skipped); failed ones run again. ``uuids`` (device ordinal -> GPU UUID): a plan counts only rows of its own
+    GPU (a multi-GPU plan's rows carry its first GPU)."""
     if previous is None or not len(previous):
         return list(plans)
     finished = previous[previous["status"].isin(DONE_STATUSES)]
@@ -192,9 +240,10 @@ def without_done(plans: Sequence[Plan], previous) -> list[Plan]:
     for item in plans:
         axes = list(item.experiment.axes)
         mine = finished[finished["experiment"] == item.experiment.name]
+        if uuids and "gpu_uuid" in mine:
+            mine = mine[mine["gpu_uuid"] == uuids[item.devices[0]]]
         done = {config_key(item.experiment.name, row, axes) for _, row in mine.iterrows()
                 if all(axis in row and row[axis] is not None and row[axis] == row[axis] for axis in axes)}
-        remaining.append(Plan(item.experiment, [config for config in item.configs
-                                                if config_key(item.experiment.name, config, axes) not in done],
-                              item.rules))
+        remaining.append(dataclasses.replace(item, configs=[
+            config for config in item.configs if config_key(item.experiment.name, config, axes) not in done]))
     return remaining

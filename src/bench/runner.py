@@ -20,10 +20,12 @@ import multiprocessing
 import os
 import signal
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from queue import Empty, Queue
 
 import pandas as pd
 
@@ -50,6 +52,8 @@ class Request:
     resume: Path | None = None  # an interrupted sweep's file: run what it lacks, into it
     budget_s: float | None = None
     command: str = ""
+    devices: Sequence[int] | str = ()  # several GPUs, or "all" (empty: just ``device``)
+    concurrent: bool = False  # the selected GPUs run each one-GPU experiment at the same time
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,8 @@ class Outcome:
     interrupted: bool
     stopped_in: str = ""  # the experiment running when the sweep was interrupted
     signal: int = 0  # the signal that interrupted it (SIGINT or SIGTERM)
-    wall_s: dict[str, float] = field(default_factory=dict)  # per experiment
-    startup_s: dict[str, float] = field(default_factory=dict)  # per experiment: its process's start and GPU setup
+    wall_s: dict[str, float] = field(default_factory=dict)  # per experiment (and GPU: Plan.name)
+    startup_s: dict[str, float] = field(default_factory=dict)  # likewise: its processes' start and GPU setup
     estimate_s: float = 0.0
 
 
@@ -107,6 +111,8 @@ PRELOAD = ["bench.runner", "bench.timing", "bench.memory", "bench.calls", "cupy"
 
 
 def _processes():
+    # Experiments never use NVLink multicast; a library they call (NCCL under PyTorch) must not choose it either.
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD + [f"bench.experiments.{name}" for name in _experiment_modules()])
     return context
@@ -217,24 +223,34 @@ class Gpu:
 
     def select(self, device: int):
         """The :class:`bench.env.Environment` of ``device``. UsageError when there is none."""
-        self.environment = gpu_environment(device)
-        return self.environment
+        return gpu_environment(device)
 
-    def free_bytes(self) -> int:
+    def count(self) -> int:
+        """How many GPUs are visible. UsageError when there is none."""
         from bench import env
 
-        return env.free_memory_bytes(self.environment.pci_bus_id)
+        reason = env.no_gpu_reason()
+        if reason:
+            raise UsageError(reason)
+        from bench.cuda import runtime
+
+        return runtime.getDeviceCount()
+
+    def free_bytes(self, environment) -> int:
+        from bench import env
+
+        return env.free_memory_bytes(environment.pci_bus_id)
 
     def child_device(self, device: int) -> int | None:
         """The device an experiment's process selects (None: leave it alone)."""
         return device
 
-    def child_cpus(self) -> list[int]:
-        """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as the
+    def child_cpus(self, environment) -> list[int]:
+        """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as its
         environment read them."""
         from bench import env
 
-        return env.parse_cpu_ranges(self.environment.host_cpus)
+        return env.parse_cpu_ranges(environment.host_cpus)
 
 
 def use_device(device: int) -> None:
@@ -330,8 +346,12 @@ class Runner:
         self.isolate = isolate
         self.save_every_s = save_every_s
         self.plans: list[Plan] = []
+        self.devices: tuple[int, ...] = (request.device,)
+        self.left_out: dict[str, str] = {}  # experiments this sweep has too few GPUs for, with why
         self.path: Path | None = None
-        self.environment: dict = {}
+        self.environment: dict = {}  # the first GPU's: the file's metadata and name
+        self.environments: dict[int, dict] = {}  # by device ordinal: the columns its rows carry
+        self._raw_environments: dict[int, object] = {}
         self.previous: pd.DataFrame | None = None
         self.previous_tables: dict[str, pd.DataFrame] = {}
         self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -340,12 +360,34 @@ class Runner:
         """The configurations to run (UsageError for an unknown experiment, axis or value, or a budget that cannot
         be met)."""
         request = self.request
+        self.devices = self._selected_devices()
         try:
             self.plans = planning.make(request.experiments, mode=request.mode, sizes=request.sizes,
-                                       axes=request.axes, budget_s=request.budget_s)
+                                       axes=request.axes, budget_s=request.budget_s, devices=self.devices,
+                                       concurrent=request.concurrent)
         except ValueError as error:
-            raise UsageError(f"--experiments/--axis/--budget: {error}") from None
+            raise UsageError(f"--experiments/--axis/--budget/--devices: {error}") from None
+        if request.experiments is None:
+            self.left_out = planning.too_few_gpus(None, self.devices)
         return self.plans
+
+    def _selected_devices(self) -> tuple[int, ...]:
+        """The GPUs of ``--devices`` (all visible ones for "all"), else ``--device``; UsageError for one that
+        does not exist, or for --concurrent with fewer than two."""
+        request = self.request
+        devices: tuple[int, ...] = (request.device,)
+        if request.devices:
+            count = self.gpu.count()
+            if request.devices == "all":
+                devices = tuple(range(count))
+            else:
+                devices = tuple(dict.fromkeys(request.devices))
+                for device in devices:
+                    if not 0 <= device < count:
+                        raise UsageError(f"--devices {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
+        if request.concurrent and len(devices) < 2:
+            raise UsageError("--concurrent runs several GPUs at once: select two or more with --devices")
+        return devices
 
     def check(self) -> None:
         """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
@@ -362,37 +404,48 @@ class Runner:
             writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
             if request.out.suffix == ".parquet":
                 refuse_existing(request.out)
-        environment = self.gpu.select(request.device)
-        self.environment = environment.as_dict()
+        chosen = {device: self.gpu.select(device) for device in self.devices}
+        self._raw_environments = chosen
+        self.environments = {device: environment.as_dict() for device, environment in chosen.items()}
+        environment = chosen[self.devices[0]]
+        self.environment = self.environments[self.devices[0]]
+        uuids = {device: chosen[device].gpu_uuid for device in self.devices}
         if self.previous is not None:
             measured_on = set(self.previous["gpu_uuid"].dropna()) if "gpu_uuid" in self.previous else set()
-            if measured_on and measured_on != {environment.gpu_uuid}:
+            if measured_on and not measured_on <= set(uuids.values()):
                 raise UsageError(f"--resume: {request.resume} was measured on another GPU "
-                                 f"({', '.join(sorted(measured_on))})")
-            self.plans = planning.without_done(self.plans, self.previous)
+                                 f"({', '.join(sorted(measured_on - set(uuids.values())))})")
+            self.plans = planning.without_done(self.plans, self.previous, uuids)
             self.path = request.resume
         else:
             self.path = results_path(request.out, self.run_id, environment.gpu_name)
             refuse_existing(self.path)
-        problem = memory_problem(self.plans, environment.gpu_name, self.gpu.free_bytes(), host_memory_available())
-        if problem:
-            raise UsageError(problem)
+        host_available = host_memory_available()
+        for device, selected in chosen.items():
+            mine = [item for item in self.plans if device in item.devices]
+            problem = memory_problem(mine, selected.gpu_name, self.gpu.free_bytes(selected), host_available)
+            if problem:
+                raise UsageError(problem if len(chosen) == 1 else f"{problem} (GPU {device})")
 
     def run(self, monitor=None) -> Outcome:
         """Run the checked plans into :attr:`path`. ``monitor()`` (NVML clocks, throttling, other processes; see
         :mod:`bench.env`) is read before the first and after every configuration."""
-        if monitor is None and self.environment.get("pci_bus_id"):
-            from bench import env
+        monitors = {}
+        for device, environment in self.environments.items():
+            if monitor is not None:
+                monitors[device] = monitor
+            elif environment.get("pci_bus_id"):
+                from bench import env
 
-            monitor = env.monitor(self.environment["pci_bus_id"])
-        return _Sweep(self, monitor).run()
+                monitors[device] = env.monitor(environment["pci_bus_id"])
+        return _Sweep(self, monitors).run()
 
 
 class _Sweep:
     """The running part of a :class:`Runner`: receives rows, keeps them, saves them, reports them."""
 
-    def __init__(self, runner: Runner, monitor) -> None:
-        self.runner, self.monitor = runner, monitor
+    def __init__(self, runner: Runner, monitors: Mapping[int, Callable[[], dict] | None]) -> None:
+        self.runner, self.monitors = runner, monitors
         self.plans = [item for item in runner.plans if item.configs]
         self.rows: list[dict] = []
         self.tables: dict[str, list[dict]] = {}
@@ -404,14 +457,18 @@ class _Sweep:
             "run_id": runner.run_id,
             "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": request.command, "mode": request.mode, "budget_s": request.budget_s,
+            "devices": list(runner.devices), "concurrent": request.concurrent,
             "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
                                                   for purpose, rule in item.rules.items()} for item in self.plans},
-            "estimate_s": planning.estimate_s(self.plans),
+            "estimate_s": planning.estimate_s(self.plans, request.concurrent),
             "environment": dict(runner.environment),
+            "environments": {str(device): dict(values) for device, values in runner.environments.items()},
         }
         self.planned = sum(len(item.configs) for item in self.plans)
-        self.wall_s: dict[str, float] = {}  # per experiment, its process's start-up included
-        self.startup_s: dict[str, float] = {}  # per experiment: process start and GPU selection
+        self.wall_s: dict[str, float] = {}  # per plan (experiment, and GPU), its processes' start-up included
+        self.startup_s: dict[str, float] = {}  # per plan: process start and GPU selection
+        self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
+        self.last_save = Stopwatch()
 
     def save(self, complete: bool) -> None:
         if not self.rows:
@@ -424,7 +481,11 @@ class _Sweep:
             store.write(store.side_table_path(path, name), entries, store.table_schema(name), {**stamp, "table": name})
         store.write(path, self.earlier + self.rows, self.schema, stamp)
 
-    def keep(self, item: Plan, row: dict, wall_s: float, reading: dict) -> None:
+    def read_monitor(self, device: int) -> dict:
+        monitor = self.monitors.get(device)
+        return monitor() if monitor else {}
+
+    def keep(self, item: Plan, row: dict, wall_s: float, reading: dict, at_once: int = 1) -> None:
         """Add the run's columns to a row from an experiment, move its side-table rows aside, check it."""
         name = item.experiment.name
         config = {axis: row.get(axis) for axis in item.experiment.axes}
@@ -433,58 +494,38 @@ class _Sweep:
             if key[1:] in item.experiment.tables:
                 self.tables.setdefault(key[1:], []).extend(
                     {"experiment": name, **config, **entry, "run_id": self.runner.run_id} for entry in entries)
-        row = {"experiment": name, **row, **reading, **self.runner.environment, "run_id": self.runner.run_id,
-               "wall_s": wall_s}
+        environment = self.runner.environments.get(item.devices[0], self.runner.environment)
+        run = {**reading, **environment, "run_id": self.runner.run_id, "wall_s": wall_s, "concurrent_gpus": at_once}
+        row = {"experiment": name, **row, **run}
         try:
             check_row(row, self.schema)
         except SchemaError as error:  # the experiment's bug: keep the configuration as a failed row, go on
             row = {"experiment": name, **config, "status": "failed", "error": f"row does not fit the schema: {error}",
-                   **reading, **self.runner.environment, "run_id": self.runner.run_id, "wall_s": wall_s}
+                   **run}
         self.rows.append(row)
 
     def run(self) -> Outcome:
         runner, reporter = self.runner, self.runner.reporter
-        reporter.planned(self.plans, planning.estimate_s(self.plans))
-        wall_s, startup_s = self.wall_s, self.startup_s
+        reporter.planned(self.plans, self.metadata["estimate_s"])
         current = ""
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         caught = 0
-        last_save = Stopwatch()
         try:
-            reading = self.monitor() if self.monitor else {}
-            cpus = runner.gpu.child_cpus() if runner.isolate else []
-            for item in self.plans:
-                current = item.experiment.name
-                reporter.started(current)
-                experiment_watch, config_watch = Stopwatch(), Stopwatch()
-                received: set = set()
-                axes = list(item.experiment.axes)
-                device = runner.gpu.child_device(runner.request.device)
-                startup_s[current] = 0.0
-                for part in item.parts():  # a process each; a failure ends only its own part
-                    part_watch = Stopwatch()
-                    for message in isolated(part, device, cpus) if runner.isolate else inline(part):
-                        if isinstance(message, ReadyMessage):
-                            startup_s[current] += part_watch.seconds()
-                            config_watch = Stopwatch()
-                            continue
-                        if isinstance(message, FailedMessage):
-                            for row in not_run(part, received, message.why):
-                                self.keep(item, row, 0.0, {})
-                            left = [c for c in part.configs if config_key(current, c, axes) not in received]
-                            reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
-                            break
-                        row = message.row
-                        received.add(config_key(current, row, axes))
-                        before, reading = reading, (self.monitor() if self.monitor else {})
-                        self.keep(item, row, config_watch.seconds(), over_interval(before, reading))
-                        config_watch = Stopwatch()
-                        reporter.row(item, self.rows[-1], item.seconds(row))
-                        if last_save.seconds() >= runner.save_every_s:
-                            self.save(complete=False)
-                            last_save = Stopwatch()
-                wall_s[current] = experiment_watch.seconds()
-                reporter.finished(current, wall_s[current])
+            self.readings = {device: self.read_monitor(device) for device in runner.devices}
+            for group in self.groups():
+                current = ", ".join(item.name for item in group)
+                runs = [_PlanRun(self, item, len(group)) for item in group]
+                for plan_run in runs:
+                    reporter.started(plan_run.item.name)
+                if len(runs) == 1:
+                    for message in runs[0].messages():
+                        runs[0].handle(message)
+                else:
+                    for index, message in _interleaved([plan_run.messages() for plan_run in runs]):
+                        runs[index].handle(message)
+                for plan_run in runs:
+                    self.wall_s[plan_run.item.name] = plan_run.watch.seconds()
+                    reporter.finished(plan_run.item.name, self.wall_s[plan_run.item.name])
         except KeyboardInterrupt as interrupt:
             caught = interrupt.args[0] if interrupt.args else signal.SIGINT
             self.save(complete=False)
@@ -497,7 +538,99 @@ class _Sweep:
             self.save(complete=True)
         path = runner.path if self.rows else None
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
-                       signal=int(caught), wall_s=wall_s, startup_s=startup_s, estimate_s=self.metadata["estimate_s"])
+                       signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
+                       estimate_s=self.metadata["estimate_s"])
+
+    def groups(self) -> list[list[Plan]]:
+        """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
+        together."""
+        groups: list[list[Plan]] = []
+        for item in self.plans:
+            together = (self.runner.request.concurrent and groups and item.experiment.gpus == 1
+                        and groups[-1][0].experiment is item.experiment)
+            if together:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        return groups
+
+
+class _PlanRun:
+    """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
+
+    def __init__(self, sweep: _Sweep, item: Plan, at_once: int) -> None:
+        self.sweep, self.item, self.at_once = sweep, item, at_once
+        self.device = item.devices[0]
+        self.axes = list(item.experiment.axes)
+        self.received: set = set()
+        self.watch = Stopwatch()
+        self.config_watch = self.part_watch = Stopwatch()
+        self.part = item
+        sweep.startup_s[item.name] = 0.0
+
+    def messages(self) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+        """Every part's messages, a process each (a failure ends only its own part)."""
+        runner = self.sweep.runner
+        environment = runner._raw_environments.get(self.device)
+        cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
+        device = runner.gpu.child_device(self.device)
+        for part in self.item.parts():
+            self.part, self.part_watch = part, Stopwatch()
+            yield from isolated(part, device, cpus) if runner.isolate else inline(part)
+
+    def handle(self, message) -> None:
+        sweep, item, name = self.sweep, self.item, self.item.experiment.name
+        reporter = sweep.runner.reporter
+        if isinstance(message, ReadyMessage):
+            sweep.startup_s[item.name] += self.part_watch.seconds()
+            self.config_watch = Stopwatch()
+            return
+        if isinstance(message, FailedMessage):
+            for row in not_run(self.part, self.received, message.why):
+                sweep.keep(item, row, 0.0, {}, self.at_once)
+            left = [c for c in self.part.configs if config_key(name, c, self.axes) not in self.received]
+            reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
+            return
+        row = message.row
+        self.received.add(config_key(name, row, self.axes))
+        before = sweep.readings.get(self.device, {})
+        sweep.readings[self.device] = reading = sweep.read_monitor(self.device)
+        sweep.keep(item, row, self.config_watch.seconds(), over_interval(before, reading), self.at_once)
+        self.config_watch = Stopwatch()
+        reporter.row(item, sweep.rows[-1], item.seconds(row))
+        if sweep.last_save.seconds() >= sweep.runner.save_every_s:
+            sweep.save(complete=False)
+            sweep.last_save = Stopwatch()
+
+
+def _interleaved(sources: Sequence[Iterator]) -> Iterator[tuple[int, object]]:
+    """(index of its source, message) from several message iterators drained at once, each by a thread of its
+    own, as the messages come. An iterator's exception ends it with a FailedMessage."""
+    queue: Queue = Queue()
+
+    def drain(index: int, source: Iterator) -> None:
+        try:
+            for message in source:
+                queue.put((index, message))
+        except BaseException as error:
+            queue.put((index, FailedMessage(f"{type(error).__name__}: {error}")))
+        finally:
+            queue.put((index, None))
+
+    threads = [threading.Thread(target=drain, args=(index, source), daemon=True)
+               for index, source in enumerate(sources)]
+    for thread in threads:
+        thread.start()
+    running = len(threads)
+    while running:
+        try:
+            index, message = queue.get(timeout=0.2)  # a timeout, so that Ctrl-C reaches this thread
+        except Empty:
+            continue
+        if message is None:
+            running -= 1
+        else:
+            yield index, message
 
 
 def _raise_interrupt(number, frame):

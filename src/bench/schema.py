@@ -73,6 +73,8 @@ SAMPLES = (
 RUN = (
     column("run_id", TEXT, "the sweep that measured the row (UTC start time)"),
     column("wall_s", FLOAT, "seconds the harness spent on the configuration"),
+    column("concurrent_gpus", INT, "GPUs running this experiment at the same time as this row (sweep --concurrent); "
+                                   "1: one GPU at a time"),
 )
 
 MONITOR = (

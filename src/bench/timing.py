@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from bench.cuda import kernels, numba_cuda, runtime
+from bench.cuda import kernels, numba_cuda, on_device, runtime
 
 # The robust standard error of a median: 1.2533 σ/√n (large-sample, normal data), with σ estimated as 1.4826·MAD.
 _MEDIAN_SE_FACTOR = 1.2533 * 1.4826
@@ -311,18 +311,32 @@ class Gate:
 
 
 class _Events:
-    """A start event and one end event per stream, destroyed on exit."""
+    """A start event per GPU and an end event per stream, destroyed on exit. ``devices``: each stream's GPU (None:
+    the current one); an event belongs to the GPU its stream runs on."""
 
-    def __init__(self, streams: int) -> None:
-        self.start = runtime.eventCreate()
-        self.ends = [runtime.eventCreate() for _ in range(streams)]
+    def __init__(self, devices: Sequence[int | None]) -> None:
+        self.devices = list(devices)
+        self.starts: dict[int | None, int] = {}
+        self.ends: list[int] = []
+        for device in self.devices:
+            with on_device(device):
+                if device not in self.starts:
+                    self.starts[device] = runtime.eventCreate()
+                self.ends.append(runtime.eventCreate())
+
+    def start_of(self, index: int) -> int:
+        return self.starts[self.devices[index]]
 
     def __enter__(self) -> _Events:
         return self
 
     def __exit__(self, *exc) -> None:
-        for event in [self.start, *self.ends]:
-            runtime.eventDestroy(event)
+        for device, start in self.starts.items():
+            with on_device(device):
+                runtime.eventDestroy(start)
+        for device, end in zip(self.devices, self.ends):
+            with on_device(device):
+                runtime.eventDestroy(end)
 
 
 @dataclass(frozen=True)
@@ -365,27 +379,37 @@ class Timer:
 
     def __init__(self, rule: StopRule | None = None) -> None:
         self.rule = rule or StopRule()
-        self._gate: Gate | None = None
+        self._gates: dict[int | None, Gate] = {}
 
     @property
     def gate(self) -> Gate:
-        if self._gate is None:
-            self._gate = Gate(self.rule.gate_timeout_s)
-        return self._gate
+        return self.gate_on(None)
+
+    def gate_on(self, device: int | None) -> Gate:
+        """The gate for streams of ``device`` (None: the current GPU), made there on first use."""
+        if device not in self._gates:
+            with on_device(device):
+                self._gates[device] = Gate(self.rule.gate_timeout_s)
+        return self._gates[device]
 
     def measure(self, enqueue: Callable[[int], None], streams: Sequence, *, metric: str, gated: bool = True,
-                ops_per_batch: int | None = None) -> GpuTiming:
+                ops_per_batch: int | None = None, devices: Sequence[int] | None = None) -> GpuTiming:
         """Warm up, size the batch, then sample until the stop rule says so.
 
         ``streams`` are CuPy streams (or anything with ``ptr``); the first one carries the gate and the start
         event, the others wait on the start event. ``ops_per_batch`` fixes the batch size (work that is long, or
         must run exactly once per sample); by default two single-operation batches size it. Raises
         :class:`MeasurementFailed` if a gate's watchdog expired.
+
+        ``devices`` (each stream's GPU) spreads the work over several GPUs: each GPU's first stream carries that
+        GPU's gate and start event, all gates open together, and a stream's time runs from its own GPU's start
+        event (events of two GPUs cannot be compared): a sample is the slowest stream's time.
+        ``enqueue`` makes each GPU current for its own work (:func:`bench.cuda.on_device`).
         """
         if not streams:
             raise ValueError("need at least one stream")
         rule = self.rule
-        with _Events(len(streams)) as events:
+        with _Events(devices or [None] * len(streams)) as events:
             self._batch(events, enqueue, streams, 1, gated)  # first touch, compilation, lazy loading
             if ops_per_batch is None:
                 ops = rule.ops_per_batch(max(self._batch(events, enqueue, streams, 1, gated)[0]))
@@ -400,7 +424,7 @@ class Timer:
              gated: bool = True) -> GpuTiming:
         """Like :meth:`measure`, for work that must start from a fresh state every time (managed pages back on the
         host, a cold cache): ``prepare()`` runs untimed before every sample, and every sample is one operation."""
-        with _Events(len(streams)) as events:
+        with _Events([None] * len(streams)) as events:
             def batch() -> tuple[list[float], float, float]:
                 prepare()
                 return self._batch(events, enqueue, streams, 1, gated)
@@ -431,34 +455,44 @@ class Timer:
     def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
         """One batch of one operation, outside the stop rule: a verification run, or one that records its own
         :class:`Timeline`. Returns each stream's GPU time (ms)."""
-        with _Events(len(streams)) as events:
+        with _Events([None] * len(streams)) as events:
             return self._batch(events, enqueue, streams, 1, gated)[0]
 
     def _batch(self, events: _Events, enqueue, streams, ops: int, gated: bool) -> tuple[list[float], float, float]:
         """Run one batch; return each stream's GPU time from the start event to its end event (ms), the host time
         the enqueue call took (ms) and the host time until the batch finished (ms)."""
-        first = streams[0]
-        if gated:
-            self.gate.close(first)
+        firsts = {}  # each GPU's first stream
+        for index, device in enumerate(events.devices):
+            firsts.setdefault(device, index)
+        closed = []
         try:
-            runtime.eventRecord(events.start, first.ptr)
-            for stream in streams[1:]:
-                runtime.streamWaitEvent(stream.ptr, events.start, 0)
+            for device, index in firsts.items():
+                with on_device(device):
+                    if gated:
+                        self.gate_on(device).close(streams[index])
+                        closed.append(device)
+                    runtime.eventRecord(events.starts[device], streams[index].ptr)
+            for index, stream in enumerate(streams):
+                if firsts[events.devices[index]] != index:
+                    with on_device(events.devices[index]):
+                        runtime.streamWaitEvent(stream.ptr, events.start_of(index), 0)
             started = time.perf_counter()
             enqueue(ops)
             host_ms = (time.perf_counter() - started) * 1e3
             # End events go in before the gate opens: recorded later, they would time the host, not the GPU.
-            for stream, end in zip(streams, events.ends):
-                runtime.eventRecord(end, stream.ptr)
+            for stream, end, device in zip(streams, events.ends, events.devices):
+                with on_device(device):
+                    runtime.eventRecord(end, stream.ptr)
         finally:
-            if gated:
-                self.gate.open()
+            for device in closed:
+                self.gate_on(device).open()
         for end in events.ends:
             runtime.eventSynchronize(end)
         wall_ms = (time.perf_counter() - started) * 1e3
-        if gated:
-            self.gate.check()
-        return [runtime.eventElapsedTime(events.start, end) for end in events.ends], host_ms, wall_ms
+        for device in closed:
+            self.gate_on(device).check()
+        return [runtime.eventElapsedTime(events.start_of(index), end) for index, end in enumerate(events.ends)], \
+            host_ms, wall_ms
 
 
 class Timeline:
@@ -605,17 +639,24 @@ class SpinWatch:
         return [self.interval_ms(slot, origin) for _, slot in slots]
 
     def call_during_spin(self, stream, spin_ms: float, call: Callable[[], object],
-                         arm: Callable[[], None] = lambda: None) -> CallDuringSpin:
+                         arm: Callable[[], None] = lambda: None, *, spin_device: int | None = None,
+                         call_device: int | None = None) -> CallDuringSpin:
         """Launch a spin of ``spin_ms`` on ``stream``; once it runs, ``arm()`` (untimed), then time ``call()`` on the
-        host and see whether the spin still runs. Waits for the device before returning."""
-        self.launch(stream, 0, spin_ms)
-        seen = self.wait_started(0)
-        arm()
-        started = time.perf_counter()
-        call()
-        returned = time.perf_counter()
+        host and see whether the spin still runs. Waits for the device(s) before returning. ``spin_device`` and
+        ``call_device``: the GPU the spin runs on and the one current for the call (None: the current GPU); this
+        watch must belong to the spin's GPU."""
+        with on_device(spin_device):
+            self.launch(stream, 0, spin_ms)
+            seen = self.wait_started(0)
+        with on_device(call_device):
+            arm()
+            started = time.perf_counter()
+            call()
+            returned = time.perf_counter()
         running = self.running(0)
-        runtime.deviceSynchronize()
+        for device in dict.fromkeys((spin_device, call_device)):
+            with on_device(device):
+                runtime.deviceSynchronize()
         return CallDuringSpin((returned - started) * 1e3, spin_ms - (started - seen) * 1e3, running)
 
     def call_between_spins(self, first, second, spin_ms: float, call: Callable[[], object],

@@ -61,6 +61,9 @@ class Experiment:
     process_axis: str = ""  # an axis whose every value needs a process of its own (an environment variable or a
     # device flag that CUDA reads once, when the process first touches the GPU)
     before_cuda: Callable | None = None  # (that axis's value, device ordinal): run in the new process before CUDA
+    gpus: int = 1  # 1: measures one GPU, run once per GPU the sweep selects; 2: needs two or more, and its one
+    # process sees every selected GPU (peer copies, shared links); it is left out of a sweep of fewer GPUs
+    device_axes: tuple[str, ...] = ()  # axes whose values are GPU ordinals: the sweep's --devices replace them
 
     def __post_init__(self) -> None:
         declared = {item.name for item in self.columns}
@@ -72,6 +75,8 @@ class Experiment:
             raise ValueError(f"{self.name}: quick/full name an axis the default sweep lacks")
         if self.process_axis and (self.process_axis not in self.axes or self.before_cuda is None):
             raise ValueError(f"{self.name}: process_axis must be an axis, with a before_cuda hook")
+        if set(self.device_axes) - set(self.axes):
+            raise ValueError(f"{self.name}: device_axes must be axes")
 
     def axes_for(self, mode: str) -> dict[str, tuple]:
         """The axes of a ``quick``, ``default`` or ``full`` sweep."""

@@ -1,0 +1,227 @@
+"""Host links under load: every GPU copying to (or from) pinned host memory at once, against one GPU at a time.
+
+Each GPU copies between its own pinned host buffer and its own memory with ``cudaMemcpyAsync`` on its own stream.
+``alone``: one GPU copies while the others idle (the bandwidth experiment's number). ``together``: all the
+sweep's GPUs copy at once; each GPU's stream sits behind a gate of its own, the gates open together, and each GPU's
+copies are timed by its own CUDA events, so ``gbps`` is what that GPU got while the others copied too.
+``total_gbps`` is every GPU's bytes over the slowest GPU's time (for ``alone``: the GPU's own rate). Host links
+that share a PCIe switch, a root port or the host's memory bandwidth show up as ``together`` below ``alone``.
+
+Every copy is verified once per configuration: destination poisoned, one copy, compared byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.cuda import cupy, on_device, runtime
+from bench.experiments import Config, Experiment, Row
+from bench.experiments.bandwidth import POISON, fill_random
+from bench.memory import DeviceBuffer, HostBuffer
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.units import format_size
+
+DIRECTIONS = ("H2D", "D2H")
+LOADS = ("alone", "together")
+METRIC = "GPU time per copy (this GPU's stream)"
+
+COLUMNS = (
+    column("direction", TEXT, "H2D or D2H, each GPU with its own pinned host buffer", DIRECTIONS),
+    column("bytes", INT, "bytes per copy"),
+    column("load", TEXT, "alone: only this GPU copies; together: every GPU of the sweep copies at once", LOADS),
+    column("device", INT, "the GPU (CUDA ordinal) this row's bandwidth is of"),
+    column("gbps", FLOAT, "this GPU's GB/s at the median"),
+    column("total_gbps", FLOAT, "together: all GPUs' bytes over the slowest GPU's median time; alone: gbps"),
+    column("gpus_copying", INT, "how many GPUs copied at once"),
+    column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
+)
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    copy_s = config["bytes"] / 50e9
+    batch_s = max(copy_s, rule.batch_ms / 1e3)
+    share = 0.5 if config["load"] == "together" else 1.0  # one measurement serves every GPU's row
+    return 0.02 + config["bytes"] / 2e9 + share * (3 + rule.warmup_batches + rule.min_samples) * batch_s
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    largest = max(config["bytes"] for config in configs)
+    gpus = len({config["device"] for config in configs})
+    return 2 * largest + (256 << 20), 2 * largest * gpus
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for (direction, nbytes), group in ok.groupby(["direction", "bytes"], sort=False):
+        line = {"direction": direction, "size": format_size(int(nbytes))}
+        for _, row in group.sort_values(["load", "device"]).iterrows():
+            line[f"GPU {row['device']} {row['load']} GB/s"] = f"{row['gbps']:.1f}"
+        together = group[group["load"] == "together"]
+        if len(together):
+            line["total together GB/s"] = f"{together['total_gbps'].iloc[0]:.1f}"
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """Per direction: each GPU's GB/s alone and with every GPU copying, and the total."""
+    from bench.plots import gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "hostlinks") & (rows["status"] == "ok")]
+    if not len(ok):
+        return []
+    largest = ok[ok["bytes"] == ok["bytes"].max()]
+    plt = pyplot()
+    figure, axes = plt.subplots(1, len(DIRECTIONS), figsize=(11, 4.2), squeeze=False, constrained_layout=True)
+    devices = sorted(largest["device"].unique())
+    for ax, direction in zip(axes[0], DIRECTIONS):
+        group = largest[largest["direction"] == direction]
+        width = 0.38
+        for offset, load, color in ((-width / 2, "alone", "#1f77b4"), (width / 2, "together", "#d62728")):
+            values = [group[(group["load"] == load) & (group["device"] == device)]["gbps"] for device in devices]
+            heights = [float(value.iloc[0]) if len(value) else np.nan for value in values]
+            bars = ax.bar(np.arange(len(devices)) + offset, heights, width, color=color,
+                          label=f"{load} ({'this GPU only' if load == 'alone' else 'every GPU at once'})")
+            ax.bar_label(bars, fmt="%.1f", fontsize=8)
+        together = group[group["load"] == "together"]
+        if len(together):
+            ax.set_title(f"{direction}: all {len(devices)} GPUs together move "
+                         f"{together['total_gbps'].iloc[0]:.1f} GB/s", fontsize=10)
+        ax.set_xticks(range(len(devices)), [f"GPU {device}" for device in devices])
+        ax.set_ylabel("GB/s (10⁹ bytes/s), median")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8, loc="lower center")
+    figure.suptitle(f"Host links under load: pinned cudaMemcpyAsync, {format_size(int(largest['bytes'].iloc[0]))} "
+                    f"per copy — {gpu_label(ok)}", fontsize=10)
+    return [("hostlinks", figure)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+@dataclass
+class _Link:
+    """One GPU's side: device and pinned host buffers of random bytes, a stream."""
+
+    device: int
+    nbytes: int
+
+    def __post_init__(self) -> None:
+        with on_device(self.device):
+            self.device_src = DeviceBuffer("malloc", self.nbytes)
+            self.device_dst = DeviceBuffer("malloc", self.nbytes)
+            self.host_src = HostBuffer("pinned", self.nbytes)
+            self.host_dst = HostBuffer("pinned", self.nbytes)
+            fill_random(self.device_src.array, self.device)
+            runtime.memcpy(self.host_src.ptr, self.device_src.ptr, self.nbytes, runtime.memcpyDeviceToHost)
+            self.stream = cupy.cuda.Stream(non_blocking=True)
+
+    def enqueue(self, direction: str, nbytes: int) -> None:
+        with on_device(self.device):
+            if direction == "H2D":
+                runtime.memcpyAsync(self.device_dst.ptr, self.host_src.ptr, nbytes, runtime.memcpyHostToDevice,
+                                    self.stream.ptr)
+            else:
+                runtime.memcpyAsync(self.host_dst.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost,
+                                    self.stream.ptr)
+
+    def mismatch(self, direction: str, nbytes: int) -> str | None:
+        with on_device(self.device):
+            if direction == "H2D":
+                self.device_dst.array[:nbytes].fill(POISON)
+                runtime.deviceSynchronize()
+                self.enqueue(direction, nbytes)
+                self.stream.synchronize()
+                differ = int(cupy.count_nonzero(self.device_dst.array[:nbytes] != self.device_src.array[:nbytes]))
+            else:
+                self.host_dst.array[:nbytes] = POISON
+                self.enqueue(direction, nbytes)
+                self.stream.synchronize()
+                differ = int(np.count_nonzero(self.host_dst.array[:nbytes] != self.host_src.array[:nbytes]))
+        return f"data mismatch on GPU {self.device}: {differ} of {nbytes} bytes differ" if differ else None
+
+    def close(self) -> None:
+        with on_device(self.device):
+            self.stream.synchronize()
+            for buffer in (self.device_src, self.device_dst, self.host_src, self.host_dst):
+                buffer.close()
+
+
+def _timed(links: Sequence[_Link], direction: str, nbytes: int, context: Context):
+    """Verify every link's copy, then time them all at once: (GpuTiming, None) or (None, why not)."""
+    for link in links:
+        problem = link.mismatch(direction, nbytes)
+        if problem:
+            return None, problem
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            for link in links:
+                link.enqueue(direction, nbytes)
+
+    try:
+        return context.timer().measure(enqueue, [link.stream for link in links], metric=METRIC,
+                                       devices=[link.device for link in links]), None
+    except MeasurementFailed as error:
+        return None, str(error)
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    """Each ``alone`` configuration measured by itself; a ``together`` measurement once per direction and size,
+    its rows (one per GPU) taken from it."""
+    devices = sorted({config["device"] for config in configs})
+    largest = max(config["bytes"] for config in configs)
+    links: dict[int, _Link] = {}
+    together: dict[tuple[str, int], tuple] = {}
+    try:
+        for device in devices:
+            links[device] = _Link(device, largest)
+        for config in configs:
+            direction, nbytes, device = config["direction"], config["bytes"], config["device"]
+            row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "verified": False, "status": "failed",
+                   "error": "", "gpus_copying": 1 if config["load"] == "alone" else len(devices)}
+            if config["load"] == "alone":
+                timing, problem = _timed([links[device]], direction, nbytes, context)
+                index, copying = 0, [device]
+            else:
+                key = (direction, nbytes)
+                if key not in together:
+                    together[key] = _timed([links[d] for d in devices], direction, nbytes, context)
+                timing, problem = together[key]
+                index, copying = devices.index(device), devices
+            if timing is None:
+                yield {**row, "error": problem}
+                continue
+            samples = Samples(timing.stream_ms[index], "ms", "gpu", METRIC, timing.samples.stop_reason,
+                              timing.samples.ops_per_sample, True)
+            yield {**row, **samples.columns(), "verified": True, "status": "ok",
+                   "gbps": nbytes / (timing.stream_median_ms(index) * 1e6),
+                   "total_gbps": len(copying) * nbytes / (timing.median_ms * 1e6)}
+    finally:
+        for link in links.values():
+            link.close()
+
+
+EXPERIMENT = Experiment(
+    name="hostlinks",
+    description="host links under load: every GPU's pinned H2D/D2H at once against one GPU at a time",
+    axes={"direction": DIRECTIONS, "bytes": (256 << 20,), "load": LOADS, "device": (0, 1)},
+    quick={"bytes": (64 << 20,)},
+    full={"bytes": (16 << 20, 64 << 20, 256 << 20, 1 << 30)},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    memory_needed=memory_needed,
+    figures=(hostlinks_figure,),
+    order=91,
+    setup_s=1.0,
+    share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
+    gpus=2,
+    device_axes=("device",),
+)

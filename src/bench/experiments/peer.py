@@ -1,0 +1,392 @@
+"""Copies between two GPUs: copy engines (``cudaMemcpyPeerAsync``) with peer access enabled or disabled, SM copies
+(a kernel reading or writing the other GPU's memory), and peer access latency (a pointer chase).
+
+For every ordered pair of the sweep's GPUs (``src`` → ``dst``):
+
+- ``method``: ``ce`` is ``cudaMemcpyPeerAsync``; ``sm`` a kernel that moves 8-byte words (``SmCopy`` in
+  :mod:`bench.kernels`, as the ``zerocopy`` experiment); ``chase`` one thread following a random pointer chain
+  (``Chase``, as the ``latency`` experiment) through ``src``'s memory, from a kernel on ``dst``.
+- ``side`` (nvbandwidth's read and write): ``read`` issues the copy from the destination GPU (its stream, its copy
+  engine or its kernel pulls the data), ``write`` from the source GPU (pushes it).
+- ``peer_access``: ``enabled`` (``cudaDeviceEnablePeerAccess`` both ways: copies go GPU to GPU over NVLink or PCIe)
+  or ``disabled`` (both ways off: the runtime stages a copy through host memory; kernels cannot reach the peer).
+- ``direction``: ``uni`` (src → dst) or ``bidir`` (src → dst and dst → src at once, each issued by its own ``side``).
+  ``gbps`` of a bidirectional pair is both directions' bytes over the slower one's time; ``forward_gbps`` and
+  ``backward_gbps`` are each direction over its own time (their sum is nvbandwidth's "total").
+
+Every copy is verified once per configuration (the destination poisoned, one copy, compared byte for byte with the
+random source); every chase ends where the host says its chain ends. Times are CUDA events on the streams that do
+the work, behind a gate on each GPU (the gates open together); a copy staged through the host (peer access
+disabled) is timed without the gates, as pageable copies are, because the runtime may need the host to move it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.cuda import cupy, kernels, on_device, runtime
+from bench.env import gpu_uuid
+from bench.experiments import Config, Experiment, Row
+from bench.experiments.bandwidth import POISON, fill_random
+from bench.experiments.latency import STEPS, chain_end, pointer_chain
+from bench.memory import DeviceBuffer
+from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.units import format_size
+
+METHODS = ("ce", "sm", "chase")
+SIDES = ("read", "write")
+ACCESS = ("enabled", "disabled")
+DIRECTIONS = ("uni", "bidir")
+CHASE_METRIC = f"GPU time of {STEPS} dependent loads"
+_ALREADY_ENABLED, _NOT_ENABLED = 704, 705  # cudaErrorPeerAccessAlreadyEnabled, cudaErrorPeerAccessNotEnabled
+_TYPICAL_GBPS = {("ce", "enabled"): 350.0, ("sm", "enabled"): 350.0, ("ce", "disabled"): 20.0}
+
+COLUMNS = (
+    column("src", INT, "the GPU (CUDA ordinal) the data comes from"),
+    column("dst", INT, "the GPU the data goes to (chase: the GPU whose kernel reads src's memory)"),
+    column("method", TEXT, "ce (cudaMemcpyPeerAsync), sm (a kernel moves the data), chase (pointer-chase latency)",
+           METHODS),
+    column("side", TEXT, "read: the destination GPU issues the copy; write: the source GPU does", SIDES),
+    column("peer_access", TEXT, "enabled: cudaDeviceEnablePeerAccess both ways; disabled: staged through the host",
+           ACCESS),
+    column("direction", TEXT, "uni: src → dst; bidir: src → dst and dst → src at once", DIRECTIONS),
+    column("bytes", INT, "bytes per copy, each way (chase: the working set)"),
+    column("gbps", FLOAT, "GB/s at the median: bidir, both directions' bytes over the slower direction's time"),
+    column("forward_gbps", FLOAT, "bidir: src → dst bytes over that copy's own time"),
+    column("backward_gbps", FLOAT, "bidir: dst → src bytes over that copy's own time"),
+    column("ns_per_access", FLOAT, "chase: median GPU time per dependent load of src's memory, ns"),
+    column("src_uuid", TEXT, "the source GPU's UUID"),
+    column("dst_uuid", TEXT, "the destination GPU's UUID"),
+    column("verified", FLAG, "every copy's destination equalled its source byte for byte (chase: the kernel ended "
+                             "where the host said) before timing"),
+)
+
+
+# --- description ---------------------------------------------------------------------------------------------
+
+def valid(config: Config) -> bool:
+    if config["src"] == config["dst"]:
+        return False
+    if config["method"] == "chase":
+        return (config["side"], config["peer_access"], config["direction"]) == ("read", "enabled", "uni")
+    return config["method"] == "ce" or config["peer_access"] == "enabled"
+
+
+def seconds(config: Config, rule: StopRule) -> float:
+    if config["method"] == "chase":
+        kernel_s = STEPS * 1.5e-6
+        return 0.02 + config["bytes"] / 1e9 + (3 + rule.warmup_batches + rule.min_samples) * max(
+            kernel_s, rule.batch_ms / 1e3)
+    copies = 2 if config["direction"] == "bidir" else 1
+    copy_s = config["bytes"] / (_TYPICAL_GBPS[(config["method"], config["peer_access"])] * 1e9)
+    batch_s = max(copy_s, rule.batch_ms / 1e3)
+    return 0.01 + copies * config["bytes"] / 20e9 + (3 + rule.warmup_batches + rule.min_samples) * batch_s
+
+
+def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
+    """Per GPU: a source, a destination and a reference copy of the other GPU's source."""
+    largest = max(config["bytes"] for config in configs)
+    return 3 * largest + (256 << 20), 2 * largest
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per pair: the largest size's GB/s of each copy method, and the chase's latency."""
+    ok = rows[rows["status"] == "ok"]
+    lines = []
+    for (src, dst), pair in ok.groupby(["src", "dst"], sort=True):
+        copies = pair[pair["method"] != "chase"]
+        largest = copies[copies["bytes"] == copies["bytes"].max()] if len(copies) else copies
+        line = {"pair": f"GPU {src} → GPU {dst}"}
+        for _, row in largest.iterrows():
+            name = f"{row['method']} {row['side']} {row['direction']}"
+            name += "" if row["peer_access"] == "enabled" else " staged"
+            line[f"{name} GB/s"] = f"{row['gbps']:.1f}"
+        chase = pair[pair["method"] == "chase"]
+        for _, row in chase.iterrows():
+            line[f"chase {format_size(int(row['bytes']))} ns"] = f"{row['ns_per_access']:.0f}"
+        if len(largest):
+            line["size"] = format_size(int(largest["bytes"].iloc[0]))
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+PANELS = (("ce", "read", "enabled", "uni"), ("ce", "write", "enabled", "uni"), ("ce", "read", "enabled", "bidir"),
+          ("ce", "read", "disabled", "uni"), ("sm", "read", "enabled", "uni"), ("sm", "write", "enabled", "uni"))
+
+
+def _panel_title(method: str, side: str, access: str, direction: str) -> str:
+    what = {"ce": "copy engine", "sm": "SM kernel"}[method]
+    how = "staged via host" if access == "disabled" else "peer access"
+    return f"{what}, {side}, {'bidirectional (sum)' if direction == 'bidir' else 'one way'}\n({how})"
+
+
+def matrix_figures(rows: pd.DataFrame, tables: dict) -> list:
+    """One figure per size: GPU × GPU matrices of GB/s (row: source, column: destination), a panel per method."""
+    from bench.plots import gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "peer") & (rows["status"] == "ok") & (rows["method"] != "chase")]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    gpus = sorted(set(ok["src"]) | set(ok["dst"]))
+    index = {gpu: position for position, gpu in enumerate(gpus)}
+    figures = []
+    for nbytes, at_size in ok.groupby("bytes", sort=True):
+        panels = [panel for panel in PANELS if len(_select(at_size, panel))]
+        figure, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.6), squeeze=False,
+                                    constrained_layout=True)
+        for ax, panel in zip(axes[0], panels):
+            matrix = np.full((len(gpus), len(gpus)), np.nan)
+            for _, row in _select(at_size, panel).iterrows():
+                matrix[index[row["src"]], index[row["dst"]]] = row["gbps"]
+            ax.imshow(matrix, cmap="viridis", vmin=0, vmax=np.nanmax(ok["gbps"]))
+            for (y, x), value in np.ndenumerate(matrix):
+                ax.text(x, y, "—" if np.isnan(value) else f"{value:.0f}", ha="center", va="center",
+                        color="k" if np.isnan(value) else "w", fontsize=9)
+            ax.set_xticks(range(len(gpus)), [f"GPU {gpu}" for gpu in gpus], fontsize=8)
+            ax.set_yticks(range(len(gpus)), [f"GPU {gpu}" for gpu in gpus], fontsize=8)
+            ax.set_xlabel("to (destination)", fontsize=8)
+            ax.set_ylabel("from (source)", fontsize=8)
+            ax.set_title(_panel_title(*panel), fontsize=9)
+        links = ok["nvlinks"].iloc[0] if "nvlinks" in ok else None
+        link = f", {int(links)} NVLinks per GPU" if pd.notna(links) and links > 0 else ""
+        figure.suptitle(f"Peer copies, {format_size(int(nbytes))} per copy, GB/s (10⁹ bytes/s), median — "
+                        f"{gpu_label(ok)} × {len(gpus)}{link}", fontsize=10)
+        figures.append((f"peer_matrix_{format_size(int(nbytes)).replace(' ', '').lower()}", figure))
+    return figures
+
+
+def _select(rows: pd.DataFrame, panel: tuple[str, str, str, str]) -> pd.DataFrame:
+    method, side, access, direction = panel
+    return rows[(rows["method"] == method) & (rows["side"] == side) & (rows["peer_access"] == access)
+                & (rows["direction"] == direction)]
+
+
+# --- measuring code --------------------------------------------------------------------------------------------
+
+class _Gpu:
+    """One GPU's side of the pairs: a random source, a destination, a reference of each other GPU's source (to
+    check what arrives without reading across GPUs), streams, and the copy and chase kernels."""
+
+    def __init__(self, device: int, nbytes: int, seed: int) -> None:
+        self.device, self.nbytes = device, nbytes
+        with on_device(device):
+            self.src = DeviceBuffer("malloc", nbytes)
+            self.dst = DeviceBuffer("malloc", nbytes)
+            fill_random(self.src.array, seed)
+            self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+            self.copier = kernels.SmCopy()
+            self.chase = kernels.Chase()
+            self.uuid = gpu_uuid(runtime.deviceGetPCIBusId(device))
+        self.references: dict[int, DeviceBuffer] = {}
+
+    def reference_of(self, other: _Gpu) -> DeviceBuffer:
+        """``other``'s source bytes in this GPU's memory, copied through the host."""
+        if other.device not in self.references:
+            with on_device(other.device):
+                host = cupy.asnumpy(other.src.array)
+            with on_device(self.device):
+                reference = DeviceBuffer("malloc", self.nbytes)
+                reference.array.set(host)
+                runtime.deviceSynchronize()
+            self.references[other.device] = reference
+        return self.references[other.device]
+
+    def close(self) -> None:
+        with on_device(self.device):
+            runtime.deviceSynchronize()
+            for buffer in (self.src, self.dst, *self.references.values()):
+                buffer.close()
+
+
+@dataclass(frozen=True)
+class _PeerCopy:
+    """One copy from ``source`` to ``target``, issued on ``device`` (the side's GPU) by a copy engine or a kernel."""
+
+    source: _Gpu
+    target: _Gpu
+    device: int
+    stream: object
+    method: str
+
+    def enqueue(self, nbytes: int) -> None:
+        with on_device(self.device):
+            if self.method == "ce":
+                runtime.memcpyPeerAsync(self.target.dst.ptr, self.target.device, self.source.src.ptr,
+                                        self.source.device, nbytes, self.stream.ptr)
+            else:
+                issuer = self.target if self.device == self.target.device else self.source
+                issuer.copier.launch(self.stream, self.target.dst.ptr, self.source.src.ptr, nbytes)
+
+    def mismatch(self, nbytes: int) -> str | None:
+        """Poison the destination, copy once, compare with the source's bytes (None: they are equal)."""
+        with on_device(self.target.device):
+            self.target.dst.array[:nbytes].fill(POISON)
+            runtime.deviceSynchronize()
+        self.enqueue(nbytes)
+        with on_device(self.device):
+            self.stream.synchronize()
+        with on_device(self.target.device):
+            expected = self.target.reference_of(self.source).array[:nbytes]
+            differ = int(cupy.count_nonzero(self.target.dst.array[:nbytes] != expected))
+        if differ:
+            return (f"data mismatch after the GPU {self.source.device} → GPU {self.target.device} copy: {differ} of "
+                    f"{nbytes} bytes differ")
+        return None
+
+
+def _copy(source: _Gpu, target: _Gpu, side: str, method: str, slot: int) -> _PeerCopy:
+    issuer = target if side == "read" else source
+    return _PeerCopy(source, target, issuer.device, issuer.streams[slot], method)
+
+
+class _PeerAccess:
+    """Peer access between the GPUs as a configuration wants it, changed only when it must."""
+
+    def __init__(self) -> None:
+        self.enabled: set[tuple[int, int]] = set()
+
+    def set(self, a: int, b: int, enabled: bool) -> None:
+        for device, peer in ((a, b), (b, a)):
+            if ((device, peer) in self.enabled) == enabled:
+                continue
+            with on_device(device):
+                try:
+                    (runtime.deviceEnablePeerAccess if enabled else runtime.deviceDisablePeerAccess)(peer)
+                except runtime.CUDARuntimeError as error:  # already so (CuPy may have enabled it): fine
+                    if error.status not in (_ALREADY_ENABLED, _NOT_ENABLED):
+                        raise
+            if enabled:
+                self.enabled.add((device, peer))
+            else:
+                self.enabled.discard((device, peer))
+
+    def close(self) -> None:
+        for device, peer in list(self.enabled):
+            self.set(device, peer, False)
+
+
+def _metric(direction: str) -> str:
+    return "GPU time per pair of copies (both ways at once)" if direction == "bidir" else "GPU time per copy"
+
+
+def _measure_copy(config: Config, gpus: dict[int, _Gpu], context: Context) -> Row:
+    source, target, nbytes = gpus[config["src"]], gpus[config["dst"]], config["bytes"]
+    gated = config["peer_access"] == "enabled"
+    metric = _metric(config["direction"])
+    row = {**config, **Samples.missing("ms", "gpu", metric, gated), "verified": False, "status": "failed",
+           "error": ""}
+    copies = [_copy(source, target, config["side"], config["method"], 0)]
+    if config["direction"] == "bidir":
+        copies.append(_copy(target, source, config["side"], config["method"], 1))
+    for copy in copies:
+        problem = copy.mismatch(nbytes)
+        if problem:
+            return {**row, "error": problem}
+    row["verified"] = True
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            for copy in copies:
+                copy.enqueue(nbytes)
+
+    try:
+        timing = context.timer().measure(enqueue, [copy.stream for copy in copies], metric=metric, gated=gated,
+                                         devices=[copy.device for copy in copies])
+    except MeasurementFailed as error:
+        return {**row, "error": str(error)}
+    row.update(timing.samples.columns(), status="ok", gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
+    if config["direction"] == "bidir":
+        row["forward_gbps"] = nbytes / (timing.stream_median_ms(0) * 1e6)
+        row["backward_gbps"] = nbytes / (timing.stream_median_ms(1) * 1e6)
+    return row
+
+
+def _measure_chase(config: Config, gpus: dict[int, _Gpu], context: Context) -> Row:
+    """One thread on ``dst`` chasing a chain laid out in ``src``'s memory."""
+    owner, reader, nbytes = gpus[config["src"]], gpus[config["dst"]], config["bytes"]
+    row = {**config, **Samples.missing("ms", "gpu", CHASE_METRIC, True), "verified": False, "status": "failed",
+           "error": ""}
+    words = pointer_chain(nbytes)
+    expected = chain_end(words, STEPS)
+    with on_device(owner.device):
+        runtime.memcpy(owner.dst.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
+    stream = reader.streams[0]
+    with on_device(reader.device):
+        out = cupy.zeros(1, dtype=cupy.uint64)
+        reader.chase.launch(stream, owner.dst.ptr, STEPS, out.data.ptr)
+        stream.synchronize()
+        if int(out[0]) != expected:
+            return {**row, "error": f"chain mismatch: the kernel ended at offset {int(out[0])}, the host at "
+                                    f"{expected}"}
+    row["verified"] = True
+
+    def enqueue(ops: int) -> None:
+        with on_device(reader.device):
+            for _ in range(ops):
+                reader.chase.launch(stream, owner.dst.ptr, STEPS, out.data.ptr)
+
+    try:
+        timing = context.timer().measure(enqueue, [stream], metric=CHASE_METRIC, ops_per_batch=1,
+                                         devices=[reader.device])
+    except MeasurementFailed as error:
+        return {**row, "error": str(error)}
+    return {**row, **timing.samples.columns(), "status": "ok", "ns_per_access": timing.median_ms * 1e6 / STEPS}
+
+
+def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    """Buffers of the largest size on every GPU of the configurations, then each configuration with peer access set
+    as it asks; a pair that cannot have peer access gets unsupported rows for what needs it."""
+    devices = sorted({config["src"] for config in configs} | {config["dst"] for config in configs})
+    largest = max(config["bytes"] for config in configs)
+    gpus: dict[int, _Gpu] = {}
+    access = _PeerAccess()
+    try:
+        for seed, device in enumerate(devices):
+            gpus[device] = _Gpu(device, largest, seed)
+        for config in configs:
+            source, target = gpus[config["src"]], gpus[config["dst"]]
+            uuids = {"src_uuid": source.uuid, "dst_uuid": target.uuid}
+            wanted = config["peer_access"] == "enabled"
+            possible = all(runtime.deviceCanAccessPeer(a, b) for a, b in ((source.device, target.device),
+                                                                           (target.device, source.device)))
+            if wanted and not possible:
+                yield {**config, **uuids, "status": "unsupported",
+                       "error": f"GPU {source.device} and GPU {target.device} cannot access each other's memory "
+                                "(cudaDeviceCanAccessPeer)"}
+                continue
+            if possible:
+                access.set(source.device, target.device, wanted)
+            measured = (_measure_chase if config["method"] == "chase" else _measure_copy)(config, gpus, context)
+            yield {**measured, **uuids}
+    finally:
+        access.close()
+        for gpu in gpus.values():
+            gpu.close()
+
+
+EXPERIMENT = Experiment(
+    name="peer",
+    description="GPU ↔ GPU: cudaMemcpyPeerAsync with and without peer access, SM copies, peer latency, every pair",
+    axes={"src": (0, 1), "dst": (0, 1), "method": METHODS, "side": SIDES, "peer_access": ACCESS,
+          "direction": DIRECTIONS, "bytes": (1 << 20, 16 << 20, 256 << 20)},
+    quick={"bytes": (16 << 20,)},
+    full={"bytes": tuple(1 << p for p in range(12, 31, 2))},
+    columns=COLUMNS,
+    measure=measure,
+    headline=headline,
+    seconds=seconds,
+    valid=valid,
+    memory_needed=memory_needed,
+    figures=(matrix_figures,),
+    order=90,
+    setup_s=1.5,
+    share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
+    gpus=2,
+    device_axes=("src", "dst"),
+)
