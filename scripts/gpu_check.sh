@@ -21,6 +21,9 @@
 #                               results/_nvbandwidth/ sweep, or the newest results (scripts/compare_nvbandwidth.py)
 #   "nvbandwidth-peer"          nvbandwidth's device-to-device and all-GPU host tests against the newest results
 #                               with peer rows (scripts/compare_nvbandwidth_peer.py)
+#   "latency-diagnosis", "bidir-diagnosis"  the C++ chase with 21 and 2001 launches (SM clock sampled) beside bench's;
+#                               bench's BIDIR beside nvbandwidth's, three times each
+#   "devices"                   bandwidth on every GPU one after another, then --concurrent, into results/_devices/
 #   "multi [sweep args]"        the multi-GPU experiments (peer, hostlinks, crossgpu) over every GPU, then figures
 #   "nvbandwidth-sweep"         bench's figures nvbandwidth is compared with, at 256 MiB and 1 MiB, on this machine
 #   "machine"                   CPUs, NUMA nodes, GPU topology, CUDA headers and libraries of this machine
@@ -108,6 +111,36 @@ EOF
   python3 scripts/compare_nvbandwidth_peer.py "$results" "$reference"
 }
 
+latency_diagnosis() {  # bench's DRAM chase read 5-8% below the C++ one: do the C++ loop's 21 launches (30 ms)
+  # leave the GPU's clocks low? The C++ chase with 21 and 2001 launches and bench's, the SM clock sampled meanwhile
+  nvcc -O2 -o /tmp/reference_paths scripts/reference_paths.cu || return
+  local clocks=/tmp/clocks.csv sampler reps
+  for reps in 21 2001; do
+    nvidia-smi -i 0 --query-gpu=clocks.sm --format=csv,noheader,nounits -lms 20 > "$clocks" & sampler=$!
+    ONLY_CHASE=1 CHASE_REPS=$reps /tmp/reference_paths | grep chase_device
+    kill "$sampler"; wait "$sampler" 2>/dev/null
+    echo "C++ $reps launches: SM MHz samples (count value): $(sort -n "$clocks" | uniq -c | tr -s ' \n' ' ')"
+  done
+  nvidia-smi -i 0 --query-gpu=clocks.sm --format=csv,noheader,nounits -lms 20 > "$clocks" & sampler=$!
+  python3 -m bench sweep --experiments latency --axis memory=device --out /tmp/latency-diagnosis > /dev/null
+  kill "$sampler"; wait "$sampler" 2>/dev/null
+  python3 -c "import pandas as pd; r = pd.read_parquet('/tmp/latency-diagnosis'); print(r[['bytes', 'ns_per_access', 'n_samples', 'sm_clock_seen_mhz']].to_string(index=False))"
+  echo "bench: SM MHz samples (count value): $(sort -n "$clocks" | uniq -c | tr -s ' \n' ' ')"
+}
+
+bidir_diagnosis() {  # bench's BIDIR H2D read 10% below nvbandwidth's: three of each, one after the other
+  local i
+  nvbandwidth_build || return
+  for i in 1 2 3; do
+    python3 -m bench sweep --experiments bandwidth --axis direction=BIDIR,H2D --axis host_memory=pinned \
+      --sizes 256MiB --out "/tmp/bidir-$i" > /dev/null
+    python3 -c "import pandas as pd; r = pd.read_parquet('/tmp/bidir-$i'); print('bench', $i, r[['direction', 'gbps', 'h2d_gbps', 'd2h_gbps']].round(2).to_string(index=False, header=False).replace(chr(10), ' | '))"
+    /tmp/nvbandwidth -b 256 -j -t host_to_device_memcpy_ce host_to_device_bidirectional_memcpy_ce \
+      device_to_host_bidirectional_memcpy_ce > /tmp/bidir-nvb.json
+    python3 -c "import sys; sys.path.insert(0, 'scripts'); import compare_nvbandwidth as c; print('nvbandwidth', $i, c.nvbandwidth_values('/tmp/bidir-nvb.json'))"
+  done
+}
+
 nvbandwidth() {
   local build=/tmp/nvbandwidth results reference
   nvbandwidth_build || return
@@ -169,6 +202,13 @@ EOF
       paths-reference) paths_reference ;;
       nvbandwidth) nvbandwidth ;;
       nvbandwidth-peer) nvbandwidth_peer ;;
+      latency-diagnosis) latency_diagnosis ;;
+      bidir-diagnosis) bidir_diagnosis ;;
+      devices)  # every GPU's bandwidth, one GPU after another, then all at once, and what changed between them
+        timed python3 -m bench sweep --devices all --experiments bandwidth --out results/_devices
+        timed python3 -m bench sweep --devices all --concurrent --experiments bandwidth --out results/_devices
+        python3 -m bench compare $(ls results/_devices/*.parquet | sort | tail -2) \
+          | tee "results/_logs/$stamp-devices-one-after-another-vs-concurrent.txt" ;;
       multi) sweep --devices all --experiments peer,hostlinks,crossgpu "${words[@]:1}" ;;
       nvbandwidth-sweep)
         timed python3 -m bench sweep --experiments bandwidth,zerocopy,latency --sizes 1MiB,256MiB \

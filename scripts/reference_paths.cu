@@ -70,7 +70,7 @@ constexpr double kCopyRepMs = 2.0;
 constexpr int kMaxCopiesPerRep = 1000;
 constexpr size_t kSlot = 256;
 constexpr int kSteps = 4096;
-constexpr int kChaseReps = 21;
+int chase_reps = 21;  // CHASE_REPS overrides (the latency diagnosis: do more launches change the figure?)
 constexpr int kRoundtripWarmups = 100;
 constexpr int kRoundtripReps = 501;
 constexpr int kLaunches = 100;
@@ -229,14 +229,14 @@ void chase(const Gpu &gpu, const char *test, const unsigned char *base, size_t b
   REQUIRE(reached == expected, "%s %zu: the kernel's walk ended at %llu, the host's at %llu", test, bytes,
           (unsigned long long)reached, (unsigned long long)expected);
   std::vector<double> ns;
-  for (int rep = 0; rep < kChaseReps; ++rep) {
+  for (int rep = 0; rep < chase_reps; ++rep) {
     CHECK(cudaEventRecord(gpu.start, gpu.stream));
     chase_kernel<<<1, 1, 0, gpu.stream>>>(base, kSteps, result);
     CHECK(cudaEventRecord(gpu.stop, gpu.stream));
     CHECK(cudaGetLastError());
     ns.push_back(event_ms(gpu) * 1e6 / kSteps);
   }
-  print_row(test, bytes, median(ns), "ns", kChaseReps);
+  print_row(test, bytes, median(ns), "ns", chase_reps);
 }
 
 void chases(const Gpu &gpu) {
@@ -350,11 +350,15 @@ int main() {
   CHECK(cudaEventCreate(&gpu.start));
   CHECK(cudaEventCreate(&gpu.stop));
 
+  if (const char *reps = std::getenv("CHASE_REPS")) chase_reps = std::atoi(reps);
+  const bool only_chase = std::getenv("ONLY_CHASE") != nullptr;  // the chases alone (the latency diagnosis)
   std::printf("test,bytes,median,unit,samples\n");
-  sm_copies(gpu, host, host_mapped, device, largest);
+  if (!only_chase) sm_copies(gpu, host, host_mapped, device, largest);
   chases(gpu);
-  roundtrips(gpu, host, device);
-  launches(gpu);
+  if (!only_chase) {
+    roundtrips(gpu, host, device);
+    launches(gpu);
+  }
 
   CHECK(cudaEventDestroy(gpu.start));
   CHECK(cudaEventDestroy(gpu.stop));

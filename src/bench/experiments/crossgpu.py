@@ -8,8 +8,9 @@ the spin still runs. ``call_gpu == spin_gpu`` is the same-GPU control (placement
 in :mod:`bench.experiments.blocking`: ``waits-for-device``, ``own-work`` or ``returns``.
 
 ``cudaMemcpyPeer`` copies 4 KiB from ``call_gpu`` to the other GPU of the pair (for ``same-gpu``, to the next GPU
-of the sweep): its documentation says it is "serialized with respect to all pending and future asynchronous work in
-to the current device, srcDevice, and dstDevice".
+of the sweep): its page says it is "serialized with respect to all pending and future asynchronous work in to the
+current device, srcDevice, and dstDevice", which orders it on the GPUs; whether the host waits is the synchronous
+memcpy rule of the API synchronization page: device to device, "no host-side synchronization is performed".
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.calls import DEVICE_PAGE, MEMORY_PAGE, Prepared, catalog
+from bench.calls import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.cuda import on_device, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.experiments.blocking import (
@@ -47,8 +48,9 @@ from bench.timing import (
 SMALL_BYTES = 4 << 10
 ALLOC_BYTES = 1 << 20
 PLACEMENTS = ("same-gpu", "other-gpu")
-PEER_DOCS = ("\"this function is serialized with respect to all pending and future asynchronous work in to the "
-             "current device, srcDevice, and dstDevice\"")
+PEER_DOCS = ("\"serialized with respect to all pending and future asynchronous work in to the current device, "
+             "srcDevice, and dstDevice\" (ordering on the GPUs); the synchronous memcpy rule: \"for transfers from "
+             "device memory to device memory, no host-side synchronization is performed\"")
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,8 @@ def _calls() -> list[CrossCall]:
                   "the current device's legacy default stream waits for that device's blocking streams",
                   DEVICE_PAGE, {"same-gpu": None, "other-gpu": False},
                   lambda call_gpu, other_gpu: Prepared(lambda: runtime.streamSynchronize(LEGACY_STREAM.ptr))),
-        CrossCall("cudaMemcpyPeer 4 KiB", "cudaMemcpyPeer", PEER_DOCS, MEMORY_PAGE,
-                  {"same-gpu": True, "other-gpu": True}, _peer_copy),
+        CrossCall("cudaMemcpyPeer 4 KiB", "cudaMemcpyPeer", PEER_DOCS, SYNC_PAGE,
+                  {"same-gpu": False, "other-gpu": False}, _peer_copy),
     ]
 
 

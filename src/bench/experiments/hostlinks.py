@@ -95,8 +95,8 @@ def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
                          f"{together['total_gbps'].iloc[0]:.1f} GB/s", fontsize=10)
         ax.set_xticks(range(len(devices)), [f"GPU {device}" for device in devices])
         ax.set_ylabel("GB/s (10⁹ bytes/s), median")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8, loc="lower center")
+        ax.set_ylim(0, 1.3 * np.nanmax(largest["gbps"]))
+        ax.legend(fontsize=8, loc="upper center", ncol=2)
     figure.suptitle(f"Host links under load: pinned cudaMemcpyAsync, {format_size(int(largest['bytes'].iloc[0]))} "
                     f"per copy — {gpu_label(ok)}", fontsize=10)
     return [("hostlinks", figure)]
