@@ -23,6 +23,7 @@
 #                               with peer rows (scripts/compare_nvbandwidth_peer.py)
 #   "latency-diagnosis", "bidir-diagnosis"  the C++ chase with 21 and 2001 launches (SM clock sampled) beside bench's;
 #                               bench's BIDIR beside nvbandwidth's, three times each
+#   "cold-profile"              what each experiment compiles on a fresh machine, and how long its --quick takes
 #   "devices"                   bandwidth on every GPU one after another, then --concurrent, into results/_devices/
 #   "multi [sweep args]"        the multi-GPU experiments (peer, hostlinks, crossgpu) over every GPU, then figures
 #   "nvbandwidth-sweep"         bench's figures nvbandwidth is compared with, at 256 MiB and 1 MiB, on this machine
@@ -109,6 +110,18 @@ EOF
     device_to_device_bidirectional_memcpy_read_sm device_to_device_bidirectional_memcpy_write_sm \
     device_to_device_latency_sm host_to_all_memcpy_ce all_to_host_memcpy_ce > "$reference"
   python3 scripts/compare_nvbandwidth_peer.py "$results" "$reference"
+}
+
+cold_profile() {  # what a fresh machine compiles, experiment by experiment: a --quick sweep of each alone, and the
+  # numba-cuda and CuPy cache files it left
+  local marker=/tmp/cold-marker name start
+  for name in $(python3 -c "from bench.experiments import registry; print(' '.join(n for n, e in registry().items() if e.gpus == 1))"); do
+    touch "$marker"; start=$(date +%s%N)
+    python3 -m bench sweep --quick --experiments "$name" --out /tmp/cold-profile > /dev/null 2>&1
+    echo "$name: $(( ($(date +%s%N) - start) / 1000000 )) ms; new numba-cuda cache files:" \
+      "$(find src -newer "$marker" -name '*.nbc' | wc -l), new CuPy kernels: $(find ~/.cupy -newer "$marker" -type f | wc -l)"
+    find src -newer "$marker" -name '*.nbi' -printf '    numba %f\n'
+  done
 }
 
 latency_diagnosis() {  # bench's DRAM chase read 5-8% below the C++ one: do the C++ loop's 21 launches (30 ms)
@@ -203,6 +216,7 @@ EOF
       nvbandwidth) nvbandwidth ;;
       nvbandwidth-peer) nvbandwidth_peer ;;
       latency-diagnosis) latency_diagnosis ;;
+      cold-profile) cold_profile ;;
       bidir-diagnosis) bidir_diagnosis ;;
       devices)  # every GPU's bandwidth, one GPU after another, then all at once, and what changed between them
         timed python3 -m bench sweep --devices all --experiments bandwidth --out results/_devices

@@ -454,8 +454,7 @@ def hostlinks_records() -> list[dict]:
 
 
 def crossgpu_records() -> list[dict]:
-    """cudaDeviceSynchronize and cudaMemcpyPeer wait for their own GPUs only (the peer copy for both); the rest
-    return."""
+    """cudaDeviceSynchronize and cudaFree wait for their own GPU only; the rest return."""
     from bench.experiments import crossgpu
 
     rows = []
@@ -465,7 +464,7 @@ def crossgpu_records() -> list[dict]:
                 for spin_stream in ("blocking", "non-blocking"):
                     config = {"call": call, "call_gpu": call_gpu, "spin_gpu": spin_gpu, "spin_stream": spin_stream}
                     where = crossgpu.placement(config)
-                    waits = call == "cudaMemcpyPeer 4 KiB" or (call == "cudaDeviceSynchronize" and where == "same-gpu")
+                    waits = call in ("cudaDeviceSynchronize", "cudaFree") and where == "same-gpu"
                     host_ms = 9.5 if waits else 0.01
                     verdict = "waits-for-device" if waits else "returns"
                     docs_waits = crossgpu.cross_catalog()[call].docs_waits[where]

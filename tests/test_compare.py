@@ -176,8 +176,9 @@ def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path):
     result = compare.compare(store.read_any(tmp_path / "fleet"), store.read(tmp_path / "new.parquet"))
     assert result.several_gpus and result.counts() == {"same": len(catalog_rows) + len(copies)}
     labels = result.table.groupby("experiment")["gpu"].first().to_dict()
-    assert labels == {"bandwidth": "Test GPU bbbbbbbb → cccccccc", "blocking": "Test GPU 00000000 → cccccccc",
-                      "serialization": "Test GPU 00000000 → cccccccc"}
+    assert labels == {"bandwidth": "Test GPU bbbbbbbb on node-b → cccccccc on node-c",
+                      "blocking": "Test GPU 00000000 on node-a → cccccccc on node-c",
+                      "serialization": "Test GPU 00000000 on node-a → cccccccc on node-c"}
     from bench.experiments import registry
 
     others = [name for name in registry() if name not in ("bandwidth", "blocking", "serialization")]
@@ -195,10 +196,12 @@ def test_fleets_pair_by_uuid_and_gpu_selects_one(tmp_path):
     gpu_e = {"gpu_uuid": "GPU-eeeeeeee-0000-0000-0000-000000000000", "hostname": "node-e"}
     old = rows + synthetic.tagged(rows, **GPU_B)
     result = compare.compare(synthetic.frame(old), synthetic.frame(rows + synthetic.tagged(rows, **GPU_C)))
-    assert list(result.table["gpu"]) == ["Test GPU 00000000"] * 3 + ["Test GPU bbbbbbbb → cccccccc"] * 3
+    assert list(result.table["gpu"]) == (["Test GPU 00000000 on node-a"] * 3
+                                         + ["Test GPU bbbbbbbb on node-b → cccccccc on node-c"] * 3)
     result = compare.compare(synthetic.frame(old + synthetic.tagged(rows, **gpu_d)),
                              synthetic.frame(rows + synthetic.tagged(rows, **GPU_C) + synthetic.tagged(rows, **gpu_e)))
-    assert list(result.table["gpu"]) == ["Test GPU 00000000"] * 3  # two GPUs left on each side: no guessing
+    # two GPUs left on each side: no guessing
+    assert list(result.table["gpu"]) == ["Test GPU 00000000 on node-a"] * 3
     assert sum("is only in the" in warning for warning in result.warnings) == 4
     result = compare.compare(synthetic.frame(old), synthetic.frame(old), gpu="node-b")
     assert list(result.table["gpu"]) == ["Test GPU bbbbbbbb"] * 3 and not result.several_gpus

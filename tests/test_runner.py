@@ -555,3 +555,19 @@ def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry)
         other = Runner(Request(resume=path, devices=(0,), experiments=["fine"]), gpu=FakeGpu(gpus=2))
         other.plan()
         other.check()
+
+
+def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
+    from bench import plots
+
+    monkeypatch.setattr(planning, "registry", lambda: {"tabled": TABLED})
+    path = tmp_path / "r.parquet"
+    subject = Runner(Request(out=path, devices=(0, 1)), gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
+    subject.plan()
+    subject.check()
+    subject.run(monitor=lambda: {})
+    timeline = store.side_tables(path)["timeline"]
+    assert sorted(timeline["gpu_uuid"]) == ["GPU-fake"] * 2 + ["GPU-fake-1"] * 2  # one run id, two GPUs
+    rows = store.read(path)
+    chosen = plots.tables_of({"timeline": timeline}, rows[rows["gpu_uuid"] == "GPU-fake-1"])["timeline"]
+    assert list(chosen["gpu_uuid"]) == ["GPU-fake-1"] * 2

@@ -71,10 +71,11 @@ def gpus(rows: pd.DataFrame) -> list[Gpu]:
     return sorted({Gpu(*map(str, values)) for values in key_frame(rows, columns).itertuples(index=False)})
 
 
-def rows_of(rows: pd.DataFrame, gpu: Gpu) -> pd.DataFrame:
-    """The rows measured on ``gpu``."""
+def rows_of(rows: pd.DataFrame, *machines: Gpu) -> pd.DataFrame:
+    """The rows measured on any of ``machines``."""
     keys = key_frame(rows, list(MACHINE))
-    return rows[(keys["hostname"] == gpu.host) & (keys["gpu_uuid"] == gpu.uuid)].reset_index(drop=True)
+    chosen = pd.MultiIndex.from_frame(keys).isin([(gpu.host, gpu.uuid) for gpu in machines])
+    return rows[chosen].reset_index(drop=True)
 
 
 def by_gpu(rows: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
@@ -86,18 +87,23 @@ def by_gpu(rows: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
 
 
 def select_gpu(rows: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
-    """Only the rows of the GPU ``gpu`` names: its UUID or the start of it, its name, or its host. UsageError when
-    none matches, or when it matches several GPUs."""
+    """Only the rows of the GPUs ``gpu`` names: a hostname names every GPU on that host; otherwise one GPU, by its
+    UUID or the start of it, or its name. UsageError when none matches, or when a UUID or name matches several
+    GPUs."""
     if gpu is None:
         return rows
     wanted = gpu.lower()
-    matching = [machine for machine in gpus(rows)
+    found = gpus(rows)
+    on_host = [machine for machine in found if machine.host.lower() == wanted]
+    if on_host:
+        return rows_of(rows, *on_host)
+    matching = [machine for machine in found
                 if machine.uuid.lower().startswith(wanted) or machine.uuid.lower().removeprefix("gpu-").startswith(
-                    wanted) or wanted in (machine.host.lower(), machine.name.lower())]
+                    wanted) or wanted == machine.name.lower()]
     if not matching:
-        known = "; ".join(map(str, gpus(rows))) or "none"
+        known = "; ".join(map(str, found)) or "none"
         raise UsageError(f"--gpu {gpu}: no such GPU in the results (they hold: {known})")
     if len(matching) > 1:
         raise UsageError(f"--gpu {gpu}: matches {len(matching)} GPUs ({'; '.join(map(str, matching))}); give "
-                         "more of a UUID")
+                         "more of a UUID, or a hostname")
     return rows_of(rows, matching[0])

@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("results", nargs="?", type=Path,
                       help="results file or directory of them (default: the newest file in results/)")
     plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/)")
-    plot.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
+    plot.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     plot.set_defaults(handler=_plot)
 
     claims = commands.add_parser("claims", help="CUDA folklore against measurement (runs what the results lack)")
@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
                              "experiment)")
     claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="where to write results it has to measure")
     claims.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
-    claims.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
+    claims.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     claims.set_defaults(handler=_claims)
 
     compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU")
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("new", type=Path, help="results file or directory: the candidate")
     compare.add_argument("--fail-above", type=_positive_number, metavar="PERCENT",
                          help="exit 1 when a configuration is slower by more than PERCENT (a CI gate)")
-    compare.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
+    compare.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
     compare.set_defaults(handler=_compare)
 
@@ -118,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
                              "names start with _ or .); of several measurements of a configuration on one GPU, the "
                              "newest is shown")
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
-    report.add_argument("--gpu", help="only this GPU: a UUID (or its start), a name, or a hostname")
+    report.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     report.set_defaults(handler=_report)
 
     probe = commands.add_parser("probe", help="does my code block? call MODULE:FUNCTION while the GPU is busy")
@@ -263,7 +263,8 @@ def _print_summary(plans, outcome, console: Console) -> None:
     if outcome.wall_s:
         times = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.wall_s.items())
         startup = sum(outcome.startup_s.values())
-        console.print(f"wall time of the experiments: {sum(outcome.wall_s.values()):.1f} s ({times}; of it "
+        at_once = " (the GPUs ran at once: these overlap)" if outcome.concurrent else ""
+        console.print(f"wall time of the experiments: {sum(outcome.wall_s.values()):.1f} s{at_once} ({times}; of it "
                       f"{startup:.1f} s starting their processes); planned {outcome.estimate_s:.0f} s", highlight=False)
     done = len(outcome.rows)
     if outcome.interrupted:

@@ -2,9 +2,11 @@
 imports CUDA.
 
 Both sides keep the newest measurement of each configuration per GPU. GPUs pair up experiment by experiment: the
-same GPU (host and UUID) on both sides, and otherwise, when exactly one GPU on each side measured the experiment,
-those two (a driver update on a new machine; the results say so in a warning). Configurations are matched by their
-axis values. For each pair:
+same GPU (host and UUID) on both sides, whatever its index; then, when exactly one GPU on each side is left without
+a partner, those two (a driver update on a new machine, a replaced GPU; the results say so in a warning). Any other
+GPU left over is named in a warning as only in the old or only in the new results, and not compared. Where the
+results hold GPUs of several hosts, each GPU's label names its host. Configurations are matched by their axis
+values. For each pair:
 
 - the **outcome** columns an experiment declares (a blocking verdict, wrong results, a runtime error) or the row's
   status differ: ``changed``, with "old → new" beside it;
@@ -24,7 +26,7 @@ and claims whose verdict changed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -72,14 +74,20 @@ class Pair:
     experiment: str
     old: Gpu
     new: Gpu
+    hosts: bool = False  # name the hosts in the label (the results span several)
 
     @property
     def label(self) -> str:
+        """'NVIDIA H200 0ae58127', 'NVIDIA H200 0ae58127 → 1b2c3d4e'; with hosts 'NVIDIA H200 0ae58127 on node-a',
+        'NVIDIA H200 0ae58127 on node-a → 1b2c3d4e on node-b'."""
+        def on(gpu: Gpu) -> str:
+            return f" on {gpu.host}" if self.hosts else ""
+
         if self.old == self.new:
-            return self.new.short
-        if self.old.name == self.new.name:
-            return f"{self.new.name} {self.old.tag} → {self.new.tag}"
-        return f"{self.old.short} → {self.new.short}"
+            return self.new.short + on(self.new)
+        old = self.old.short + (on(self.old) if self.old.host != self.new.host else "")
+        new = self.new.tag if self.old.name == self.new.name else self.new.short
+        return f"{old} → {new}{on(self.new)}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,8 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Com
         return Comparison(pd.DataFrame(columns=COLUMNS))
     old, new = _select(analysis.newest(old), gpu, "old"), _select(analysis.newest(new), gpu, "new")
     pairs, warnings = _pairs(old, new)
+    hosts = len({gpu.host for rows in (old, new) for gpu in analysis.gpus(rows)}) > 1
+    pairs = [replace(pair, hosts=hosts) for pair in pairs]
     lines, headlines = [], []
     for pair in pairs:
         mine = [analysis.rows_of(rows, gpu) for rows, gpu in ((old, pair.old), (new, pair.new))]
@@ -119,7 +129,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Com
     table = pd.DataFrame(lines, columns=COLUMNS)
     gpu_pairs = list(dict.fromkeys((pair.old, pair.new) for pair in pairs))
     for before, after in gpu_pairs:
-        prefix = f"{Pair('', before, after).label}: " if len(gpu_pairs) > 1 else ""
+        prefix = f"{Pair('', before, after, hosts).label}: " if len(gpu_pairs) > 1 else ""
         if before != after:
             warnings.append(f"{prefix}different GPUs: old {before}, new {after}")
         warnings += [prefix + text for text in _environment_changes(analysis.rows_of(old, before),

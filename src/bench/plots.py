@@ -133,7 +133,12 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, tables: Mapping[str, pd.Data
 
 
 def tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The side-table rows of the runs in ``rows``."""
-    runs = set(rows["run_id"].dropna()) if "run_id" in rows else set()
-    return {name: table[table["run_id"].isin(runs)] if "run_id" in table else table
-            for name, table in tables.items()}
+    """The side-table rows of the runs and GPUs in ``rows`` (a table written before side tables named their GPU
+    matches by run alone)."""
+    chosen = {}
+    for name, table in tables.items():
+        for key in ("run_id", "gpu_uuid", "hostname"):
+            if key in table and key in rows and table[key].notna().any():
+                table = table[table[key].isin(set(rows[key].dropna()))]
+        chosen[name] = table
+    return chosen

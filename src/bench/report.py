@@ -150,7 +150,8 @@ def _anchor(gpu: Gpu, experiment: str = "") -> str:
 
 
 def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: str) -> str:
-    runs = rows["run_id"].dropna().nunique() if "run_id" in rows else 0
+    measured = rows[rows["run_id"].notna()] if "run_id" in rows else rows.iloc[0:0]
+    runs = len(analysis.key_frame(measured, ["run_id", "hostname"]).drop_duplicates())  # a sweep: one run on one host
     newest = f"; newest run {html.escape(str(rows['run_id'].max()))}" if runs else ""
     origin = f"{html.escape(source)}: " if source else ""
     return (f"{origin}{runs} run{'s' if runs != 1 else ''} on {len(groups)} GPU{'s' if len(groups) != 1 else ''}"
@@ -170,9 +171,10 @@ def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> str:
 
 
 def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
-    """One line per run of the input: the GPU it ran on, what it measured, how much of it the report shows."""
+    """One line per run and GPU of the input: the GPU (name, UUID, host, index), what it measured, how much of it
+    the report shows."""
     keys = ["run_id", *analysis.MACHINE, "gpu_name"]
-    frame = analysis.key_frame(rows, [*keys, "experiment", *ENVIRONMENT])
+    frame = analysis.key_frame(rows, [*keys, "gpu_index", "experiment", *ENVIRONMENT])
     shown_keys = analysis.key_frame(shown, keys)
     shown_counts = shown_keys.groupby(keys, sort=False).size() if len(shown) else pd.Series(dtype=int)
     lines = []
@@ -181,7 +183,7 @@ def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
         first = group.iloc[0]
         count = int(shown_counts.get(key, 0))
         lines.append({
-            "run": run, "GPU": name, "UUID": uuid, "host": host,
+            "run": run, "GPU": name, "UUID": uuid, "host": host, "index": first.get("gpu_index", ""),
             "experiments": ", ".join(dict.fromkeys(group["experiment"])), "rows": len(group),
             "shown": count if count else "0 (newer runs measured all of it)",
             "driver / CUDA runtime": f"{first.get('driver_version', '')} / {first.get('cuda_runtime', '')}",

@@ -67,6 +67,7 @@ class Outcome:
     wall_s: dict[str, float] = field(default_factory=dict)  # per experiment (and GPU: Plan.name)
     startup_s: dict[str, float] = field(default_factory=dict)  # likewise: its processes' start and GPU setup
     estimate_s: float = 0.0
+    concurrent: bool = False  # the GPUs ran each experiment at once: wall_s of one experiment's GPUs overlap
 
 
 class Reporter:
@@ -489,12 +490,13 @@ class _Sweep:
         """Add the run's columns to a row from an experiment, move its side-table rows aside, check it."""
         name = item.experiment.name
         config = {axis: row.get(axis) for axis in item.experiment.axes}
+        environment = self.runner.environments.get(item.devices[0], self.runner.environment)
+        gpu = {"gpu_uuid": environment.get("gpu_uuid"), "hostname": environment.get("hostname")}
         for key in [key for key in row if key.startswith("_")]:
             entries = row.pop(key)
             if key[1:] in item.experiment.tables:
                 self.tables.setdefault(key[1:], []).extend(
-                    {"experiment": name, **config, **entry, "run_id": self.runner.run_id} for entry in entries)
-        environment = self.runner.environments.get(item.devices[0], self.runner.environment)
+                    {"experiment": name, **config, **entry, "run_id": self.runner.run_id, **gpu} for entry in entries)
         run = {**reading, **environment, "run_id": self.runner.run_id, "wall_s": wall_s, "concurrent_gpus": at_once}
         row = {"experiment": name, **row, **run}
         try:
@@ -539,7 +541,7 @@ class _Sweep:
         path = runner.path if self.rows else None
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
                        signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
-                       estimate_s=self.metadata["estimate_s"])
+                       estimate_s=self.metadata["estimate_s"], concurrent=runner.request.concurrent)
 
     def groups(self) -> list[list[Plan]]:
         """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans

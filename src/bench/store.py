@@ -4,7 +4,8 @@ Layout of a results directory (what ``pandas.read_parquet(DIR)`` and ``pyarrow.d
 table, since both pass over names that start with ``_`` or ``.``)::
 
     results/
-      20261121T145904Z-NVIDIA-H200.parquet     one run's rows (the main table); subdirectories of runs too
+      20261121T145904Z-NVIDIA-H200.parquet     one run's rows (the main table)
+      fleet/node-a/20261121T145904Z-NVIDIA-H200.parquet    runs in subdirectories, at any depth (a node's sweep)
       _timeline/20261121T145904Z-NVIDIA-H200.parquet    its side table "timeline", same file name
       _logs/  _superseded/  ...                 anything else: logs, references, older runs
 
@@ -53,7 +54,7 @@ _SCHEMAS: dict[tuple, pa.Schema] = {}
 
 @functools.cache
 def table_schema(name: str) -> pa.Schema:
-    """A side table's schema: the run, the experiment and its axes, then the table's own columns."""
+    """A side table's schema: the run and the GPU, the experiment and its axes, then the table's own columns."""
     from bench.experiments import registry
 
     groups: list[Sequence[Column]] = []
@@ -64,7 +65,9 @@ def table_schema(name: str) -> pa.Schema:
     if not groups:
         raise KeyError(f"no experiment declares a side table {name!r}")
     head = (column("experiment", pa.string(), "the experiment that measured the row"),
-            column("run_id", pa.string(), "the sweep that measured the row"))
+            column("run_id", pa.string(), "the sweep that measured the row"),
+            column("gpu_uuid", pa.string(), "the GPU that measured the row (a sweep of several GPUs has one run_id)"),
+            column("hostname", pa.string(), "the host of that GPU"))
     merged: dict[str, Column] = {item.name: item for item in head}
     for group in groups:
         for item in group:
@@ -268,8 +271,9 @@ def results_files(directory: Path) -> list[Path]:
 
 
 def read_any(path: Path) -> pd.DataFrame:
-    """A results file, or every results file under a directory as one frame (the rows carry their hostname, GPU
-    UUID and run_id, so runs from many machines stay apart). ResultsError if there is nothing bench can read."""
+    """A results file, or every results file under a directory (:func:`results_files`: at any depth, but not under
+    ``_`` or ``.`` names) as one frame; the rows carry their hostname, GPU UUID and run_id, so runs from many
+    machines stay apart. ResultsError if there is nothing bench can read."""
     path = Path(path)
     if not path.exists():
         raise ResultsError(f"cannot read results file {path}: no such file or directory")
