@@ -23,6 +23,7 @@
 #                               with peer rows (scripts/compare_nvbandwidth_peer.py)
 #   "latency-diagnosis", "bidir-diagnosis"  the C++ chase with 21 and 2001 launches (SM clock sampled) beside bench's;
 #                               bench's BIDIR beside nvbandwidth's, three times each
+#   "chase-swap"                bench's and the C++ DRAM chase, each on its own chain and on the other's
 #   "cold-profile"              what each experiment compiles on a fresh machine, and how long its --quick takes
 #   "devices"                   bandwidth on every GPU one after another, then --concurrent, into results/_devices/
 #   "multi [sweep args]"        the multi-GPU experiments (peer, hostlinks, crossgpu) over every GPU, then figures
@@ -217,6 +218,9 @@ EOF
       nvbandwidth-peer) nvbandwidth_peer ;;
       latency-diagnosis) latency_diagnosis ;;
       cold-profile) cold_profile ;;
+      chase-swap)
+        nvcc -O2 -o /tmp/reference_paths scripts/reference_paths.cu \
+          && python3 scripts/chase_swap.py /tmp/reference_paths | tee "results/_logs/$stamp-chase-swap.txt" ;;
       bidir-diagnosis) bidir_diagnosis ;;
       devices)  # every GPU's bandwidth, one GPU after another, then all at once, and what changed between them
         timed python3 -m bench sweep --devices all --experiments bandwidth --out results/_devices

@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 #include <cuda_runtime.h>
 
@@ -257,7 +258,23 @@ void chases(const Gpu &gpu) {
     unsigned char *device = nullptr;
     CHECK(cudaMalloc(&device, bytes));
     std::vector<unsigned char> chain(bytes);
-    const uint64_t expected = build_chain(chain.data(), bytes, 7 + bytes);
+    uint64_t expected = build_chain(chain.data(), bytes, 7 + bytes);
+    // The latency diagnosis swaps chains with bench: CHAIN_IN-<bytes> replaces this chain with one read from that
+    // file, CHAIN_OUT-<bytes> writes this one out (raw little-endian words, as bench's pointer_chain).
+    const std::string name = std::to_string(bytes);
+    if (const char *in = std::getenv(("CHAIN_IN_" + name).c_str())) {
+      FILE *file = std::fopen(in, "rb");
+      REQUIRE(file && std::fread(chain.data(), 1, bytes, file) == bytes, "cannot read %s", in);
+      std::fclose(file);
+      uint64_t offset = 0;
+      for (int i = 0; i < kSteps; ++i) std::memcpy(&offset, chain.data() + offset, sizeof offset);
+      expected = offset;
+    }
+    if (const char *out = std::getenv(("CHAIN_OUT_" + name).c_str())) {
+      FILE *file = std::fopen(out, "wb");
+      REQUIRE(file && std::fwrite(chain.data(), 1, bytes, file) == bytes, "cannot write %s", out);
+      std::fclose(file);
+    }
     CHECK(cudaMemcpy(device, chain.data(), bytes, cudaMemcpyHostToDevice));
     chase(gpu, "chase_device", device, bytes, expected, result);
     CHECK(cudaFree(device));

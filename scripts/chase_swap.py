@@ -1,0 +1,82 @@
+"""The DRAM-latency diagnosis: bench's pointer chase and the C++ one (scripts/reference_paths.cu), each on its own chain
+and on the other's, alternately, twice (run by scripts/gpu_check.sh "chase-swap").
+
+Usage (on a GPU): python scripts/chase_swap.py REFERENCE_BINARY [--bytes 268435456]
+
+bench's side is the latency experiment's method (``kernels.Chase`` timed by ``bench.timing.Timer`` behind the gate,
+one launch of ``STEPS`` dependent loads per sample, walking on from launch to launch); the C++ side is its own
+loop (21 event-timed launches). If the harnesses agree on the same chain, the difference is the chain; if each
+keeps its figure on either chain, it is the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.cuda import cupy, kernels, runtime
+from bench.experiments.latency import STEPS, chain_end, pointer_chain
+from bench.memory import DeviceBuffer
+from bench.timing import StopRule, Timer
+
+
+def cpp_ns(binary: str, nbytes: int, **env: str) -> float:
+    """The C++ chase's ns per load at ``nbytes`` (device memory), with extra environment (CHAIN_IN_/CHAIN_OUT_)."""
+    printed = subprocess.run([binary], env={**os.environ, "ONLY_CHASE": "1", **env}, capture_output=True, text=True,
+                             check=True).stdout
+    for line in printed.splitlines():
+        test, size, median, *_ = line.split(",")
+        if test == "chase_device" and size == str(nbytes):
+            return float(median)
+    raise RuntimeError(f"no chase_device row for {nbytes} bytes in:\n{printed}")
+
+
+def bench_ns(words: np.ndarray) -> tuple[float, int]:
+    """bench's chase on ``words``: median ns per load and the number of samples."""
+    nbytes = words.nbytes
+    expected = chain_end(words, STEPS)
+    chase = kernels.Chase()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = cupy.zeros(1, dtype=cupy.uint64)
+    with DeviceBuffer("malloc", nbytes) as memory:
+        runtime.memcpy(memory.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
+        chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
+        stream.synchronize()
+        if int(out[0]) != expected:
+            raise RuntimeError("the chain's walk ended where the host did not expect")
+
+        def enqueue(ops: int) -> None:
+            for _ in range(ops):
+                chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
+
+        timing = Timer(StopRule()).measure(enqueue, [stream], metric="chase", ops_per_batch=1)
+    return timing.median_ms * 1e6 / STEPS, len(timing.samples.values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("binary")
+    parser.add_argument("--bytes", type=int, default=256 << 20)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp())
+    ours, theirs = folder / "bench-chain.bin", folder / "cpp-chain.bin"
+    pointer_chain(args.bytes).tofile(ours)
+    key = str(args.bytes)
+    print(f"{'round':<6} {'harness':<8} {'chain':<8} {'ns per load':>12}")
+    for round_ in (1, 2):
+        own = cpp_ns(args.binary, args.bytes, **{f"CHAIN_OUT_{key}": str(theirs)})
+        print(f"{round_:<6} {'C++':<8} {'C++':<8} {own:>12.1f}")
+        print(f"{round_:<6} {'C++':<8} {'bench':<8} "
+              f"{cpp_ns(args.binary, args.bytes, **{f'CHAIN_IN_{key}': str(ours)}):>12.1f}")
+        for chain, path in (("bench", ours), ("C++", theirs)):
+            ns, samples = bench_ns(np.fromfile(path, dtype=np.uint64))
+            print(f"{round_:<6} {'bench':<8} {chain:<8} {ns:>12.1f}   ({samples} samples)")
+
+
+if __name__ == "__main__":
+    main()
