@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from functools import partial
+from pathlib import Path
 
 import pandas as pd
 
@@ -134,6 +135,13 @@ TABLED = experiment("tabled", tabled_rows, axes={"streams": (1, 2)}, columns=(co
                     tables={"timeline": ()})
 
 
+def touching_rows(configs, context, directory: str):
+    """Rows, each leaving a file named after its process and configuration in ``directory``."""
+    for config in configs:
+        (Path(directory) / f"{os.getpid()}-{config['n']}").touch()
+        yield {**config, **sample_columns(), "status": "ok", "error": ""}
+
+
 def different(config) -> bool:
     return config["a"] != config["b"]
 
@@ -146,9 +154,12 @@ PAIRS = experiment("pairs", rows, axes={"a": (0, 1), "b": (0, 1)}, valid=differe
 class FakeGpu(runner.Gpu):
     """A GPU that selects without CUDA; it records what the runner asked of it."""
 
-    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1) -> None:
-        self.uuid, self.free, self.gpus = uuid, free, gpus
+    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None) -> None:
+        self.uuid, self.free, self.gpus, self.marker = uuid, free, gpus, marker
         self.selected: list[int] = []
+
+    def warm_marker(self, environment):
+        return self.marker
 
     def select(self, device: int):
         from synthetic import environment

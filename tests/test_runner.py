@@ -8,21 +8,44 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import synthetic
+from fake_experiments import (
+    BAD_ROWS,
+    CRASHING,
+    FINE,
+    HUNGRY,
+    INTERRUPTED,
+    INTERRUPTED_AT_ONCE,
+    MEMORY_ERROR,
+    ORPHANING,
+    OUT_OF_MEMORY,
+    PER_MODE,
+    RULES,
+    STICKY,
+    STICKY_ERROR,
+    TABLED,
+    FakeGpu,
+)
 from rich.table import Table
 
-import synthetic
 from bench import cli, runner, store
 from bench import plan as planning
 from bench.errors import ResultsError, UsageError
-from bench.runner import DoneMessage, FailedMessage, Outcome, Request, RowMessage, Runner
-from fake_experiments import (BAD_ROWS, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
-                              ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
+from bench.runner import (
+    DoneMessage,
+    FailedMessage,
+    Outcome,
+    Request,
+    RowMessage,
+    Runner,
+)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 TESTS = str(Path(__file__).resolve().parent)
@@ -571,3 +594,29 @@ def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
     rows = store.read(path)
     chosen = plots.tables_of({"timeline": timeline}, rows[rows["gpu_uuid"] == "GPU-fake-1"])["timeline"]
     assert list(chosen["gpu_uuid"]) == ["GPU-fake-1"] * 2
+
+
+def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tmp_path):
+    from fake_experiments import experiment, touching_rows
+
+    touched = tmp_path / "touched"
+    touched.mkdir()
+    touching = [experiment(name, partial(touching_rows, directory=str(touched))) for name in ("one", "two")]
+    marker = tmp_path / "cache" / "bench" / "warm-key"
+    reporter = Recorder()
+    reporter.warmed = lambda seconds: reporter.events.append(("warmed", seconds))
+    subject, outcome = _sweep(tmp_path / "r.parquet", *touching, gpu=FakeGpu(marker=marker), reporter=reporter)
+    assert marker.exists() and outcome.warm_s > 0
+    assert len(outcome.rows) == 10 and {row["status"] for row in outcome.rows} == {"ok"}
+    names = [path.name for path in touched.iterdir()]
+    processes = {name.split("-")[0]: [] for name in names}
+    for name in names:
+        processes[name.split("-")[0]].append(int(name.split("-")[1]))
+    assert sorted(map(sorted, processes.values())) == [[0], [0], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]  # a warm-up
+    # process per experiment with its first configuration, then the measuring ones
+    assert [event[0] for event in reporter.events][:2] == ["planned", "warmed"]
+    assert store.read_metadata(tmp_path / "r.parquet")["warm_s"] == outcome.warm_s
+    for path in touched.iterdir():
+        path.unlink()
+    _, again = _sweep(tmp_path / "r2.parquet", touching[0], gpu=FakeGpu(marker=marker))
+    assert again.warm_s == 0 and len(list(touched.iterdir())) == 5  # warm now: no warm-up

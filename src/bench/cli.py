@@ -176,6 +176,10 @@ class _Progress:
     def finished(self, experiment: str, wall_s: float) -> None:
         self.bar.console.print(f"{experiment}: {wall_s:.1f} s", highlight=False)
 
+    def warmed(self, seconds: float) -> None:
+        self.bar.console.print(f"compiled every experiment's kernels first, {seconds:.1f} s (a fresh machine or a new "
+                               "bench; the caches keep them)", highlight=False)
+
     def close(self) -> None:
         self.bar.stop()
 
@@ -264,8 +268,10 @@ def _print_summary(plans, outcome, console: Console) -> None:
         times = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.wall_s.items())
         startup = sum(outcome.startup_s.values())
         at_once = " (the GPUs ran at once: these overlap)" if outcome.concurrent else ""
+        warm = f"; before them, {outcome.warm_s:.1f} s compiling kernels" if outcome.warm_s else ""
         console.print(f"wall time of the experiments: {sum(outcome.wall_s.values()):.1f} s{at_once} ({times}; of it "
-                      f"{startup:.1f} s starting their processes); planned {outcome.estimate_s:.0f} s", highlight=False)
+                      f"{startup:.1f} s starting their processes{warm}); planned {outcome.estimate_s:.0f} s",
+                      highlight=False)
     done = len(outcome.rows)
     if outcome.interrupted:
         console.print(f"interrupted during {outcome.stopped_in or 'the sweep'} after {done} of {outcome.planned} "

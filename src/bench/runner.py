@@ -68,6 +68,7 @@ class Outcome:
     startup_s: dict[str, float] = field(default_factory=dict)  # likewise: its processes' start and GPU setup
     estimate_s: float = 0.0
     concurrent: bool = False  # the GPUs ran each experiment at once: wall_s of one experiment's GPUs overlap
+    warm_s: float = 0.0  # compiling a fresh machine's kernel caches before measuring (0: they were warm)
 
 
 class Reporter:
@@ -82,6 +83,8 @@ class Reporter:
     def stopped(self, plan: Plan, why: str, seconds_planned: float) -> None: ...
 
     def finished(self, experiment: str, wall_s: float) -> None: ...
+
+    def warmed(self, seconds: float) -> None: ...
 
 
 # --- messages from an experiment's process ---------------------------------------------------------------------
@@ -194,6 +197,23 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = ()) -> Iterat
         child.join(10)
 
 
+WARM_PROCESSES = 8  # warm-up processes at once: each compiles on one CPU, and each holds a CUDA context
+
+
+def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
+    """Each experiment's first configuration under the quick stop rules, in a process of its own: enough to compile
+    the kernels its processes build (numba-cuda's and CuPy's on-disk caches) on a fresh machine."""
+    parts, seen = [], set()
+    for item in plans:
+        if item.experiment.name in seen or not item.configs:
+            continue
+        seen.add(item.experiment.name)
+        first = item.parts()[0]
+        parts.append(dataclasses.replace(first, configs=first.configs[:1],
+                                         rules=planning.rules_for(item.experiment, "quick")))
+    return parts
+
+
 def inline(item: Plan) -> Iterator[ReadyMessage | RowMessage]:
     """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate. A
     ``process_axis`` hook runs too, though CUDA may have read its settings already."""
@@ -245,6 +265,19 @@ class Gpu:
     def child_device(self, device: int) -> int | None:
         """The device an experiment's process selects (None: leave it alone)."""
         return device
+
+    def warm_marker(self, environment) -> Path | None:
+        """A file whose existence says that this machine's kernel caches (numba-cuda's beside this source tree,
+        CuPy's in the home directory) hold this bench's kernels for this GPU architecture (None: never warm up)."""
+        import hashlib
+
+        import bench
+
+        tree = hashlib.sha1(str(Path(bench.__file__).resolve().parent).encode()).hexdigest()[:8]
+        key = "-".join([environment.bench_version, environment.git_commit[:12], environment.cupy_version,
+                        environment.numba_cuda_version, f"sm{environment.compute_capability}", tree])
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return cache / "bench" / ("warm-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in key))
 
     def child_cpus(self, environment) -> list[int]:
         """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as its
@@ -469,6 +502,7 @@ class _Sweep:
         self.wall_s: dict[str, float] = {}  # per plan (experiment, and GPU), its processes' start-up included
         self.startup_s: dict[str, float] = {}  # per plan: process start and GPU selection
         self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
+        self.warm_s = 0.0
         self.last_save = Stopwatch()
 
     def save(self, complete: bool) -> None:
@@ -476,7 +510,7 @@ class _Sweep:
             return
         path = self.runner.path
         stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
-                 "startup_s": self.startup_s}
+                 "startup_s": self.startup_s, "warm_s": self.warm_s}
         for name in {*self.tables, *self.earlier_tables}:
             entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
             store.write(store.side_table_path(path, name), entries, store.table_schema(name), {**stamp, "table": name})
@@ -513,6 +547,7 @@ class _Sweep:
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         caught = 0
         try:
+            self.warm_up()
             self.readings = {device: self.read_monitor(device) for device in runner.devices}
             for group in self.groups():
                 current = ", ".join(item.name for item in group)
@@ -541,7 +576,29 @@ class _Sweep:
         path = runner.path if self.rows else None
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
                        signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
-                       estimate_s=self.metadata["estimate_s"], concurrent=runner.request.concurrent)
+                       estimate_s=self.metadata["estimate_s"], concurrent=runner.request.concurrent,
+                       warm_s=self.warm_s)
+
+    def warm_up(self) -> None:
+        """On a machine whose kernel caches are cold (no warm marker), compile every experiment's kernels at once,
+        :data:`WARM_PROCESSES` processes at a time, before measuring anything: what they measure is dropped. Done once
+        per machine, bench version and GPU architecture."""
+        runner = self.runner
+        environment = runner._raw_environments.get(runner.devices[0])
+        marker = runner.gpu.warm_marker(environment) if runner.isolate and environment is not None else None
+        if marker is None or marker.exists():
+            return
+        watch = Stopwatch()
+        device = runner.gpu.child_device(runner.devices[0])
+        cpus = runner.gpu.child_cpus(environment)
+        parts = warm_parts(self.plans)
+        for start in range(0, len(parts), WARM_PROCESSES):
+            for _ in _interleaved([isolated(part, device, cpus) for part in parts[start:start + WARM_PROCESSES]]):
+                pass
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        self.warm_s = watch.seconds()
+        runner.reporter.warmed(self.warm_s)
 
     def groups(self) -> list[list[Plan]]:
         """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
