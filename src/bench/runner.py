@@ -197,7 +197,7 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = ()) -> Iterat
         child.join(10)
 
 
-WARM_PROCESSES = 8  # warm-up processes at once: each compiles on one CPU, and each holds a CUDA context
+WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CUDA context and first configuration
 
 
 def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
@@ -580,9 +580,10 @@ class _Sweep:
                        warm_s=self.warm_s)
 
     def warm_up(self) -> None:
-        """On a machine whose kernel caches are cold (no warm marker), compile every experiment's kernels at once,
-        :data:`WARM_PROCESSES` processes at a time, before measuring anything: what they measure is dropped. Done once
-        per machine, bench version and GPU architecture."""
+        """On a machine whose kernel caches are cold (no warm marker), compile every experiment's kernels at once, a
+        process per experiment (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of free memory for
+        each), before measuring anything: what they measure is dropped. Done once per machine, bench version and GPU
+        architecture."""
         runner = self.runner
         environment = runner._raw_environments.get(runner.devices[0])
         marker = runner.gpu.warm_marker(environment) if runner.isolate and environment is not None else None
@@ -592,8 +593,9 @@ class _Sweep:
         device = runner.gpu.child_device(runner.devices[0])
         cpus = runner.gpu.child_cpus(environment)
         parts = warm_parts(self.plans)
-        for start in range(0, len(parts), WARM_PROCESSES):
-            for _ in _interleaved([isolated(part, device, cpus) for part in parts[start:start + WARM_PROCESSES]]):
+        at_once = max(1, min(len(parts), runner.gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
+        for start in range(0, len(parts), at_once):
+            for _ in _interleaved([isolated(part, device, cpus) for part in parts[start:start + at_once]]):
                 pass
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
