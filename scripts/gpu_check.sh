@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine: the environment, then each step in order. Results land in results/ (logs in results/_logs/);
-# a tarball of results/ and plots/ goes to $OUT (device tool) or ./gpu-out after every step.
+# a tarball of what this call wrote under results/ and plots/ goes to $OUT (device tool) or ./gpu-out after every step.
 #   bash scripts/gpu_check.sh STEP...
 # A step is one argument:
 #   "tests PYTEST-ARGS"         the GPU tests: "tests tests" for all, or named files
@@ -39,6 +39,8 @@ mkdir -p "$out" results/_logs results/_references
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0  # never NVLink multicast (NVLS), whatever a library would choose
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="results/_logs/$stamp-gpu_check.log"
+began=$(mktemp)  # what this call wrote is what is newer: only that goes back (the device returns files of limited size)
+pack() { find results plots -type f -newer "$began" -print0 | tar czf "$out/artifacts.tgz" --null -T -; }
 [ $# -gt 0 ] || set -- tests sweep
 
 newest() { ls results/*.parquet 2>/dev/null | sort | tail -1; }
@@ -241,8 +243,8 @@ EOF
       benchmarks) timeout 300 python3 -m pytest --benchmark-only -p no:cacheprovider "${words[@]:1}" 2>&1 | tail -80 ;;
       *) echo "unknown step: $step" ;;
     esac
-    tar czf "$out/artifacts.tgz" results plots  # after every step: a call cut short still brings back what finished
+    pack  # after every step: a call cut short still brings back what finished
   done
 } 2>&1 | tee "$log"
-tar czf "$out/artifacts.tgz" results plots
+pack
 ls -la "$out"
