@@ -63,19 +63,19 @@ def main() -> None:
     parser.add_argument("binary")
     parser.add_argument("--bytes", type=int, default=256 << 20)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp())
-    ours, theirs = folder / "bench-chain.bin", folder / "cpp-chain.bin"
-    pointer_chain(args.bytes).tofile(ours)
-    key = str(args.bytes)
-    print(f"{'round':<6} {'harness':<8} {'chain':<8} {'ns per load':>12}")
-    for round_ in (1, 2):
-        own = cpp_ns(args.binary, args.bytes, **{f"CHAIN_OUT_{key}": str(theirs)})
-        print(f"{round_:<6} {'C++':<8} {'C++':<8} {own:>12.1f}")
-        print(f"{round_:<6} {'C++':<8} {'bench':<8} "
-              f"{cpp_ns(args.binary, args.bytes, **{f'CHAIN_IN_{key}': str(ours)}):>12.1f}")
-        for chain, path in (("bench", ours), ("C++", theirs)):
-            ns, samples = bench_ns(np.fromfile(path, dtype=np.uint64))
-            print(f"{round_:<6} {'bench':<8} {chain:<8} {ns:>12.1f}   ({samples} samples)")
+    with tempfile.TemporaryDirectory() as folder:  # two chains of --bytes each
+        ours, theirs = Path(folder) / "bench-chain.bin", Path(folder) / "cpp-chain.bin"
+        pointer_chain(args.bytes).tofile(ours)
+        key = str(args.bytes)
+        print(f"{'round':<6} {'harness':<8} {'chain':<8} {'ns per load':>12}")
+        for round_ in (1, 2):
+            own = cpp_ns(args.binary, args.bytes, **{f"CHAIN_OUT_{key}": str(theirs)})
+            print(f"{round_:<6} {'C++':<8} {'C++':<8} {own:>12.1f}")
+            print(f"{round_:<6} {'C++':<8} {'bench':<8} "
+                  f"{cpp_ns(args.binary, args.bytes, **{f'CHAIN_IN_{key}': str(ours)}):>12.1f}")
+            for chain, path in (("bench", ours), ("C++", theirs)):
+                ns, samples = bench_ns(np.fromfile(path, dtype=np.uint64))
+                print(f"{round_:<6} {'bench':<8} {chain:<8} {ns:>12.1f}   ({samples} samples)")
 
 
 if __name__ == "__main__":

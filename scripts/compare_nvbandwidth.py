@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -36,12 +37,33 @@ BANDWIDTH = {  # nvbandwidth test -> (bench experiment, selection, bench column)
 LATENCY = ("host_device_latency_sm", "latency", {"memory": "host-mapped"}, "ns_per_access", 1 << 20)
 
 
+def testcases(path: str) -> list[dict]:
+    """nvbandwidth's test cases from its JSON output (whatever it printed before the JSON passed over)."""
+    text = Path(path).read_text()
+    return json.loads(text[text.index("{"):])["nvbandwidth"]["testcases"]
+
+
+def arguments(description: str) -> argparse.Namespace:
+    """RESULTS.parquet NVBANDWIDTH.json [--bytes N] [--tolerance F], as both comparisons take them."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("results")
+    parser.add_argument("nvbandwidth")
+    parser.add_argument("--bytes", type=int, default=256 << 20)
+    parser.add_argument("--tolerance", type=float, default=0.05)
+    return parser.parse_args()
+
+
+def verdict(diff: float, tolerance: float, checked: bool) -> str:
+    """A pair's last column: within the tolerance, outside it, or information only."""
+    if not checked:
+        return "info (method differs)"
+    return f"ok ±{tolerance:.0%}" if abs(diff) <= tolerance else f"OUTSIDE ±{tolerance:.0%}"
+
+
 def nvbandwidth_values(path: str) -> dict[str, float]:
     """Test name -> GPU 0's figure (the first number in its matrix)."""
-    text = open(path).read()
-    document = json.loads(text[text.index("{"):])
     values = {}
-    for test in document["nvbandwidth"]["testcases"]:
+    for test in testcases(path):
         numbers = [float(cell) for row in test.get("bandwidth_matrix", []) for cell in row if cell != "N/A"]
         if numbers:
             values[test["name"]] = numbers[0]
@@ -57,12 +79,7 @@ def bench_value(rows: pd.DataFrame, experiment: str, selection: dict, column: st
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results")
-    parser.add_argument("nvbandwidth")
-    parser.add_argument("--bytes", type=int, default=256 << 20)
-    parser.add_argument("--tolerance", type=float, default=0.05)
-    args = parser.parse_args()
+    args = arguments(__doc__.splitlines()[0])
     rows = pd.read_parquet(args.results)
     theirs = nvbandwidth_values(args.nvbandwidth)
     print(f"{'nvbandwidth test':<40} {'bench':>9} {'nvbandwidth':>11} {'unit':<5} {'diff':>8}  check")
@@ -80,9 +97,8 @@ def main() -> int:
         if checked:
             worst = max(worst, abs(diff))
             failed |= not within
-        check = (f"ok ±{args.tolerance:.0%}" if within else f"OUTSIDE ±{args.tolerance:.0%}") if checked else \
-            "info (method differs)"
-        print(f"{test:<40} {ours:>9.2f} {theirs[test]:>11.2f} {unit:<5} {diff:>+8.2%}  {check}")
+        print(f"{test:<40} {ours:>9.2f} {theirs[test]:>11.2f} {unit:<5} {diff:>+8.2%}  "
+              f"{verdict(diff, args.tolerance, checked)}")
     print(f"largest checked difference {worst:.2%}: {'OUTSIDE' if failed else 'within'} ±{args.tolerance:.0%}")
     return 1 if failed else 0
 

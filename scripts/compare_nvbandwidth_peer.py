@@ -25,11 +25,10 @@ Prints one line per cell and exits 1 if a checked pair differs by more than the 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 import pandas as pd
+from compare_nvbandwidth import arguments, testcases, verdict  # scripts/, beside this one
 
 PEER = {  # nvbandwidth test -> (method, side, direction)
     "device_to_device_memcpy_read_ce": ("ce", "read", "uni"),
@@ -48,10 +47,8 @@ LATENCY_BYTES = 1 << 20
 
 def matrices(path: str) -> dict[str, list[list[float | None]]]:
     """Test name -> its matrix (the last square block: a bidirectional test appends three matrices to one)."""
-    text = open(path).read()
-    document = json.loads(text[text.index("{"):])
     found = {}
-    for test in document["nvbandwidth"]["testcases"]:
+    for test in testcases(path):
         rows = [[None if cell == "N/A" else float(cell) for cell in row] for row in test.get("bandwidth_matrix", [])]
         if not rows:
             continue
@@ -96,12 +93,7 @@ def pairs(rows: pd.DataFrame, theirs: dict, nbytes: int):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results")
-    parser.add_argument("nvbandwidth")
-    parser.add_argument("--bytes", type=int, default=256 << 20)
-    parser.add_argument("--tolerance", type=float, default=0.05)
-    args = parser.parse_args()
+    args = arguments(__doc__.splitlines()[0])
     rows = pd.read_parquet(args.results)
     theirs = matrices(args.nvbandwidth)
     print(f"{'nvbandwidth cell':<56} {'bench':>9} {'nvbandwidth':>11} {'unit':<5} {'diff':>8}  check")
@@ -117,9 +109,8 @@ def main() -> int:
             compared += 1
             worst = max(worst, abs(diff))
             failed |= not within
-        check = (f"ok ±{args.tolerance:.0%}" if within else f"OUTSIDE ±{args.tolerance:.0%}") if checked else \
-            "info (method differs)"
-        print(f"{label:<56} {ours:>9.2f} {value:>11.2f} {unit:<5} {diff:>+8.2%}  {check}")
+        print(f"{label:<56} {ours:>9.2f} {value:>11.2f} {unit:<5} {diff:>+8.2%}  "
+              f"{verdict(diff, args.tolerance, checked)}")
     print(f"{compared} checked cells, largest difference {worst:.2%}: "
           f"{'OUTSIDE' if failed else 'within'} ±{args.tolerance:.0%}")
     return 1 if failed or not compared else 0

@@ -259,8 +259,8 @@ void chases(const Gpu &gpu) {
     CHECK(cudaMalloc(&device, bytes));
     std::vector<unsigned char> chain(bytes);
     uint64_t expected = build_chain(chain.data(), bytes, 7 + bytes);
-    // The latency diagnosis swaps chains with bench: CHAIN_IN-<bytes> replaces this chain with one read from that
-    // file, CHAIN_OUT-<bytes> writes this one out (raw little-endian words, as bench's pointer_chain).
+    // The latency diagnosis swaps chains with bench: CHAIN_IN_<bytes> replaces this chain with one read from that
+    // file, CHAIN_OUT_<bytes> writes this one out (raw little-endian words, as bench's pointer_chain).
     const std::string name = std::to_string(bytes);
     if (const char *in = std::getenv(("CHAIN_IN_" + name).c_str())) {
       FILE *file = std::fopen(in, "rb");

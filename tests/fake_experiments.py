@@ -158,7 +158,7 @@ class FakeGpu(runner.Gpu):
         self.uuid, self.free, self.gpus, self.marker = uuid, free, gpus, marker
         self.selected: list[int] = []
 
-    def warm_marker(self, environment):
+    def warm_markers(self, environment):
         return self.marker
 
     def select(self, device: int):

@@ -73,6 +73,11 @@ def main(tmp_path, monkeypatch, capsys):
                                                                   "experiments have path"),
     (["sweep", "--resume", "missing.parquet"], "cannot read results file missing.parquet"),
     (["sweep", "--frobnicate"], "unrecognized arguments"),
+    (["sweep", "--devices", "first"], "'first' is not 'all' or GPU ordinals like 0,1"),
+    (["sweep", "--devices=0,-1"], "GPU ordinals are 0 or more"),
+    (["sweep", "--devices", "0,1", "--device", "1"], "--device and --devices: choose one"),
+    (["sweep", "--experiments", "peer"], "peer needs 2 GPUs; this sweep has 1"),
+    (["sweep", "--experiments", "launch", "--concurrent"], "--concurrent runs several GPUs at once"),
     (["teleport"], "invalid choice"),
     ([], "required"),
 ])

@@ -429,3 +429,38 @@ def test_by_host_memory_allocates_each_kind_once_for_its_largest_configuration()
     rows = list(by_host_memory(configs, Buffers, lambda config, buffers: (config["bytes"], buffers.host_memory)))
     assert rows == [(4, "pinned"), (16, "pinned"), (8, "pageable")]
     assert made == [("made", "pinned", 16), ("freed", "pinned"), ("made", "pageable", 8), ("freed", "pageable")]
+
+
+def test_timed_copies_fill_the_row_and_hand_their_gpus_to_the_timer():
+    """The step of verified_and_timed that peer copies (verified on their own GPUs) share with bandwidth's."""
+    from bench.experiments.bandwidth import timed
+    from bench.timing import GpuTiming, MeasurementFailed, Samples
+
+    enqueued, asked = [], {}
+
+    class Copy:
+        def __init__(self, stream):
+            self.stream = stream
+
+        def enqueue(self, nbytes):
+            enqueued.append((self.stream, nbytes))
+
+    class Timer:
+        def __init__(self, fail=False):
+            self.fail = fail
+
+        def measure(self, enqueue, streams, **options):
+            if self.fail:
+                raise MeasurementFailed("gate watchdog expired")
+            asked.update(options, streams=streams)
+            enqueue(2)
+            return GpuTiming(Samples([1.0, 1.0, 1.0], "ms", "gpu", "m", "converged", 2), [[1.0] * 3] * 2, [], [])
+
+    row = {"verified": False, "status": "failed", "error": ""}
+    timing = timed(row, [Copy("s0"), Copy("s1")], 10**6, Timer(), "m", True, [0, 1])
+    assert timing.median_ms == 1.0 and enqueued == [("s0", 10**6), ("s1", 10**6)] * 2
+    assert asked == {"metric": "m", "gated": True, "devices": [0, 1], "streams": ["s0", "s1"]}
+    assert row["verified"] and row["status"] == "ok" and row["gbps"] == pytest.approx(2.0)  # 2 MB in 1 ms
+    failed = {"verified": False, "status": "failed", "error": ""}
+    assert timed(failed, [Copy("s0")], 8, Timer(fail=True), "m") is None
+    assert failed == {"verified": True, "status": "failed", "error": "gate watchdog expired"}

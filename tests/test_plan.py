@@ -171,6 +171,15 @@ def test_make_axis_overrides():
         make(["bandwidth"], axes={"path": ["graph"]})
 
 
+def test_make_device_axes_take_gpus_of_the_sweep_only():
+    item = _only("peer", devices=(0, 2), axes={"src": ["0"], "method": ["ce"]})
+    assert {(c["src"], c["dst"]) for c in item.configs} == {(0, 2)}
+    with pytest.raises(ValueError, match=r"src=1 is not a GPU of this sweep \(0, 2\)"):
+        make(["peer"], devices=(0, 2), axes={"src": ["1"]})
+    with pytest.raises(ValueError, match="src='-1' is not a GPU ordinal"):
+        make(["peer"], devices=(0, 1), axes={"src": ["-1"]})
+
+
 def test_make_refuses_unknown_and_repeated_experiments():
     with pytest.raises(ValueError, match="unknown experiment 'nope'; choose from bandwidth"):
         make(["nope"])

@@ -3,6 +3,7 @@ isolated in child processes or inline: faults, interruption, schema checks, side
 written, resume."""
 
 import dataclasses
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -15,37 +16,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import synthetic
-from fake_experiments import (
-    BAD_ROWS,
-    CRASHING,
-    FINE,
-    HUNGRY,
-    INTERRUPTED,
-    INTERRUPTED_AT_ONCE,
-    MEMORY_ERROR,
-    ORPHANING,
-    OUT_OF_MEMORY,
-    PER_MODE,
-    RULES,
-    STICKY,
-    STICKY_ERROR,
-    TABLED,
-    FakeGpu,
-)
 from rich.table import Table
 
+import synthetic
 from bench import cli, runner, store
 from bench import plan as planning
 from bench.errors import ResultsError, UsageError
-from bench.runner import (
-    DoneMessage,
-    FailedMessage,
-    Outcome,
-    Request,
-    RowMessage,
-    Runner,
-)
+from bench.runner import DoneMessage, FailedMessage, Outcome, Request, RowMessage, Runner
+from fake_experiments import (BAD_ROWS, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
+                              ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 TESTS = str(Path(__file__).resolve().parent)
@@ -568,7 +547,7 @@ def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry)
     rows = store.read(path)
     keep = rows[(rows["gpu_index"] == 0) | (rows["n"] < 2)]  # GPU 1 stopped after two configurations
     store.write(path, store.records(keep), store.suite_schema([FINE]), store.read_metadata(path))
-    again = Runner(Request(resume=path, devices=(0, 1), experiments=["fine"]), gpu=FakeGpu(gpus=2),
+    again = Runner(Request(resume=path, experiments=["fine"]), gpu=FakeGpu(gpus=2),  # the file's GPUs: 0 and 1
                    isolate=False, save_every_s=0.0)
     again.plan()
     again.check()
@@ -597,17 +576,19 @@ def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
 
 
 def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tmp_path):
-    from fake_experiments import experiment, touching_rows
+    from fake_experiments import experiment, rows, touching_rows
 
     touched = tmp_path / "touched"
     touched.mkdir()
     touching = [experiment(name, partial(touching_rows, directory=str(touched))) for name in ("one", "two")]
-    marker = tmp_path / "cache" / "bench" / "warm-key"
+    broken = experiment("broken", partial(rows, fail_after=0, how="no kernel for you"))
+    markers = tmp_path / "cache" / "bench" / "warm-key"
     reporter = Recorder()
     reporter.warmed = lambda seconds: reporter.events.append(("warmed", seconds))
-    subject, outcome = _sweep(tmp_path / "r.parquet", *touching, gpu=FakeGpu(marker=marker), reporter=reporter)
-    assert marker.exists() and outcome.warm_s > 0
-    assert len(outcome.rows) == 10 and {row["status"] for row in outcome.rows} == {"ok"}
+    subject, outcome = _sweep(tmp_path / "r.parquet", *touching, broken, gpu=FakeGpu(marker=markers),
+                              reporter=reporter)
+    assert sorted(path.name for path in markers.iterdir()) == ["one", "two"]  # the failed warm-up stays cold
+    assert outcome.warm_s > 0 and [row["status"] for row in outcome.rows].count("ok") == 10
     names = [path.name for path in touched.iterdir()]
     processes = {name.split("-")[0]: [] for name in names}
     for name in names:
@@ -618,5 +599,48 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     assert store.read_metadata(tmp_path / "r.parquet")["warm_s"] == outcome.warm_s
     for path in touched.iterdir():
         path.unlink()
-    _, again = _sweep(tmp_path / "r2.parquet", touching[0], gpu=FakeGpu(marker=marker))
+    _, again = _sweep(tmp_path / "r2.parquet", touching[0], gpu=FakeGpu(marker=markers))
     assert again.warm_s == 0 and len(list(touched.iterdir())) == 5  # warm now: no warm-up
+
+
+class _SlowAfterModeB(Recorder):
+    """Takes its time over a row of mode b, so that the threads draining the processes move on to mode c's part
+    before the main thread hears that mode b's process died."""
+
+    def row(self, plan, row, seconds_planned):
+        super().row(plan, row, seconds_planned)
+        if row.get("mode") == "b":
+            time.sleep(0.5)
+
+
+def test_a_concurrent_part_that_fails_fails_only_its_own_configurations(tmp_path, monkeypatch):
+    monkeypatch.setattr(planning, "registry", lambda: {"per-mode": PER_MODE})
+    path = tmp_path / "r.parquet"
+    subject = Runner(Request(out=path, devices=(0, 1), concurrent=True), _SlowAfterModeB(), gpu=FakeGpu(gpus=2),
+                     save_every_s=0.0)
+    subject.plan()
+    subject.check()
+    subject.run(monitor=lambda: {})
+    rows = store.read(path)
+    for gpu in (0, 1):
+        mine = rows[rows["gpu_index"] == gpu].sort_values(["mode", "n"])
+        assert list(zip(mine["mode"], mine["n"], mine["status"])) == [
+            ("a", 0, "ok"), ("a", 1, "ok"), ("b", 0, "ok"), ("b", 1, "failed"), ("c", 0, "ok"), ("c", 1, "ok")]
+
+
+class _InterruptOnFirstRow(Recorder):
+    def row(self, plan, row, seconds_planned):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_concurrent_sweep_ends_every_gpus_process(tmp_path, monkeypatch):
+    from fake_experiments import SLOW
+
+    monkeypatch.setattr(planning, "registry", lambda: {"slow": SLOW})
+    subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=True), _InterruptOnFirstRow(),
+                     gpu=FakeGpu(gpus=2), save_every_s=0.0)
+    subject.plan()
+    subject.check()
+    outcome = subject.run(monitor=lambda: {})
+    assert outcome.interrupted and outcome.stopped_in == "slow on GPU 0, slow on GPU 1"
+    assert multiprocessing.active_children() == []  # SLOW's processes would run on for a second and more

@@ -3,6 +3,7 @@ batching of Timer, Timeline and GpuClock against a fake runtime (``bench.timing.
 tests replace). The gate and the spin watch need a GPU: tests/test_gpu.py."""
 
 import math
+from contextlib import contextmanager
 
 import pytest
 
@@ -234,14 +235,14 @@ class FakeStream:
 
 
 class FakeGate:
-    def __init__(self, log, expire=False):
-        self.log, self.expire = log, expire
+    def __init__(self, log, expire=False, *label):
+        self.log, self.expire, self.label = log, expire, label
 
     def close(self, stream):
         self.log.append(("close", stream.ptr))
 
     def open(self):
-        self.log.append(("open",))
+        self.log.append(("open", *self.label))
 
     def check(self):
         self.log.append(("check",))
@@ -350,6 +351,39 @@ def test_timer_fixed_batch_size_and_run_once(fake):
     assert [entry[1] for entry in log if entry[0] == "enqueue"] == [1]
     with pytest.raises(ValueError):
         timer.measure(_enqueue(log, runtime), [], metric="m")
+
+
+def test_timer_over_two_gpus_times_each_stream_from_its_own_gpus_start(fake, monkeypatch):
+    """Each GPU's first stream carries its gate and start event, made and recorded with that GPU current; the
+    gates open last-closed first, so the first gate's hold outlasts the others' latches."""
+    log, runtime = fake
+    current = []
+
+    @contextmanager
+    def on_device(device):
+        current.append(device)
+        try:
+            yield
+        finally:
+            current.pop()
+
+    def record(event, stream):
+        log.append(("record", event, stream, current[-1]))
+
+    monkeypatch.setattr(timing, "on_device", on_device)
+    monkeypatch.setattr(runtime, "eventRecord", record)
+    timer = Timer(StopRule(min_samples=3, warmup_batches=0))
+    timer._gates = {0: FakeGate(log, False, 0), 1: FakeGate(log, False, 1)}
+    result = timer.measure(_enqueue(log, runtime), [FakeStream(10), FakeStream(20), FakeStream(30)], metric="m",
+                           ops_per_batch=1, devices=[0, 1, 0])
+    start_0, end_10, start_1, end_20, end_30 = 2, 3, 4, 5, 6  # made in that order, each with its GPU current
+    assert result.stream_ms == [[0.25] * 3, [0.25] * 3, [0.5] * 3]  # stream 30 from GPU 0's start event
+    first_batch = [("close", 10), ("record", start_0, 10, 0), ("close", 20), ("record", start_1, 20, 1),
+                   ("wait", 30, start_0), ("enqueue", 1), ("record", end_10, 10, 0), ("record", end_20, 20, 1),
+                   ("record", end_30, 30, 0), ("open", 1), ("open", 0), ("sync", end_10), ("sync", end_20),
+                   ("sync", end_30), ("check",), ("check",)]
+    assert log[: len(first_batch)] == first_batch
+    assert runtime.created == runtime.destroyed == 5 and current == []
 
 
 def test_timer_each_prepares_every_sample_and_times_one_operation(fake):

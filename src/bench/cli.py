@@ -15,13 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from bench.errors import UsageError
@@ -76,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="replace an axis's values, e.g. --axis host_memory=pinned --axis streams=1,8 (repeatable)")
     sweep.add_argument("--out", type=Path, default=RESULTS_DIR,
                        help="results directory, or a new .parquet file (an existing one is never overwritten)")
-    sweep.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    sweep.add_argument("--device", type=int, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=_devices, metavar="all|0,1,...",
                        help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
                             "GPU, one GPU after another; and the multi-GPU experiments (peer copies, shared host "
@@ -198,7 +192,9 @@ def _sweep(args: argparse.Namespace, console: Console):
         if not equals or not name.strip() or not values.strip():
             raise UsageError(f"--axis {item!r}: expected NAME=V1,V2")
         axes[name.strip()] = [value.strip() for value in values.split(",")]
-    request = Request(names, args.mode, sizes, axes, args.out, args.device, args.resume, args.budget,
+    if args.devices and args.device is not None:
+        raise UsageError("--device and --devices: choose one (--devices 0,1 or --devices all for several GPUs)")
+    request = Request(names, args.mode, sizes, axes, args.out, args.device or 0, args.resume, args.budget,
                       shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
                       concurrent=args.concurrent)
     return _run(request, console)

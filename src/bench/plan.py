@@ -106,13 +106,17 @@ def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str
 
 
 def axis_values(experiment: Experiment, axis: str, texts: Sequence[str]) -> tuple:
-    """``--axis`` values in the axis's own type: numbers (sizes for the size axis) or one of the known words.
-    ValueError for a value the axis cannot take."""
+    """``--axis`` values in the axis's own type: numbers (sizes for the size axis, GPU ordinals for a device axis)
+    or one of the known words. ValueError for a value the axis cannot take."""
     known = tuple(dict.fromkeys([*experiment.axes[axis], *experiment.full.get(axis, ())]))
     values = []
     for text in texts:
         if axis == experiment.size_axis:
             values.append(parse_size(text))
+        elif axis in experiment.device_axes:
+            if not text.strip().isdigit():
+                raise ValueError(f"{axis}={text!r} is not a GPU ordinal")
+            values.append(int(text))
         elif isinstance(known[0], (int, float)):
             try:
                 value = type(known[0])(text)
@@ -169,6 +173,10 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
             if axis in experiment.axes:
                 values[axis] = axis_values(experiment, axis, texts)
                 unused.discard(axis)
+        for axis in experiment.device_axes:
+            outside = [value for value in values[axis] if value not in devices]
+            if outside:
+                raise ValueError(f"{axis}={outside[0]} is not a GPU of this sweep ({', '.join(map(str, devices))})")
 
         def keep(config: Config, experiment=experiment) -> bool:
             return experiment.valid(config) and (mode == "full" or experiment.lean(config))
@@ -200,8 +208,8 @@ def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], concurren
     def at(scale: float) -> list[Plan]:
         return _plans(chosen, mode, scale, devices)
 
-    if estimate_s(at(SMALLEST_SCALE), concurrent) > budget_s:
-        least_s = estimate_s(at(SMALLEST_SCALE), concurrent)
+    least_s = estimate_s(at(SMALLEST_SCALE), concurrent)
+    if least_s > budget_s:
         raise ValueError(f"--budget {budget_s:g}: these {sum(len(c) for _, c in chosen)} configurations need at "
                          f"least {least_s:.0f} s; choose fewer (--quick, --experiments, --axis) or a larger budget")
     low, high = SMALLEST_SCALE, 1.0

@@ -15,7 +15,9 @@ The runner prints nothing: it reports to a :class:`Reporter` (the command line d
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import multiprocessing
 import os
 import signal
@@ -156,10 +158,11 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
         os._exit(0)
 
 
-def isolated(item: Plan, device: int | None, cpus: Sequence[int] = ()) -> Iterator[ReadyMessage | RowMessage |
-                                                                                FailedMessage]:
+def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None
+             ) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
-    it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process)."""
+    it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
+    is set (nobody listens any more), it ends the process and returns."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
@@ -169,7 +172,7 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = ()) -> Iterat
     ended = f"the {item.experiment.name} process ended"
     waiting = Stopwatch()
     try:
-        while True:
+        while stop is None or not stop.is_set():
             if waiting.seconds() > item.experiment.row_timeout_s:
                 yield FailedMessage(f"no row for {item.experiment.row_timeout_s:g} s: the {item.experiment.name} "
                                     "process hung and was stopped")
@@ -248,14 +251,7 @@ class Gpu:
 
     def count(self) -> int:
         """How many GPUs are visible. UsageError when there is none."""
-        from bench import env
-
-        reason = env.no_gpu_reason()
-        if reason:
-            raise UsageError(reason)
-        from bench.cuda import runtime
-
-        return runtime.getDeviceCount()
+        return gpu_count()
 
     def free_bytes(self, environment) -> int:
         from bench import env
@@ -266,9 +262,10 @@ class Gpu:
         """The device an experiment's process selects (None: leave it alone)."""
         return device
 
-    def warm_marker(self, environment) -> Path | None:
-        """A file whose existence says that this machine's kernel caches (numba-cuda's beside this source tree,
-        CuPy's in the home directory) hold this bench's kernels for this GPU architecture (None: never warm up)."""
+    def warm_markers(self, environment) -> Path | None:
+        """A directory of one file per experiment whose existence says that this machine's kernel caches
+        (numba-cuda's beside this source tree, CuPy's in the home directory) hold that experiment's kernels, of this
+        bench, for this GPU architecture (None: never warm up)."""
         import hashlib
 
         import bench
@@ -295,9 +292,9 @@ def use_device(device: int) -> None:
     numba_cuda.select_device(device)
 
 
-def gpu_environment(device: int):
-    """The environment of ``device``, read without creating a CUDA context in this process (the sweep's parent
-    leaves the GPU to its experiments' processes). UsageError when there is no such GPU."""
+def gpu_count() -> int:
+    """How many GPUs are visible, counted without creating a CUDA context in this process (the sweep's parent
+    leaves the GPU to its experiments' processes). UsageError when there is none."""
     from bench import env
 
     reason = env.no_gpu_reason()
@@ -305,7 +302,15 @@ def gpu_environment(device: int):
         raise UsageError(reason)
     from bench.cuda import runtime
 
-    count = runtime.getDeviceCount()
+    return runtime.getDeviceCount()
+
+
+def gpu_environment(device: int):
+    """The environment of ``device``, read without creating a CUDA context in this process. UsageError when there
+    is no such GPU."""
+    from bench import env
+
+    count = gpu_count()
     if not 0 <= device < count:
         raise UsageError(f"--device {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
     return env.collect(device)
@@ -385,7 +390,7 @@ class Runner:
         self.path: Path | None = None
         self.environment: dict = {}  # the first GPU's: the file's metadata and name
         self.environments: dict[int, dict] = {}  # by device ordinal: the columns its rows carry
-        self._raw_environments: dict[int, object] = {}
+        self.selected: dict[int, object] = {}  # by device ordinal: its bench.env.Environment
         self.previous: pd.DataFrame | None = None
         self.previous_tables: dict[str, pd.DataFrame] = {}
         self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -410,12 +415,15 @@ class Runner:
         does not exist, or for --concurrent with fewer than two."""
         request = self.request
         devices: tuple[int, ...] = (request.device,)
-        if request.devices:
+        chosen = request.devices
+        if not chosen and request.resume is not None:  # a sweep of several GPUs resumes on the same GPUs
+            chosen = store.read_metadata(request.resume).get("devices") or ()
+        if chosen:
             count = self.gpu.count()
-            if request.devices == "all":
+            if chosen == "all":
                 devices = tuple(range(count))
             else:
-                devices = tuple(dict.fromkeys(request.devices))
+                devices = tuple(sorted(set(chosen)))  # in order: a multi-GPU plan's rows carry its first GPU
                 for device in devices:
                     if not 0 <= device < count:
                         raise UsageError(f"--devices {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
@@ -439,7 +447,7 @@ class Runner:
             if request.out.suffix == ".parquet":
                 refuse_existing(request.out)
         chosen = {device: self.gpu.select(device) for device in self.devices}
-        self._raw_environments = chosen
+        self.selected = chosen
         self.environments = {device: environment.as_dict() for device, environment in chosen.items()}
         environment = chosen[self.devices[0]]
         self.environment = self.environments[self.devices[0]]
@@ -448,13 +456,16 @@ class Runner:
             measured_on = set(self.previous["gpu_uuid"].dropna()) if "gpu_uuid" in self.previous else set()
             if measured_on and not measured_on <= set(uuids.values()):
                 raise UsageError(f"--resume: {request.resume} was measured on another GPU "
-                                 f"({', '.join(sorted(measured_on - set(uuids.values())))})")
+                                 f"({', '.join(sorted(measured_on - set(uuids.values())))}); a sweep of several "
+                                 "GPUs resumes with the same --devices")
             self.plans = planning.without_done(self.plans, self.previous, uuids)
             self.path = request.resume
         else:
             self.path = results_path(request.out, self.run_id, environment.gpu_name)
             refuse_existing(self.path)
         host_available = host_memory_available()
+        if request.concurrent:  # every GPU's buffers at once
+            host_available //= len(chosen)
         for device, selected in chosen.items():
             mine = [item for item in self.plans if device in item.devices]
             problem = memory_problem(mine, selected.gpu_name, self.gpu.free_bytes(selected), host_available)
@@ -558,8 +569,9 @@ class _Sweep:
                     for message in runs[0].messages():
                         runs[0].handle(message)
                 else:
-                    for index, message in _interleaved([plan_run.messages() for plan_run in runs]):
-                        runs[index].handle(message)
+                    with contextlib.closing(_interleaved([plan_run.messages for plan_run in runs])) as messages:
+                        for index, message in messages:
+                            runs[index].handle(message)
                 for plan_run in runs:
                     self.wall_s[plan_run.item.name] = plan_run.watch.seconds()
                     reporter.finished(plan_run.item.name, self.wall_s[plan_run.item.name])
@@ -580,25 +592,32 @@ class _Sweep:
                        warm_s=self.warm_s)
 
     def warm_up(self) -> None:
-        """On a machine whose kernel caches are cold (no warm marker), compile every experiment's kernels at once, a
+        """Where the kernel caches are cold for some experiments (no warm marker), compile their kernels at once, a
         process per experiment (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of free memory for
-        each), before measuring anything: what they measure is dropped. Done once per machine, bench version and GPU
-        architecture."""
+        each), before measuring anything: what they measure is dropped. Done once per experiment, machine, bench
+        version and GPU architecture; an experiment whose warm-up process failed stays cold."""
         runner = self.runner
-        environment = runner._raw_environments.get(runner.devices[0])
-        marker = runner.gpu.warm_marker(environment) if runner.isolate and environment is not None else None
-        if marker is None or marker.exists():
+        environment = runner.selected.get(runner.devices[0])
+        markers = runner.gpu.warm_markers(environment) if runner.isolate and environment is not None else None
+        if markers is None:
+            return
+        parts = [part for part in warm_parts(self.plans) if not (markers / part.experiment.name).exists()]
+        if not parts:
             return
         watch = Stopwatch()
         device = runner.gpu.child_device(runner.devices[0])
         cpus = runner.gpu.child_cpus(environment)
-        parts = warm_parts(self.plans)
         at_once = max(1, min(len(parts), runner.gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
+        markers.mkdir(parents=True, exist_ok=True)
         for start in range(0, len(parts), at_once):
-            for _ in _interleaved([isolated(part, device, cpus) for part in parts[start:start + at_once]]):
-                pass
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
+            batch = parts[start:start + at_once]
+            failed = set()
+            for index, message in _interleaved([functools.partial(isolated, part, device, cpus) for part in batch]):
+                if isinstance(message, FailedMessage):
+                    failed.add(index)
+            for index, part in enumerate(batch):  # a process that failed may not have compiled everything
+                if index not in failed:
+                    (markers / part.experiment.name).touch()
         self.warm_s = watch.seconds()
         runner.reporter.warmed(self.warm_s)
 
@@ -616,6 +635,14 @@ class _Sweep:
         return groups
 
 
+@dataclass(frozen=True)
+class _PartStarted:
+    """A plan's next part starts (its process, or inline): the messages that follow are that part's."""
+
+    part: Plan
+    watch: Stopwatch  # started with the part
+
+
 class _PlanRun:
     """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
 
@@ -629,19 +656,25 @@ class _PlanRun:
         self.part = item
         sweep.startup_s[item.name] = 0.0
 
-    def messages(self) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
-        """Every part's messages, a process each (a failure ends only its own part)."""
+    def messages(self, stop: threading.Event | None = None) -> Iterator[_PartStarted | ReadyMessage | RowMessage |
+                                                                         FailedMessage]:
+        """Every part's messages, a process each (a failure ends only its own part), each part's after a
+        :class:`_PartStarted`: another thread may be draining them, so only :meth:`handle` changes this run.
+        ``stop``: see :func:`isolated`."""
         runner = self.sweep.runner
-        environment = runner._raw_environments.get(self.device)
+        environment = runner.selected.get(self.device)
         cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
         device = runner.gpu.child_device(self.device)
         for part in self.item.parts():
-            self.part, self.part_watch = part, Stopwatch()
-            yield from isolated(part, device, cpus) if runner.isolate else inline(part)
+            yield _PartStarted(part, Stopwatch())
+            yield from isolated(part, device, cpus, stop) if runner.isolate else inline(part)
 
     def handle(self, message) -> None:
         sweep, item, name = self.sweep, self.item, self.item.experiment.name
         reporter = sweep.runner.reporter
+        if isinstance(message, _PartStarted):
+            self.part, self.part_watch = message.part, message.watch
+            return
         if isinstance(message, ReadyMessage):
             sweep.startup_s[item.name] += self.part_watch.seconds()
             self.config_watch = Stopwatch()
@@ -664,14 +697,22 @@ class _PlanRun:
             sweep.last_save = Stopwatch()
 
 
-def _interleaved(sources: Sequence[Iterator]) -> Iterator[tuple[int, object]]:
-    """(index of its source, message) from several message iterators drained at once, each by a thread of its
-    own, as the messages come. An iterator's exception ends it with a FailedMessage."""
-    queue: Queue = Queue()
+STOP_WAIT_S = 15.0  # how long a stopped source may take to end its process (isolated waits 10 s for one)
 
-    def drain(index: int, source: Iterator) -> None:
+
+def _interleaved(sources: Sequence[Callable[[threading.Event], Iterator]]) -> Iterator[tuple[int, object]]:
+    """(index of its source, message) from several message sources drained at once, each by a thread of its own,
+    as the messages come. Each source is called with an event that is set when this generator ends before they
+    do (an interrupt, or it was closed): a source should end then (:func:`isolated` ends its process), within
+    :data:`STOP_WAIT_S`. A source's exception ends it with a FailedMessage."""
+    queue: Queue = Queue()
+    stop = threading.Event()
+
+    def drain(index: int, source: Callable[[threading.Event], Iterator]) -> None:
         try:
-            for message in source:
+            for message in source(stop):
+                if stop.is_set():
+                    break
                 queue.put((index, message))
         except BaseException as error:
             queue.put((index, FailedMessage(f"{type(error).__name__}: {error}")))
@@ -683,15 +724,20 @@ def _interleaved(sources: Sequence[Iterator]) -> Iterator[tuple[int, object]]:
     for thread in threads:
         thread.start()
     running = len(threads)
-    while running:
-        try:
-            index, message = queue.get(timeout=0.2)  # a timeout, so that Ctrl-C reaches this thread
-        except Empty:
-            continue
-        if message is None:
-            running -= 1
-        else:
-            yield index, message
+    try:
+        while running:
+            try:
+                index, message = queue.get(timeout=0.2)  # a timeout, so that Ctrl-C reaches this thread
+            except Empty:
+                continue
+            if message is None:
+                running -= 1
+            else:
+                yield index, message
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(STOP_WAIT_S)
 
 
 def _raise_interrupt(number, frame):

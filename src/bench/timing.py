@@ -381,10 +381,6 @@ class Timer:
         self.rule = rule or StopRule()
         self._gates: dict[int | None, Gate] = {}
 
-    @property
-    def gate(self) -> Gate:
-        return self.gate_on(None)
-
     def gate_on(self, device: int | None) -> Gate:
         """The gate for streams of ``device`` (None: the current GPU), made there on first use."""
         if device not in self._gates:
@@ -484,7 +480,7 @@ class Timer:
                 with on_device(device):
                     runtime.eventRecord(end, stream.ptr)
         finally:
-            for device in closed:
+            for device in reversed(closed):  # the first gate's hold (the garbage collector off) outlasts every latch
                 self.gate_on(device).open()
         for end in events.ends:
             runtime.eventSynchronize(end)

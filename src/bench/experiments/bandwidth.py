@@ -247,6 +247,14 @@ def verified_and_timed(row: Row, copies: Sequence, nbytes: int, timer, metric: s
     if problem:
         row["error"] = problem
         return None
+    return timed(row, copies, nbytes, timer, metric, gated)
+
+
+def timed(row: Row, copies: Sequence, nbytes: int, timer, metric: str, gated: bool = True,
+          devices: Sequence[int] | None = None):
+    """Time verified ``copies`` (anything with ``stream`` and ``enqueue(nbytes)``) together with ``timer``
+    (``devices``: each copy's GPU, as :meth:`bench.timing.Timer.measure` takes them). Fills ``row`` as
+    :func:`verified_and_timed` does and returns the timing, or None."""
     row["verified"] = True
 
     def enqueue(ops: int) -> None:
@@ -255,7 +263,8 @@ def verified_and_timed(row: Row, copies: Sequence, nbytes: int, timer, metric: s
                 copy.enqueue(nbytes)
 
     try:
-        timing = timer.measure(enqueue, [copy.stream for copy in copies], metric=metric, gated=gated)
+        timing = timer.measure(enqueue, [copy.stream for copy in copies], metric=metric, gated=gated,
+                               devices=devices)
     except MeasurementFailed as error:
         row["error"] = str(error)
         return None

@@ -23,27 +23,11 @@ import pandas as pd
 from bench.calls import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.cuda import on_device, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import (
-    METRIC,
-    MIN_REPEATS,
-    SPIN_MS,
-    SPIN_STREAMS,
-    VERDICTS,
-    host_columns,
-    host_verdict,
-    repeat_until_settled,
-    spin_for,
-)
+from bench.experiments.blocking import (METRIC, MIN_REPEATS, SPIN_MS, SPIN_STREAMS, VERDICTS, host_columns,
+                                        host_verdict, repeat_until_settled, spin_for)
 from bench.memory import LEGACY_STREAM, OwnedStream
 from bench.schema import FLAG, FLOAT, INT, TEXT, TEXTS, column
-from bench.timing import (
-    CallDuringSpin,
-    Context,
-    Samples,
-    SpinWatch,
-    StopRule,
-    host_interval,
-)
+from bench.timing import CallDuringSpin, Context, SpinWatch, StopRule, host_interval
 
 SMALL_BYTES = 4 << 10
 ALLOC_BYTES = 1 << 20
@@ -99,17 +83,15 @@ def _peer_copy(call_gpu: int, other_gpu: int) -> Prepared:
 
 
 def _calls() -> list[CrossCall]:
-    def same(name: str) -> dict[str, bool | None]:
-        return _same_gpu_docs(name)
-
     return [
         CrossCall("(nothing)", "(nothing)", "control: no call at all", "", {"same-gpu": False, "other-gpu": False},
                   lambda call_gpu, other_gpu: Prepared(lambda: None)),
-        CrossCall("cudaFree", "cudaFree", catalog()["cudaFree"].docs, MEMORY_PAGE, same("cudaFree"),
+        CrossCall("cudaFree", "cudaFree", catalog()["cudaFree"].docs, MEMORY_PAGE, _same_gpu_docs("cudaFree"),
                   _freeing(lambda: runtime.malloc(ALLOC_BYTES), runtime.free)),
-        CrossCall("cudaFreeHost", "cudaFreeHost", catalog()["cudaFreeHost"].docs, MEMORY_PAGE, same("cudaFreeHost"),
+        CrossCall("cudaFreeHost", "cudaFreeHost", catalog()["cudaFreeHost"].docs, MEMORY_PAGE,
+                  _same_gpu_docs("cudaFreeHost"),
                   _freeing(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), runtime.freeHost)),
-        CrossCall("cudaMalloc", "cudaMalloc", catalog()["cudaMalloc"].docs, MEMORY_PAGE, same("cudaMalloc"),
+        CrossCall("cudaMalloc", "cudaMalloc", catalog()["cudaMalloc"].docs, MEMORY_PAGE, _same_gpu_docs("cudaMalloc"),
                   _allocating(lambda: runtime.malloc(ALLOC_BYTES), runtime.free)),
         CrossCall("cudaDeviceSynchronize", "cudaDeviceSynchronize",
                   "\"blocks until the device has completed all preceding requested tasks\": the current device",
@@ -259,8 +241,7 @@ def _measure(config: Config, spinners: dict[int, _Spinner], devices: Sequence[in
     spin_ms = spin_for(idle)
     repeats = repeat_until_settled(lambda: _once(call, call_gpu, other_gpu, spinners[spin_gpu],
                                                  config["spin_stream"], spin_ms), host_verdict)
-    samples = Samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC,
-                      "converged" if repeats.stable else "max_samples")
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
     docs_waits = call.docs_waits[where]
     return {**config, **samples.columns(), **host_columns(repeats), "placement": where, "api": call.api,
             "spin_ms": spin_ms, "idle_host_ms": idle, "docs": call.docs, "source": call.source,

@@ -36,7 +36,8 @@ COLUMNS = (
     column("load", TEXT, "alone: only this GPU copies; together: every GPU of the sweep copies at once", LOADS),
     column("device", INT, "the GPU (CUDA ordinal) this row's bandwidth is of"),
     column("gbps", FLOAT, "this GPU's GB/s at the median"),
-    column("total_gbps", FLOAT, "together: all GPUs' bytes over the slowest GPU's median time; alone: gbps"),
+    column("total_gbps", FLOAT, "together: all GPUs' bytes over the median of each sample's slowest GPU time; "
+                                "alone: gbps"),
     column("gpus_copying", INT, "how many GPUs copied at once"),
     column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
 )

@@ -31,7 +31,7 @@ import pandas as pd
 from bench.cuda import cupy, kernels, on_device, runtime
 from bench.env import gpu_uuid
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.bandwidth import POISON, fill_random
+from bench.experiments.bandwidth import POISON, fill_random, timed
 from bench.experiments.latency import STEPS, chain_end, pointer_chain
 from bench.memory import DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
@@ -288,20 +288,8 @@ def _measure_copy(config: Config, gpus: dict[int, _Gpu], context: Context) -> Ro
         problem = copy.mismatch(nbytes)
         if problem:
             return {**row, "error": problem}
-    row["verified"] = True
-
-    def enqueue(ops: int) -> None:
-        for _ in range(ops):
-            for copy in copies:
-                copy.enqueue(nbytes)
-
-    try:
-        timing = context.timer().measure(enqueue, [copy.stream for copy in copies], metric=metric, gated=gated,
-                                         devices=[copy.device for copy in copies])
-    except MeasurementFailed as error:
-        return {**row, "error": str(error)}
-    row.update(timing.samples.columns(), status="ok", gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
-    if config["direction"] == "bidir":
+    timing = timed(row, copies, nbytes, context.timer(), metric, gated, [copy.device for copy in copies])
+    if timing is not None and config["direction"] == "bidir":
         row["forward_gbps"] = nbytes / (timing.stream_median_ms(0) * 1e6)
         row["backward_gbps"] = nbytes / (timing.stream_median_ms(1) * 1e6)
     return row
