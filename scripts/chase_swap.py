@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.cuda import cupy, kernels, runtime
-from bench.experiments.latency import STEPS, chain_end, pointer_chain
+from bench.experiments.latency import STEPS, chain_end, pointer_chain, timed_chase
 from bench.memory import DeviceBuffer
 from bench.timing import StopRule, Timer
 
@@ -38,24 +38,14 @@ def cpp_ns(binary: str, nbytes: int, **env: str) -> float:
 
 def bench_ns(words: np.ndarray) -> tuple[float, int]:
     """bench's chase on ``words``: median ns per load and the number of samples."""
-    nbytes = words.nbytes
-    expected = chain_end(words, STEPS)
-    chase = kernels.Chase()
     stream = cupy.cuda.Stream(non_blocking=True)
     out = cupy.zeros(1, dtype=cupy.uint64)
-    with DeviceBuffer("malloc", nbytes) as memory:
-        runtime.memcpy(memory.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
-        chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
-        stream.synchronize()
-        if int(out[0]) != expected:
-            raise RuntimeError("the chain's walk ended where the host did not expect")
-
-        def enqueue(ops: int) -> None:
-            for _ in range(ops):
-                chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
-
-        timing = Timer(StopRule()).measure(enqueue, [stream], metric="chase", ops_per_batch=1)
-    return timing.median_ms * 1e6 / STEPS, len(timing.samples.values)
+    with DeviceBuffer("malloc", words.nbytes) as memory:
+        runtime.memcpy(memory.ptr, words.ctypes.data, words.nbytes, runtime.memcpyHostToDevice)
+        row = timed_chase({}, kernels.Chase(), stream, memory.ptr, out, chain_end(words, STEPS), Timer(StopRule()))
+    if "ns_per_access" not in row:
+        raise RuntimeError(row["error"])
+    return row["ns_per_access"], row["n_samples"]
 
 
 def main() -> None:

@@ -23,10 +23,11 @@ import pandas as pd
 from bench.calls import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.cuda import on_device, runtime
 from bench.experiments import Config, Experiment, Row
+from bench.experiments import blocking
 from bench.experiments.blocking import (METRIC, MIN_REPEATS, SPIN_MS, SPIN_STREAMS, VERDICTS, host_columns,
                                         host_verdict, repeat_until_settled, spin_for)
 from bench.memory import LEGACY_STREAM, OwnedStream
-from bench.schema import FLAG, FLOAT, INT, TEXT, TEXTS, column
+from bench.schema import INT, TEXT, column
 from bench.timing import CallDuringSpin, Context, SpinWatch, StopRule, host_interval
 
 SMALL_BYTES = 4 << 10
@@ -113,24 +114,15 @@ def cross_catalog() -> dict[str, CrossCall]:
 CALL_NAMES = ("(nothing)", "cudaFree", "cudaFreeHost", "cudaMalloc", "cudaDeviceSynchronize",
               "cudaStreamSynchronize (legacy stream)", "cudaMemcpyPeer 4 KiB")
 
+_BLOCKING_COLUMNS = {item.name: item for item in blocking.COLUMNS}  # the columns both experiments have
 COLUMNS = (
     column("call", TEXT, "the call, made with call_gpu current", CALL_NAMES),
     column("call_gpu", INT, "the GPU (CUDA ordinal) current when the call is made"),
     column("spin_gpu", INT, "the GPU the spin kernel runs on"),
-    column("spin_stream", TEXT, "how the spinning stream was created", SPIN_STREAMS),
+    _BLOCKING_COLUMNS["spin_stream"],
     column("placement", TEXT, "same-gpu (the spin runs on the call's GPU) or other-gpu", PLACEMENTS),
-    column("api", TEXT, "the CUDA runtime function"),
-    column("spin_ms", FLOAT, "length of each spin kernel"),
-    column("host_ms", FLOAT, "median host time of the call"),
-    column("spin_left_ms", FLOAT, "median of how much of the spin was left when the call was made"),
-    column("idle_host_ms", FLOAT, "host time of the call with nothing running"),
-    column("verdict", TEXT, "the most common verdict over the repeats", VERDICTS),
-    column("verdicts", TEXTS, "each repeat's verdict", VERDICTS),
-    column("stable", FLAG, "all repeats gave the same verdict"),
-    column("docs", TEXT, "what the documentation says"),
-    column("source", TEXT, "the documentation page"),
-    column("docs_waits", FLAG, "the docs say the call waits for the spinning kernel (empty: silent)"),
-    column("matches_docs", FLAG, "the measurement agrees with the documentation (empty: the docs say nothing)"),
+    *(_BLOCKING_COLUMNS[name] for name in ("api", "spin_ms", "host_ms", "spin_left_ms", "idle_host_ms", "verdict",
+                                           "verdicts", "stable", "docs", "source", "docs_waits", "matches_docs")),
 )
 
 

@@ -13,15 +13,13 @@ Every copy is verified once per configuration: destination poisoned, one copy, c
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from bench.cuda import cupy, on_device, runtime
+from bench.cuda import on_device
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.bandwidth import POISON, fill_random
-from bench.memory import DeviceBuffer, HostBuffer
+from bench.experiments.bandwidth import _Buffers, mismatch
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
 from bench.units import format_size
@@ -105,52 +103,28 @@ def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-@dataclass
 class _Link:
-    """One GPU's side: device and pinned host buffers of random bytes, a stream."""
+    """One GPU's side: the bandwidth experiment's pinned buffers of random bytes and their copies, made and used with
+    that GPU current."""
 
-    device: int
-    nbytes: int
-
-    def __post_init__(self) -> None:
-        with on_device(self.device):
-            self.device_src = DeviceBuffer("malloc", self.nbytes)
-            self.device_dst = DeviceBuffer("malloc", self.nbytes)
-            self.host_src = HostBuffer("pinned", self.nbytes)
-            self.host_dst = HostBuffer("pinned", self.nbytes)
-            fill_random(self.device_src.array, self.device)
-            runtime.memcpy(self.host_src.ptr, self.device_src.ptr, self.nbytes, runtime.memcpyDeviceToHost)
-            self.stream = cupy.cuda.Stream(non_blocking=True)
+    def __init__(self, device: int, nbytes: int) -> None:
+        self.device = device
+        with on_device(device):
+            self.buffers = _Buffers("pinned", nbytes, seed=device)
+        self.copies = {direction: self.buffers.copies(direction)[0] for direction in DIRECTIONS}
 
     def enqueue(self, direction: str, nbytes: int) -> None:
         with on_device(self.device):
-            if direction == "H2D":
-                runtime.memcpyAsync(self.device_dst.ptr, self.host_src.ptr, nbytes, runtime.memcpyHostToDevice,
-                                    self.stream.ptr)
-            else:
-                runtime.memcpyAsync(self.host_dst.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost,
-                                    self.stream.ptr)
+            self.copies[direction].enqueue(nbytes)
 
     def mismatch(self, direction: str, nbytes: int) -> str | None:
         with on_device(self.device):
-            if direction == "H2D":
-                self.device_dst.array[:nbytes].fill(POISON)
-                runtime.deviceSynchronize()
-                self.enqueue(direction, nbytes)
-                self.stream.synchronize()
-                differ = int(cupy.count_nonzero(self.device_dst.array[:nbytes] != self.device_src.array[:nbytes]))
-            else:
-                self.host_dst.array[:nbytes] = POISON
-                self.enqueue(direction, nbytes)
-                self.stream.synchronize()
-                differ = int(np.count_nonzero(self.host_dst.array[:nbytes] != self.host_src.array[:nbytes]))
-        return f"data mismatch on GPU {self.device}: {differ} of {nbytes} bytes differ" if differ else None
+            problem = mismatch([self.copies[direction]], nbytes)
+        return f"GPU {self.device}: {problem}" if problem else None
 
     def close(self) -> None:
         with on_device(self.device):
-            self.stream.synchronize()
-            for buffer in (self.device_src, self.device_dst, self.host_src, self.host_dst):
-                buffer.close()
+            self.buffers.close()
 
 
 def _timed(links: Sequence[_Link], direction: str, nbytes: int, context: Context):
@@ -166,7 +140,7 @@ def _timed(links: Sequence[_Link], direction: str, nbytes: int, context: Context
                 link.enqueue(direction, nbytes)
 
     try:
-        return context.timer().measure(enqueue, [link.stream for link in links], metric=METRIC,
+        return context.timer().measure(enqueue, [link.copies[direction].stream for link in links], metric=METRIC,
                                        devices=[link.device for link in links]), None
     except MeasurementFailed as error:
         return None, str(error)

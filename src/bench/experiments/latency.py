@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from bench.cuda import cupy, kernels, runtime
+from bench.cuda import cupy, kernels, on_device, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.memory import DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
@@ -115,24 +115,34 @@ def _measure(config: Config, chase, stream, out, context: Context) -> Row:
             memory.array.view(np.uint64)[:] = words
         else:
             runtime.memcpy(memory.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
+        return timed_chase(row, chase, stream, memory.ptr, out, expected, context.timer())
+
+
+def timed_chase(row: Row, chase, stream, base: int, out, expected: int, timer, device: int | None = None) -> Row:
+    """Walk the chain at ``base`` once from slot 0 and check that it ends at ``expected``, then time launches of
+    ``STEPS`` loads (one a sample) with ``timer`` on ``stream``, of ``device`` (None: the current GPU). ``row`` with
+    the verified, sample, status and ns_per_access columns; failed, with the error, where the walk or the timing
+    went wrong."""
+    with on_device(device):
         out.fill(0)
-        chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
+        chase.launch(stream, base, STEPS, out.data.ptr)
         stream.synchronize()
-        if int(out[0]) != expected:
-            row["error"] = f"chain mismatch: the kernel ended at offset {int(out[0])}, the host at {expected}"
-            return row
-        row["verified"] = True
+        reached = int(out[0])
+    if reached != expected:
+        return {**row, "error": f"chain mismatch: the kernel ended at offset {reached}, the host at {expected}"}
 
-        def enqueue(ops: int) -> None:
+    def enqueue(ops: int) -> None:
+        with on_device(device):
             for _ in range(ops):
-                chase.launch(stream, memory.ptr, STEPS, out.data.ptr)
+                chase.launch(stream, base, STEPS, out.data.ptr)
 
-        try:
-            timing = context.timer().measure(enqueue, [stream], metric=METRIC, ops_per_batch=1)
-        except MeasurementFailed as error:
-            row["error"] = str(error)
-            return row
-    return {**row, **timing.samples.columns(), "status": "ok", "ns_per_access": timing.median_ms * 1e6 / STEPS}
+    try:
+        timing = timer.measure(enqueue, [stream], metric=METRIC, ops_per_batch=1,
+                               devices=None if device is None else [device])
+    except MeasurementFailed as error:
+        return {**row, "verified": True, "error": str(error)}
+    return {**row, **timing.samples.columns(), "verified": True, "status": "ok",
+            "ns_per_access": timing.median_ms * 1e6 / STEPS}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:

@@ -32,17 +32,17 @@ from bench.cuda import cupy, kernels, on_device, runtime
 from bench.env import gpu_uuid
 from bench.experiments import Config, Experiment, Row
 from bench.experiments.bandwidth import POISON, fill_random, timed
-from bench.experiments.latency import STEPS, chain_end, pointer_chain
+from bench.experiments.latency import METRIC as CHASE_METRIC
+from bench.experiments.latency import STEPS, chain_end, pointer_chain, timed_chase
 from bench.memory import DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
-from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.timing import Context, Samples, StopRule
 from bench.units import format_size
 
 METHODS = ("ce", "sm", "chase")
 SIDES = ("read", "write")
 ACCESS = ("enabled", "disabled")
 DIRECTIONS = ("uni", "bidir")
-CHASE_METRIC = f"GPU time of {STEPS} dependent loads"
 _ALREADY_ENABLED, _NOT_ENABLED = 704, 705  # cudaErrorPeerAccessAlreadyEnabled, cudaErrorPeerAccessNotEnabled
 _TYPICAL_GBPS = {("ce", "enabled"): 350.0, ("sm", "enabled"): 350.0, ("ce", "disabled"): 20.0}
 
@@ -182,6 +182,7 @@ class _Gpu:
             self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
             self.copier = kernels.SmCopy()
             self.chase = kernels.Chase()
+            self.out = cupy.zeros(1, dtype=cupy.uint64)  # where the chase's walk ended
             self.uuid = gpu_uuid(runtime.deviceGetPCIBusId(device))
         self.references: dict[int, DeviceBuffer] = {}
 
@@ -301,30 +302,10 @@ def _measure_chase(config: Config, gpus: dict[int, _Gpu], context: Context) -> R
     row = {**config, **Samples.missing("ms", "gpu", CHASE_METRIC, True), "verified": False, "status": "failed",
            "error": ""}
     words = pointer_chain(nbytes)
-    expected = chain_end(words, STEPS)
     with on_device(owner.device):
         runtime.memcpy(owner.dst.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
-    stream = reader.streams[0]
-    with on_device(reader.device):
-        out = cupy.zeros(1, dtype=cupy.uint64)
-        reader.chase.launch(stream, owner.dst.ptr, STEPS, out.data.ptr)
-        stream.synchronize()
-        if int(out[0]) != expected:
-            return {**row, "error": f"chain mismatch: the kernel ended at offset {int(out[0])}, the host at "
-                                    f"{expected}"}
-    row["verified"] = True
-
-    def enqueue(ops: int) -> None:
-        with on_device(reader.device):
-            for _ in range(ops):
-                reader.chase.launch(stream, owner.dst.ptr, STEPS, out.data.ptr)
-
-    try:
-        timing = context.timer().measure(enqueue, [stream], metric=CHASE_METRIC, ops_per_batch=1,
-                                         devices=[reader.device])
-    except MeasurementFailed as error:
-        return {**row, "error": str(error)}
-    return {**row, **timing.samples.columns(), "status": "ok", "ns_per_access": timing.median_ms * 1e6 / STEPS}
+    return timed_chase(row, reader.chase, reader.streams[0], owner.dst.ptr, reader.out, chain_end(words, STEPS),
+                       context.timer(), reader.device)
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
