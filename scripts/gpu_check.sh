@@ -5,6 +5,7 @@
 # A step is one argument:
 #   "tests PYTEST-ARGS"         the GPU tests: "tests tests" for all, or named files
 #   "startup"                   where an experiment's process spends its first seconds (scripts/startup.py)
+#   "profile-children [MODE]"   every experiment's process under cProfile (scripts/profile_children.py)
 #   "quick"                     a timed --quick sweep into results/_quick/
 #   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
 #   "full SECONDS [sweep args]" a --full sweep into results/_full/, interrupted after SECONDS and resumed by later
@@ -204,6 +205,7 @@ EOF
     case "${words[0]}" in
       tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" 2>&1 | grep -v Warning | tail -80 ;;
       startup) python3 scripts/startup.py ;;
+      profile-children) python3 scripts/profile_children.py "${words[@]:1}" ;;
       quick) timed python3 -m bench sweep --quick --out results/_quick ;;
       sweep) sweep "${words[@]:1}" ;;
       full) full "${words[@]:1}" ;;

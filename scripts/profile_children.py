@@ -1,0 +1,72 @@
+"""Where each experiment's process spends its time in a sweep: every experiment's plan (``--quick`` unless a mode
+is named) runs in a process forked from the sweep's own fork server, under cProfile. Prints, per experiment, the
+seconds to ready (fork, CPUs, GPU selected), to the first row, and to the last row, then the functions with the
+most cumulative time. Run it on warm caches (after a sweep) to see what every sweep pays again.
+
+    python scripts/profile_children.py [quick|default] [EXPERIMENT ...]
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import sys
+import time
+
+from bench import plan as planning
+from bench.runner import _processes, use_device
+
+TOP = 25
+
+
+def _child(sender, experiment, configs, rules) -> None:
+    import os
+
+    started = time.perf_counter()
+    profile = cProfile.Profile()
+    profile.enable()
+    marks = {}
+    try:
+        use_device(0)
+        marks["ready"] = time.perf_counter() - started
+        from bench.timing import Context
+
+        for count, _row in enumerate(experiment.measure(configs, Context(rules)), 1):
+            if count == 1:
+                marks["first row"] = time.perf_counter() - started
+        marks["last row"] = time.perf_counter() - started
+        marks["rows"] = count
+    except BaseException as error:  # report, then end like the sweep's child
+        marks["error"] = f"{type(error).__name__}: {error}"
+    profile.disable()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(TOP)
+    sender.send((marks, text.getvalue()))
+    sender.close()
+    os._exit(0)
+
+
+def main(arguments: list[str]) -> None:
+    mode = arguments[0] if arguments and arguments[0] in planning.MODES else "quick"
+    names = [name for name in arguments if name not in planning.MODES] or None
+    context = _processes()
+    for item in planning.make(names, mode=mode):
+        if item.experiment.gpus > 1:
+            continue
+        receiver, sender = context.Pipe(duplex=False)
+        forked = time.perf_counter()
+        child = context.Process(target=_child, args=(sender, item.experiment, item.configs, item.rules))
+        child.start()
+        sender.close()
+        marks, text = receiver.recv()
+        child.join()
+        wall = time.perf_counter() - forked
+        print(f"== {item.name}: {wall:.2f} s from start() to the end; in the child: "
+              + ", ".join(f"{key} {value:.2f} s" if isinstance(value, float) else f"{key} {value}"
+                          for key, value in marks.items()))
+        print("\n".join(text.splitlines()[:TOP + 12]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
