@@ -13,7 +13,9 @@
 #   "agree-full"                the --full grid of the experiments the agreement check reads (bandwidth, blocking,
 #                               serialization; overlap's pinned pipelines at 256 MiB) into results/_agreement/
 #   "firstcall-compile"         the firstcall experiment's compiling steps (--full only) into results/_full/
-#   "agree"                     the default sweep and results/_agreement/ of this machine, headline by headline
+#   "agree-repeat"              the --full bandwidth grid again, into results/_repeat/: the full grid's own
+#                               reproducibility, which the agreement check reads
+#   "agree"                     the default sweep against results/_agreement/ (and _repeat/) of this machine
 #   "reference"                 the C++ cudaMemcpyAsync loop against the newest bandwidth results
 #   "paths-reference"           the C++ SM-copy, latency, round-trip and launch loops (scripts/reference_paths.cu)
 #                               against the newest results
@@ -216,7 +218,9 @@ EOF
         timed python3 -m bench sweep --full --experiments bandwidth,blocking,serialization --out results/_agreement
         timed python3 -m bench sweep --full --experiments overlap --axis host_memory=pinned --sizes 256MiB \
           --out results/_agreement ;;
-      agree) python3 scripts/agreement.py "$(newest)" results/_agreement | tee "results/_logs/$stamp-agreement.txt" ;;
+      agree-repeat) timed python3 -m bench sweep --full --experiments bandwidth --out results/_repeat ;;
+      agree) python3 scripts/agreement.py "$(newest)" results/_agreement results/_repeat \
+        | tee "results/_logs/$stamp-agreement.txt" ;;
       paths-reference) paths_reference ;;
       nvbandwidth) nvbandwidth ;;
       nvbandwidth-peer) nvbandwidth_peer ;;

@@ -142,6 +142,11 @@ def touching_rows(configs, context, directory: str):
         yield {**config, **sample_columns(), "status": "ok", "error": ""}
 
 
+def touch_warm(directory: str) -> None:
+    """A warm hook: leaves a file named after its process in ``directory``."""
+    (Path(directory) / str(os.getpid())).touch()
+
+
 def different(config) -> bool:
     return config["a"] != config["b"]
 

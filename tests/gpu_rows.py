@@ -24,3 +24,25 @@ def rows_of(name: str, configs, context=None) -> pd.DataFrame:
         check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
                   schema)
     return store.typed(pd.DataFrame(rows), schema)
+
+
+def forked_state() -> dict:
+    """In a process forked from the sweep's fork server: was the CUDA driver untouched, numba-cuda's target built,
+    and does a numba-cuda kernel (the gate) then run on a context of this process's own?"""
+    import sys
+
+    from numba.cuda.cudadrv.driver import driver
+
+    untouched = not driver.is_initialized
+    built = "numba.cuda.np.arraymath" in sys.modules  # imported by the target's registries
+    from bench.cuda import cupy
+    from bench.runner import use_device
+    from bench.timing import Gate
+
+    use_device(0)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    gate = Gate(1.0)
+    gate.close(stream)
+    gate.open()
+    stream.synchronize()
+    return {"driver untouched": untouched, "target built": built, "gate ran": True}

@@ -316,9 +316,9 @@ def test_cli_quick_sweep_then_plot(tmp_path):
     rows = pd.read_parquet(path)  # plain pandas: integers stay integers
     assert str(rows["bytes"].dtype) == "Int64" and str(rows["streams"].dtype) == "Int64"
     assert (rows["status"] == "ok").all(), rows[rows["status"] != "ok"]["error"].tolist()
-    # --sizes replaces each experiment's size axis: overlap's payload too (64 KiB and 4 MiB, 16 pipelines each: 2
-    # allocators × 2 launch ways × 2 chunk counts × the streams both the quick and the default sweep keep, 1 and 4)
-    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 32
+    # --sizes replaces each experiment's size axis: overlap's payload too (64 KiB and 4 MiB, 9 pipelines each: 2
+    # allocators × 2 launch ways × 2 chunk counts on 4 streams, and the one-stream baseline)
+    assert len(rows[rows["experiment"] == "bandwidth"]) == 6 and len(rows[rows["experiment"] == "overlap"]) == 18
     timeline = pd.read_parquet(tmp_path / "results" / "_timeline" / path.name)
     assert {"stream", "chunk", "op", "start_ms", "end_ms", "streams", "run_id"} <= set(timeline.columns)
     assert len(pd.read_parquet(tmp_path / "results")) == len(rows)  # the directory reads as the main table alone
@@ -332,6 +332,18 @@ def test_cli_quick_sweep_then_plot(tmp_path):
     again = _bench("sweep", "--quick", "--experiments", "launch", "--out", str(path), cwd=tmp_path)
     assert again.returncode == 2 and "already exists" in again.stderr  # never overwrites a results file
     assert len(pd.read_parquet(path)) == len(rows)
+
+
+def test_fork_server_prepares_without_touching_cuda():
+    """Experiment processes come from a fork server that built numba-cuda's target once (bench.preload) but never
+    initialised the CUDA driver: each process creates its own context and runs kernels."""
+    from gpu_rows import forked_state
+
+    from bench.runner import _processes
+
+    with _processes().Pool(1) as pool:
+        state = pool.apply(forked_state)
+    assert state == {"driver untouched": True, "target built": True, "gate ran": True}
 
 
 def test_cli_size_beyond_device_memory(tmp_path):

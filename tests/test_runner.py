@@ -576,11 +576,13 @@ def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
 
 
 def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tmp_path):
-    from fake_experiments import experiment, rows, touching_rows
+    from fake_experiments import experiment, rows, touch_warm, touching_rows
 
-    touched = tmp_path / "touched"
+    touched, warmed = tmp_path / "touched", tmp_path / "warmed"
     touched.mkdir()
+    warmed.mkdir()
     touching = [experiment(name, partial(touching_rows, directory=str(touched))) for name in ("one", "two")]
+    touching[1] = dataclasses.replace(touching[1], warm=partial(touch_warm, str(warmed)))
     broken = experiment("broken", partial(rows, fail_after=0, how="no kernel for you"))
     markers = tmp_path / "cache" / "bench" / "warm-key"
     reporter = Recorder()
@@ -595,6 +597,9 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
         processes[name.split("-")[0]].append(int(name.split("-")[1]))
     assert sorted(map(sorted, processes.values())) == [[0], [0], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]  # a warm-up
     # process per experiment with its first configuration, then the measuring ones
+    (_hooked,) = [pid for pid, configs in processes.items() if configs == [0] and pid in
+                 {path.name for path in warmed.iterdir()}]  # the warm hook ran once, in "two"'s warm-up process
+    assert len(list(warmed.iterdir())) == 1
     assert [event[0] for event in reporter.events][:2] == ["planned", "warmed"]
     assert store.read_metadata(tmp_path / "r.parquet")["warm_s"] == outcome.warm_s
     for path in touched.iterdir():

@@ -111,17 +111,22 @@ class DoneMessage:
     pass
 
 
-# What an experiment's process needs, imported once by the fork server its processes start from: each experiment
-# still gets a fresh process with a CUDA context of its own, without paying for the imports again.
-PRELOAD = ["bench.runner", "bench.timing", "bench.memory", "bench.calls", "cupy", "numba.cuda", "bench.kernels"]
-
-
 def _processes():
+    """Experiment processes are forked from a server that has done, once, what each would do first
+    (:mod:`bench.preload`, and importing every experiment); each still creates a CUDA context of its own."""
     # Experiments never use NVLink multicast; a library they call (NCCL under PyTorch) must not choose it either.
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD + [f"bench.experiments.{name}" for name in _experiment_modules()])
+    context.set_forkserver_preload(["bench.preload"] + [f"bench.experiments.{name}" for name in _experiment_modules()])
     return context
+
+
+def start_processes() -> None:
+    """Start the fork server now: its imports then run while the sweep reads the GPU's environment and checks."""
+    from multiprocessing import forkserver
+
+    _processes()
+    forkserver.ensure_running()
 
 
 def _experiment_modules() -> list[str]:
@@ -132,9 +137,9 @@ def _experiment_modules() -> list[str]:
     return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
 
 
-def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int]) -> None:
+def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int], warming: bool) -> None:
     """The body of an experiment's process: move to the GPU's CPUs, select the GPU, measure, send each row as it
-    comes."""
+    comes; ``warming`` (the warm-up): then the experiment's ``warm`` hook."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
         if cpus:
@@ -148,6 +153,8 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
 
         for row in experiment.measure(configs, Context(rules)):
             sender.send(RowMessage(row))
+        if warming and experiment.warm is not None:
+            experiment.warm()
         sender.send(DoneMessage())
     except BaseException as error:
         sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
@@ -158,15 +165,16 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
         os._exit(0)
 
 
-def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None
-             ) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
+             warming: bool = False) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
     it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
-    is set (nobody listens any more), it ends the process and returns."""
+    is set (nobody listens any more), it ends the process and returns. ``warming``: a warm-up part (see
+    :func:`warm_parts`)."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
-                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus)))
+                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus), warming))
     child.start()
     sender.close()
     ended = f"the {item.experiment.name} process ended"
@@ -204,8 +212,9 @@ WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CU
 
 
 def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
-    """Each experiment's first configuration under the quick stop rules, in a process of its own: enough to compile
-    the kernels its processes build (numba-cuda's and CuPy's on-disk caches) on a fresh machine."""
+    """Each experiment's first configuration under the quick stop rules, in a process of its own, which then runs
+    the experiment's ``warm`` hook: enough to compile the kernels its processes build (numba-cuda's and CuPy's
+    on-disk caches) on a fresh machine."""
     parts, seen = [], set()
     for item in plans:
         if item.experiment.name in seen or not item.configs:
@@ -446,6 +455,8 @@ class Runner:
             writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
             if request.out.suffix == ".parquet":
                 refuse_existing(request.out)
+        if self.isolate and self.plans and self.gpu.count():  # a GPU to run on: its processes' server starts
+            start_processes()
         chosen = {device: self.gpu.select(device) for device in self.devices}
         self.selected = chosen
         self.environments = {device: environment.as_dict() for device, environment in chosen.items()}
@@ -612,7 +623,8 @@ class _Sweep:
         for start in range(0, len(parts), at_once):
             batch = parts[start:start + at_once]
             failed = set()
-            for index, message in _interleaved([functools.partial(isolated, part, device, cpus) for part in batch]):
+            warming = [functools.partial(isolated, part, device, cpus, warming=True) for part in batch]
+            for index, message in _interleaved(warming):
                 if isinstance(message, FailedMessage):
                     failed.add(index)
             for index, part in enumerate(batch):  # a process that failed may not have compiled everything

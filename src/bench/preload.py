@@ -1,0 +1,18 @@
+"""What the sweep's fork server does once, so that no experiment's process does it again: import what experiments
+import, and build numba-cuda's CUDA target (its typing and lowering registries, which import SciPy: about 0.5 s that
+every process paid before its first kernel, measured by ``scripts/profile_children.py``). Nothing here touches the
+CUDA driver: each forked process still creates its own context.
+"""
+
+import cupy  # noqa: F401
+from numba import cuda  # noqa: F401
+from numba.cuda.descriptor import cuda_target
+
+import bench.calls  # noqa: F401
+import bench.kernels  # noqa: F401
+import bench.memory  # noqa: F401
+import bench.runner  # noqa: F401
+import bench.timing  # noqa: F401
+
+cuda_target.typing_context.refresh()
+cuda_target.target_context.refresh()
