@@ -6,10 +6,13 @@
 #   "tests PYTEST-ARGS"         the GPU tests: "tests tests" for all, or named files
 #   "startup"                   where an experiment's process spends its first seconds (scripts/startup.py)
 #   "profile-children [MODE]"   every experiment's process under cProfile (scripts/profile_children.py)
+#   "torch-import"              how long importing PyTorch and asking for CUDA take on this machine
 #   "quick"                     a timed --quick sweep into results/_quick/
 #   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
 #   "full SECONDS [sweep args]" a --full sweep into results/_full/, interrupted after SECONDS and resumed by later
 #                               "full" steps; its figures into plots/full/ once complete
+#   "full-part [sweep args]"    a timed --full sweep of part of the grid (--experiments, --axis) into results/_full/:
+#                               the grid in parts that each fit one device call; its wall time is theirs summed
 #   "agree-full"                the --full grid of the experiments the agreement check reads (bandwidth, blocking,
 #                               serialization; overlap's pinned pipelines at 256 MiB) into results/_agreement/
 #   "firstcall-compile"         the firstcall experiment's compiling steps (--full only) into results/_full/
@@ -207,10 +210,13 @@ EOF
     case "${words[0]}" in
       tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" 2>&1 | grep -v Warning | tail -80 ;;
       startup) python3 scripts/startup.py ;;
+      torch-import) python3 -c "import time; t = time.perf_counter(); import torch; a = time.perf_counter(); \
+torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_available() {time.perf_counter() - a:.2f} s')" ;;
       profile-children) python3 scripts/profile_children.py "${words[@]:1}" ;;
       quick) timed python3 -m bench sweep --quick --out results/_quick ;;
       sweep) sweep "${words[@]:1}" ;;
       full) full "${words[@]:1}" ;;
+      full-part) timed python3 -m bench sweep --full "${words[@]:1}" --out results/_full ;;
       firstcall-compile)
         timed python3 -m bench sweep --full --experiments firstcall --axis call=numba-first-call,cupy-first-compile \
           --out results/_full ;;

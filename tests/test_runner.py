@@ -586,7 +586,7 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     broken = experiment("broken", partial(rows, fail_after=0, how="no kernel for you"))
     markers = tmp_path / "cache" / "bench" / "warm-key"
     reporter = Recorder()
-    reporter.warmed = lambda seconds: reporter.events.append(("warmed", seconds))
+    reporter.warmed = lambda seconds, experiments, failed: reporter.events.append(("warmed", experiments, failed))
     subject, outcome = _sweep(tmp_path / "r.parquet", *touching, broken, gpu=FakeGpu(marker=markers),
                               reporter=reporter)
     assert sorted(path.name for path in markers.iterdir()) == ["one", "two"]  # the failed warm-up stays cold
@@ -601,6 +601,8 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
                  {path.name for path in warmed.iterdir()}]  # the warm hook ran once, in "two"'s warm-up process
     assert len(list(warmed.iterdir())) == 1
     assert [event[0] for event in reporter.events][:2] == ["planned", "warmed"]
+    (_, experiments, failed), = [event for event in reporter.events if event[0] == "warmed"]
+    assert experiments == ["one", "two", "broken"] and list(failed) == ["broken"] and "no kernel" in failed["broken"]
     assert store.read_metadata(tmp_path / "r.parquet")["warm_s"] == outcome.warm_s
     for path in touched.iterdir():
         path.unlink()

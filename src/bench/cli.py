@@ -170,9 +170,11 @@ class _Progress:
     def finished(self, experiment: str, wall_s: float) -> None:
         self.bar.console.print(f"{experiment}: {wall_s:.1f} s", highlight=False)
 
-    def warmed(self, seconds: float) -> None:
-        self.bar.console.print(f"compiled every experiment's kernels first, {seconds:.1f} s (a fresh machine or a new "
-                               "bench; the caches keep them)", highlight=False)
+    def warmed(self, seconds: float, experiments, failed) -> None:
+        self.bar.console.print(f"compiled the kernels of {len(experiments)} experiments first, {seconds:.1f} s (a fresh "
+                               "machine or a new bench; the caches keep them)", highlight=False)
+        for name, why in failed.items():
+            self.bar.console.print(f"{name}: its warm-up failed, so it stays cold: {why}", highlight=False)
 
     def close(self) -> None:
         self.bar.stop()

@@ -86,7 +86,7 @@ class Reporter:
 
     def finished(self, experiment: str, wall_s: float) -> None: ...
 
-    def warmed(self, seconds: float) -> None: ...
+    def warmed(self, seconds: float, experiments: Sequence[str], failed: Mapping[str, str]) -> None: ...
 
 
 # --- messages from an experiment's process ---------------------------------------------------------------------
@@ -620,18 +620,18 @@ class _Sweep:
         cpus = runner.gpu.child_cpus(environment)
         at_once = max(1, min(len(parts), runner.gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
         markers.mkdir(parents=True, exist_ok=True)
+        failed: dict[str, str] = {}
         for start in range(0, len(parts), at_once):
             batch = parts[start:start + at_once]
-            failed = set()
             warming = [functools.partial(isolated, part, device, cpus, warming=True) for part in batch]
             for index, message in _interleaved(warming):
                 if isinstance(message, FailedMessage):
-                    failed.add(index)
-            for index, part in enumerate(batch):  # a process that failed may not have compiled everything
-                if index not in failed:
+                    failed[batch[index].experiment.name] = message.why
+            for part in batch:  # a process that failed may not have compiled everything
+                if part.experiment.name not in failed:
                     (markers / part.experiment.name).touch()
         self.warm_s = watch.seconds()
-        runner.reporter.warmed(self.warm_s)
+        runner.reporter.warmed(self.warm_s, [part.experiment.name for part in parts], failed)
 
     def groups(self) -> list[list[Plan]]:
         """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans

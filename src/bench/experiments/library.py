@@ -167,6 +167,11 @@ def torch_missing() -> str | None:
     return None
 
 
+# Streams PyTorch has used, kept until the process ends: freeing a tensor (or a pinned block a copy read) later
+# records an event on the streams it was used on, and on a destroyed stream that aborts the process.
+_TORCH_USED: list = []
+
+
 class _Streams:
     """The streams of one configuration: the call's (as each library names it), another non-blocking one, a second
     one for ``between``, and a blocking one (what the legacy default stream waits for)."""
@@ -179,6 +184,7 @@ class _Streams:
             import torch
 
             torch_stream = torch.cuda.ExternalStream(call.ptr)
+            _TORCH_USED.append(self.owned)
         self.call = CallStream(call.ptr, call, numba_cuda.external_stream(call.ptr), torch_stream)
 
     @contextlib.contextmanager
