@@ -23,8 +23,8 @@
 #   "paths-reference"           the C++ SM-copy, latency, round-trip and launch loops (scripts/reference_paths.cu)
 #                               against the newest results
 #   "nvbandwidth"               NVIDIA's nvbandwidth (v0.8, 66746a3), built here from the source carried in
-#                               .peers/ (not in git: fetch it, see the README), against the newest
-#                               results/_nvbandwidth/ sweep, or the newest results (scripts/compare_nvbandwidth.py)
+#                               .peers/ (not in git: fetch it, see the README), against the newest run of this
+#                               GPU in results/, results/_fresh/ or results/_nvbandwidth/ (compare_nvbandwidth.py)
 #   "nvbandwidth-peer"          nvbandwidth's device-to-device and all-GPU host tests against the newest results
 #                               with peer rows (scripts/compare_nvbandwidth_peer.py)
 #   "latency-diagnosis", "bidir-diagnosis"  the C++ chase with 21 and 2001 launches (SM clock sampled) beside bench's;
@@ -163,12 +163,22 @@ bidir_diagnosis() {  # bench's BIDIR H2D read 10% below nvbandwidth's: three of 
   done
 }
 
-nvbandwidth() {
+measured_here() {  # were these results measured on this machine's GPU 0?
+  python3 -c "import sys, pandas as pd; sys.exit(0 if sys.argv[2] in set(pd.read_parquet(sys.argv[1], \
+columns=['gpu_uuid'])['gpu_uuid']) else 1)" "$1" "$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)"
+}
+
+nvbandwidth() {  # against bench's results of this GPU only; never overwrites an earlier reference
   local build=/tmp/nvbandwidth results reference
   nvbandwidth_build || return
-  results=$(ls results/_nvbandwidth/*.parquet 2>/dev/null | sort | tail -1)
-  [ -n "$results" ] || results=$(newest)
+  results=""
+  for candidate in $(ls results/*.parquet results/_fresh/*.parquet results/_nvbandwidth/*.parquet 2>/dev/null \
+      | awk -F/ '{print $NF" "$0}' | sort -r | cut -d' ' -f2); do  # the newest run of this GPU
+    if measured_here "$candidate"; then results=$candidate; break; fi
+  done
+  [ -n "$results" ] || { echo "nvbandwidth: no bench results of this GPU to compare with"; return 1; }
   reference="results/_references/$(basename "${results%.parquet}")-nvbandwidth.json"
+  [ -e "$reference" ] && reference="${reference%.json}-$stamp.json"
   "$build" -b 256 -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
     host_to_device_bidirectional_memcpy_ce device_to_host_bidirectional_memcpy_ce device_local_copy \
     host_to_device_memcpy_sm device_to_host_memcpy_sm host_device_latency_sm > "$reference"

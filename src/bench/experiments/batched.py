@@ -118,7 +118,7 @@ def _sample_s(config: Config) -> float:
     return 1e-4 + host_s + gpu_s
 
 
-CALIBRATION = 0.72  # the H200 default sweep of 2026-11-22 took 72% of the model
+CALIBRATION = 0.9  # H200 default sweeps of 2026-11-22 took 72-100% of the model
 
 
 def seconds(config: Config, rule: StopRule) -> float:

@@ -64,7 +64,7 @@ def lean(config: Config) -> bool:
 
 def seconds(config: Config, rule: StopRule) -> float:
     if config["workload"] == "pipeline":
-        return 1.5  # calibration, stage times, verification, samples
+        return 0.5  # calibration, stage times, verification, samples
     return 0.02 + REPEATS * (config["streams"] + 1) * SPIN_MS / 1e3 / 2
 
 

@@ -65,7 +65,7 @@ def lean(config: Config) -> bool:
 def seconds(config: Config, rule: StopRule) -> float:
     if config["call"] in COMPILING:
         return 4.0
-    return 0.1 + 3 * 0.025
+    return 0.01 + 3 * 0.008
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:

@@ -70,7 +70,7 @@ MIGRATE_RULE = {"min_samples": 5, "time_cap_s": 0.2, "warmup_batches": 0}  # ver
 # For the time estimate only (GB/s), a little below what an H200 (PCIe Gen5, driver 580) did: the CPU's touch that
 # brings every page back (3.9), the kernel's page faults (9 to 12), a prefetch (48), the kernel on resident pages (1400;
 # bytes, not traffic).
-_CPU_TOUCH_GBPS = 3.0
+_CPU_TOUCH_GBPS = 4.5
 _FAULT_GBPS = 10.0
 _PREFETCH_GBPS = 40.0
 _KERNEL_GBPS = 1000.0

@@ -48,7 +48,7 @@ def before_cuda(schedule: str, device: int) -> None:
 
 
 def seconds(config: Config, rule: StopRule) -> float:
-    return 0.15 + max(rule.time_cap_s, (2 + rule.min_samples) * SPIN_MS / 1e3 * 1.5)  # wake-ups run to the cap
+    return max(rule.time_cap_s, (2 + rule.min_samples) * SPIN_MS / 1e3 * 1.5)  # wake-ups run to the cap
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
