@@ -83,7 +83,7 @@ def main() -> int:
     rows = pd.read_parquet(args.results)
     theirs = nvbandwidth_values(args.nvbandwidth)
     print(f"{'nvbandwidth test':<40} {'bench':>9} {'nvbandwidth':>11} {'unit':<5} {'diff':>8}  check")
-    worst, failed = 0.0, False
+    worst, failed, compared = 0.0, False, 0
     pairs = [(test, *BANDWIDTH[test], args.bytes, "GB/s", True) for test in BANDWIDTH]
     pairs.append((LATENCY[0], *LATENCY[1:4], LATENCY[4], "ns", False))
     for test, experiment, selection, column, nbytes, unit, checked in pairs:
@@ -97,8 +97,12 @@ def main() -> int:
         if checked:
             worst = max(worst, abs(diff))
             failed |= not within
+            compared += 1
         print(f"{test:<40} {ours:>9.2f} {theirs[test]:>11.2f} {unit:<5} {diff:>+8.2%}  "
               f"{verdict(diff, args.tolerance, checked)}")
+    if not compared:
+        print("nothing compared: these results hold none of the copies nvbandwidth measured")
+        return 1
     print(f"largest checked difference {worst:.2%}: {'OUTSIDE' if failed else 'within'} ±{args.tolerance:.0%}")
     return 1 if failed else 0
 

@@ -11,7 +11,8 @@
 #   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
 #   "full SECONDS [sweep args]" a --full sweep into results/_full/, interrupted after SECONDS and resumed by later
 #                               "full" steps; its figures into plots/full/ once complete
-#   "full-part [sweep args]"    a timed --full sweep of part of the grid (--experiments, --axis) into results/_full/:
+#   "full-part [sweep args]"    a timed --full sweep of part of the grid (--experiments, --axis) into
+#                               results/_full_parts/ (the "full" step resumes the newest file of results/_full/):
 #                               the grid in parts that each fit one device call; its wall time is theirs summed
 #   "agree-full"                the --full grid of the experiments the agreement check reads (bandwidth, blocking,
 #                               serialization; overlap's pinned pipelines at 256 MiB) into results/_agreement/
@@ -163,20 +164,25 @@ bidir_diagnosis() {  # bench's BIDIR H2D read 10% below nvbandwidth's: three of 
   done
 }
 
-measured_here() {  # were these results measured on this machine's GPU 0?
-  python3 -c "import sys, pandas as pd; sys.exit(0 if sys.argv[2] in set(pd.read_parquet(sys.argv[1], \
-columns=['gpu_uuid'])['gpu_uuid']) else 1)" "$1" "$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)"
+comparable_here() {  # the newest of these results files with bandwidth rows of this machine's GPU 0
+  python3 - "$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)" "$@" <<'PY'
+import os, sys
+import pandas as pd
+uuid, paths = sys.argv[1], sorted(sys.argv[2:], key=os.path.basename, reverse=True)
+for path in paths:
+    rows = pd.read_parquet(path)
+    if {"gpu_uuid", "experiment"} <= set(rows) and \
+            ((rows["gpu_uuid"] == uuid) & (rows["experiment"] == "bandwidth")).any():
+        print(path)
+        break
+PY
 }
 
 nvbandwidth() {  # against bench's results of this GPU only; never overwrites an earlier reference
   local build=/tmp/nvbandwidth results reference
   nvbandwidth_build || return
-  results=""
-  for candidate in $(ls results/*.parquet results/_fresh/*.parquet results/_nvbandwidth/*.parquet 2>/dev/null \
-      | awk -F/ '{print $NF" "$0}' | sort -r | cut -d' ' -f2); do  # the newest run of this GPU
-    if measured_here "$candidate"; then results=$candidate; break; fi
-  done
-  [ -n "$results" ] || { echo "nvbandwidth: no bench results of this GPU to compare with"; return 1; }
+  results=$(comparable_here results/*.parquet results/_fresh/*.parquet results/_nvbandwidth/*.parquet)
+  [ -n "$results" ] || { echo "nvbandwidth: no bench bandwidth results of this GPU to compare with"; return 1; }
   reference="results/_references/$(basename "${results%.parquet}")-nvbandwidth.json"
   [ -e "$reference" ] && reference="${reference%.json}-$stamp.json"
   "$build" -b 256 -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
@@ -226,7 +232,7 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
       quick) timed python3 -m bench sweep --quick --out results/_quick ;;
       sweep) sweep "${words[@]:1}" ;;
       full) full "${words[@]:1}" ;;
-      full-part) timed python3 -m bench sweep --full "${words[@]:1}" --out results/_full ;;
+      full-part) timed python3 -m bench sweep --full "${words[@]:1}" --out results/_full_parts ;;
       firstcall-compile)
         timed python3 -m bench sweep --full --experiments firstcall --axis call=numba-first-call,cupy-first-compile \
           --out results/_full ;;
@@ -235,8 +241,10 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
         timed python3 -m bench sweep --full --experiments overlap --axis host_memory=pinned --sizes 256MiB \
           --out results/_agreement ;;
       agree-repeat) timed python3 -m bench sweep --full --experiments bandwidth --out results/_repeat ;;
-      agree) python3 scripts/agreement.py "$(newest)" results/_agreement results/_repeat \
-        | tee "results/_logs/$stamp-agreement.txt" ;;
+      agree)
+        repeat=(); [ -d results/_repeat ] && repeat=(results/_repeat)
+        python3 scripts/agreement.py "$(newest)" results/_agreement "${repeat[@]}" \
+          | tee "results/_logs/$stamp-agreement.txt" ;;
       paths-reference) paths_reference ;;
       nvbandwidth) nvbandwidth ;;
       nvbandwidth-peer) nvbandwidth_peer ;;

@@ -1,7 +1,9 @@
 """Where each experiment's process spends its time in a sweep: every experiment's plan (``--quick`` unless a mode
 is named) runs in a process forked from the sweep's own fork server, under cProfile. Prints, per experiment, the
-seconds to ready (fork, CPUs, GPU selected), to the first row, and to the last row, then the functions with the
-most cumulative time. Run it on warm caches (after a sweep) to see what every sweep pays again.
+seconds to ready (GPU selected), to the first row, and to the last row, then the functions with the most cumulative
+time. Run it on warm caches (after a sweep) to see what every sweep pays again. Unlike a sweep, it runs an
+experiment's whole plan in one process (no process per ``process_axis`` value, no CPU affinity): a profile, not a
+measurement.
 
     python scripts/profile_children.py [quick|default] [EXPERIMENT ...]
 """
@@ -26,17 +28,17 @@ def _child(sender, experiment, configs, rules) -> None:
     started = time.perf_counter()
     profile = cProfile.Profile()
     profile.enable()
-    marks = {}
+    marks: dict = {"rows": 0}
     try:
         use_device(0)
         marks["ready"] = time.perf_counter() - started
         from bench.timing import Context
 
-        for count, _row in enumerate(experiment.measure(configs, Context(rules)), 1):
-            if count == 1:
+        for _row in experiment.measure(configs, Context(rules)):
+            marks["rows"] += 1
+            if marks["rows"] == 1:
                 marks["first row"] = time.perf_counter() - started
         marks["last row"] = time.perf_counter() - started
-        marks["rows"] = count
     except BaseException as error:  # report, then end like the sweep's child
         marks["error"] = f"{type(error).__name__}: {error}"
     profile.disable()

@@ -651,3 +651,38 @@ def test_an_interrupted_concurrent_sweep_ends_every_gpus_process(tmp_path, monke
     outcome = subject.run(monitor=lambda: {})
     assert outcome.interrupted and outcome.stopped_in == "slow on GPU 0, slow on GPU 1"
     assert multiprocessing.active_children() == []  # SLOW's processes would run on for a second and more
+
+
+def test_the_fork_servers_preload_builds_numbas_cuda_target():
+    """What the fork server imports once (bench.preload) builds numba-cuda's CUDA target, whose registries each
+    experiment process would otherwise load again (a GPU test checks that it leaves the driver alone)."""
+    code = "import sys, bench.preload; print('numba.cuda.np.arraymath' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "True"
+
+
+def _fresh_in_child(sender) -> None:
+    from bench.catalogs import fresh_number
+
+    sender.send([fresh_number(), fresh_number()])
+    sender.close()
+
+
+def test_fresh_kernels_differ_between_processes_forked_from_one_parent():
+    """A fresh call's kernel source carries a number no other process used: processes forked from one server (or
+    sweeps run one after another on a machine with CuPy's on-disk cache) must not compile the same source."""
+    from bench.catalogs import fresh_number
+
+    mine = [fresh_number(), fresh_number()]
+    assert mine[1] == mine[0] + 1
+    context = multiprocessing.get_context("fork")
+    seen = [mine]
+    for _ in range(2):
+        receiver, sender = context.Pipe(duplex=False)
+        child = context.Process(target=_fresh_in_child, args=(sender,))
+        child.start()
+        seen.append(receiver.recv())
+        child.join(30)
+    starts = {numbers[0] for numbers in seen}
+    assert len(starts) == 3 and all(numbers[1] == numbers[0] + 1 for numbers in seen)

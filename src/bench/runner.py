@@ -122,7 +122,7 @@ def _processes():
 
 
 def start_processes() -> None:
-    """Start the fork server now: its imports then run while the sweep reads the GPU's environment and checks."""
+    """Start the fork server now: its imports then run while the sweep sets up (the monitor, the warm-up plan)."""
     from multiprocessing import forkserver
 
     _processes()
@@ -455,8 +455,6 @@ class Runner:
             writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
             if request.out.suffix == ".parquet":
                 refuse_existing(request.out)
-        if self.isolate and self.plans and self.gpu.count():  # a GPU to run on: its processes' server starts
-            start_processes()
         chosen = {device: self.gpu.select(device) for device in self.devices}
         self.selected = chosen
         self.environments = {device: environment.as_dict() for device, environment in chosen.items()}
@@ -482,6 +480,8 @@ class Runner:
             problem = memory_problem(mine, selected.gpu_name, self.gpu.free_bytes(selected), host_available)
             if problem:
                 raise UsageError(problem if len(chosen) == 1 else f"{problem} (GPU {device})")
+        if self.isolate and any(item.configs for item in self.plans):  # checked: its processes' server starts
+            start_processes()
 
     def run(self, monitor=None) -> Outcome:
         """Run the checked plans into :attr:`path`. ``monitor()`` (NVML clocks, throttling, other processes; see

@@ -9,6 +9,8 @@ Building a catalog imports no library: each ``prepare`` imports what it needs.
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -67,6 +69,24 @@ def documented_waits(call: LibraryCall, placement: str) -> bool | None:
     if call.docs_host == "stream":
         return placement == "same"
     return None
+
+
+class _FreshNumbers:
+    """Numbers no other process has used: from a random start per process (processes forked from one server must not
+    share a counter), counting up. In a kernel's source they make a kernel that no cache has seen, CuPy's on-disk
+    kernel cache included, whatever ran before on the machine."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._numbers = itertools.count()
+
+    def __call__(self) -> int:
+        if self._pid != os.getpid():
+            self._pid, self._numbers = os.getpid(), itertools.count(int.from_bytes(os.urandom(4), "little") << 16)
+        return next(self._numbers)
+
+
+fresh_number = _FreshNumbers()
 
 
 @functools.cache

@@ -3,14 +3,11 @@ stream (``with stream:``), on inputs made before the spin kernel started."""
 
 from __future__ import annotations
 
-import itertools
-
-from bench.catalogs import LibraryCall, Prepared
+from bench.catalogs import LibraryCall, Prepared, fresh_number
 from bench.cuda import cupy, cupyx
 
 DOCS = "https://docs.cupy.dev/en/stable/reference/generated/"
 SIZE = 1 << 20  # elements of the float32 inputs (4 MiB)
-_FRESH = itertools.count()
 
 
 class Kit:
@@ -58,15 +55,15 @@ def _back_to_pool(kit, stream) -> Prepared:
 def _elementwise(kit, stream) -> Prepared:
     """A kernel CuPy has not compiled in this process: its source differs by a constant each time."""
 
-    kernel = cupy.ElementwiseKernel("float32 x", "float32 y", f"y = x * 2 + {next(_FRESH)}",
-                                    f"bench_fresh_elementwise_{next(_FRESH)}")
+    kernel = cupy.ElementwiseKernel("float32 x", "float32 y", f"y = x * 2 + {fresh_number()}",
+                                    f"bench_fresh_elementwise_{fresh_number()}")
     return Prepared(call=lambda: kernel(kit.x))
 
 
 def _raw(kit, stream) -> Prepared:
 
     code = ('extern "C" __global__ void bench_fresh(float* x, int n) { int i = blockIdx.x * blockDim.x + '
-            f'threadIdx.x; if (i < n) x[i] = x[i] * 2.0f + {next(_FRESH)}.0f; }}')
+            f'threadIdx.x; if (i < n) x[i] = x[i] * 2.0f + {fresh_number()}.0f; }}')
     kernel = cupy.RawKernel(code, "bench_fresh")
     data = cupy.empty(SIZE, dtype=cupy.float32)
     return Prepared(call=lambda: kernel(((SIZE + 255) // 256,), (256,), (data, cupy.int32(SIZE))), keep=data)

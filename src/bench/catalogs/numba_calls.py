@@ -3,16 +3,13 @@ as a numba stream; calls without one use numba's default, the legacy default str
 
 from __future__ import annotations
 
-import itertools
-
-from bench.catalogs import LibraryCall, Prepared
+from bench.catalogs import LibraryCall, Prepared, fresh_number
 from bench.cuda import kernels, numba_cuda
 
 MEMORY = "https://nvidia.github.io/numba-cuda/user/memory.html"
 KERNELS = "https://nvidia.github.io/numba-cuda/user/kernels.html"
 DEVICE = "https://nvidia.github.io/numba-cuda/user/device-management.html"
 SIZE = 1 << 20
-_FRESH = itertools.count()
 ASYNC_WITH_STREAM = ("\"If a CUDA stream is given, then the transfer will be made asynchronously as part as the given "
                      "stream\"")
 SYNC_WITHOUT = "\"Otherwise, the transfer is synchronous: the function returns after the copy is finished\""
@@ -77,7 +74,7 @@ def _fresh_kernel(kit, stream) -> Prepared:
     """A @cuda.jit kernel numba has not compiled: a new function each time (no cache)."""
     from numba import cuda
 
-    namespace = {"cuda": cuda, "CONSTANT": next(_FRESH)}
+    namespace = {"cuda": cuda, "CONSTANT": fresh_number()}
     exec(FRESH_SOURCE, namespace)  # a new function object with its constant as a global
     kernel = cuda.jit(namespace["body"])
     return Prepared(call=lambda: kernel[256, 256, stream.numba](kit.words))

@@ -17,7 +17,9 @@ and that numba-cuda calls are given (calls without a stream argument use the leg
 Repeats run until ``MIN_REPEATS`` agree (at most five); ``stable`` says whether all agreed. ``idle_host_ms`` is a
 warm call with nothing running, ``first_host_ms`` (on each call's first row) the first call of it in the process:
 compilation, module loading, plan and handle creation (CuPy compiles on a first call unless its on-disk kernel cache
-has the kernel). Calls that compile something new each time (``fresh``) pay that every time. A spin must outlast
+has the kernel: a sweep's warm-up fills it on a fresh machine; numba-cuda's target is built in advance by the
+sweep's fork server, :mod:`bench.preload`). Calls that compile something new each time (``fresh``) pay that every
+time: their kernels carry numbers no other process used. A spin must outlast
 the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
 call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
 watchdog. PyTorch rows are skipped, with the reason, where PyTorch is not installed.
@@ -276,10 +278,10 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
 def warm() -> None:
     """Every call of the catalog once, untimed: CuPy compiles the kernels behind them into its on-disk cache
     (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s) before a sweep
-    measures them."""
+    measures them. Not the ``fresh`` calls: each compiles a kernel nothing has seen, which is what they measure."""
     kits: dict[str, object] = {}
     for call in catalog().values():
-        if call.library == "torch" and torch_missing():
+        if call.fresh or (call.library == "torch" and torch_missing()):
             continue
         try:
             if call.library not in kits:

@@ -267,6 +267,8 @@ def _heatmap(plt, selected: pd.DataFrame, payload: str):
         ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
         for (y, x), value in np.ndenumerate(grid.to_numpy()):
+            if np.isnan(value):  # not measured (the default sweep's one-stream baseline has one chunk only)
+                continue
             ax.text(x, y, f"{value:.0%}", ha="center", va="center", fontsize=7,
                     color="white" if value < 0.6 else "black")
         ax.set_xlabel("streams")
