@@ -168,11 +168,14 @@ comparable_here() {  # the newest of these results files with bandwidth rows of 
   python3 - "$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)" "$@" <<'PY'
 import os, sys
 import pandas as pd
+import pyarrow.parquet as pq
 uuid, paths = sys.argv[1], sorted(sys.argv[2:], key=os.path.basename, reverse=True)
+columns = ["gpu_uuid", "experiment"]
 for path in paths:
-    rows = pd.read_parquet(path)
-    if {"gpu_uuid", "experiment"} <= set(rows) and \
-            ((rows["gpu_uuid"] == uuid) & (rows["experiment"] == "bandwidth")).any():
+    if not set(columns) <= set(pq.read_schema(path).names):
+        continue
+    rows = pd.read_parquet(path, columns=columns)
+    if ((rows["gpu_uuid"] == uuid) & (rows["experiment"] == "bandwidth")).any():
         print(path)
         break
 PY

@@ -129,6 +129,7 @@ def start_processes() -> None:
     forkserver.ensure_running()
 
 
+@functools.cache
 def _experiment_modules() -> list[str]:
     import pkgutil
 
