@@ -90,6 +90,18 @@ def tabled_rows(configs, context):
                "_undeclared": [{"x": 1}]}
 
 
+def capped_rows(configs, context):
+    """Rows that each sample until the stop rule's time cap, as a noisy measurement does."""
+    for config in configs:
+        time.sleep(context.rule().time_cap_s)
+        yield {**config, **sample_columns(), "status": "ok", "error": "", "value": context.rule().time_cap_s}
+
+
+def a_third_of_the_cap(config, rule) -> float:
+    """A time model three times too optimistic for :func:`capped_rows`."""
+    return rule.time_cap_s / 3
+
+
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"rows": [len(rows)], "ok": [int((rows["status"] == "ok").sum())]})
 
@@ -123,6 +135,8 @@ OUT_OF_MEMORY = experiment("out-of-memory", partial(rows, fail_after=1, how=MEMO
 SLOW = experiment("slow", partial(rows, pause_s=0.3))
 BAD_ROWS = experiment("bad-rows", bad_rows)
 RULES = experiment("rules", rule_rows, stop_rules={"default": {"min_samples": 3}, "stage": {"min_samples": 7}})
+CAPPED = experiment("capped", capped_rows, axes={"n": tuple(range(12))}, seconds=a_third_of_the_cap,
+                    stop_rules={"default": {"time_cap_s": 0.1}})
 HUNGRY = experiment("hungry", rows, memory_needed=huge_memory)
 ORPHANING = experiment("orphaning", orphaning_rows)
 INTERRUPTED = experiment("interrupted", partial(rows, fail_after=2, how="interrupt"))

@@ -271,3 +271,43 @@ def test_the_time_model_predicts_the_committed_default_sweep():
         measured = [run["wall_s"][item.experiment.name] for run in runs if item.experiment.name in run["wall_s"]]
         assert measured, item.experiment.name
         assert abs(item.estimate_s / min(measured) - 1) < 0.25, (item.experiment.name, item.estimate_s, measured)
+
+def _paced_run(planned_s, slowness, allowance_s):
+    """Simulate a process whose configurations each take ``slowness`` × planned × the pace's scale."""
+    pace = plan.Pace(planned_s, allowance_s)
+    elapsed, scale, scales = 0.0, 1.0, []
+    for seconds in planned_s:
+        scales.append(scale)
+        elapsed += slowness * seconds * scale
+        scale = pace.finished(elapsed)
+    return elapsed, scales
+
+
+def test_pace_keeps_a_slower_machine_to_the_plan():
+    planned = [0.5] * 20
+    elapsed, scales = _paced_run(planned, slowness=2.0, allowance_s=sum(planned))
+    assert elapsed <= 1.1 * sum(planned)  # unpaced it would take 20 s
+    assert scales[0] == 1.0 and min(scales) < 0.6
+
+
+def test_pace_leaves_a_machine_as_fast_as_the_model_alone():
+    planned = [0.5] * 20
+    elapsed, scales = _paced_run(planned, slowness=0.8, allowance_s=sum(planned))
+    assert scales == [1.0] * 20
+    assert elapsed == pytest.approx(0.8 * sum(planned))
+
+
+def test_pace_never_scales_below_the_smallest_scale():
+    planned = [1.0] * 5
+    _, scales = _paced_run(planned, slowness=100.0, allowance_s=5.0)
+    assert min(scales) == plan.SMALLEST_SCALE
+
+
+def test_fitting_scale():
+    unbudgeted = make(["launch", "alloc"])
+    total = estimate_s(unbudgeted)
+    assert plan.fitting_scale(unbudgeted, total + 1) == 1.0
+    scale = plan.fitting_scale(unbudgeted, 0.7 * total)
+    assert plan.SMALLEST_SCALE < scale < 1.0
+    assert estimate_s([item.scaled(scale) for item in unbudgeted]) <= 0.7 * total
+    assert plan.fitting_scale(unbudgeted, 0.0) == plan.SMALLEST_SCALE

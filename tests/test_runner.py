@@ -23,7 +23,7 @@ from bench import cli, runner, store
 from bench import plan as planning
 from bench.errors import ResultsError, UsageError
 from bench.runner import DoneMessage, FailedMessage, Outcome, Request, RowMessage, Runner
-from fake_experiments import (BAD_ROWS, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
+from fake_experiments import (BAD_ROWS, CAPPED, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
                               ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -686,3 +686,22 @@ def test_fresh_kernels_differ_between_processes_forked_from_one_parent():
         child.join(30)
     starts = {numbers[0] for numbers in seen}
     assert len(starts) == 3 and all(numbers[1] == numbers[0] + 1 for numbers in seen)
+
+
+def test_a_budgeted_sweep_keeps_a_slow_experiment_to_its_estimate(tmp_path):
+    """CAPPED's time model is three times too optimistic: its process scales its stop rules down as it learns."""
+    subject, outcome = _sweep(tmp_path, CAPPED, budget_s=60.0)
+    rows = pd.DataFrame(outcome.rows)
+    estimate = subject.plans[0].estimate_s
+    assert rows["stop_scale"].iloc[0] == 1.0 and rows["stop_scale"].iloc[-1] < 0.5
+    assert rows["value"].iloc[-1] < 0.05  # the time cap it sampled under
+    assert rows["wall_s"].sum() < 1.6 * estimate  # unpaced: 3 × the estimate
+
+
+def test_a_sweep_whose_budget_is_mostly_spent_scales_what_is_left(tmp_path):
+    """The budget counts from the command's start: a command that has already spent most of it scales every
+    experiment still to run; an unbudgeted one (--full) runs as planned."""
+    _, spent = _sweep(tmp_path / "spent", CAPPED, budget_s=10.0, started_s=8.8, isolate=False)
+    assert pd.DataFrame(spent.rows)["stop_scale"].iloc[0] < 1.0
+    _, full = _sweep(tmp_path / "full", CAPPED, mode="full", started_s=1e6, isolate=False)
+    assert set(pd.DataFrame(full.rows)["stop_scale"]) == {1.0}

@@ -183,6 +183,7 @@ class _Progress:
 
 def _sweep(args: argparse.Namespace, console: Console):
     from bench.runner import Request
+    from bench.timing import process_age_s
 
     names = [name.strip() for name in args.experiments.split(",")] if args.experiments else None
     try:
@@ -199,7 +200,7 @@ def _sweep(args: argparse.Namespace, console: Console):
         raise UsageError("--device and --devices: choose one (--devices 0,1 or --devices all for several GPUs)")
     request = Request(names, args.mode, sizes, axes, args.out, args.device or 0, args.resume, args.budget,
                       shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
-                      concurrent=args.concurrent)
+                      concurrent=args.concurrent, started_s=process_age_s())
     return _run(request, console)
 
 
@@ -263,6 +264,11 @@ def _print_summary(plans, outcome, console: Console) -> None:
         if len(busy):
             console.print(f"[yellow]warning:[/yellow] {len(busy)} configurations ran while other processes used "
                           "the GPU; see the other_processes column")
+    scaled = rows[rows["stop_scale"].fillna(1.0) < 1] if len(rows) and "stop_scale" in rows else rows.iloc[0:0]
+    if len(scaled):
+        console.print(f"this machine ran slower than the time model: to keep to its budget the sweep sampled "
+                      f"{len(scaled)} configurations under smaller time caps (down to "
+                      f"{scaled['stop_scale'].min():.2f} of the plan's; see the stop_scale column)", highlight=False)
     if outcome.wall_s:
         times = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.wall_s.items())
         startup = sum(outcome.startup_s.values())

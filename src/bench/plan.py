@@ -26,6 +26,8 @@ STARTUP_S = 3.0  # the parent's imports, NVML, the fork server's imports (measur
 PROCESS_S = 0.2  # per process: forked from the server, its CUDA context (0.12–0.16 s in the H200 default sweep)
 QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
+KEEP_TO = 0.9  # a budgeted sweep aims at this part of its budget: what no stop rule shrinks (process start,
+# allocation, verification, compiling) may still overrun the estimate
 
 
 def expand(axes: Mapping[str, Sequence], keep: Callable[[Config], bool] = lambda config: True) -> list[Config]:
@@ -69,16 +71,76 @@ class Plan:
         processes = len(self.parts())
         return (PROCESS_S + self.experiment.setup_s) * processes + sum(self.seconds(config) for config in self.configs)
 
+    def scaled(self, scale: float) -> Plan:
+        """This plan with every stop rule scaled down by ``scale`` (:meth:`StopRule.scaled`)."""
+        if scale >= 1:
+            return self
+        return dataclasses.replace(self, rules={purpose: rule.scaled(scale) for purpose, rule in self.rules.items()})
 
-def estimate_s(plans: Sequence[Plan], concurrent: bool = False) -> float:
-    """The sweep's expected wall time; ``concurrent``: one experiment's per-GPU plans run at once, so it takes as
-    long as the slowest of them."""
+    def pace(self) -> Pace:
+        """The pace that holds this plan's process to its estimate (the plan is one part: :meth:`parts`)."""
+        planned = [self.seconds(config) for config in self.configs]
+        if planned:
+            planned[0] += self.experiment.setup_s
+        return Pace(planned, sum(planned))
+
+
+class Pace:
+    """Keeps an experiment's process to its planned time on a GPU or host slower than the time model.
+
+    After each configuration the process reports the seconds it has spent; from the planned seconds of what it
+    finished (at the scale each ran under) it learns how much slower than planned this machine runs this
+    experiment, and scales the stop rules of what is left (:meth:`StopRule.scaled`) so that the rest fits what is
+    left of ``allowance_s``. It only ever shrinks the planned rules, never below :data:`SMALLEST_SCALE`; a machine
+    as fast as the model keeps them whole.
+    """
+
+    def __init__(self, planned_s: Sequence[float], allowance_s: float) -> None:
+        self.planned_s = list(planned_s)  # each configuration's expected seconds under the planned rules, in order
+        self.allowance_s = allowance_s
+        self.done = 0
+        self.expected_s = 0.0  # planned seconds of the finished configurations, each at the scale it ran under
+        self.scale = 1.0
+
+    def finished(self, elapsed_s: float) -> float:
+        """One more configuration finished, ``elapsed_s`` after the first began: the scale for the next."""
+        if self.done < len(self.planned_s):
+            self.expected_s += self.planned_s[self.done] * self.scale
+            self.done += 1
+        remaining_s = sum(self.planned_s[self.done:])
+        if remaining_s <= 0 or self.expected_s <= 0:
+            return self.scale
+        slowness = elapsed_s / self.expected_s
+        left_s = self.allowance_s - elapsed_s
+        self.scale = min(1.0, max(SMALLEST_SCALE, left_s / (slowness * remaining_s)))
+        return self.scale
+
+
+def estimate_s(plans: Sequence[Plan], concurrent: bool = False, startup_s: float = STARTUP_S) -> float:
+    """The sweep's expected wall time, ``startup_s`` included; ``concurrent``: one experiment's per-GPU plans run
+    at once, so it takes as long as the slowest of them."""
     if not concurrent:
-        return STARTUP_S + sum(item.estimate_s for item in plans)
+        return startup_s + sum(item.estimate_s for item in plans)
     slowest: dict[str, float] = {}
     for item in plans:
         slowest[item.experiment.name] = max(slowest.get(item.experiment.name, 0.0), item.estimate_s)
-    return STARTUP_S + sum(slowest.values())
+    return startup_s + sum(slowest.values())
+
+
+def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False,
+                  startup_s: float = STARTUP_S) -> float:
+    """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`) at which ``plans`` are expected to
+    fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even that does not fit."""
+    def fits(scale: float) -> bool:
+        return estimate_s([item.scaled(scale) for item in plans], concurrent, startup_s) <= budget_s
+
+    if fits(1.0):
+        return 1.0
+    low, high = SMALLEST_SCALE, 1.0
+    for _ in range(20):
+        middle = (low + high) / 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
 
 
 def too_few_gpus(names: Sequence[str] | None, devices: Sequence[int]) -> dict[str, str]:
@@ -98,10 +160,7 @@ def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str
         rule = StopRule().replace(**changes)
         if mode == "quick":
             rule = rule.capped(**QUICK_CAPS)
-        if scale < 1:
-            rule = rule.capped(time_cap_s=rule.time_cap_s * scale,
-                               min_samples=max(3, math.ceil(rule.min_samples * scale)))
-        rules[purpose] = rule
+        rules[purpose] = rule.scaled(scale)
     return rules
 
 
@@ -204,19 +263,14 @@ def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Pl
 
 
 def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], concurrent: bool) -> list[Plan]:
-    """The plans with the largest stop-rule scale whose estimate fits ``budget_s`` (bisection)."""
-    def at(scale: float) -> list[Plan]:
-        return _plans(chosen, mode, scale, devices)
-
-    least_s = estimate_s(at(SMALLEST_SCALE), concurrent)
+    """The plans with the largest stop-rule scale whose estimate fits ``budget_s``."""
+    plans = _plans(chosen, mode, 1.0, devices)
+    least_s = estimate_s([item.scaled(SMALLEST_SCALE) for item in plans], concurrent)
     if least_s > budget_s:
         raise ValueError(f"--budget {budget_s:g}: these {sum(len(c) for _, c in chosen)} configurations need at "
                          f"least {least_s:.0f} s; choose fewer (--quick, --experiments, --axis) or a larger budget")
-    low, high = SMALLEST_SCALE, 1.0
-    for _ in range(20):
-        middle = (low + high) / 2
-        low, high = (middle, high) if estimate_s(at(middle), concurrent) <= budget_s else (low, middle)
-    return at(low)
+    scale = fitting_scale(plans, budget_s, concurrent)
+    return [item.scaled(scale) for item in plans]
 
 
 def describe(experiment: Experiment, config: Mapping) -> str:

@@ -56,6 +56,7 @@ class Request:
     command: str = ""
     devices: Sequence[int] | str = ()  # several GPUs, or "all" (empty: just ``device``)
     concurrent: bool = False  # the selected GPUs run each one-GPU experiment at the same time
+    started_s: float = 0.0  # seconds the command had run before it made the request: they count against the budget
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,10 @@ def _experiment_modules() -> list[str]:
     return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
 
 
-def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int], warming: bool) -> None:
+def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int], warming: bool,
+           pace: planning.Pace | None) -> None:
     """The body of an experiment's process: move to the GPU's CPUs, select the GPU, measure, send each row as it
-    comes; ``warming`` (the warm-up): then the experiment's ``warm`` hook."""
+    comes; ``warming`` (the warm-up): then the experiment's ``warm`` hook. ``pace``: keep to the plan's time."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
         if cpus:
@@ -150,9 +152,7 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
         if device is not None:
             use_device(device)
         sender.send(ReadyMessage())
-        from bench.timing import Context
-
-        for row in experiment.measure(configs, Context(rules)):
+        for row in paced(experiment, configs, rules, pace):
             sender.send(RowMessage(row))
         if warming and experiment.warm is not None:
             experiment.warm()
@@ -166,16 +166,32 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
         os._exit(0)
 
 
+def paced(experiment, configs, rules, pace: planning.Pace | None) -> Iterator[dict]:
+    """The experiment's rows, each with the stop-rule scale it was measured under (``stop_scale``); with a
+    ``pace``, the rules of what is left shrink whenever the configurations so far ran slower than planned."""
+    from bench.timing import Context
+
+    context = Context(rules)
+    watch = Stopwatch()
+    for row in experiment.measure(configs, context):
+        row["stop_scale"] = context.scale
+        yield row
+        if pace is not None:
+            context.rescale(pace.finished(watch.seconds()))
+
+
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
-             warming: bool = False) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+             warming: bool = False, pace: planning.Pace | None = None) -> Iterator[ReadyMessage | RowMessage |
+                                                                                 FailedMessage]:
     """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
     it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
     is set (nobody listens any more), it ends the process and returns. ``warming``: a warm-up part (see
-    :func:`warm_parts`)."""
+    :func:`warm_parts`); ``pace``: see :func:`paced`."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
-                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus), warming))
+                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus), warming,
+                                  pace))
     child.start()
     sender.close()
     ended = f"the {item.experiment.name} process ended"
@@ -227,15 +243,13 @@ def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
     return parts
 
 
-def inline(item: Plan) -> Iterator[ReadyMessage | RowMessage]:
+def inline(item: Plan, pace: planning.Pace | None = None) -> Iterator[ReadyMessage | RowMessage]:
     """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate. A
     ``process_axis`` hook runs too, though CUDA may have read its settings already."""
-    from bench.timing import Context
-
     if item.experiment.process_axis and item.configs:
         item.experiment.before_cuda(item.configs[0][item.experiment.process_axis], 0)
     yield ReadyMessage()
-    for row in item.experiment.measure(item.configs, Context(item.rules)):
+    for row in paced(item.experiment, item.configs, item.rules, pace):
         yield RowMessage(row)
 
 
@@ -403,6 +417,7 @@ class Runner:
         self.selected: dict[int, object] = {}  # by device ordinal: its bench.env.Environment
         self.previous: pd.DataFrame | None = None
         self.previous_tables: dict[str, pd.DataFrame] = {}
+        self.started = Stopwatch(request.started_s)  # the command's time: a budget counts from its start
         self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
     def plan(self) -> list[Plan]:
@@ -527,6 +542,9 @@ class _Sweep:
         self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
         self.warm_s = 0.0
         self.last_save = Stopwatch()
+        budget_s = request.budget_s or (planning.DEFAULT_BUDGET_S if request.mode == "default" else None)
+        self.budget_s = None if budget_s is None else planning.KEEP_TO * budget_s  # what it aims at
+        self.finished_estimates: list[tuple[float, float]] = []  # (estimate, wall time) of each finished plan
 
     def save(self, complete: bool) -> None:
         if not self.rows:
@@ -572,9 +590,11 @@ class _Sweep:
         try:
             self.warm_up()
             self.readings = {device: self.read_monitor(device) for device in runner.devices}
-            for group in self.groups():
+            groups = self.groups()
+            for index in range(len(groups)):
+                group, scale = self.keeping_to_budget(groups[index:])
                 current = ", ".join(item.name for item in group)
-                runs = [_PlanRun(self, item, len(group)) for item in group]
+                runs = [_PlanRun(self, item, len(group), scale) for item in group]
                 for plan_run in runs:
                     reporter.started(plan_run.item.name)
                 if len(runs) == 1:
@@ -586,6 +606,7 @@ class _Sweep:
                             runs[index].handle(message)
                 for plan_run in runs:
                     self.wall_s[plan_run.item.name] = plan_run.watch.seconds()
+                    self.finished_estimates.append((plan_run.item.estimate_s, self.wall_s[plan_run.item.name]))
                     reporter.finished(plan_run.item.name, self.wall_s[plan_run.item.name])
         except KeyboardInterrupt as interrupt:
             caught = interrupt.args[0] if interrupt.args else signal.SIGINT
@@ -634,6 +655,23 @@ class _Sweep:
         self.warm_s = watch.seconds()
         runner.reporter.warmed(self.warm_s, [part.experiment.name for part in parts], failed)
 
+    def keeping_to_budget(self, groups: Sequence[Sequence[Plan]]) -> tuple[list[Plan], float]:
+        """The first of the groups still to run, its stop rules scaled (and the scale) so that all of them are
+        expected to end within the sweep's budget, counted from the command's start: the warm-up and every plan so
+        far have spent what they spent, and the plans still to run are expected to take as much longer than
+        estimated as the finished ones did (never less). Each plan's process then keeps to its own estimate
+        (:class:`bench.plan.Pace`). Unbudgeted sweeps (``--full``, ``--quick``) run as planned."""
+        group = list(groups[0])
+        if self.budget_s is None:
+            return group, 1.0
+        estimated = sum(estimate for estimate, _ in self.finished_estimates)
+        spent = sum(wall for _, wall in self.finished_estimates)
+        slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
+        left_s = (self.budget_s - self.runner.started.seconds()) / slowness
+        remaining = [item for later in groups for item in later]
+        scale = planning.fitting_scale(remaining, left_s, self.runner.request.concurrent, startup_s=0.0)
+        return [item.scaled(scale) for item in group], scale
+
     def groups(self) -> list[list[Plan]]:
         """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
         together."""
@@ -659,8 +697,9 @@ class _PartStarted:
 class _PlanRun:
     """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
 
-    def __init__(self, sweep: _Sweep, item: Plan, at_once: int) -> None:
+    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, scale: float = 1.0) -> None:
         self.sweep, self.item, self.at_once = sweep, item, at_once
+        self.scale = scale  # of the plan's stop rules, to keep the sweep to its budget
         self.device = item.devices[0]
         self.axes = list(item.experiment.axes)
         self.received: set = set()
@@ -679,8 +718,9 @@ class _PlanRun:
         cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
         device = runner.gpu.child_device(self.device)
         for part in self.item.parts():
+            pace = part.pace() if self.sweep.budget_s is not None else None
             yield _PartStarted(part, Stopwatch())
-            yield from isolated(part, device, cpus, stop) if runner.isolate else inline(part)
+            yield from isolated(part, device, cpus, stop, pace=pace) if runner.isolate else inline(part, pace)
 
     def handle(self, message) -> None:
         sweep, item, name = self.sweep, self.item, self.item.experiment.name
@@ -698,7 +738,7 @@ class _PlanRun:
             left = [c for c in self.part.configs if config_key(name, c, self.axes) not in self.received]
             reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
             return
-        row = message.row
+        row = {**message.row, "stop_scale": message.row.get("stop_scale", 1.0) * self.scale}
         self.received.add(config_key(name, row, self.axes))
         before = sweep.readings.get(self.device, {})
         sweep.readings[self.device] = reading = sweep.read_monitor(self.device)

@@ -36,11 +36,13 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.cuda import kernels, numba_cuda, on_device, runtime
 
@@ -85,6 +87,9 @@ class Summary:
         return cls(n, median, min(values), max(values), stdrel, median_relerr)
 
 
+FEWEST_SAMPLES = 3  # no rule scaled down to fit a time budget asks for fewer
+
+
 @dataclass(frozen=True)
 class StopRule:
     """When to stop sampling one measurement, and how to size its batches."""
@@ -114,6 +119,14 @@ class StopRule:
         sweep)."""
         return self.replace(time_cap_s=min(self.time_cap_s, time_cap_s),
                             min_samples=min(self.min_samples, min_samples))
+
+    def scaled(self, scale: float) -> StopRule:
+        """This rule with its time cap and minimum samples scaled down by ``scale`` (< 1: a sweep keeping to its
+        time budget; at least :data:`FEWEST_SAMPLES`)."""
+        if scale >= 1:
+            return self
+        return self.capped(time_cap_s=self.time_cap_s * scale,
+                           min_samples=max(FEWEST_SAMPLES, math.ceil(self.min_samples * scale)))
 
     def stop_reason(self, samples: Sequence[float], sampling_s: float) -> str | None:
         """``"converged"``, ``"time_cap"``, ``"max_samples"``, or None to keep sampling."""
@@ -239,13 +252,26 @@ def host_steps(steps: Sequence[tuple[str, Callable[[], None]]], rule: StopRule, 
 
 
 class Stopwatch:
-    """Seconds since it was made: how long the harness spent on a configuration or an experiment."""
+    """Seconds since it was made (or ``already_s`` before): how long the harness spent on a configuration, an
+    experiment or the whole command."""
 
-    def __init__(self) -> None:
-        self._started = time.perf_counter()
+    def __init__(self, already_s: float = 0.0) -> None:
+        self._started = time.perf_counter() - already_s
 
     def seconds(self) -> float:
         return time.perf_counter() - self._started
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (its interpreter's start and imports included); 0 where Linux's /proc
+    cannot tell."""
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started_ticks = int(after_name[19])  # field 22, starttime, in clock ticks after boot
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime_s - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 # --- GPU intervals: gate, events, batches -------------------------------------------------------------------------
@@ -772,9 +798,19 @@ class Context:
     the experiment declared, such as overlap's ``"stage"``), with the stop rules the harness chose for this sweep."""
 
     def __init__(self, rules: Mapping[str, StopRule] | None = None) -> None:
-        self.rules = dict(rules or {"default": StopRule()})
-        self.rules.setdefault("default", StopRule())
+        self.planned = dict(rules or {"default": StopRule()})
+        self.planned.setdefault("default", StopRule())
+        self.rules = dict(self.planned)
+        self.scale = 1.0
         self._timers: dict[str, Timer] = {}
+
+    def rescale(self, scale: float) -> None:
+        """Measure from now on under the planned rules scaled by ``scale`` (:meth:`StopRule.scaled`), timers
+        already handed out included: the sweep keeps an experiment to its planned time on a slower GPU."""
+        self.scale = min(1.0, scale)
+        self.rules = {purpose: rule.scaled(self.scale) for purpose, rule in self.planned.items()}
+        for purpose, timer in self._timers.items():
+            timer.rule = self.rule(purpose)
 
     def rule(self, purpose: str = "default") -> StopRule:
         return self.rules.get(purpose, self.rules["default"])
