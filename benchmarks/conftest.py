@@ -3,13 +3,13 @@ reason."""
 
 import pytest
 
-from bench.env import no_gpu_reason
+from bench.env import gpu_skip_reason
 
 
 def pytest_collection_modifyitems(config, items):
-    reason = no_gpu_reason()
+    reason = gpu_skip_reason()
     if reason:
-        skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
+        skip = pytest.mark.skip(reason=reason)
         for item in items:
             if "benchmark" in getattr(item, "fixturenames", ()):
                 item.add_marker(skip)

@@ -1,8 +1,9 @@
 import pytest
 
-from bench.env import no_gpu_reason
+from bench.env import gpu_skip_reason, missing_libraries, no_gpu_reason
 
 _NO_GPU = no_gpu_reason()
+_NO_LIBRARIES = missing_libraries()
 
 
 def _gpu_count() -> int:
@@ -12,8 +13,13 @@ def _gpu_count() -> int:
 
 
 def pytest_collection_modifyitems(config, items):
+    if _NO_LIBRARIES:
+        skip = pytest.mark.skip(reason=f"needs the measuring libraries: {_NO_LIBRARIES}")
+        for item in items:
+            if "cuda_libs" in item.keywords:
+                item.add_marker(skip)
     if _NO_GPU:
-        skip = pytest.mark.skip(reason=f"needs a GPU: {_NO_GPU}")
+        skip = pytest.mark.skip(reason=gpu_skip_reason())
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)

@@ -91,10 +91,10 @@ def tabled_rows(configs, context):
 
 
 def capped_rows(configs, context):
-    """Rows that each sample until the stop rule's time cap, as a noisy measurement does."""
+    """Rows that each sample host sleeps until the stop rule's time cap, as a measurement that never converges."""
     for config in configs:
-        time.sleep(context.rule().time_cap_s)
-        yield {**config, **sample_columns(), "status": "ok", "error": "", "value": context.rule().time_cap_s}
+        samples = context.host(lambda: time.sleep(0.002), metric="a sleep", unit="ms")
+        yield {**config, **samples.columns(), "status": "ok", "error": "", "value": context.rule().time_cap_s}
 
 
 def a_third_of_the_cap(config, rule) -> float:
@@ -136,7 +136,7 @@ SLOW = experiment("slow", partial(rows, pause_s=0.3))
 BAD_ROWS = experiment("bad-rows", bad_rows)
 RULES = experiment("rules", rule_rows, stop_rules={"default": {"min_samples": 3}, "stage": {"min_samples": 7}})
 CAPPED = experiment("capped", capped_rows, axes={"n": tuple(range(12))}, seconds=a_third_of_the_cap,
-                    stop_rules={"default": {"time_cap_s": 0.1}})
+                    stop_rules={"default": {"time_cap_s": 0.1, "target_relerr": 1e-12, "min_samples": 3}})
 HUNGRY = experiment("hungry", rows, memory_needed=huge_memory)
 ORPHANING = experiment("orphaning", orphaning_rows)
 INTERRUPTED = experiment("interrupted", partial(rows, fail_after=2, how="interrupt"))

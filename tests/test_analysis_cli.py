@@ -2,6 +2,7 @@
 superseded runs left out, figures that do not change unless the results do, and every bad input one line on stderr
 with exit status 2 and nothing written."""
 
+import errno
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import analysis, store
+from bench import analysis, cli, store
 from bench.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +92,8 @@ def inputs(tmp_path):
     (tmp_path / "emptydir").mkdir()
     if LOCKED == "locked":
         (tmp_path / "locked").mkdir(mode=0o500)
+    os.mkfifo(tmp_path / "fifo.html")  # a pipe: a write must never replace it (nor a device, such as /dev/full)
+    (tmp_path / "piped.html").symlink_to("fifo.html")
     return tmp_path
 
 
@@ -101,6 +104,9 @@ def inputs(tmp_path):
     (["report", "good.parquet", "--out", "adir"], "--out: adir is a directory"),
     (["report", "good.parquet", "--out", "afile/report.html"], "--out: afile is a file, not a directory"),
     (["report", "good.parquet", "--out", f"{LOCKED}/report.html"], "--out: cannot write to"),
+    (["report", "good.parquet", "--out", "fifo.html"], "--out: fifo.html is a pipe, not a regular file"),
+    (["report", "good.parquet", "--out", "piped.html"], "is a pipe (the symlink piped.html names it), not a regular"),
+    (["plot", "good.parquet", "--out", "fifo.html"], "--out: fifo.html is a pipe, not a directory"),
     (["plot", "_timeline/good.parquet"], "is the side table 'timeline' of a results file"),
     (["report", "_timeline/good.parquet"], "is the side table 'timeline' of a results file"),
     (["plot", "old.timeline.parquet"], "is the side table 'timeline' of a results file"),
@@ -113,6 +119,7 @@ def inputs(tmp_path):
     (["plot", "foreign.parquet"], "foreign.parquet is not a bench results file"),
     (["report", "newer.parquet"], "newer.parquet has schema version 99"),
     (["compare", "good.parquet", "notes.parquet"], "cannot read results file notes.parquet"),
+    (["plot", "notes.parquet"], "cannot read results file notes.parquet"),  # named itself: never skipped
     (["plot", "empty.parquet"], "empty.parquet holds no result rows"),
     (["report", "empty.parquet"], "empty.parquet holds no result rows"),
     (["claims", "empty.parquet"], "empty.parquet holds no result rows"),
@@ -143,6 +150,17 @@ def test_bad_input_is_one_line_and_exit_2_and_nothing_written(inputs, args, frag
     assert len(lines) == 1 and lines[0].startswith("bench: error: ") and fragment in lines[0], result.stderr
     assert result.stdout == ""  # no warnings, no partial output before the error
     assert names(inputs) == before and not Path(LOCKED).exists()
+
+
+@pytest.mark.parametrize("args", [["plot", "good.parquet", "--out", "afile"], ["plot", "good.parquet", "--gpu", "dddd"],
+                                  ["claims", "twins", "--gpu", "dddd"], ["compare", "good.parquet", "copies.parquet"]])
+def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs, args):
+    """Each of these reads results through pandas' pyarrow-backed columns (a groupby over strings runs on pyarrow's
+    thread pool), then stops at once. A pool worker that dropped a NumPy-backed buffer after the interpreter began
+    to exit used to abort it (SIGABRT, 'terminate called without an active exception': about 1 run in 100);
+    bench.cli.main now lets the pools go idle first. Repeated, as the race was rare."""
+    ends = [bench(*args, cwd=inputs).returncode for _ in range(4)]
+    assert ends == [2] * 4, ends  # a negative status: ended by that signal
 
 
 # --- what the commands do --------------------------------------------------------------------------------------
@@ -198,7 +216,7 @@ def test_superseded_runs_are_left_out_unless_named(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "20261120T000000Z" in (tmp_path / "all.html").read_text()
     result = bench("compare", "results/_superseded", "results", cwd=tmp_path)
-    assert result.returncode == 0 and "different GPUs" in result.stdout and "3 same" in result.stdout
+    assert result.returncode == 0 and "different GPUs" in result.stderr and "3 same" in result.stdout
     assert bench("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
     assert names(tmp_path / "plots") == ["launch.png", "launch.svg", "report.html"]
 
@@ -219,6 +237,28 @@ def test_claims_of_a_directory_judge_each_gpu_on_its_own(tmp_path):
     assert "measuring" not in result.stdout and names(tmp_path) == ["fleet", "fleet/a.parquet", "fleet/b.parquet"]
 
 
+def test_claims_judge_what_the_results_hold_and_say_how_to_measure_the_rest(tmp_path):
+    synthetic.write(tmp_path / "r.parquet", experiment("blocking"))
+    result = bench("claims", "r.parquet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (warning,) = result.stderr.splitlines()  # one line: what is missing, and how to measure it
+    assert warning.startswith("bench: warning: the results lack graphs, ") and "library" in warning
+    assert warning.endswith("measure them on this machine's GPU with: python -m bench claims r.parquet --measure")
+    assert "cudaFree waits for running kernels: HOLDS" in result.stdout  # judged from what the results hold
+    assert "cudaMallocAsync is cheaper than cudaMalloc in a loop: NOT MEASURED" in result.stdout
+    assert "measuring" not in result.stdout and names(tmp_path) == ["r.parquet"]  # never measures unasked
+    document = json.loads(bench("claims", "r.parquet", "--format", "json", cwd=tmp_path).stdout)
+    (gpu,) = document["gpus"]
+    verdicts = {claim["claim"]: claim["verdict"] for claim in gpu["claims"]}
+    assert verdicts["cudaFree waits for running kernels"] == "holds"
+    assert verdicts["cudaMallocAsync is cheaper than cudaMalloc in a loop"] == "not measured"
+    assert "graphs" in document["not_measured"] and gpu["gpu"].startswith("Test GPU GPU-00000000")
+    markdown = bench("claims", "r.parquet", "--format", "markdown", cwd=tmp_path).stdout
+    assert markdown.startswith("## CUDA claims against measurement on Test GPU GPU-00000000")
+    assert "| claim | verdict | the documentation | measured |" in markdown
+    assert "| cudaFree waits for running kernels | **holds** | silent ([docs](https://" in markdown
+
+
 def test_the_analysis_commands_never_import_cuda(tmp_path):
     synthetic.write(tmp_path / "results" / "r.parquet", synthetic.all_records())
     script = ("import sys\nfrom bench import cli\n"
@@ -230,3 +270,68 @@ def test_the_analysis_commands_never_import_cuda(tmp_path):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+# --- files bench cannot read, and where it writes ----------------------------------------------------------------
+
+TORN = "results/20261123T000000Z-Test-GPU.parquet"  # the newest file: half of one
+TORN_SIDE = "results/_timeline/20261122T000000Z-Test-GPU.parquet"
+
+
+@pytest.fixture
+def torn(tmp_path):
+    """results/ with two good runs, a torn newest file and a torn side table of the newest good run."""
+    synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", synthetic.all_records())
+    good = synthetic.write(tmp_path / "results" / "20261122T000000Z-Test-GPU.parquet",
+                           experiment("launch", run_id="20261122T000000Z"))
+    (tmp_path / TORN).write_bytes(b"PAR1 half a file")
+    store.side_table_path(good, "timeline").parent.mkdir()
+    (tmp_path / TORN_SIDE).write_bytes(b"PAR1 torn")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, skipped", [
+    (["plot"], [TORN, TORN_SIDE]),  # the newest file bench can read, and its side tables
+    (["report"], [TORN, TORN_SIDE]),
+    (["claims", "results"], [TORN]),
+    (["compare", "results", "results"], [TORN, TORN]),
+])
+def test_a_file_bench_cannot_read_is_skipped_with_a_warning_unless_strict(torn, args, skipped):
+    result = bench(*args, cwd=torn)
+    assert result.returncode == 0, result.stderr
+    warnings = result.stderr.splitlines()
+    assert [line.split("cannot read results file ")[1].split(":")[0] for line in warnings] == skipped, warnings
+    assert all(line.startswith("bench: warning: skipped a file: cannot read results file ") and "Parquet" in line
+               and line.endswith(" (--strict stops instead)") for line in warnings), warnings
+    before = names(torn)
+    result = bench(*args, "--strict", cwd=torn)
+    assert result.returncode == 2 and result.stdout == "" and names(torn) == before
+    assert result.stderr.startswith(f"bench: error: cannot read results file {skipped[0]}: ")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_report_and_plot_write_through_symlinks(tmp_path):
+    synthetic.write(tmp_path / "r.parquet", experiment("launch"))
+    (tmp_path / "kept.html").write_text("an older report")
+    (tmp_path / "report.html").symlink_to("kept.html")
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "launch.svg").symlink_to("../figure.svg")  # dangling: the write makes figure.svg
+    assert bench("report", "r.parquet", "--out", "report.html", cwd=tmp_path).returncode == 0
+    assert bench("plot", "r.parquet", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "report.html").is_symlink() and (tmp_path / "kept.html").read_text().startswith("<!doctype")
+    assert (tmp_path / "plots" / "launch.svg").is_symlink() and "<svg" in (tmp_path / "figure.svg").read_text()
+
+
+def test_a_full_disk_leaves_the_old_report(tmp_path, monkeypatch, capsys):
+    synthetic.write(tmp_path / "r.parquet", experiment("launch"))
+    (tmp_path / "report.html").write_text("the old report")
+    monkeypatch.chdir(tmp_path)
+
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert cli.main(["report", "r.parquet", "--out", "report.html"]) == 2
+    assert capsys.readouterr().err == "bench: error: cannot write report.html: No space left on device\n"
+    assert names(tmp_path) == ["r.parquet", "report.html"]
+    assert (tmp_path / "report.html").read_text() == "the old report"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import disks
 from bench import cli, runner, store
 from bench import plan as planning
 from fake_experiments import FINE, FakeGpu
@@ -79,7 +80,6 @@ def main(tmp_path, monkeypatch, capsys):
     (["sweep", "--experiments", "peer"], "peer needs 2 GPUs; this sweep has 1"),
     (["sweep", "--experiments", "launch", "--concurrent"], "--concurrent runs several GPUs at once"),
     (["teleport"], "invalid choice"),
-    ([], "required"),
 ])
 def test_sweep_usage_errors(main, tmp_path, args, fragment):
     status, out, err = main(*args)
@@ -101,17 +101,19 @@ def test_an_unwritable_out_is_refused(main, tmp_path):
     assert_usage_error(status, err, "is a file, not a directory", tmp_path, ["file"])
 
 
-def test_sweep_and_env_without_a_gpu(main, tmp_path, no_gpu):
-    for args in (["sweep"], ["sweep", "--quick", "--experiments", "launch"], ["sweep", "--budget", "100"], ["env"]):
+def test_sweep_and_probe_without_a_gpu(main, tmp_path, no_gpu):
+    for args in (["sweep"], ["sweep", "--quick", "--experiments", "launch"], ["sweep", "--budget", "100"],
+                 ["probe", "os:getpid"], ["claims", "--measure"]):
         status, out, err = main(*args)
-        assert_usage_error(status, err, "no CUDA GPU visible", tmp_path)
+        assert_usage_error(status, err, f"{no_gpu}; report, plot, compare and claims read results without a GPU",
+                           tmp_path)
 
 
 def test_usage_errors_from_a_real_process(tmp_path, no_gpu):
     result = bench("sweep", "--axis", "compute_ratio=nan", cwd=tmp_path)
     assert_usage_error(result.returncode, result.stderr, "must be a positive finite number", tmp_path)
     result = bench("sweep", "--quick", cwd=tmp_path)
-    assert_usage_error(result.returncode, result.stderr, "no CUDA GPU visible", tmp_path)
+    assert_usage_error(result.returncode, result.stderr, no_gpu, tmp_path)
 
 
 # --- a whole sweep through the command line, on a fake GPU -------------------------------------------------------
@@ -146,3 +148,92 @@ def test_a_sweep_with_a_budget_and_an_out_file(main, tmp_path, fake_suite):
     assert status == 0, err
     assert len(store.read(tmp_path / "run.parquet")) == len(FINE.axes["n"])
     assert store.read_metadata(tmp_path / "run.parquet")["budget_s"] == 100
+
+
+def test_sweep_out_is_never_a_pipe_or_a_device(main, tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    status, out, err = main("sweep", "--out", "fifo")
+    assert_usage_error(status, err, "--out: fifo is a pipe, not a directory", tmp_path, ["fifo"])
+
+
+def test_a_full_disk_is_one_line_and_the_file_stays_as_last_saved(main, tmp_path, fake_suite, monkeypatch):
+    status, out, err = main("sweep", "--quick", "--axis", "n=1,2", "--out", "run.parquet")
+    assert status == 0, err
+    before = (tmp_path / "run.parquet").read_bytes()
+    disks.fills_after(monkeypatch, 0)
+    status, out, err = main("sweep", "--quick", "--axis", "n=1,2,3", "--resume", "run.parquet")
+    assert_usage_error(status, err, "cannot write run.parquet: No space left on device; run.parquet keeps its last "
+                       "save, 2 configurations (1 configurations measured in this run); --resume run.parquet "
+                       "finishes it", tmp_path, ["run.parquet"])
+    assert (tmp_path / "run.parquet").read_bytes() == before
+    status, out, err = main("sweep", "--quick", "--out", "new.parquet")
+    assert_usage_error(status, err, "cannot write new.parquet: No space left on device; nothing was written (5 "
+                       "configurations measured in this run)", tmp_path, ["run.parquet"])
+
+
+# --- what bench says about itself -------------------------------------------------------------------------------
+
+def test_version_is_the_installed_distributions(main):
+    import importlib.metadata
+
+    import bench
+
+    status, out, err = main("--version")
+    try:
+        expected = f"{bench.DISTRIBUTION} {importlib.metadata.version(bench.DISTRIBUTION)}"
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that pip never installed
+        expected = f"bench {bench.__version__} (not installed"
+    assert status == 0 and out.startswith(expected) and err == "", (out, err)
+
+
+def test_bare_bench_says_what_it_does(tmp_path):
+    result = bench(cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    words = " ".join(result.stdout.split())
+    assert words.startswith("usage: python -m bench")
+    for said in ("which CUDA calls block the host and which serialize the GPU", "copy/compute overlap",
+                 "does it wait for the GPU?", "report, plot, compare and claims read results files anywhere",
+                 "python -m bench sweep --list"):
+        assert said in words, said
+    assert bench("--help", cwd=tmp_path).stdout == result.stdout and not list(tmp_path.iterdir())
+
+
+def test_sweep_list_shows_every_experiment_and_its_axes_without_a_gpu(main, tmp_path):
+    from bench.experiments import registry
+
+    status, out, err = main("sweep", "--list")
+    assert status == 0 and err == "", err
+    words = " ".join(out.split())
+    assert words.startswith("experiments of a default sweep")
+    for name, experiment in registry().items():
+        assert f" {name} " in words and experiment.description.split(":")[0] in words, name
+    assert "bytes: 4 KiB – 1 GiB (10 sizes)" in words and "call: (nothing), cudaMalloc, cudaFree, … (" in words
+    assert "needs 2+ GPUs" in words and not list(tmp_path.iterdir())
+    status, out, err = main("sweep", "--list", "--quick")
+    assert status == 0 and "experiments of a quick sweep" in out
+    assert "call: (nothing), cudaFree, cudaMemcpyAsync H2D pageable 64 MiB, kernel launch" in " ".join(out.split())
+
+
+def test_env_without_a_gpu_prints_the_host(main, tmp_path, no_gpu):
+    status, out, err = main("env")
+    assert status == 0 and err == "", err
+    words = " ".join(out.split())
+    for said in (no_gpu.split(" (")[0], "report, plot, compare and claims read results without a GPU", "hostname",
+                 "python_version", "bench_version", "driver_version", "pandas_version", "pyarrow_version"):
+        assert said in words, said
+    assert not list(tmp_path.iterdir())
+
+
+def test_without_a_driver_every_gpu_command_says_so(main, tmp_path, monkeypatch):
+    from bench import env
+
+    monkeypatch.setattr(env, "MEASURING_LIBRARIES", {})  # as if installed: the driver is what is missing
+    monkeypatch.setattr(env, "DRIVER_LIBRARY", "libbench-no-such-driver.so.1")
+    said = ("no NVIDIA driver found (libbench-no-such-driver.so.1 cannot be loaded); report, plot, compare and claims "
+            "read results without a GPU")
+    for args in (["sweep", "--quick"], ["probe", "os:getpid"], ["claims", "--measure"]):
+        status, out, err = main(*args)
+        assert_usage_error(status, err, said, tmp_path)
+    status, out, err = main("env")
+    words = " ".join(out.split())
+    assert status == 0 and f"GPU │ none: {said}" in words and "driver_version │ not found" in words

@@ -151,9 +151,9 @@ def test_the_terminal_shows_warnings_headlines_then_what_is_not_the_same_in_100_
     run = bench("compare", "old.parquet", "new.parquet", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert max(map(len, lines)) <= 100
-    assert lines[:3] == ["warning: driver_version differs: 580.0 → 590.0",
-                         "warning: cuda_runtime differs: 12.9 → 13.0", "What changed"]
+    assert max(map(len, lines)) <= 100 and lines[0] == "What changed"
+    assert run.stderr.splitlines() == ["bench: warning: driver_version differs: 580.0 → 590.0",
+                                       "bench: warning: cuda_runtime differs: 12.9 → 13.0"]  # stdout is the answer
     order = [run.stdout.index(text) for text in ("What changed", "bandwidth: 1 of", "blocking: 2 of",
                                                   "serialization: 2 of")]
     assert order == sorted(order)
@@ -237,3 +237,32 @@ def test_numbers_read_as_people_write_them():
     assert [compare.number(value) for value in (16.0, 0.004504, 54.33333, 12345.6, math.nan)] == [
         "16", "0.004504", "54.33", "12346", ""]
     assert compare.compare(pd.DataFrame(), synthetic.frame(synthetic.launch_records())).table.empty
+
+
+def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path):
+    import json
+
+    old, new = driver_update()
+    synthetic.write(tmp_path / "old.parquet", old)
+    synthetic.write(tmp_path / "new.parquet", new)
+    run = bench("compare", "old.parquet", "new.parquet", "--format", "json", "--fail-above", "20", cwd=tmp_path)
+    assert run.returncode == 1 and run.stderr.count("bench: warning: ") == 2, run.stderr
+    document = json.loads(run.stdout)  # stdout is the document alone
+    assert document["counts"] == {"changed": 4, "slower": 1, "same": len(old) - 5}
+    assert document["fail_above"] == {"percent": 20, "failing": 1}
+    assert document["warnings"] == ["driver_version differs: 580.0 → 590.0", "cuda_runtime differs: 12.9 → 13.0"]
+    slower = [line for line in document["configurations"] if line["verdict"] == "slower"]
+    assert len(document["configurations"]) == 5 and slower[0]["configuration"] == "pinned H2D 16 MiB"
+    assert slower[0]["ratio"] == pytest.approx(1.25) and slower[0]["unit"] == "ms"
+    changed_line = next(line for line in document["configurations"] if line["verdict"] == "changed")
+    assert changed_line["ratio"] is None or isinstance(changed_line["ratio"], float)  # never NaN: JSON has none
+    listed = json.loads(bench("compare", "old.parquet", "new.parquet", "--format", "json", "--all",
+                              cwd=tmp_path).stdout)
+    assert len(listed["configurations"]) == len(old)
+    run = bench("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.startswith("## What changed\n\n- blocking cudaFree"), run.stdout[:300]
+    assert "### bandwidth: 1 of" in run.stdout and "| configuration | old ms | new ms | verdict |" in run.stdout
+    assert "| --- | ---: | ---: | --- |" in run.stdout and "| pinned H2D 16 MiB | " in run.stdout
+    assert run.stdout.rstrip().endswith(f"4 changed, 1 slower, {len(old) - 5} same (not listed; --all lists every "
+                                        "configuration)")
+    assert "warning" not in run.stdout and not {"old.parquet", "new.parquet"} ^ {p.name for p in tmp_path.iterdir()}

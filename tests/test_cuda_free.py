@@ -1,5 +1,6 @@
-"""The analysis side of bench never needs CUDA: with every CUDA library made unimportable, the store, figures,
-report, compare and claims still work on committed results; and the CUDA stand-ins import only on first use."""
+"""The analysis side of bench never needs CUDA: with every CUDA library hidden as if not installed, the store,
+figures, report, compare and claims still work on committed results, the measuring commands name the extra to install;
+and the CUDA stand-ins import only on first use."""
 
 import os
 import subprocess
@@ -23,30 +24,32 @@ def committed(name: str) -> Path:
     return found[0]
 
 
-BLOCKED_RUN = textwrap.dedent("""
-    import importlib.abc
+HIDDEN_RUN = textwrap.dedent("""
+    import importlib.util
     import sys
 
-    BLOCKED = ("cupy", "cupyx", "numba", "cuda", "numba_cuda")
+    # The measuring stack (the cu12 and cu13 extras: CuPy, numba-cuda, cuda-python, nvidia-ml-py) and the optional
+    # libraries, as a core-only install has them: not there.
+    HIDDEN = ("cupy", "cupyx", "cupy_backends", "numba", "numba_cuda", "cuda", "pynvml", "torch", "jax", "jaxlib")
 
 
-    class NoCuda(importlib.abc.MetaPathFinder):
+    class Hide:
+        \"""Wraps a finder: hidden modules are not found, so they look uninstalled.\"""
+
+        def __init__(self, finder):
+            self.finder = finder
+
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in BLOCKED:
-                raise ImportError(f"{name} is blocked: the analysis must not need CUDA")
-            return None
+            return None if name.split(".")[0] in HIDDEN else self.finder.find_spec(name, path, target)
+
+        def __getattr__(self, name):  # the rest (installed distributions' metadata, caches) as the finder has it
+            return getattr(self.finder, name)
 
 
-    for loaded in [name for name in sys.modules if name.split(".")[0] in BLOCKED]:
+    for loaded in [name for name in sys.modules if name.split(".")[0] in HIDDEN]:
         del sys.modules[loaded]  # a .pth file may have imported a namespace package already
-    sys.meta_path.insert(0, NoCuda())
-
-    try:
-        import cupy
-    except ImportError:
-        pass
-    else:
-        raise SystemExit("the blocker does not work")
+    sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]
+    assert importlib.util.find_spec("cupy") is None and importlib.util.find_spec("pynvml") is None
 
     import bench.analysis, bench.claims, bench.compare, bench.plots, bench.report, bench.store
     import bench.experiments
@@ -54,14 +57,16 @@ BLOCKED_RUN = textwrap.dedent("""
     from bench import cli
 
     results, out = sys.argv[1], sys.argv[2]
-    for command in (["plot", results, "--out", out], ["compare", results, results], ["claims", results]):
+    for command in (["report", results, "--out", f"{out}/report.html"], ["plot", results, "--out", out],
+                    ["compare", results, results], ["claims", results], ["sweep", "--quick"], ["env"],
+                    ["probe", "json:dumps"]):
         status = cli.main(command)
         print("status", command[0], status, flush=True)
-    print("loaded", sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED))
+    print("loaded", sorted(name for name in sys.modules if name.split(".")[0] in HIDDEN))
 """)
 
 
-def test_analysis_commands_run_with_cuda_unimportable(tmp_path):
+def test_analysis_commands_run_without_the_cuda_libraries(tmp_path):
     """A committed version 1 run (alloc, blocking, graphs, serialization) beside synthetic library rows (what the
     Python claims need): one directory, read as one dataset."""
     import shutil
@@ -76,19 +81,25 @@ def test_analysis_commands_run_with_cuda_unimportable(tmp_path):
     library = synthetic.tagged(synthetic.records("library"), gpu_uuid=machine["gpu_uuid"],
                                hostname=machine["hostname"], gpu_name=machine["gpu_name"])
     synthetic.write(results / "20261122T000000Z-library.parquet", library)
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "300"}  # env's table on one line
     out = tmp_path / "plots"
-    result = subprocess.run([sys.executable, "-c", BLOCKED_RUN, str(results), str(out)], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-c", HIDDEN_RUN, str(results), str(out)], cwd=tmp_path,
                             env=environment, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     lines = result.stdout.splitlines()
-    assert "status plot 0" in lines and "status compare 0" in lines and "status claims 0" in lines, \
-        result.stdout[-2000:] + result.stderr[-2000:]
+    statuses = [line for line in lines if line.startswith("status ")]
+    assert statuses == ["status report 0", "status plot 0", "status compare 0", "status claims 0", "status sweep 2",
+                        "status env 0", "status probe 2"], result.stdout[-2000:] + result.stderr[-2000:]
     assert "loaded []" in lines
     assert "CUDA claims against measurement" in result.stdout
     assert "measuring what the results lack" not in result.stdout
     names = sorted(path.name for path in out.iterdir())
-    assert {"blocking_truth_table.png", "blocking_truth_table.svg", "alloc.png", "alloc.svg"} <= set(names)
+    assert {"report.html", "blocking_truth_table.png", "alloc.png", "alloc.svg"} <= set(names)
+    assert "cudaFree" in (out / "report.html").read_text()
+    missing = 'measuring needs CuPy, numba-cuda, nvidia-ml-py (not installed): pip install "cuda-sync-bench[cu12]"'
+    refusals = [line for line in result.stderr.splitlines() if line.startswith(f"bench: error: {missing}")]
+    assert len(refusals) == 2, result.stderr[-2000:]  # sweep and probe: one line each
+    assert missing in result.stdout  # env shows the host's readings, and why it cannot measure
     assert sorted(path.name for path in tmp_path.iterdir()) == ["plots", "results"]  # nothing else written
 
 

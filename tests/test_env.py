@@ -51,7 +51,17 @@ def test_git_commit(monkeypatch):
 
 
 def test_no_gpu_reason_is_one_line(no_gpu):
-    assert no_gpu.startswith("no CUDA GPU visible") and "\n" not in no_gpu
+    assert no_gpu.startswith(("no CUDA GPU visible", "no NVIDIA driver found", "measuring needs")) and "\n" not in no_gpu
+
+
+def test_missing_measuring_libraries_name_the_extra(monkeypatch):
+    monkeypatch.setattr(env, "MEASURING_LIBRARIES", {"json": "JSON", "bench_no_such_module": "Nothing"})
+    reason = env.missing_libraries()
+    assert reason.startswith("measuring needs Nothing (not installed): ") and "\n" not in reason
+    assert 'pip install "cuda-sync-bench[cu12]", or [cu13] for CUDA 13' in reason
+    assert env.no_gpu_reason() == reason
+    monkeypatch.setattr(env, "MEASURING_LIBRARIES", {"json": "JSON"})
+    assert env.missing_libraries() is None
 
 
 def test_cpu_ranges_round_trip():
@@ -60,3 +70,16 @@ def test_cpu_ranges_round_trip():
     assert cpu_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
     assert parse_cpu_ranges("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]
     assert cpu_ranges([]) == "" and parse_cpu_ranges("") == []
+
+
+def test_no_driver_is_said_before_cuda_is_asked(monkeypatch):
+    import bench
+
+    monkeypatch.setattr(env, "MEASURING_LIBRARIES", {})  # as if installed
+    monkeypatch.setattr(env, "DRIVER_LIBRARY", "libbench-no-such-driver.so.1")
+    reason = "no NVIDIA driver found (libbench-no-such-driver.so.1 cannot be loaded)"
+    assert env.no_driver_reason() == env.no_gpu_reason() == reason
+    assert env.gpu_skip_reason() == f"needs a GPU: {reason}"  # what every test that needs a GPU says
+    readings = env.host_readings()  # what needs no GPU
+    assert readings["driver_version"] == "not found" and readings["bench_version"] == bench.__version__
+    assert readings["pandas_version"].startswith("pandas ") and readings["python_version"].count(".") == 2

@@ -361,7 +361,7 @@ def test_cli_claims_runs_what_the_results_lack(tmp_path):
     result = _bench("sweep", "--quick", "--experiments", "alloc", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     given = _results(tmp_path / "results")
-    claimed = _bench("claims", str(given), "--out", "measured", cwd=tmp_path)
+    claimed = _bench("claims", str(given), "--measure", "--out", "measured", cwd=tmp_path)
     assert claimed.returncode == 0, claimed.stderr
     assert "measuring what the results lack: blocking, graphs, serialization, library" in claimed.stdout
     measured = pd.read_parquet(_results(tmp_path / "measured"))

@@ -161,6 +161,7 @@ def test_index_words_wrap_past_32_bits():
     assert managed.index_words(np.arange(3)).dtype == np.uint32
 
 
+@pytest.mark.cuda_libs  # the kernels module imports numba-cuda
 def test_the_verification_reference_is_the_kernel_arithmetic():
     from bench.kernels import MIX_INCREMENT, MIX_MULTIPLIER, mix_reference
 

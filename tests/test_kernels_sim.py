@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 SCRIPT = """
@@ -61,6 +63,7 @@ print("ok")
 """
 
 
+@pytest.mark.cuda_libs  # numba-cuda's simulator
 def test_gate_mix_spin_copy_and_chase_kernels_in_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": SRC}
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)

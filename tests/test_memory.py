@@ -1,5 +1,7 @@
 """BufferSet's lifetime rules, with stand-ins for CuPy streams and buffers (no GPU needed)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from bench import memory
@@ -29,7 +31,7 @@ class FakeBuffer:
 @pytest.fixture
 def fake_streams(monkeypatch):
     FakeStream.synced = []
-    monkeypatch.setattr(memory.cupy.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(memory, "cupy", SimpleNamespace(cuda=SimpleNamespace(Stream=FakeStream)))  # no CuPy needed
 
 
 def test_close_syncs_streams_then_frees_in_reverse(fake_streams):

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bench.env import gpu_skip_reason
 from bench.probe import ProbeResult, stream_handle
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -54,7 +55,8 @@ def test_probe_refuses_what_it_cannot_call(tmp_path, target, fragment):
 
 def test_probe_without_a_gpu_is_one_line(tmp_path, no_gpu):
     result = _bench("probe", "os:getcwd", cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"bench: error: {no_gpu}"]
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"bench: error: {no_gpu}")
 
 
 def _pytest_with_the_plugin(tmp_path, name: str, source: str):
@@ -75,7 +77,9 @@ def test_the_plugin_imports_no_cuda_until_used(tmp_path):
 
 
 def test_the_fixture_hands_out_the_context_manager(tmp_path):
+    """Where a GPU is usable the fixture is the context manager; elsewhere it skips, saying why."""
     result = _pytest_with_the_plugin(tmp_path, "test_fixture.py",
                                      "from bench.pytest_plugin import assert_async as manager\n\n\n"
                                      "def test_fixture(assert_async):\n    assert assert_async is manager\n")
-    assert "1 passed" in result.stdout, result.stdout + result.stderr
+    expected = "1 skipped" if gpu_skip_reason() else "1 passed"
+    assert expected in result.stdout, result.stdout + result.stderr

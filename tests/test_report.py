@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results" / "_superseded").glob("20261121T14[45]*Z-NVIDIA-H200.parquet"))
 GPU_B = {"gpu_uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "hostname": "node-b"}
 LATER = "20261122T000000Z"
+RUN_DATE = "2026-11-21 00:00"  # synthetic.RUN_ID's
 
 
 def td(document: str, where: str) -> tuple[str, str, str]:
@@ -91,7 +92,9 @@ def test_one_gpu_has_no_gpu_column_and_its_run_is_listed(one_gpu):
         assert f">{value}<" in runs, value
     assert re.search(r">\d+ streams × 4 chunks, malloc, eager<", one_gpu) and ">10 × 1 MiB<" in one_gpu
     assert not re.search(r"\d\.0 (streams|chunks|×)|Gen\d\.0|x\d+\.0", one_gpu)  # whole numbers as integers
-    assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", one_gpu)  # no date: the same results, the same bytes
+    run_date = f"{RUN_DATE} UTC"  # the only date: the run's (the same results, the same bytes)
+    assert set(re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", one_gpu)) == {run_date}
+    assert not re.search(r"\d{4}-\d\d-\d\d", one_gpu.replace(run_date, ""))
 
 
 def test_figures_are_embedded_at_one_scale(one_gpu):
@@ -105,7 +108,9 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
     for name, width, height, encoded in images:
         pixels = struct.unpack(">II", base64.b64decode(encoded)[16:24])
         assert all(abs(shown - 2 * int(half)) <= 1 for shown, half in zip(pixels, (width, height))), name
-    assert "figure img { max-width: none" in one_gpu and "figure { margin: 1em 0; overflow-x: auto }" in one_gpu
+    assert "figure img { max-width: 100%; height: auto" in one_gpu  # a figure wider than the page shrinks to it
+    widest = max(int(width) for _, width, _, _ in images)  # none needs to, on a 1366 px screen
+    assert "max-width: 1240px" in one_gpu and widest <= 1240, widest
     assert "src='http" not in one_gpu and "<script" not in one_gpu
 
 
@@ -169,3 +174,62 @@ def test_a_report_of_the_committed_h200_results():
     assert claims["cudaGetLastError waits for running kernels"] == "bad"
     assert "alt='overlap_scaling-256MiB'" in document and "alt='overlap_scaling-1GiB'" in document
     assert "alt='bandwidth'" in document.split(f"<h2 id='gpu-{sections[1]}'>")[1]  # it ran on the second GPU
+
+
+def test_the_answers_come_first_with_each_gpus_newest_run(one_gpu):
+    from bench.experiments import registry
+
+    answers = one_gpu.split("<h2 id='answers'>Answers</h2>")[1].split("<h2 id='runs'>")[0]
+    assert one_gpu.index("<h2 id='answers'>") < one_gpu.index("<h2 id='runs'>") < one_gpu.index("<h2 id='gpu-")
+    uuid = synthetic.ENV["gpu_uuid"]
+    assert f"<h3>Test GPU {uuid} on node-a</h3>" in answers
+    assert (f"newest run {RUN_DATE} UTC ({synthetic.RUN_ID}), commit {synthetic.ENV['git_commit'][:12]}, driver 580.0, "
+            "CUDA runtime 12.9") in answers
+    linked = re.findall(r"<tr><td><a href='#([^']+)'>([a-z]+)</a></td><td>([^<]+)</td><td>([^<]+)</td></tr>", answers)
+    assert [name for _, name, _, _ in linked] == list(registry())  # every experiment, in sweep order
+    for anchor, name, text, measured in linked:
+        assert f" id='{anchor}'>{name}</h2>" in one_gpu and measured == f"{RUN_DATE} UTC", name
+    said = {name: html.unescape(text) for _, name, text, _ in linked}
+    assert said["blocking"].startswith("7 of 29 calls wait for a running kernel in some placement: cudaFree, ")
+    assert said["launch"] == "host µs per launch: dispatcher 9, precompiled 2.5, graph 0.4"
+    assert said["overlap"] == "the best pipelines reach, of the engine-aware bound: pinned 95%, pageable 38%"
+
+
+def test_the_gpu_measured_last_answers_first():
+    rows = synthetic.all_records()
+    document = report.render(synthetic.frame(rows + synthetic.tagged(rows, run_id=LATER, **GPU_B)), {})
+    answers = document.split("<h2 id='runs'>")[0]
+    assert answers.index(f"<h3>Test GPU {GPU_B['gpu_uuid']} on node-b</h3>") < answers.index(
+        f"<h3>Test GPU {synthetic.ENV['gpu_uuid']} on node-a</h3>")
+    assert "newest run 2026-11-22 00:00 UTC (20261122T000000Z)" in answers
+    assert "<li><a href='#answers'>Answers</a></li>" in document  # the contents of a report of several GPUs
+
+
+@pytest.mark.parametrize("source", ["synthetic", "committed"])
+def test_a_table_column_holds_one_unit_named_in_its_header(source):
+    """No headline cell carries a time or rate unit: the column's header names it (sizes are values, not units)."""
+    from bench import analysis
+    from bench.experiments import registry
+
+    rows = synthetic.frame(synthetic.all_records()) if source == "synthetic" else store.read_any(ROOT / "results")
+    unit = re.compile(r"\d\s*(ms|µs|us|ns|GB/s)\b")
+    for _, mine in analysis.by_gpu(analysis.newest(rows)):
+        for name, experiment in registry().items():
+            table = experiment.headline(mine[mine["experiment"] == name])
+            for column in table.columns:
+                assert not [value for value in table[column].astype(str) if unit.search(value)], (name, column)
+
+
+def test_no_figure_title_is_cut_off():
+    """Every figure's own texts (its title: the library truth table's is long) lie inside the figure."""
+    from bench import plots
+
+    rows = synthetic.frame(synthetic.all_records())
+    plt = plots.pyplot()
+    for name, stem, figure in plots.draw(rows, {}):
+        figure.canvas.draw()
+        width = figure.bbox.width
+        for text in figure.texts:
+            extent = text.get_window_extent()
+            assert extent.x0 >= 0 and extent.x1 <= width, (stem, text.get_text()[:40])
+        plt.close(figure)

@@ -282,16 +282,22 @@ def test_newest_rows_takes_each_experiment_from_the_newest_file_that_has_it(tmp_
     synthetic.write(tmp_path / "_superseded" / "20261106T000000Z-a.parquet",
                     tagged(synthetic.launch_records()[:1], "r6"), run_id="r6")
 
-    rows = store.newest_rows(tmp_path, ["bandwidth", "launch", "graphs", "alloc"])
+    skipped = []
+    rows = store.newest_rows(tmp_path, ["bandwidth", "launch", "graphs", "alloc"], skipped.append)
+    assert [str(error) for error in skipped] == [f"cannot read results file {tmp_path / '20261104T000000Z-a.parquet'}: "
+                                                 "Parquet magic bytes not found in footer. Either the file is "
+                                                 "corrupted or this is not a parquet file."]
+    with pytest.raises(ResultsError, match="20261104T000000Z-a.parquet"):
+        store.newest_rows(tmp_path, ["launch"])  # no one to tell: the file stops it
     by = {name: group for name, group in rows.groupby("experiment")}
     assert set(by) == {"bandwidth", "launch", "graphs"}
     assert len(by["bandwidth"]) == 2 and set(by["bandwidth"]["run_id"]) == {"r2"}
     assert len(by["launch"]) == 3 and set(by["launch"]["run_id"]) == {"r1"}
     assert set(by["graphs"]["run_id"]) == {"r3"}  # any rows count, finished or not
     assert str(rows["bytes"].dtype) == "Int64"
-    only = store.newest_rows(tmp_path, ["launch"])
+    only = store.newest_rows(tmp_path, ["launch"], skipped.append)
     assert set(only["experiment"]) == {"launch"} and len(only) == 3
-    assert store.newest_rows(tmp_path, ["alloc"]).empty
+    assert store.newest_rows(tmp_path, ["alloc"], skipped.append).empty
     (tmp_path / "empty").mkdir()
     assert store.newest_rows(tmp_path / "empty", ["launch"]).empty
 

@@ -7,10 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from bench import store
+import synthetic
+from bench import store, upgrade
+from bench.errors import ResultsError
 from bench.upgrade import from_version_1
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -189,3 +192,94 @@ def test_from_version_1_leaves_empty_and_foreign_frames_alone():
     assert from_version_1(empty) is empty
     foreign = pd.DataFrame({"a": [1]})
     assert from_version_1(foreign) is foreign
+
+
+# --- version 2 files: today's columns, on disk ---------------------------------------------------------------------
+
+UPGRADE = "python -m bench.upgrade results"
+
+
+def test_every_committed_main_table_has_todays_columns_and_plain_readers_drop_none():
+    """Plain pandas and pyarrow read a directory with one file's schema: a file of fewer columns would lose the
+    others' columns. So every committed main table of this schema version has exactly the suite's columns, and a
+    column added to the suite fails here until the files are upgraded."""
+    names = store.suite_schema().names
+    tables = upgrade.main_tables(RESULTS)
+    assert len(tables) > 40  # results/ and every _ subdirectory: _quick, _fresh, _full, ...
+    stale = [str(path.relative_to(RESULTS)) for path in tables if pq.read_schema(path).names != names]
+    assert not stale, f"these main tables lack today's suite columns (or their order); run: {UPGRADE} ({stale})"
+    shown = store.results_files(RESULTS)
+    columns = {name for path in shown for name in pq.read_schema(path).names}
+    frame, dataset = pd.read_parquet(RESULTS), ds.dataset(RESULTS)
+    assert set(frame.columns) == set(dataset.schema.names) == columns == set(names)
+    assert len(frame) == dataset.count_rows() == sum(pq.ParquetFile(path).metadata.num_rows for path in shown)
+    assert frame["host_cpus"].notna().any() and str(frame["n_samples"].dtype) == "Int64"
+
+
+def test_every_committed_side_table_reads():
+    """Side tables (_timeline/ beside their results file) have schemas of their own and are left as they are."""
+    sides = [path for path in sorted(RESULTS.rglob("*.parquet")) if store.read_metadata(path).get("table")]
+    assert len(sides) > 30
+    for path in sides:
+        table = store.read_table(path)
+        assert len(table) and {"experiment", "run_id"} <= set(table.columns), path
+    for directory in {path.parent for path in upgrade.main_tables(RESULTS)}:
+        store.side_tables_any(directory)  # read beside their results files, as bench reads them: no error
+
+
+def _older(path: Path, dropped: list[str]) -> pa.Table:
+    """The results file at ``path`` as a bench before ``dropped`` were added wrote it, in another column order."""
+    table = pq.read_table(path)
+    kept = [name for name in table.column_names if name not in dropped][::-1]
+    older = table.select(kept)
+    metadata = {**table.schema.metadata, b"pandas": store.pandas_metadata(older.schema)}
+    pq.write_table(older.replace_schema_metadata(metadata), path)
+    return pq.read_table(path)
+
+
+def test_to_suite_schema_adds_empty_columns_and_changes_nothing_else(tmp_path):
+    path = synthetic.write(tmp_path / "r.parquet", synthetic.launch_records() + synthetic.bandwidth_records()[:3])
+    before = _older(path, ["host_cpus", "nvlinks", "stop_scale"])
+    assert upgrade.to_suite_schema(path) is True
+    after = pq.read_table(path)
+    assert after.column_names == store.suite_schema().names and after.num_rows == before.num_rows == 6
+    for name in before.column_names:
+        assert after[name].equals(before[name]), name
+        assert after.schema.field(name).equals(before.schema.field(name), check_metadata=True), name
+    assert all(after[name].null_count == 6 for name in ("host_cpus", "nvlinks", "stop_scale"))
+    assert after.schema.metadata[store.METADATA_KEY] == before.schema.metadata[store.METADATA_KEY]
+    assert str(pd.read_parquet(path)["n_samples"].dtype) == "Int64"  # pandas' description covers every column
+    stamp = path.stat().st_mtime_ns
+    assert upgrade.to_suite_schema(path) is False and path.stat().st_mtime_ns == stamp
+
+
+def test_to_suite_schema_refuses_a_column_the_suite_lacks_or_types_differently(tmp_path):
+    path = synthetic.write(tmp_path / "r.parquet", synthetic.launch_records())
+    table = pq.read_table(path)
+    pq.write_table(table.append_column("retired", pa.array([1.0] * table.num_rows)), path)
+    with pytest.raises(ResultsError, match="column retired \\(double\\) is not in today's suite schema"):
+        upgrade.to_suite_schema(path)
+    pq.write_table(table.set_column(table.schema.get_field_index("n_samples"), "n_samples",
+                                    table["n_samples"].cast(pa.float64())), path)
+    with pytest.raises(ResultsError, match="column n_samples \\(double\\)"):
+        upgrade.to_suite_schema(path)
+
+
+def test_the_upgrade_command_rewrites_only_main_tables_of_this_version(tmp_path, capsys):
+    main = synthetic.write(tmp_path / "_quick" / "20261121T000000Z-a.parquet", synthetic.launch_records())
+    _older(main, ["stop_scale"])
+    current = synthetic.write(tmp_path / "20261122T000000Z-a.parquet", synthetic.launch_records())
+    side = store.side_table_path(current, "timeline")
+    store.write(side, synthetic.overlap_timeline_records(synthetic.overlap_records())[:2],
+                store.table_schema("timeline"), {"run_id": "x", "table": "timeline"})
+    (tmp_path / "notes.parquet").write_text("not parquet")
+    untouched = {path: path.read_bytes() for path in (current, side, tmp_path / "notes.parquet")}
+    assert upgrade.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"upgraded {main}", f"{tmp_path}: 1 of 2 main tables upgraded; all have the suite's "
+                                       f"{len(store.suite_schema())} columns"]
+    assert pq.read_schema(main).names == store.suite_schema().names
+    assert {path: path.read_bytes() for path in untouched} == untouched
+    assert upgrade.main([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err == (f"bench: error: {tmp_path / 'missing'} is not a directory (usage: python -m "
+                                       "bench.upgrade [DIRECTORY ...])\n")

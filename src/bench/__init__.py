@@ -1,6 +1,7 @@
 """bench: CUDA host-blocking, serialization and copy/compute overlap, measured."""
 
 __version__ = "0.1.0"
+DISTRIBUTION = "cuda-sync-bench"  # the name pip installs bench by (PyPI's "bench" is another project)
 
 from bench.probe import ProbeResult, probe  # noqa: E402  (the public API: does my code block?)
 

@@ -18,11 +18,26 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from bench import arrow_threads
 from bench.errors import UsageError
 from bench.units import format_size, parse_sizes
 
 RESULTS_DIR = Path("results")
 PLOTS_DIR = Path("plots")
+FORMATS = ("text", "json", "markdown")  # compare's and claims' outputs
+DESCRIPTION = """\
+Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
+overlap you really get, copy bandwidth, and what launches and allocations cost; and answers it for your own
+code: does it wait for the GPU? Measuring (sweep, probe) needs an NVIDIA GPU; report, plot, compare and
+claims read results files anywhere."""
+EXAMPLES = """\
+examples:
+  python -m bench sweep --quick            a smoke test of every experiment (seconds)
+  python -m bench sweep                    the headline answers, into results/<timestamp>-<gpu>.parquet
+  python -m bench report                   every run in results/ as one HTML file, plots/report.html
+  python -m bench compare OLD NEW          what changed between two results (a driver update, a new GPU)
+  python -m bench probe mypkg.train:step   does step() wait for the GPU?
+  python -m bench sweep --list             the experiments, what each measures and its axes"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,8 +68,10 @@ def _devices(text: str) -> str | tuple[int, ...]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m bench", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{sweep,plot,claims,compare,report,probe,env}")
+    parser = _Parser(prog="python -m bench", description=DESCRIPTION, epilog=EXAMPLES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="store_true", help="print the installed version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,env}")
 
     sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
     size = sweep.add_mutually_exclusive_group()
@@ -79,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="with --devices: run each one-GPU experiment on all the GPUs at once (shared links)")
     sweep.add_argument("--resume", type=Path, metavar="FILE",
                        help="an interrupted sweep's results file: run what it lacks and add it to the same file")
+    sweep.add_argument("--list", action="store_true",
+                       help="list the experiments, what each measures and its axes (with --quick or --full: "
+                            "theirs); measures nothing")
     sweep.set_defaults(handler=_sweep, mode="default")
 
     plot = commands.add_parser("plot", help="turn results into figures under plots/ (one set per GPU)")
@@ -88,12 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     plot.set_defaults(handler=_plot)
 
-    claims = commands.add_parser("claims", help="CUDA folklore against measurement (runs what the results lack)")
+    claims = commands.add_parser("claims", help="CUDA folklore against measurement (--measure: runs what the "
+                                                "results lack)")
     claims.add_argument("results", nargs="?", type=Path,
                         help="results file or directory (default: the newest file in results/ holding each needed "
                              "experiment)")
-    claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="where to write results it has to measure")
-    claims.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    claims.add_argument("--measure", action="store_true",
+                        help="measure what the results lack on this machine's GPU first (default: judge what they "
+                             "hold; claims without data show as not measured)")
+    claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="with --measure: where to write what it measures")
+    claims.add_argument("--device", type=int, default=0, help="with --measure: CUDA device ordinal (default 0)")
     claims.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     claims.set_defaults(handler=_claims)
 
@@ -104,6 +128,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="exit 1 when a configuration is slower by more than PERCENT (a CI gate)")
     compare.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
+    for judging in (claims, compare):
+        judging.add_argument("--format", choices=FORMATS, default="text",
+                             help="text for a terminal (default), json for CI, markdown for a pull request; "
+                                  "warnings go to stderr")
     compare.set_defaults(handler=_compare)
 
     report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
@@ -114,6 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
     report.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     report.set_defaults(handler=_report)
+    for reading in (plot, claims, compare, report):
+        reading.add_argument("--strict", action="store_true",
+                             help="stop at a results file in a directory that bench cannot read (default: skip it "
+                                  "with a warning)")
 
     probe = commands.add_parser("probe", help="does my code block? call MODULE:FUNCTION while the GPU is busy")
     probe.add_argument("target", metavar="MODULE:FUNCTION", help="a function taking no arguments, e.g. mypkg.train:step")
@@ -124,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     probe.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     probe.set_defaults(handler=_probe)
 
-    env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment")
+    env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
+                                          "GPU: the host's, and why there is none)")
     env.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     env.set_defaults(handler=_env)
     return parser
@@ -135,15 +168,17 @@ def _parser() -> argparse.ArgumentParser:
 class _Progress:
     """The sweep's plan, a progress bar whose ETA follows the plan's estimate, and its per-experiment times."""
 
-    def __init__(self, console: Console) -> None:
-        self.console = console
+    def __init__(self, console: Console, budget_s: float | None = None) -> None:
+        self.console, self.budget_s = console, budget_s
         self.bar = Progress(TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.fields[done]}"),
                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console)
         self.task = None
         self.done = self.total = 0
 
     def planned(self, plans, estimate_s: float) -> None:
-        table = Table(title=f"plan: {sum(len(p.configs) for p in plans)} configurations, about {estimate_s:.0f} s")
+        kept = f"; kept within {self.budget_s:.0f} s on any GPU" if self.budget_s else ""
+        table = Table(title=f"plan: {sum(len(p.configs) for p in plans)} configurations, about {estimate_s:.0f} s "
+                            f"on a warm H200{kept}")
         for name in ("experiment", "configurations", "expected s"):
             table.add_column(name, justify="left" if name == "experiment" else "right")
         for item in plans:
@@ -185,6 +220,8 @@ def _sweep(args: argparse.Namespace, console: Console):
     from bench.runner import Request
     from bench.timing import process_age_s
 
+    if args.list:
+        return _list_experiments(args.mode, console)
     names = [name.strip() for name in args.experiments.split(",")] if args.experiments else None
     try:
         sizes = parse_sizes(args.sizes) if args.sizes is not None else None
@@ -204,11 +241,41 @@ def _sweep(args: argparse.Namespace, console: Console):
     return _run(request, console)
 
 
+def _list_experiments(mode: str, console: Console) -> int:
+    """Each experiment: its name, the GPUs it needs, what it measures, and its axes in a ``mode`` sweep."""
+    from rich import box
+
+    from bench.experiments import registry
+
+    table = Table(box=box.SIMPLE_HEAD, highlight=False, title=f"experiments of a {mode} sweep", title_justify="left",
+                  caption="--experiments NAME,NAME picks some; --axis NAME=V1,V2 replaces an axis's values",
+                  caption_justify="left")
+    table.add_column("experiment", no_wrap=True)
+    table.add_column("what it measures; its axes", ratio=1)
+    for experiment in registry().values():
+        needs = f"\nneeds {experiment.gpus}+ GPUs" if experiment.gpus > 1 else ""
+        axes = "; ".join(f"{axis}: {_axis_values(values, axis == experiment.size_axis)}"
+                         for axis, values in experiment.axes_for(mode).items())
+        table.add_row(experiment.name + needs, f"{escape(experiment.description)}\n[dim]axes: {escape(axes)}[/dim]")
+    console.print(table)
+    return 0
+
+
+def _axis_values(values: tuple, sizes: bool) -> str:
+    """An axis's values in a few words: all of them, or the first few and how many."""
+    shown = [format_size(value) if sizes else str(value) for value in values]
+    if len(shown) <= 6:
+        return ", ".join(shown)
+    return f"{' – '.join([shown[0], shown[-1]])} ({len(shown)} sizes)" if sizes else \
+        f"{', '.join(shown[:3])}, … ({len(shown)} values)"
+
+
 def _run(request, console: Console):
     """Plan, check and run a sweep with a progress bar; print its summary; return its outcome."""
+    from bench.plan import budget_for
     from bench.runner import Runner
 
-    progress = _Progress(console)
+    progress = _Progress(console, budget_for(request.mode, request.budget_s))
     runner = Runner(request, progress)
     runner.plan()
     runner.check()
@@ -290,17 +357,27 @@ def _print_summary(plans, outcome, console: Console) -> None:
 
 # --- analysis --------------------------------------------------------------------------------------------------
 
+def _unreadable(args: argparse.Namespace):
+    """``on_unreadable`` for :mod:`bench.store`'s readers: a warning on stderr that names the file passed over and
+    why; with --strict, None (the file's error ends the command)."""
+    if args.strict:
+        return None
+    return lambda error: print(f"bench: warning: skipped a file: {error} (--strict stops instead)", file=sys.stderr)
+
+
 def _plot(args: argparse.Namespace, console: Console) -> int:
     from bench import analysis, plots, store
     from bench.runner import writable_directory
 
-    path = args.results or store.newest(RESULTS_DIR)
-    rows = store.read_any(path)
+    if args.results:
+        path, rows = args.results, store.read_any(args.results, _unreadable(args))
+    else:
+        path, rows = store.read_newest(RESULTS_DIR, _unreadable(args))
     if not len(rows):
         raise UsageError(f"{path} holds no result rows")
     rows = analysis.select_gpu(analysis.newest(rows), args.gpu)
     writable_directory(args.out, "--out")
-    paths = plots.plot_results(rows, args.out, store.side_tables_any(path))
+    paths = plots.plot_results(rows, args.out, store.side_tables_any(path, _unreadable(args)))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
@@ -316,12 +393,12 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
 
     needed = claims.needed_experiments()
     if args.results:
-        rows = store.read_any(args.results)
+        rows = store.read_any(args.results, _unreadable(args))
         if not len(rows):
             raise UsageError(f"{args.results} holds no result rows")
         rows = analysis.newest(rows)
     else:
-        rows = store.newest_rows(RESULTS_DIR, needed)
+        rows = store.newest_rows(RESULTS_DIR, needed, _unreadable(args))
     rows = analysis.select_gpu(rows, args.gpu)
 
     def judged(rows: pd.DataFrame) -> list:  # each GPU that measured something a claim needs, with its rows
@@ -329,82 +406,200 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
                 if len(claims.missing_experiments(mine)) < len(needed)]
 
     missing = claims.missing_experiments(rows)
-    if len(judged(rows)) <= 1 and missing:
-        console.print(f"measuring what the results lack: {', '.join(missing)}")
-        outcome = _run(Request(missing, out=args.out, device=args.device, command="python -m bench claims"), console)
+    if missing and args.measure and len(judged(rows)) <= 1:
+        progress = console if args.format == "text" else Console(stderr=True)  # stdout is the document's
+        progress.print(f"measuring what the results lack: {', '.join(missing)}")
+        outcome = _run(Request(missing, out=args.out, device=args.device,
+                               command="python -m bench claims --measure"), progress)
         if outcome.interrupted:
             return _exit_status(outcome)
         rows = pd.concat([rows, store.read(outcome.path)], ignore_index=True)
-    groups = judged(rows)
-    for gpu, mine in groups:
-        console.print(f"[bold]CUDA claims against measurement on {gpu}[/bold]", highlight=False)
-        for _, line in claims.table(mine).iterrows():  # one block per claim: readable at any terminal width
-            console.print(f"\n[bold]{escape(line['claim'])}[/bold]: {claims.LABELS[line['verdict']].upper()}",
+        missing = claims.missing_experiments(rows)
+    elif missing and args.measure:
+        _warn([f"--measure measures for one GPU; the results hold {len(judged(rows))}: choose one with --gpu"])
+    elif missing:
+        again = shlex.join(["python", "-m", "bench", "claims", *([str(args.results)] if args.results else []),
+                            "--measure"])
+        _warn([f"the results lack {', '.join(missing)} (or a default sweep's configurations of them): the claims "
+               f"that need them show as not measured; measure them on this machine's GPU with: {again}"])
+    groups = [(str(gpu), claims.table(mine)) for gpu, mine in judged(rows)] or [(None, claims.table(rows))]
+    {"text": _claims_text, "json": _claims_json, "markdown": _claims_markdown}[args.format](groups, missing, console)
+    return 0
+
+
+def _warn(warnings: list[str]) -> None:
+    """Warnings on stderr, one line each: stdout is the command's output (a JSON or Markdown document too)."""
+    for warning in warnings:
+        print(f"bench: warning: {warning}", file=sys.stderr)
+
+
+def _claims_heading(gpu: str | None) -> str:
+    return f"CUDA claims against measurement on {gpu}" if gpu else "CUDA claims (nothing in the results judges them)"
+
+
+def _claims_text(groups: list, missing: list[str], console: Console) -> None:
+    from bench.claims import LABELS
+
+    for gpu, judged in groups:
+        console.print(f"[bold]{escape(_claims_heading(gpu))}[/bold]", highlight=False)
+        for _, line in judged.iterrows():  # one block per claim: readable at any terminal width
+            console.print(f"\n[bold]{escape(line['claim'])}[/bold]: {LABELS[line['verdict']].upper()}",
                           highlight=False)
             console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True,
                           markup=False)
             console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True, markup=False)
         console.print()
-    return 0
+
+
+def _claims_json(groups: list, missing: list[str], console: Console) -> None:
+    import json
+
+    from bench.claims import LABELS
+
+    document = {"gpus": [{"gpu": gpu, "claims": [
+        {"claim": line["claim"], "verdict": LABELS[line["verdict"]], "docs": line["docs say"], "source": line["source"],
+         "measured": None if line["verdict"] == "not measured" else line["measured"]}
+        for _, line in judged.iterrows()]} for gpu, judged in groups], "not_measured": missing}
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def _claims_markdown(groups: list, missing: list[str], console: Console) -> None:
+    from bench.claims import LABELS
+
+    for gpu, judged in groups:
+        rows = [[line["claim"], f"**{LABELS[line['verdict']]}**", f"{line['docs say']} ([docs]({line['source']}))",
+                 line["measured"]] for _, line in judged.iterrows()]
+        print(f"## {_markdown_cell(_claims_heading(gpu))}\n")
+        print(_markdown_table(["claim", "verdict", "the documentation", "measured"], rows) + "\n")
 
 
 def _compare(args: argparse.Namespace, console: Console) -> int:
-    from rich import box
-    from rich.text import Text
-
     from bench import compare, store
 
-    old, new = store.read_any(args.old), store.read_any(args.new)
+    old, new = store.read_any(args.old, _unreadable(args)), store.read_any(args.new, _unreadable(args))
     for path, rows in ((args.old, old), (args.new, new)):
         if not len(rows):
             raise UsageError(f"{path} holds no result rows")
     result = compare.compare(old, new, gpu=args.gpu)
     if not len(result.table):
         raise UsageError(f"{args.old} and {args.new} have no configuration in common")
-    for warning in result.warnings:
-        console.print(Text.assemble(("warning: ", "yellow"), warning))
+    _warn(result.warnings)
+    failing = len(result.slower_than(args.fail_above)) if args.fail_above is not None else 0
+    shown = result.table if args.all else result.table[result.table["verdict"] != "same"]
+    writers = {"text": _compare_text, "json": _compare_json, "markdown": _compare_markdown}
+    writers[args.format](result, shown, args, failing, console)
+    return 1 if failing else 0
+
+
+def _compare_text(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
+    from rich import box
+    from rich.text import Text
+
     console.print(Text("What changed", style="bold"))
     headlines = Table.grid(padding=(0, 1, 0, 0))  # a bullet column: wrapped lines keep their indent
     for line in result.headlines:
         headlines.add_row("  -", Text(line))
     console.print(headlines if result.headlines else "  nothing beyond noise")
-    table = result.table
-    shown = table if args.all else table[table["verdict"] != "same"]
     for name, group in shown.groupby("experiment", sort=False):
-        units = set(group["unit"])
-        unit = f" {units.pop()}" if len(units) == 1 else ""
-        listing = Table(title=f"{name}: {len(group)} of {(table['experiment'] == name).sum()} configurations",
-                        title_justify="left", box=box.SIMPLE_HEAD, highlight=False)
-        if result.several_gpus:
-            listing.add_column("GPU")
-        listing.add_column("configuration", ratio=1)
-        listing.add_column(f"old{unit}", justify="right")
-        listing.add_column(f"new{unit}", justify="right")
-        listing.add_column("verdict")
+        unit = _one_unit(group)
+        listing = Table(title=_listing_title(result, name, group), title_justify="left", box=box.SIMPLE_HEAD,
+                        highlight=False)
+        for column in _listing_head(result, unit):
+            listing.add_column(column, justify="right" if column.startswith(("old", "new")) else "left",
+                               ratio=1 if column == "configuration" else None)
         for _, line in group.iterrows():
-            if line["verdict"] == "changed":
-                judged = line["change"]
-            elif line["verdict"] == "same" or not math.isfinite(line["ratio"]):
-                judged = line["verdict"]
-            else:
-                judged = f"{line['verdict']} {line['ratio'] - 1:+.1%}"
-            values = [compare.number(line["old"]), compare.number(line["new"])]
-            if not unit:
-                values = [f"{value} {line['unit']}" if value else "" for value in values]
-            listing.add_row(*([line["gpu"]] if result.several_gpus else []), line["configuration"], *values, judged)
+            listing.add_row(*_listing_row(result, line, unit))
         console.print(listing)
+    console.print(_counts_line(result, args.all), highlight=False)
+    if failing:
+        console.print(f"{failing} configurations slower by more than {args.fail_above:g}%: failing", highlight=False)
+
+
+def _compare_markdown(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
+    print("## What changed\n")
+    print("\n".join(f"- {_markdown_cell(line)}" for line in result.headlines) or "nothing beyond noise")
+    for name, group in shown.groupby("experiment", sort=False):
+        unit = _one_unit(group)
+        print(f"\n### {_markdown_cell(_listing_title(result, name, group))}\n")
+        print(_markdown_table(_listing_head(result, unit), [_listing_row(result, line, unit)
+                                                           for _, line in group.iterrows()]))
+    print(f"\n{_counts_line(result, args.all)}")
+    if failing:
+        print(f"\n**{failing} configurations slower by more than {args.fail_above:g}%: failing**")
+
+
+def _compare_json(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
+    import json
+
+    document = {"old": str(args.old), "new": str(args.new), "warnings": result.warnings,
+                "headlines": result.headlines, "counts": result.counts(),
+                "configurations": [{key: _json_value(value) for key, value in line.items()}
+                                   for line in shown.to_dict("records")]}
+    if args.fail_above is not None:
+        document["fail_above"] = {"percent": args.fail_above, "failing": failing}
+    print(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+
+
+def _one_unit(group) -> str:
+    """The unit of every configuration of ``group``, or "" when they differ (each value then carries its own)."""
+    units = set(group["unit"])
+    return units.pop() if len(units) == 1 else ""
+
+
+def _listing_title(result, name: str, group) -> str:
+    return f"{name}: {len(group)} of {(result.table['experiment'] == name).sum()} configurations"
+
+
+def _listing_head(result, unit: str) -> list[str]:
+    suffix = f" {unit}" if unit else ""
+    return [*(["GPU"] if result.several_gpus else []), "configuration", f"old{suffix}", f"new{suffix}", "verdict"]
+
+
+def _listing_row(result, line, unit: str) -> list[str]:
+    """One configuration's cells: GPU (several GPUs), configuration, old, new (with their unit where the column has
+    none), and the verdict with the change."""
+    from bench.compare import number
+
+    if line["verdict"] == "changed":
+        judged = line["change"]
+    elif line["verdict"] == "same" or not math.isfinite(line["ratio"]):
+        judged = line["verdict"]
+    else:
+        judged = f"{line['verdict']} {line['ratio'] - 1:+.1%}"
+    values = [number(line["old"]), number(line["new"])]
+    if not unit:
+        values = [f"{value} {line['unit']}" if value else "" for value in values]
+    return [*([line["gpu"]] if result.several_gpus else []), line["configuration"], *values, judged]
+
+
+def _counts_line(result, listed_all: bool) -> str:
     counts = result.counts()
     same = counts.pop("same", 0)
-    listed = "" if args.all else " (not listed; --all lists every configuration)"
-    console.print(", ".join([*(f"{count} {verdict}" for verdict, count in counts.items()), f"{same} same{listed}"]),
-                  highlight=False)
-    if args.fail_above is not None:
-        failing = result.slower_than(args.fail_above)
-        if len(failing):
-            console.print(f"{len(failing)} configurations slower by more than {args.fail_above:g}%: failing",
-                          highlight=False)
-            return 1
-    return 0
+    listed = "" if listed_all else " (not listed; --all lists every configuration)"
+    return ", ".join([*(f"{count} {verdict}" for verdict, count in counts.items()), f"{same} same{listed}"])
+
+
+def _json_value(value):
+    """A table cell as JSON has it: numbers and text as they are, null for every kind of missing."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return value
+
+
+def _markdown_cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_table(head: list[str], rows: list[list]) -> str:
+    """A GitHub Markdown table; the old and new columns align right."""
+    align = ["---:" if column.startswith(("old", "new")) else "---" for column in head]
+    lines = [head, align, *rows]
+    return "\n".join("| " + " | ".join(_markdown_cell(cell) for cell in line) + " |" for line in lines)
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
@@ -416,14 +611,15 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     sources = args.results or [RESULTS_DIR]
     if args.out.is_dir():
         raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
-    frames = [store.read_any(source) for source in sources]
+    store.write_target(args.out, "--out")
+    frames = [store.read_any(source, _unreadable(args)) for source in sources]
     for source, frame in zip(sources, frames):
         if not len(frame):
             raise UsageError(f"{source} holds no result rows")
     rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
     tables: dict = {}
     for source in sources:
-        for name, table in store.side_tables_any(source).items():
+        for name, table in store.side_tables_any(source, _unreadable(args)).items():
             tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
     writable_directory(args.out.parent, "--out")
     names = ", ".join(str(source) for source in sources)
@@ -456,20 +652,44 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
 
 
 def _env(args: argparse.Namespace, console: Console) -> int:
+    """The GPU's environment and the host's; without a GPU, the host's and why there is no GPU."""
+    from bench import env
     from bench.runner import gpu_environment
 
-    environment = gpu_environment(args.device)
+    reason = env.no_gpu_reason()
+    readings = env.host_readings() if reason else {**gpu_environment(args.device).as_dict(), **env.host_readings()}
     table = Table(title="bench environment", show_header=False)
-    for key, value in environment.as_dict().items():
+    if reason:
+        table.add_row("GPU", escape(f"none: {reason}; {env.WITHOUT_GPU}"))  # the reason may name an extra: [cu12]
+    for key, value in readings.items():
         table.add_row(key, format_size(value) if key.endswith("bytes") else str(value))
     console.print(table)
     return 0
 
 
+def _version() -> str:
+    """'cuda-sync-bench 0.1.0': the installed distribution that bench came from, and its version."""
+    import importlib.metadata
+
+    import bench
+
+    try:
+        return f"{bench.DISTRIBUTION} {importlib.metadata.version(bench.DISTRIBUTION)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"bench {bench.__version__} (not installed: {Path(bench.__file__).parent})"
+
+
 def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
-        args = _parser().parse_args(argv)
+        parser = _parser()
+        args = parser.parse_args(argv)
+        if args.version:
+            print(_version())
+            return 0
+        if args.command is None:  # bare `python -m bench`: what it does and how
+            parser.print_help()
+            return 0
         result = args.handler(args, console)
         return result if isinstance(result, int) else _exit_status(result)
     except UsageError as error:
@@ -478,3 +698,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130
+    finally:
+        arrow_threads.wait_until_idle()  # else a pyarrow worker can abort the exiting interpreter

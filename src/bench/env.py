@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import socket
@@ -15,8 +17,39 @@ from pathlib import Path
 import bench
 
 
+# What measuring imports (the cu12 or cu13 extra); reading results needs none of it.
+MEASURING_LIBRARIES = {"cupy": "CuPy", "numba_cuda": "numba-cuda", "pynvml": "nvidia-ml-py"}
+
+
+def missing_libraries() -> str | None:
+    """None when the measuring libraries are installed; otherwise which are not and how to install them, in one line
+    (finding a module imports nothing)."""
+    missing = [name for module, name in MEASURING_LIBRARIES.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return (f"measuring needs {', '.join(missing)} (not installed): pip install \"{bench.DISTRIBUTION}[cu12]\", "
+            f"or [cu13] for CUDA 13 (in a checkout: pip install -e \".[cu12]\")")
+
+
+DRIVER_LIBRARY = "libcuda.so.1"  # installed by the NVIDIA driver, never by a wheel
+WITHOUT_GPU = "report, plot, compare and claims read results without a GPU"  # what works without one
+
+
+def no_driver_reason() -> str | None:
+    """None when the NVIDIA driver's CUDA library loads; otherwise that no driver was found, in one line (loading the
+    library creates no CUDA context)."""
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return f"no NVIDIA driver found ({DRIVER_LIBRARY} cannot be loaded)"
+    return None
+
+
 def no_gpu_reason() -> str | None:
     """None when a CUDA GPU is usable; otherwise why not, in one line."""
+    reason = missing_libraries() or no_driver_reason()
+    if reason:
+        return reason
     try:
         from cupy.cuda import runtime
 
@@ -25,6 +58,13 @@ def no_gpu_reason() -> str | None:
         return "no CUDA GPU visible"
     except Exception as error:  # ImportError, CUDARuntimeError (no driver, no device, ...)
         return f"no CUDA GPU visible ({type(error).__name__}: {error})".replace("\n", " ")
+
+
+def gpu_skip_reason() -> str | None:
+    """Why a test that needs a GPU is skipped here, as every bench test that needs one says it ("needs a GPU: ..."),
+    or None where a GPU is usable."""
+    reason = no_gpu_reason()
+    return f"needs a GPU: {reason}" if reason else None
 
 
 @dataclass(frozen=True)
@@ -89,6 +129,37 @@ def _distribution_version(module: str) -> str:
     names = _distributions().get(module, [])
     found = [f"{name} {importlib.metadata.version(name)}" for name in sorted(set(names))]
     return ", ".join(found) or "not installed"
+
+
+HOST_LIBRARIES = ("cupy", "numba_cuda", "numpy", "pandas", "pyarrow", "matplotlib", "torch")
+
+
+def host_readings() -> dict[str, str]:
+    """What needs no GPU: host, Python, bench, the libraries' versions, the commit, and the NVIDIA driver's version
+    (or that there is none)."""
+    return {"hostname": socket.gethostname(), "python_version": platform.python_version(),
+            "bench_version": bench.__version__, "git_commit": git_commit(), "driver_version": driver_version(),
+            **{f"{module}_version": _distribution_version(module) for module in HOST_LIBRARIES}}
+
+
+def driver_version() -> str:
+    """The NVIDIA driver's version as NVML reads it (no CUDA context): 'not found' without a driver, 'unknown (why)'
+    where NVML cannot say."""
+    if no_driver_reason():
+        return "not found"
+    try:
+        import pynvml
+    except ImportError:
+        return "unknown (nvidia-ml-py is not installed)"
+    try:
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError as error:
+        return f"unknown ({error})"
+    return version.decode() if isinstance(version, bytes) else version
 
 
 def git_commit() -> str:

@@ -7,3 +7,7 @@ class UsageError(Exception):
 
 class ResultsError(UsageError):
     """A results file that cannot be used; the message is one line for the user."""
+
+
+class WriteError(UsageError):
+    """A file bench could not write (a full disk, a target that is not a regular file); nothing was half-written."""

@@ -26,8 +26,14 @@ STARTUP_S = 3.0  # the parent's imports, NVML, the fork server's imports (measur
 PROCESS_S = 0.2  # per process: forked from the server, its CUDA context (0.12–0.16 s in the H200 default sweep)
 QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
-KEEP_TO = 0.9  # a budgeted sweep aims at this part of its budget: what no stop rule shrinks (process start,
-# allocation, verification, compiling) may still overrun the estimate
+KEEP_TO = 0.85  # a budgeted sweep aims at this part of its budget: what no time cap shortens (process start,
+# allocation, verification, compiling, converged sampling) may still overrun the estimate
+
+
+def budget_for(mode: str, budget_s: float | None) -> float | None:
+    """The time a sweep keeps within, from the command's start: ``--budget``, else :data:`DEFAULT_BUDGET_S` for
+    the default sweep; None (``--quick``, ``--full``): it runs as planned."""
+    return budget_s if budget_s is not None else (DEFAULT_BUDGET_S if mode == "default" else None)
 
 
 def expand(axes: Mapping[str, Sequence], keep: Callable[[Config], bool] = lambda config: True) -> list[Config]:
@@ -71,48 +77,55 @@ class Plan:
         processes = len(self.parts())
         return (PROCESS_S + self.experiment.setup_s) * processes + sum(self.seconds(config) for config in self.configs)
 
-    def scaled(self, scale: float) -> Plan:
+    def scaled(self, scale: float, samples: bool = True) -> Plan:
         """This plan with every stop rule scaled down by ``scale`` (:meth:`StopRule.scaled`)."""
         if scale >= 1:
             return self
-        return dataclasses.replace(self, rules={purpose: rule.scaled(scale) for purpose, rule in self.rules.items()})
+        return dataclasses.replace(self, rules={purpose: rule.scaled(scale, samples)
+                                                for purpose, rule in self.rules.items()})
 
-    def pace(self) -> Pace:
-        """The pace that holds this plan's process to its estimate (the plan is one part: :meth:`parts`)."""
+    def pace(self, slack: float = 1.0) -> Pace:
+        """The pace that holds this plan's process (one part: :meth:`parts`) to ``slack`` × its estimate."""
         planned = [self.seconds(config) for config in self.configs]
         if planned:
             planned[0] += self.experiment.setup_s
-        return Pace(planned, sum(planned))
+        return Pace(planned, slack * sum(planned))
 
 
 class Pace:
-    """Keeps an experiment's process to its planned time on a GPU or host slower than the time model.
+    """Keeps an experiment's process to its allowance on a GPU or host slower than the time model, by shortening
+    the time caps of what is left: only measurements that do not converge sample for less.
 
-    After each configuration the process reports the seconds it has spent; from the planned seconds of what it
-    finished (at the scale each ran under) it learns how much slower than planned this machine runs this
-    experiment, and scales the stop rules of what is left (:meth:`StopRule.scaled`) so that the rest fits what is
-    left of ``allowance_s``. It only ever shrinks the planned rules, never below :data:`SMALLEST_SCALE`; a machine
-    as fast as the model keeps them whole.
+    After each configuration the process reports the seconds it has spent and how many of them went to sampling
+    loops that ended at their time cap. It projects both over what is left (in proportion to the planned seconds)
+    and scales the time caps so that the rest fits what is left of ``allowance_s``. Time that no cap bounds
+    (compiling, allocating, verifying, converged sampling) is never a reason to scale. It only ever shrinks the
+    planned caps, never below :data:`SMALLEST_SCALE`; a machine as fast as the model keeps them whole.
     """
 
     def __init__(self, planned_s: Sequence[float], allowance_s: float) -> None:
         self.planned_s = list(planned_s)  # each configuration's expected seconds under the planned rules, in order
         self.allowance_s = allowance_s
         self.done = 0
-        self.expected_s = 0.0  # planned seconds of the finished configurations, each at the scale it ran under
+        self.capped_at_full_s = 0.0  # time-capped sampling so far, each configuration's divided by its scale
+        self.capped_s = 0.0  # time-capped sampling so far, as spent
         self.scale = 1.0
 
-    def finished(self, elapsed_s: float) -> float:
-        """One more configuration finished, ``elapsed_s`` after the first began: the scale for the next."""
+    def finished(self, elapsed_s: float, capped_s: float) -> float:
+        """One more configuration finished, ``elapsed_s`` after the first began, ``capped_s`` of it in sampling
+        loops that ended at their time cap: the time-cap scale for the next."""
         if self.done < len(self.planned_s):
-            self.expected_s += self.planned_s[self.done] * self.scale
             self.done += 1
-        remaining_s = sum(self.planned_s[self.done:])
-        if remaining_s <= 0 or self.expected_s <= 0:
+        self.capped_at_full_s += (capped_s - self.capped_s) / self.scale
+        self.capped_s = capped_s
+        done_s, remaining_s = sum(self.planned_s[:self.done]), sum(self.planned_s[self.done:])
+        if remaining_s <= 0 or done_s <= 0 or self.capped_at_full_s <= 0:
             return self.scale
-        slowness = elapsed_s / self.expected_s
-        left_s = self.allowance_s - elapsed_s
-        self.scale = min(1.0, max(SMALLEST_SCALE, left_s / (slowness * remaining_s)))
+        ahead = remaining_s / done_s
+        fixed_ahead_s = (elapsed_s - capped_s) * ahead
+        capped_ahead_s = self.capped_at_full_s * ahead  # at full caps
+        left_s = self.allowance_s - elapsed_s - fixed_ahead_s
+        self.scale = min(1.0, max(SMALLEST_SCALE, left_s / capped_ahead_s))
         return self.scale
 
 
@@ -127,12 +140,13 @@ def estimate_s(plans: Sequence[Plan], concurrent: bool = False, startup_s: float
     return startup_s + sum(slowest.values())
 
 
-def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False,
-                  startup_s: float = STARTUP_S) -> float:
-    """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`) at which ``plans`` are expected to
-    fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even that does not fit."""
+def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False, startup_s: float = STARTUP_S,
+                  samples: bool = True) -> float:
+    """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`; ``samples``: minimum samples
+    scaled too) at which ``plans`` are expected to fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even
+    that does not fit."""
     def fits(scale: float) -> bool:
-        return estimate_s([item.scaled(scale) for item in plans], concurrent, startup_s) <= budget_s
+        return estimate_s([item.scaled(scale, samples) for item in plans], concurrent, startup_s) <= budget_s
 
     if fits(1.0):
         return 1.0

@@ -107,7 +107,15 @@ def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> Iterator[tup
             drawn.add(function)
             for suffix, part in _split(name, rows):
                 for stem, figure in function(part, tables):
+                    fit_titles(figure)
                     yield name, stem + suffix, figure
+
+
+def fit_titles(figure) -> None:
+    """Wrap the figure's own texts (its title, a footnote) at its width: one wider than the figure would be cut off
+    at both edges. Constrained layout makes room for the lines this adds."""
+    for text in figure.texts:
+        text.set_wrap(True)
 
 
 def _split(name: str, rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

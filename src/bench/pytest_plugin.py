@@ -11,8 +11,9 @@ otherwise and which every blocking stream waits for) is held behind a gate: a on
 host opens it. Work the region enqueues waits behind it, so a region that waits for its results (``.item()``,
 ``.cpu()``, a synchronize) cannot return until the gate's watchdog gives up after ``timeout_s``. If the gate was still
 closed when the region returned, the region did not wait; if the watchdog had released it, the region waited, and the
-test fails with the time it waited. Registered through the ``pytest11`` entry point; it imports nothing CUDA until a
-test uses it, so installing bench changes nothing for other test suites.
+test fails with the time it waited. Without a GPU the test is skipped, with the reason bench's own GPU tests give
+("needs a GPU: ..."). Registered through the ``pytest11`` entry point; it imports nothing CUDA until a test uses it,
+so installing bench changes nothing for other test suites.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class WaitedForGpu(AssertionError):
 @contextmanager
 def assert_async(stream=None, timeout_s: float = 1.0) -> Iterator[None]:
     """Fail (:class:`WaitedForGpu`) if the block waits for work queued on ``stream`` (a CuPy, PyTorch or numba
-    stream, or a handle; None: the legacy default stream)."""
+    stream, or a handle; None: the legacy default stream). Skips the test where no GPU is usable."""
+    skip_without_gpu()
     from bench.cuda import runtime
     from bench.memory import StreamRef
     from bench.probe import stream_handle
@@ -53,7 +55,17 @@ def assert_async(stream=None, timeout_s: float = 1.0) -> Iterator[None]:
                            f"after the gate holding the stream was released by its {timeout_s:g} s watchdog")
 
 
+def skip_without_gpu() -> None:
+    """Skip the running test where no GPU is usable, saying why."""
+    from bench.env import gpu_skip_reason
+
+    reason = gpu_skip_reason()
+    if reason:
+        pytest.skip(reason)
+
+
 @pytest.fixture(name="assert_async")
 def assert_async_fixture():
-    """:func:`assert_async`, as a fixture: ``with assert_async(): ...``."""
+    """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable."""
+    skip_without_gpu()
     return assert_async

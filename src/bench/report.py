@@ -1,8 +1,10 @@
-"""One self-contained HTML report of results, for people to read: every run of the input with the GPU it ran on,
-then per GPU (a section each when there are several) each experiment's headline table and figures, the blocking and
-serialization truth tables as HTML tables, and the claims. Of several measurements of a configuration on one GPU,
-the newest is shown. Opens in a browser from the file alone; never imports CUDA. The same results give the same
-bytes (no dates in it)."""
+"""One self-contained HTML report of results, for people to read: the answers first (per GPU, newest run first: its
+newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
+on, then per GPU (a section each when there are several) each experiment's headline table and figures, the blocking
+and serialization truth tables as HTML tables, and the claims. Of several measurements of a configuration on one
+GPU, the newest is shown. Figures shrink to the page's width; a table column holds one unit, named in its header.
+Opens in a browser from the file alone; never imports CUDA. The same results give the same bytes (the only dates in
+it are the runs')."""
 
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ td.contradicts { outline: 2px solid #000; outline-offset: -3px; font-weight: bol
 .good { background: #c7e9c0 } .fair { background: #fff1a8 } .poor { background: #fdd0a2 } .bad { background: #f5b3b3 }
 .none { background: #e4e4e4 } .legend span { display: inline-block; padding: 0 .5em; margin: 0 .4em .3em 0;
        border: 1px solid #ccc } td.verdict { font-weight: bold; white-space: nowrap }
-figure { margin: 1em 0; overflow-x: auto } figure img { max-width: none; border: 1px solid #eee; display: block }
+figure { margin: 1em 0 } figure img { max-width: 100%; height: auto; border: 1px solid #eee; display: block }
+table.answers td:first-child { white-space: nowrap }
 figcaption { color: #555; font-size: 88% } details { margin: .5em 0 }
 """
 
@@ -76,7 +79,8 @@ def render(rows: pd.DataFrame, tables: dict, source: str = "") -> str:
     parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>"]
     if labels:
         parts.append(_contents(groups))
-    parts += ["<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
+    parts += ["<h2 id='answers'>Answers</h2>", *(_answers(gpu, mine) for gpu, mine in _newest_first(groups)),
+              "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
     for gpu, mine in groups:
         parts += _gpu_section(gpu, mine, plots.tables_of(tables, mine), labels.get(gpu, ""))
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>bench report</title>"
@@ -167,7 +171,57 @@ def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> str:
         present = [name for name in registry() if (mine["experiment"] == name).any()]
         links = ", ".join(f"<a href='#{_anchor(gpu, name)}'>{html.escape(name)}</a>" for name in present)
         items.append(f"<li><a href='#{_anchor(gpu)}'>{html.escape(str(gpu))}</a>: {links}</li>")
-    return f"<nav><ul><li><a href='#runs'>Runs</a></li>{''.join(items)}</ul></nav>"
+    return (f"<nav><ul><li><a href='#answers'>Answers</a></li><li><a href='#runs'>Runs</a></li>{''.join(items)}"
+            "</ul></nav>")
+
+
+def _newest_first(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> list[tuple[Gpu, pd.DataFrame]]:
+    """The GPUs, the one measured last first."""
+    return sorted(groups, key=lambda group: _latest(group[1]), reverse=True)
+
+
+def _latest(rows: pd.DataFrame) -> str:
+    """The newest run id among ``rows`` ('' where they carry none)."""
+    ids = rows["run_id"].dropna() if "run_id" in rows else []
+    return str(ids.max()) if len(ids) else ""
+
+
+def _answers(gpu: Gpu, rows: pd.DataFrame) -> str:
+    """One GPU's answers: its newest run (date, commit, driver) and each experiment's answer in a sentence, with the
+    date it was measured and a link to its section."""
+    from bench.experiments import registry
+
+    latest = _latest(rows)
+    newest = rows[rows["run_id"] == latest].iloc[0] if latest else rows.iloc[0]
+    about = (f"newest run {_run_date(latest)} ({latest or 'no run id'}), commit {_commit(newest.get('git_commit'))}, "
+             f"driver {cell(newest.get('driver_version'))}, CUDA runtime {cell(newest.get('cuda_runtime'))}")
+    lines = []
+    for name, experiment in registry().items():
+        mine = rows[rows["experiment"] == name]
+        text = experiment.answer(mine) if len(mine) else None
+        if text:
+            lines.append(f"<tr><td><a href='#{_anchor(gpu, name)}'>{html.escape(name)}</a></td>"
+                         f"<td>{html.escape(text)}</td><td>{html.escape(_run_date(_latest(mine)))}</td></tr>")
+    return (f"<h3>{html.escape(str(gpu))}</h3><p class='meta'>{html.escape(about)}</p><div class='scroll'>"
+            "<table class='answers'><thead><tr><th>experiment</th><th>answer</th><th>measured</th></tr></thead>"
+            f"<tbody>{''.join(lines)}</tbody></table></div>")
+
+
+def _run_date(run_id) -> str:
+    """'2026-11-22 03:42 UTC' for run 20261122T034221Z (run ids are UTC timestamps); the id itself if it is not
+    one."""
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(str(run_id)[:15], "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return str(run_id)
+
+
+def _commit(commit) -> str:
+    """The start of a commit hash, and whether the tree had changes ('2471437a1b2c', '2471437a1b2c-dirty')."""
+    text = cell(commit)
+    return text[:12] + ("-dirty" if text.endswith("-dirty") else "")
 
 
 def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:

@@ -8,7 +8,9 @@
 3. **run**: each experiment in a child process, so that a CUDA error that poisons its context (or a crash) ends
    only that experiment, whose unmeasured configurations become failed (or, out of memory, skipped) rows;
 4. **save**: every row checked against the schema and written atomically at least every ``save_every_s``, so an
-   interrupted sweep (Ctrl-C, SIGTERM) keeps what it finished; ``--resume`` runs only what a file lacks.
+   interrupted sweep (Ctrl-C, SIGTERM) keeps what it finished; ``--resume`` runs only what a file lacks. A new
+   sweep's file never replaces another's (two sweeps of one second get two files), and a save that fails (a full
+   disk) ends the sweep with a :class:`bench.errors.WriteError`, its file as last saved.
 
 The runner prints nothing: it reports to a :class:`Reporter` (the command line draws a progress bar from it).
 """
@@ -34,7 +36,7 @@ import pandas as pd
 from bench import plan as planning
 from bench import store
 from bench.env import over_interval
-from bench.errors import UsageError
+from bench.errors import UsageError, WriteError
 from bench.plan import Plan, config_key
 from bench.schema import SchemaError, check_row
 from bench.timing import Stopwatch
@@ -169,15 +171,15 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
 def paced(experiment, configs, rules, pace: planning.Pace | None) -> Iterator[dict]:
     """The experiment's rows, each with the stop-rule scale it was measured under (``stop_scale``); with a
     ``pace``, the rules of what is left shrink whenever the configurations so far ran slower than planned."""
-    from bench.timing import Context
+    from bench.timing import CappedSampling, Context
 
     context = Context(rules)
-    watch = Stopwatch()
+    watch, capped_before_s = Stopwatch(), CappedSampling.seconds
     for row in experiment.measure(configs, context):
         row["stop_scale"] = context.scale
         yield row
         if pace is not None:
-            context.rescale(pace.finished(watch.seconds()))
+            context.rescale(pace.finished(watch.seconds(), CappedSampling.seconds - capped_before_s))
 
 
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
@@ -318,12 +320,13 @@ def use_device(device: int) -> None:
 
 def gpu_count() -> int:
     """How many GPUs are visible, counted without creating a CUDA context in this process (the sweep's parent
-    leaves the GPU to its experiments' processes). UsageError when there is none."""
+    leaves the GPU to its experiments' processes). UsageError when there is none, saying why and what works
+    without one."""
     from bench import env
 
     reason = env.no_gpu_reason()
     if reason:
-        raise UsageError(reason)
+        raise UsageError(f"{reason}; {env.WITHOUT_GPU}")
     from bench.cuda import runtime
 
     return runtime.getDeviceCount()
@@ -346,7 +349,7 @@ def writable_directory(directory: Path, option: str) -> Path:
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise UsageError(f"{option}: {existing} is a file, not a directory")
+        raise UsageError(f"{option}: {existing} is {store.kind_of(existing)}, not a directory")
     try:
         with tempfile.TemporaryFile(dir=existing):  # a real probe: permission bits do not tell root's story
             pass
@@ -382,7 +385,9 @@ def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_
 
 
 def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
-    """Where a new sweep writes: ``out`` itself if it names a .parquet file, else ``out/<run_id>-<gpu>.parquet``."""
+    """Where a new sweep writes: ``out`` itself if it names a .parquet file, else ``out/<run_id>-<gpu>.parquet``
+    (where another run took that name first, its first save takes the next free one: see
+    :func:`bench.store.write_table`)."""
     if out.suffix == ".parquet":
         return out
     slug = "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")
@@ -418,7 +423,8 @@ class Runner:
         self.previous: pd.DataFrame | None = None
         self.previous_tables: dict[str, pd.DataFrame] = {}
         self.started = Stopwatch(request.started_s)  # the command's time: a budget counts from its start
-        self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        # the start second (so names sort by time), then the process: two sweeps of one second differ
+        self.run_id = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
 
     def plan(self) -> list[Plan]:
         """The configurations to run (UsageError for an unknown experiment, axis or value, or a budget that cannot
@@ -487,7 +493,6 @@ class Runner:
             self.path = request.resume
         else:
             self.path = results_path(request.out, self.run_id, environment.gpu_name)
-            refuse_existing(self.path)
         host_available = host_memory_available()
         if request.concurrent:  # every GPU's buffers at once
             host_available //= len(chosen)
@@ -542,20 +547,39 @@ class _Sweep:
         self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
         self.warm_s = 0.0
         self.last_save = Stopwatch()
-        budget_s = request.budget_s or (planning.DEFAULT_BUDGET_S if request.mode == "default" else None)
+        self.own_file = request.resume is not None  # runner.path is this run's: resumed, or saved once
+        self.saved = len(self.earlier)  # rows in runner.path as last saved
+        budget_s = planning.budget_for(request.mode, request.budget_s)
         self.budget_s = None if budget_s is None else planning.KEEP_TO * budget_s  # what it aims at
         self.finished_estimates: list[tuple[float, float]] = []  # (estimate, wall time) of each finished plan
 
     def save(self, complete: bool) -> None:
+        """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
+        (:func:`bench.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
+        that failed and what the results file kept."""
         if not self.rows:
             return
-        path = self.runner.path
+        runner = self.runner
         stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
                  "startup_s": self.startup_s, "warm_s": self.warm_s}
-        for name in {*self.tables, *self.earlier_tables}:
-            entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
-            store.write(store.side_table_path(path, name), entries, store.table_schema(name), {**stamp, "table": name})
-        store.write(path, self.earlier + self.rows, self.schema, stamp)
+        rows = self.earlier + self.rows
+        try:
+            runner.path = store.write(runner.path, rows, self.schema, stamp, new=not self.own_file)
+            self.own_file, self.saved = True, len(rows)
+            for name in {*self.tables, *self.earlier_tables}:
+                entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
+                store.write(store.side_table_path(runner.path, name), entries, store.table_schema(name),
+                            {**stamp, "table": name})
+        except WriteError as error:
+            raise WriteError(f"{error}; {self.kept()}") from None
+
+    def kept(self) -> str:
+        """What the results file holds after a failed save, for its message."""
+        measured = f"{len(self.rows)} configurations measured in this run"
+        if not self.own_file:
+            return f"nothing was written ({measured})"
+        path = self.runner.path
+        return f"{path} keeps its last save, {self.saved} configurations ({measured}); --resume {path} finishes it"
 
     def read_monitor(self, device: int) -> dict:
         monitor = self.monitors.get(device)
@@ -592,9 +616,9 @@ class _Sweep:
             self.readings = {device: self.read_monitor(device) for device in runner.devices}
             groups = self.groups()
             for index in range(len(groups)):
-                group, scale = self.keeping_to_budget(groups[index:])
+                group, scale, slack = self.keeping_to_budget(groups[index:])
                 current = ", ".join(item.name for item in group)
-                runs = [_PlanRun(self, item, len(group), scale) for item in group]
+                runs = [_PlanRun(self, item, len(group), scale, slack) for item in group]
                 for plan_run in runs:
                     reporter.started(plan_run.item.name)
                 if len(runs) == 1:
@@ -611,6 +635,8 @@ class _Sweep:
         except KeyboardInterrupt as interrupt:
             caught = interrupt.args[0] if interrupt.args else signal.SIGINT
             self.save(complete=False)
+        except WriteError:  # saving again would fail the same way
+            raise
         except BaseException:
             self.save(complete=False)
             raise
@@ -655,22 +681,25 @@ class _Sweep:
         self.warm_s = watch.seconds()
         runner.reporter.warmed(self.warm_s, [part.experiment.name for part in parts], failed)
 
-    def keeping_to_budget(self, groups: Sequence[Sequence[Plan]]) -> tuple[list[Plan], float]:
-        """The first of the groups still to run, its stop rules scaled (and the scale) so that all of them are
-        expected to end within the sweep's budget, counted from the command's start: the warm-up and every plan so
-        far have spent what they spent, and the plans still to run are expected to take as much longer than
-        estimated as the finished ones did (never less). Each plan's process then keeps to its own estimate
-        (:class:`bench.plan.Pace`). Unbudgeted sweeps (``--full``, ``--quick``) run as planned."""
+    def keeping_to_budget(self, groups: Sequence[Sequence[Plan]]) -> tuple[list[Plan], float, float]:
+        """The first of the groups still to run with its time caps scaled (the scale), and the slack its processes
+        may take beyond their estimates (:meth:`bench.plan.Plan.pace`), so that all of them are expected to end
+        within the sweep's budget, counted from the command's start: the warm-up and every plan so far have spent
+        what they spent, and the plans still to run are expected to take as much longer than estimated as the
+        finished ones did (never less). Unbudgeted sweeps (``--full``, ``--quick``) run as planned."""
         group = list(groups[0])
         if self.budget_s is None:
-            return group, 1.0
+            return group, 1.0, 1.0
         estimated = sum(estimate for estimate, _ in self.finished_estimates)
         spent = sum(wall for _, wall in self.finished_estimates)
         slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
         left_s = (self.budget_s - self.runner.started.seconds()) / slowness
         remaining = [item for later in groups for item in later]
-        scale = planning.fitting_scale(remaining, left_s, self.runner.request.concurrent, startup_s=0.0)
-        return [item.scaled(scale) for item in group], scale
+        concurrent = self.runner.request.concurrent
+        scale = planning.fitting_scale(remaining, left_s, concurrent, startup_s=0.0, samples=False)
+        expected_s = planning.estimate_s([item.scaled(scale, samples=False) for item in remaining], concurrent, 0.0)
+        slack = max(1.0, left_s / expected_s) if expected_s > 0 else 1.0
+        return [item.scaled(scale, samples=False) for item in group], scale, slack
 
     def groups(self) -> list[list[Plan]]:
         """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
@@ -697,9 +726,10 @@ class _PartStarted:
 class _PlanRun:
     """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
 
-    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, scale: float = 1.0) -> None:
+    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, scale: float = 1.0, slack: float = 1.0) -> None:
         self.sweep, self.item, self.at_once = sweep, item, at_once
-        self.scale = scale  # of the plan's stop rules, to keep the sweep to its budget
+        self.scale = scale  # of the plan's time caps, to keep the sweep to its budget
+        self.slack = slack  # how much longer than their estimates its processes may take
         self.device = item.devices[0]
         self.axes = list(item.experiment.axes)
         self.received: set = set()
@@ -718,7 +748,7 @@ class _PlanRun:
         cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
         device = runner.gpu.child_device(self.device)
         for part in self.item.parts():
-            pace = part.pace() if self.sweep.budget_s is not None else None
+            pace = part.pace(self.slack) if self.sweep.budget_s is not None else None
             yield _PartStarted(part, Stopwatch())
             yield from isolated(part, device, cpus, stop, pace=pace) if runner.isolate else inline(part, pace)
 

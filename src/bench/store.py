@@ -10,24 +10,31 @@ table, since both pass over names that start with ``_`` or ``.``)::
       _logs/  _superseded/  ...                 anything else: logs, references, older runs
 
 Every main table of a schema version has the same columns (:mod:`bench.schema`), so runs of different experiments
-read together. Version 1 files (bench before the one-sample schema) are converted on read.
+read together; files written before a column was added get it from ``python -m bench.upgrade``. Version 1 files
+(bench before the one-sample schema) are converted on read.
+
+Writes never leave half a file (a full disk is a :class:`bench.errors.WriteError`), go through symlinks, never
+replace a device, a pipe or a directory, and a new run's file never replaces another file.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.errors import ResultsError
+from bench.errors import ResultsError, WriteError
 from bench.schema import FLAG, INT, Column, check_row, column, schema_of, suite_columns
 
 SCHEMA_VERSION = 2
@@ -77,46 +84,110 @@ def table_schema(name: str) -> pa.Schema:
 
 # --- writing ---------------------------------------------------------------------------------------------------
 
-def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapping) -> None:
+def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapping, new: bool = False) -> Path:
     """Write ``rows`` to ``path`` atomically (a reader sees the old file or the new one, never half of one), after
-    checking every row against ``schema`` (SchemaError names the first that does not fit)."""
+    checking every row against ``schema`` (SchemaError names the first that does not fit). ``new``: see
+    :func:`write_table`. Returns where it wrote."""
     for row in rows:
         check_row(row, schema)
     table = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
     stamp = {"schema_version": SCHEMA_VERSION, **metadata}
-    table = table.replace_schema_metadata({b"pandas": _pandas_metadata(schema), METADATA_KEY: json.dumps(stamp)})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as sink:
-            pq.write_table(table, sink)
-            sink.flush()
-            os.fsync(sink.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; a results file is as shareable as any other
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    table = table.replace_schema_metadata({b"pandas": pandas_metadata(schema), METADATA_KEY: json.dumps(stamp)})
+    return write_table(path, table, new)
+
+
+def write_table(path: Path, table: pa.Table, new: bool = False) -> Path:
+    """Write ``table``, its schema's metadata as it is, to ``path`` atomically, as shareable as any file of the
+    user's (umask). ``new`` (a new run's file): never replace a file; where ``path`` is taken (another run of the
+    same second), the first free ``<stem>_<n>.parquet`` beside it, which sorts after it. Returns where it wrote."""
+    return _write_file(path, functools.partial(pq.write_table, table), 0o666 & ~_umask(), new)
 
 
 def write_bytes(path: Path, content: bytes) -> None:
     """Write ``content`` to ``path`` atomically (temporary file, then rename), readable by everyone."""
+    _write_file(path, lambda sink: sink.write(content), 0o644)
+
+
+def write_target(path: Path, option: str = "") -> Path:
+    """The file a write to ``path`` replaces: ``path``, or the file a symlink there names (the link stays).
+    WriteError, naming ``option``, if something other than a regular file is there: bench never replaces a
+    device, a pipe or a directory."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.exists() and not target.is_file():
+        through = f" (the symlink {path} names it)" if target != path else ""
+        raise WriteError(f"{option + ': ' if option else ''}{target} is {kind_of(target)}{through}, not a regular "
+                         "file; bench writes only regular files")
+    return target
+
+
+def kind_of(path: Path) -> str:
+    """What is at ``path``, in words: 'a file', 'a directory', 'a character device', ..."""
+    mode = Path(path).stat().st_mode
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))
+    return next((word for test, word in kinds if test(mode)), "a file")
+
+
+def _write_file(path: Path, fill: Callable[[BinaryIO], object], mode: int, new: bool = False) -> Path:
+    """``fill`` a temporary file beside ``path``'s target (:func:`write_target`), sync it, then give it the target's
+    name in one step (``new``: only a free name, see :func:`write_table`): a reader sees the old file or the new
+    one, and a write that fails (a full disk) leaves nothing behind. WriteError says what failed."""
+    target = write_target(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as error:
+        raise WriteError(_cannot_write(path, error)) from None
     try:
         with os.fdopen(descriptor, "wb") as sink:
-            sink.write(content)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+            fill(sink)
+            sink.flush()
+            os.fsync(sink.fileno())
+        os.chmod(temporary, mode)
+        if new:
+            return _publish_new(temporary, target)
+        os.replace(temporary, target)
+        return target
+    except OSError as error:
+        raise WriteError(_cannot_write(path, error)) from None
+    finally:
+        Path(temporary).unlink(missing_ok=True)  # renamed away already, or a second name of the published file
+
+
+def _cannot_write(path: Path, error: OSError) -> str:
+    return f"cannot write {path}: {error.strerror or _first_line(error)}"
+
+
+def _publish_new(temporary: str, path: Path) -> Path:
+    """Give the finished ``temporary`` a name that nothing has: ``path``, else ``<stem>_2``, ``<stem>_3``, ...
+    Returns that name."""
+    number, candidate = 1, path
+    while True:
+        try:
+            _link(temporary, candidate)
+            return candidate
+        except FileExistsError:
+            number += 1
+            candidate = path.with_name(f"{path.stem}_{number}{path.suffix}")
+
+
+def _link(temporary: str, path: Path) -> None:
+    """``path`` as a name of ``temporary``, FileExistsError if it is taken: a hard link or, on a file system without
+    them, an exclusively created empty file that ``temporary`` then replaces."""
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
         raise
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.replace(temporary, path)
 
 
 @functools.lru_cache(maxsize=8)
-def _pandas_metadata(schema: pa.Schema) -> bytes:
+def pandas_metadata(schema: pa.Schema) -> bytes:
     """pandas' own description of the columns, so that plain ``pandas.read_parquet`` gives integer columns as
     ``Int64`` and flags as ``boolean`` (nullable) instead of floats and objects where other experiments' rows
     leave them empty."""
@@ -270,10 +341,29 @@ def results_files(directory: Path) -> list[Path]:
                   if not is_hidden(path, directory) and "." not in path.stem)
 
 
-def read_any(path: Path) -> pd.DataFrame:
+OnUnreadable = Callable[[ResultsError], object] | None
+"""Hears of each file of a directory that bench cannot read, which is then passed over; None: raise."""
+
+
+def _readable(paths: Sequence[Path], reader: Callable[[Path], object],
+              on_unreadable: OnUnreadable) -> Iterator[tuple[Path, object]]:
+    """(path, what ``reader`` made of it) for each of ``paths`` it can read (see :data:`OnUnreadable`)."""
+    for path in paths:
+        try:
+            value = reader(path)
+        except ResultsError as error:
+            if on_unreadable is None:
+                raise
+            on_unreadable(error)
+            continue
+        yield path, value
+
+
+def read_any(path: Path, on_unreadable: OnUnreadable = None) -> pd.DataFrame:
     """A results file, or every results file under a directory (:func:`results_files`: at any depth, but not under
     ``_`` or ``.`` names) as one frame; the rows carry their hostname, GPU UUID and run_id, so runs from many
-    machines stay apart. ResultsError if there is nothing bench can read."""
+    machines stay apart. ``on_unreadable``: see :data:`OnUnreadable` (a file named itself must be readable).
+    ResultsError if there is nothing bench can read."""
     path = Path(path)
     if not path.exists():
         raise ResultsError(f"cannot read results file {path}: no such file or directory")
@@ -282,43 +372,56 @@ def read_any(path: Path) -> pd.DataFrame:
     files = results_files(path)
     if not files:
         raise ResultsError(f"no results files (*.parquet) under {path}/")
-    return pd.concat([read(file) for file in files], ignore_index=True)
+    frames = [rows for _, rows in _readable(files, read, on_unreadable)]
+    if not frames:
+        raise ResultsError(f"no results file under {path}/ could be read")
+    return pd.concat(frames, ignore_index=True)
 
 
-def side_tables_any(path: Path) -> dict[str, pd.DataFrame]:
-    """The side tables of a results file, or of every results file under a directory, by name."""
+def side_tables_any(path: Path, on_unreadable: OnUnreadable = None) -> dict[str, pd.DataFrame]:
+    """The side tables of a results file, or of every results file under a directory, by name; ``on_unreadable``:
+    see :data:`OnUnreadable`."""
     path = Path(path)
     files = results_files(path) if path.is_dir() else [path]
     tables: dict[str, list[pd.DataFrame]] = {}
-    for file in files:
-        for name, table in side_tables(file).items():
+    for _, found in _readable(files, side_tables, on_unreadable):
+        for name, table in found.items():
             tables.setdefault(name, []).append(table)
     return {name: pd.concat(parts, ignore_index=True) for name, parts in tables.items()}
 
 
+def _direct_files(directory: Path) -> list[Path]:
+    """The results files directly in ``directory``, oldest first (names start with a UTC timestamp, so they sort;
+    of two runs of one second, the second's name has a ``_2`` after the first's)."""
+    return [path for path in results_files(directory) if path.parent == Path(directory)]
+
+
 def newest(directory: Path) -> Path:
-    """The newest results file directly in ``directory`` (names start with a UTC timestamp, so they sort)."""
-    candidates = [path for path in results_files(directory) if path.parent == Path(directory)]
+    """The newest results file directly in ``directory``."""
+    candidates = _direct_files(directory)
     if not candidates:
         raise ResultsError(f"no results files (*.parquet) in {directory}/; run 'python -m bench sweep' first")
     return candidates[-1]
 
 
-def newest_rows(directory: Path, experiments: Sequence[str]) -> pd.DataFrame:
+def read_newest(directory: Path, on_unreadable: OnUnreadable = None) -> tuple[Path, pd.DataFrame]:
+    """The newest results file directly in ``directory`` that bench can read, and its rows; ``on_unreadable``
+    hears of each newer one passed over (None: the newest must be readable)."""
+    newest(directory)  # ResultsError when there is none
+    for path, rows in _readable(_direct_files(directory)[::-1], read, on_unreadable):
+        return path, rows
+    raise ResultsError(f"no results file in {directory}/ could be read")
+
+
+def newest_rows(directory: Path, experiments: Sequence[str], on_unreadable: OnUnreadable = None) -> pd.DataFrame:
     """For each experiment, its rows from the newest results file directly in ``directory`` that has any (an empty
-    frame when none has); files bench cannot read are passed over."""
-    candidates = [path for path in results_files(directory) if path.parent == Path(directory)]
+    frame when none has); ``on_unreadable``: see :data:`OnUnreadable`."""
     found: dict[str, pd.DataFrame] = {}
-    for candidate in reversed(candidates):
-        wanted = [name for name in experiments if name not in found]
-        if not wanted:
-            break
-        try:
-            rows = read(candidate)
-        except ResultsError:
-            continue
-        for name in wanted:
+    for _, rows in _readable(_direct_files(directory)[::-1], read, on_unreadable):
+        for name in [name for name in experiments if name not in found]:
             mine = rows[rows["experiment"] == name] if "experiment" in rows else rows.iloc[0:0]
             if len(mine):
                 found[name] = mine
+        if len(found) == len(experiments):
+            break
     return pd.concat(found.values(), ignore_index=True) if found else pd.DataFrame()

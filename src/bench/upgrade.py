@@ -1,4 +1,7 @@
-"""Results files of schema version 1 (bench before the one-sample schema), converted on read to version 2.
+"""Older results files brought up to today's: schema version 1 files (bench before the one-sample schema) are
+converted on read to version 2; version 2 files written before a column was added get it, on disk, from
+``python -m bench.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of the version has
+the same columns and plain ``pandas.read_parquet`` or ``pyarrow.dataset`` drop none of them.
 
 Version 1 rows kept their raw samples under experiment-specific names (``samples_ms``, ``host_us_samples``,
 ``host_ms_samples``, ``cycle_us_samples``, ...), stored yes/no/unknown flags as the text 'true'/'false'/'', and
@@ -8,8 +11,17 @@ and a clock, nullable booleans, and one row per launch way.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench import store
+from bench.errors import ResultsError, UsageError
 
 # experiment -> (v1 samples column, unit, clock, metric, v1 median/min/max columns)
 _SAMPLES = {
@@ -88,3 +100,65 @@ def _split_graph_rows(rows: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(out)
     return frame.drop(columns=[c for c in frame.columns if c.startswith(("eager_", "graph_ms", "graph_host"))
                                or c == "graph_speedup"])
+
+
+# --- schema 2 files: today's columns -----------------------------------------------------------------------------
+
+def main_tables(directory: Path) -> list[Path]:
+    """Every main table of this schema version under ``directory``, in ``_`` and ``.`` subdirectories too (side
+    tables, version 1 files and files that are not bench's are left alone)."""
+    found = []
+    for path in sorted(Path(directory).rglob("*.parquet")):
+        try:
+            metadata = store.read_metadata(path)
+        except ResultsError:
+            continue
+        if metadata.get("schema_version", 1) == store.SCHEMA_VERSION and not metadata.get("table"):
+            found.append(path)
+    return found
+
+
+def to_suite_schema(path: Path) -> bool:
+    """Give the main table at ``path`` every column of today's suite schema, in its order: a column the file lacks is
+    added empty (null); each column it has keeps its values, type and description, and the file keeps its bench
+    metadata byte for byte. False, writing nothing, when it has those columns already. ResultsError for a column
+    the suite lacks or types differently: that takes a new schema version."""
+    schema = store.suite_schema()
+    table = pq.read_table(path)
+    for field in table.schema:
+        if field.name not in schema.names or field.type != schema.field(field.name).type:
+            raise ResultsError(f"{path}: column {field.name} ({field.type}) is not in today's suite schema as it is; "
+                               "a schema change like that needs a new schema version, not an upgrade")
+    if table.column_names == schema.names:
+        return False
+    fields = [table.schema.field(field.name) if field.name in table.column_names else field for field in schema]
+    columns = [table[field.name] if field.name in table.column_names
+               else pa.chunked_array([pa.nulls(len(table), field.type)]) for field in schema]
+    upgraded = pa.Table.from_arrays(columns, schema=pa.schema(fields))
+    metadata = {**table.schema.metadata, b"pandas": store.pandas_metadata(upgraded.schema)}
+    store.write_table(path, upgraded.replace_schema_metadata(metadata))
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.upgrade [DIRECTORY ...]`` (default: results): every main table of this schema version under
+    each directory (:func:`main_tables`) given today's columns (:func:`to_suite_schema`)."""
+    directories = [Path(name) for name in (sys.argv[1:] if argv is None else argv)] or [Path("results")]
+    try:
+        for directory in directories:
+            if not directory.is_dir():
+                raise UsageError(f"{directory} is not a directory (usage: python -m bench.upgrade [DIRECTORY ...])")
+            tables = main_tables(directory)
+            upgraded = [path for path in tables if to_suite_schema(path)]
+            for path in upgraded:
+                print(f"upgraded {path}")
+            print(f"{directory}: {len(upgraded)} of {len(tables)} main tables upgraded; all have the suite's "
+                  f"{len(store.suite_schema())} columns")
+    except UsageError as error:
+        print(f"bench: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

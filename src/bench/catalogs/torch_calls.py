@@ -1,6 +1,6 @@
 """PyTorch calls and what PyTorch's documentation says about them. The call runs with its stream as PyTorch's
-current stream (``torch.cuda.stream``). PyTorch is optional (``pip install bench[torch]``): without it these calls'
-rows are skipped with the reason."""
+current stream (``torch.cuda.stream``). PyTorch is optional (``pip install "cuda-sync-bench[torch]"``): without it
+these calls' rows are skipped with the reason."""
 
 from __future__ import annotations
 

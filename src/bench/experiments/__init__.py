@@ -35,6 +35,31 @@ def always(config: Config) -> bool:
     return True
 
 
+def no_answer(rows) -> None:
+    return None
+
+
+def listed(names: Sequence[str], limit: int = 6) -> str:
+    """'a, b, c and 4 more': names in a sentence, the first ``limit`` of them ('none' for no names)."""
+    names = list(names)
+    if len(names) <= limit:
+        return ", ".join(names) or "none"
+    return f"{', '.join(names[:limit])} and {len(names) - limit} more"
+
+
+def span(values) -> str:
+    """'2.7–5' for numbers from 2.7 to 5, '95' where they are all 95."""
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
+
+
+def numbers(texts):
+    """A headline column's texts as numbers: '1.5×' and '91.3%' read as 1.5 and 91.3, '—' as NaN."""
+    import pandas as pd
+
+    return pd.to_numeric(pd.Series(list(texts), dtype=object).astype(str).str.rstrip("×%"), errors="coerce")
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -50,6 +75,8 @@ class Experiment:
     lean: Callable = always  # (configuration) -> bool: what the default and quick sweeps keep (--full keeps all)
     memory_needed: Callable = no_memory  # (configurations) -> (device bytes, host bytes) at peak
     figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
+    answer: Callable = no_answer  # (this experiment's rows of one GPU) -> its answer in one sentence for the
+    # report's summary, or None where the rows cannot give it
     tables: Mapping[str, tuple[Column, ...]] = field(default_factory=dict)  # side tables by name
     outcome: tuple[str, ...] = ()  # columns whose changes compare reports (a verdict, wrong results)
     stop_rules: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # purpose -> StopRule changes

@@ -89,11 +89,22 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
         group = group.sort_values("bytes")
         smallest, largest = group.iloc[0], group.iloc[-1]
         lines.append({"api": api if threshold == "none" else f"{api} (threshold {threshold})",
-                      "measures": "allocate + free, host µs" if pattern == "single"
-                      else "host µs per (allocate, kernel, free)",
-                      "smallest": f"{smallest['median']:.1f} at {format_size(int(smallest['bytes']))}",
-                      "largest": f"{largest['median']:.1f} at {format_size(int(largest['bytes']))}"})
+                      "measures": "allocate + free" if pattern == "single" else "(allocate, kernel, free) in a loop",
+                      "smallest size": format_size(int(smallest["bytes"])), "host µs (smallest)":
+                      f"{smallest['median']:.1f}", "largest size": format_size(int(largest["bytes"])),
+                      "host µs (largest)": f"{largest['median']:.1f}"})
     return pd.DataFrame(lines)
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """Host µs to allocate and free, per API, from the smallest size to the largest."""
+    table = headline(rows)
+    single = table[table["measures"] == "allocate + free"] if len(table) else table
+    if not len(single):
+        return None
+    return "host µs to allocate and free: " + ", ".join(
+        f"{line['api']} {line['host µs (smallest)']} ({line['smallest size']}) – {line['host µs (largest)']} "
+        f"({line['largest size']})" for _, line in single.iterrows())
 
 
 def alloc_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -221,6 +232,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     lean=lean,

@@ -94,6 +94,15 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """Peak GB/s of each direction and kind of memory."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    return "peak GB/s: " + ", ".join(f"{line['direction']} {line['host memory']} {line['peak GB/s']}"
+                                     for _, line in table.iterrows())
+
+
 DIRECTION_COLORS = {"H2D": "#1f77b4", "D2H": "#d62728", "BIDIR": "#2ca02c", "D2D": "#9467bd"}
 HOST_STYLES = {"pinned": ("-", "o"), "registered": ("--", "s"), "pageable": (":", "^"), "device": ("-", "D")}
 
@@ -324,6 +333,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     lean=lean,

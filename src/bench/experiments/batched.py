@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from bench.cuda import cupy, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, numbers, span
 from bench.experiments.bandwidth import POISON, fill_random
 from bench.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, FLOATS, INT, TEXT, column
@@ -172,6 +172,16 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
                           "batch host ms": "—", "one-by-one host ms": f"{loop_ms:.3g}", "host time saved": "—",
                           "batch GB/s": "—", "one-by-one GB/s": f"{loop_gbps:.1f}"})
     return pd.DataFrame(lines)
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """How many times longer a cudaMemcpyAsync loop holds the host than one batch."""
+    table = headline(rows)
+    saved = numbers(table["host time saved"]).dropna() if len(table) else []
+    if not len(saved):
+        return None
+    return (f"a cudaMemcpyAsync loop holds the host {span(saved)}× as long as one "
+            f"cudaMemcpyBatchAsync of the same copies ({table['copies'].iloc[0]})")
 
 
 ORDER_COLORS = {"stream": "#1f77b4", "during-call": "#d62728", "any": "#2ca02c"}
@@ -504,6 +514,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     memory_needed=memory_needed,

@@ -28,7 +28,7 @@ import pandas as pd
 
 from bench.calls import KIT_MEMORY, PLACEMENTS, Kit, catalog, documented_waits, placement_stream
 from bench.cuda import runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, listed
 from bench.memory import OwnedStream
 from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
 from bench.timing import CallDuringSpin, Context, Samples, SpinWatch, StopRule, Summary, host_interval
@@ -310,16 +310,29 @@ QUICK_CALLS = {"call": ("(nothing)", "cudaFree", "cudaMemcpyAsync H2D pageable 6
 # --quick: a control, a call that waits, one that stages on the host, one that returns
 
 
-def catalog_experiment(name: str, description: str, columns, measure_one, headline, seconds, order: int,
+def catalog_answer(rows: pd.DataFrame, verdict: str, what: str) -> str | None:
+    """The answer of a catalog experiment (with ``functools.partial``: an experiment pickles): the calls with
+    ``verdict`` in some placement, which do ``what``."""
+    ok = rows[rows["status"] == "ok"]
+    if not len(ok):
+        return None
+    calls = list(dict.fromkeys(ok.loc[ok["verdict"] == verdict, "call"]))
+    return f"{len(calls)} of {ok['call'].nunique()} calls {what}: {listed(calls)}"
+
+
+def catalog_experiment(name: str, description: str, columns, measure_one, headline, answer, seconds, order: int,
                        share_s: float) -> Experiment:
     """An experiment over the runtime call catalog: every call in each placement it takes, with each kind of
     spinning stream; ``measure_one(config, kit, watch)`` gives one row."""
     return Experiment(name=name, description=description, axes=catalog_axes(), quick=QUICK_CALLS, columns=columns,
-                      measure=partial(run_each, measure_one=measure_one), headline=headline, seconds=seconds,
+                      measure=partial(run_each, measure_one=measure_one), headline=headline, answer=answer,
+                      seconds=seconds,
                       valid=takes_placement, memory_needed=kit_memory, figures=(truth_table_figure,),
                       outcome=("verdict",), size_axis="", order=order, share_s=share_s)
 
 
 EXPERIMENT = catalog_experiment(
     "blocking", "which CUDA calls block the host while a kernel runs, by placement, against the documentation",
-    COLUMNS, _measure, headline, seconds, order=40, share_s=7)
+    COLUMNS, _measure, headline,
+    partial(catalog_answer, verdict="waits-for-device", what="wait for a running kernel in some placement"), seconds,
+    order=40, share_s=7)

@@ -79,8 +79,18 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     table = spins.pivot_table(index="connections", columns="streams", values="spin_lengths", aggfunc="first")
     table = table.reindex([value for value in CONNECTIONS if value in table.index])
-    table.columns = [f"{streams} streams" for streams in table.columns]
+    table.columns = [f"{streams} streams, spin lengths" for streams in table.columns]
     return table.map(lambda value: f"{value:.1f}" if pd.notna(value) else "—").reset_index()
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """The makespan of the most streams, per connection setting."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    most = table.columns[-1]
+    return (f"{most.split(',')[0]} of two spins each take, in spin lengths (2: all side by side), with {VARIABLE}: "
+            + ", ".join(f"{line['connections']} {line[most]}" for _, line in table.iterrows()))
 
 
 def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -159,6 +169,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     lean=lean,
     memory_needed=memory_needed,

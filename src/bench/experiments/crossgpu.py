@@ -22,7 +22,7 @@ import pandas as pd
 
 from bench.calls import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.cuda import on_device, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, listed
 from bench.experiments import blocking
 from bench.experiments.blocking import (METRIC, MIN_REPEATS, SPIN_MS, SPIN_STREAMS, VERDICTS, host_columns,
                                         host_verdict, repeat_until_settled, spin_for)
@@ -84,16 +84,18 @@ def _peer_copy(call_gpu: int, other_gpu: int) -> Prepared:
 
 
 def _calls() -> list[CrossCall]:
+    """The calls. Building them imports no CUDA library (no ``runtime.free`` read before a call is made): their
+    documentation is read without one."""
     return [
         CrossCall("(nothing)", "(nothing)", "control: no call at all", "", {"same-gpu": False, "other-gpu": False},
                   lambda call_gpu, other_gpu: Prepared(lambda: None)),
         CrossCall("cudaFree", "cudaFree", catalog()["cudaFree"].docs, MEMORY_PAGE, _same_gpu_docs("cudaFree"),
-                  _freeing(lambda: runtime.malloc(ALLOC_BYTES), runtime.free)),
+                  _freeing(lambda: runtime.malloc(ALLOC_BYTES), lambda pointer: runtime.free(pointer))),
         CrossCall("cudaFreeHost", "cudaFreeHost", catalog()["cudaFreeHost"].docs, MEMORY_PAGE,
                   _same_gpu_docs("cudaFreeHost"),
-                  _freeing(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), runtime.freeHost)),
+                  _freeing(lambda: runtime.hostAlloc(ALLOC_BYTES, 0), lambda pointer: runtime.freeHost(pointer))),
         CrossCall("cudaMalloc", "cudaMalloc", catalog()["cudaMalloc"].docs, MEMORY_PAGE, _same_gpu_docs("cudaMalloc"),
-                  _allocating(lambda: runtime.malloc(ALLOC_BYTES), runtime.free)),
+                  _allocating(lambda: runtime.malloc(ALLOC_BYTES), lambda pointer: runtime.free(pointer))),
         CrossCall("cudaDeviceSynchronize", "cudaDeviceSynchronize",
                   "\"blocks until the device has completed all preceding requested tasks\": the current device",
                   DEVICE_PAGE, {"same-gpu": True, "other-gpu": False},
@@ -141,10 +143,21 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     for (call, spin_stream), group in ok.groupby(["call", "spin_stream"], sort=False):
         line = {"call": call, "spinning stream": spin_stream}
         for _, row in group.iterrows():
-            line[f"spin on GPU {row['spin_gpu']}, call on GPU {row['call_gpu']}"] = (
-                f"{row['verdict']} ({row['host_ms']:.3f} ms)")
+            line[f"spin on GPU {row['spin_gpu']}, call on GPU {row['call_gpu']}: verdict (host ms)"] = (
+                f"{row['verdict']} ({row['host_ms']:.3f})")
         lines.append(line)
     return pd.DataFrame(lines)
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """The calls that wait for a kernel on another GPU, and those that wait for one on their own."""
+    ok = rows[rows["status"] == "ok"]
+    if not len(ok):
+        return None
+    waits = ok[ok["verdict"] == "waits-for-device"]
+    other = list(dict.fromkeys(waits.loc[waits["spin_gpu"] != waits["call_gpu"], "call"]))
+    own = list(dict.fromkeys(waits.loc[waits["spin_gpu"] == waits["call_gpu"], "call"]))
+    return f"wait for a kernel on another GPU: {listed(other)}; on their own GPU: {listed(own)}"
 
 
 def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -270,6 +283,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     figures=(crossgpu_figure,),
     outcome=("verdict",),

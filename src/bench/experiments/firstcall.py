@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, listed
 from bench.experiments.blocking import VERDICT_COLORS, VERDICTS, host_columns, host_verdict, repeat_until_settled, \
     spin_for
 from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
@@ -74,6 +74,16 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     table = ok.pivot_table(index="call", columns="module_loading", values="verdict", aggfunc="first")
     return table.reindex([call for call in CALLS if call in table.index]).reset_index()
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """The first-call steps that wait for a kernel running on another stream."""
+    ok = rows[rows["status"] == "ok"]
+    if not len(ok):
+        return None
+    waits = ok[ok["verdict"] == "waits-for-device"]
+    steps = [f"{call} ({', '.join(group['module_loading'])})" for call, group in waits.groupby("call", sort=False)]
+    return f"waits for a kernel on another stream: {listed(steps)}"
 
 
 def firstcall_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -197,6 +207,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     lean=lean,
     figures=(firstcall_figure,),

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from bench.cuda import on_device
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, span
 from bench.experiments.bandwidth import _Buffers, mismatch
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
@@ -66,6 +66,20 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
             line["total together GB/s"] = f"{together['total_gbps'].iloc[0]:.1f}"
         lines.append(line)
     return pd.DataFrame(lines)
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """Per direction: GB/s per GPU alone against the total with every GPU copying at once."""
+    ok = rows[rows["status"] == "ok"]
+    parts = []
+    for direction, group in ok.groupby("direction", sort=False):
+        group = group[group["bytes"] == group["bytes"].max()]
+        alone, together = group[group["load"] == "alone"], group[group["load"] == "together"]
+        if len(alone) and len(together):
+            parts.append(f"{direction} {span(alone['gbps'].round(1))} GB/s per GPU alone, "
+                         f"{together['total_gbps'].iloc[0]:.1f} GB/s in total with {together['device'].nunique()} "
+                         "at once")
+    return "; ".join(parts) or None
 
 
 def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -191,6 +205,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
     figures=(hostlinks_figure,),

@@ -142,6 +142,15 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """Write-combined memory against pinned, per operation."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    return "write-combined / pinned host memory: " + ", ".join(
+        f"{line['operation']} {line['write-combined / pinned']}" for _, line in table.iterrows())
+
+
 def _rate(gbps) -> str:
     return "—" if gbps is None or pd.isna(gbps) else f"{gbps:.3g}"
 
@@ -375,6 +384,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     lean=lean,

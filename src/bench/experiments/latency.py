@@ -80,6 +80,15 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
                           "ns per dependent access": f"{row['ns_per_access']:.0f}"} for _, row in ok.iterrows()])
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """ns per dependent access, per memory and working set."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    return "ns per dependent access: " + ", ".join(
+        f"{line['memory']} {line['ns per dependent access']} ({line['working set']})" for _, line in table.iterrows())
+
+
 def latency_figure(rows: pd.DataFrame, tables: dict) -> list:
     from bench.plots import gpu_label, pyplot
 
@@ -162,6 +171,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
     figures=(latency_figure,),

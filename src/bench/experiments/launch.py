@@ -42,6 +42,15 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"launch path": ok["path"], "host µs per launch (median)": ok["median"].map("{:.3g}".format)})
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """Host µs per launch of each path."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    return "host µs per launch: " + ", ".join(
+        f"{line['launch path']} {line['host µs per launch (median)']}" for _, line in table.iterrows())
+
+
 def launch_figure(rows: pd.DataFrame, tables: dict) -> list:
     from bench.plots import gpu_label, pyplot
 
@@ -188,6 +197,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     figures=(launch_figure,),
     size_axis="",

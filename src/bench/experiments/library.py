@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
+import bench
 from bench.catalogs import DOCS_HOST, LIBRARIES, STREAM_USE, CallStream, catalog, documented_waits
 from bench.cuda import cupy, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
@@ -104,6 +105,18 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """How many library calls wait for the GPU, and how many contradict their documentation."""
+    ok = rows[rows["status"] == "ok"]
+    if not len(ok):
+        return None
+    waits = ok[ok["verdict"] == "waits-for-device"]
+    own, other = (waits.loc[waits["placement"] == placement, "call"].nunique() for placement in ("same", "other"))
+    contradicting = ok.loc[ok["matches_docs"].eq(False).fillna(False).astype(bool), "call"].nunique()
+    return (f"of {ok['call'].nunique()} calls, {own} wait for a kernel on their own stream, {other} for other "
+            f"streams; {contradicting} contradict their documentation")
+
+
 def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     """The library truth table: one row per call (grouped by library), a column per placement, coloured by verdict,
     host ms in the cell; ``!`` where the measurement contradicts the library's documentation."""
@@ -140,8 +153,9 @@ def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
     figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=4, fontsize=8)
     env = ok.iloc[0]
+    spin_ms = ok["spin_ms"].min() if ok["spin_ms"].notna().any() else SPIN_MS  # the run's: runs before differ
     figure.suptitle(f"Do CuPy, numba-cuda and PyTorch calls block? {gpu_label(ok)}, {env['cupy_version']}, "
-                    f"{env['numba_cuda_version']}; cell: host ms while a kernel of {SPIN_MS:g} ms (or 4× the call's "
+                    f"{env['numba_cuda_version']}; cell: host ms while a kernel of {spin_ms:g} ms (or 4× the call's "
                     "own time) runs; ! = contradicts the library's docs", fontsize=9)
     return [("library_truth_table", figure)]
 
@@ -163,7 +177,7 @@ def torch_missing() -> str | None:
     try:
         import torch
     except ImportError as error:
-        return f"PyTorch is not installed (pip install bench[torch]): {error}"
+        return f"PyTorch is not installed (pip install \"{bench.DISTRIBUTION}[torch]\"): {error}"
     if not torch.cuda.is_available():
         return "PyTorch is installed without CUDA support"
     return None
@@ -300,6 +314,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     figures=(library_figure,),

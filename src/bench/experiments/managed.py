@@ -166,6 +166,16 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """GB/s of a kernel over managed memory on the host, prefetched and resident, at the largest size."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    largest = table[table["size"] == table["size"].iloc[-1]]
+    return (f"a kernel over {largest['size'].iloc[0]} of managed memory, GB/s: "
+            + ", ".join(f"{line['case']} {line['GB/s']}" for _, line in largest.iterrows()))
+
+
 CASE_STYLES = {"first-touch": ("#d62728", "o"), "prefetch-then-kernel": ("#ff7f0e", "s"), "resident": ("#2ca02c", "D")}
 
 
@@ -416,6 +426,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     memory_needed=memory_needed,

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, numbers, span
 from bench.experiments.launch import launch_samples, launchers
 from bench.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
@@ -182,6 +182,20 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
             "1-stream speedup": f"{one_stream.median():.2f}" if len(one_stream) else "—",
         })
     return pd.DataFrame(lines)
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """How close the best pinned and pageable pipelines come to the engine-aware bound."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    efficiency = numbers(table["efficiency"])
+    parts = []
+    for memory in ("pinned", "pageable"):
+        mine = efficiency[(table["host memory"] == memory).to_numpy()].dropna()
+        if len(mine):
+            parts.append(f"{memory} {span(mine)}%")
+    return "the best pipelines reach, of the engine-aware bound: " + ", ".join(parts) if parts else None
 
 
 def _count(number, noun: str) -> str:
@@ -677,6 +691,7 @@ EXPERIMENT = Experiment(
     tables={"timeline": TIMELINE},
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
     figures=(overlap_figures,),

@@ -115,6 +115,15 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """Peak one-way GB/s between GPUs: copy engine with peer access, staged via host, SM kernel."""
+    ok = rows[(rows["status"] == "ok") & (rows["method"] != "chase") & (rows["direction"] == "uni")]
+    kinds = {"copy engine with peer access": (ok["method"] == "ce") & (ok["peer_access"] == "enabled"),
+             "staged via host": ok["peer_access"] == "disabled", "SM kernel": ok["method"] == "sm"}
+    parts = [f"{kind} {ok.loc[chosen, 'gbps'].max():.0f}" for kind, chosen in kinds.items() if chosen.any()]
+    return "peak one-way GB/s between GPUs: " + ", ".join(parts) if parts else None
+
+
 PANELS = (("ce", "read", "enabled", "uni"), ("ce", "write", "enabled", "uni"), ("ce", "read", "enabled", "bidir"),
           ("ce", "read", "disabled", "uni"), ("sm", "read", "enabled", "uni"), ("sm", "write", "enabled", "uni"))
 
@@ -123,6 +132,9 @@ def _panel_title(method: str, side: str, access: str, direction: str) -> str:
     what = {"ce": "copy engine", "sm": "SM kernel"}[method]
     how = "staged via host" if access == "disabled" else "peer access"
     return f"{what}, {side}, {'bidirectional (sum)' if direction == 'bidir' else 'one way'}\n({how})"
+
+
+PANELS_PER_ROW = 3
 
 
 def matrix_figures(rows: pd.DataFrame, tables: dict) -> list:
@@ -138,9 +150,13 @@ def matrix_figures(rows: pd.DataFrame, tables: dict) -> list:
     figures = []
     for nbytes, at_size in ok.groupby("bytes", sort=True):
         panels = [panel for panel in PANELS if len(_select(at_size, panel))]
-        figure, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.6), squeeze=False,
-                                    constrained_layout=True)
-        for ax, panel in zip(axes[0], panels):
+        columns = min(len(panels), PANELS_PER_ROW)  # at most three abreast: the figure fits a laptop's screen
+        rows_of_panels = -(-len(panels) // columns)
+        figure, axes = plt.subplots(rows_of_panels, columns, figsize=(3.3 * columns, 3.3 * rows_of_panels + 0.4),
+                                    squeeze=False, constrained_layout=True)
+        for ax in axes.flat[len(panels):]:
+            ax.set_visible(False)
+        for ax, panel in zip(axes.flat, panels):
             matrix = np.full((len(gpus), len(gpus)), np.nan)
             for _, row in _select(at_size, panel).iterrows():
                 matrix[index[row["src"]], index[row["dst"]]] = row["gbps"]
@@ -349,6 +365,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     valid=valid,
     memory_needed=memory_needed,

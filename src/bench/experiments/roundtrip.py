@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.cuda import cupy
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, numbers, span
 from bench.experiments.bandwidth import verified_copy
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Event, MeasurementFailed, Samples, StopRule
@@ -41,6 +41,19 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([{"direction": row["direction"], "size": format_size(int(row["bytes"])),
                           "round trip µs (host)": f"{row['median']:.1f}", "copy µs (GPU)": f"{row['gpu_us']:.2f}"}
                          for _, row in ok.iterrows()])
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """The host's round trip of a small copy, per direction, over the sizes measured."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    parts = []
+    for direction, group in table.groupby("direction", sort=False):
+        host_us = numbers(group["round trip µs (host)"])
+        parts.append(f"{direction} {span(host_us)}")
+    return (f"host µs per round trip of a small copy ({table['size'].iloc[0]} – {table['size'].iloc[-1]}): "
+            + ", ".join(parts))
 
 
 def roundtrip_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -111,6 +124,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     figures=(roundtrip_figure,),
     stop_rules={"default": {"time_cap_s": 0.1, "min_samples": 20}},

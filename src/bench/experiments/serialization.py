@@ -16,13 +16,14 @@ launched earlier), which serializes them from the host; otherwise the serializat
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pandas as pd
 
 from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes
 from bench.experiments import Config, Row
-from bench.experiments.blocking import (CATALOG_COLUMNS, SPIN_MS, Repeats, catalog_experiment, catalog_row, idle_ms,
-                                        on_fresh_streams, repeat_until_settled, spin_for)
+from bench.experiments.blocking import (CATALOG_COLUMNS, SPIN_MS, Repeats, catalog_answer, catalog_experiment,
+                                        catalog_row, idle_ms, on_fresh_streams, repeat_until_settled, spin_for)
 from bench.schema import FLAG, FLOAT, FLOATS, TEXT, TEXTS, column
 from bench.timing import SpinPair, SpinWatch, StopRule, Summary
 
@@ -103,4 +104,6 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
 
 EXPERIMENT = catalog_experiment(
     "serialization", "which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
-    COLUMNS, _measure, headline, seconds, order=50, share_s=6)
+    COLUMNS, _measure, headline,
+    partial(catalog_answer, verdict="serializes",
+            what="keep kernels on two streams from overlapping in some placement"), seconds, order=50, share_s=6)

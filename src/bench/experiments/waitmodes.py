@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 
 from bench.cuda import cupy, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Experiment, Row, numbers, span
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import (ClockPair, Context, Event, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, host_wait,
                           wait_samples)
@@ -56,6 +56,17 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([{"schedule": row["schedule"], "wait": row["wait"],
                           "wake-up µs": f"{row['median']:.1f}", "CPU busy": f"{row['cpu_fraction']:.0%}"}
                          for _, row in ok.iterrows()])
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """How soon waits that spin and waits that sleep wake up after a kernel, and how busy they keep the CPU."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    wake, busy = numbers(table["wake-up µs"]), numbers(table["CPU busy"])
+    parts = [f"{kind} waits wake up in {span(wake[chosen])} µs, the CPU {span(busy[chosen])}% busy"
+             for kind, chosen in (("spinning", busy >= 50), ("sleeping", busy < 50)) if chosen.any()]
+    return "; ".join(parts)
 
 
 def waitmodes_figure(rows: pd.DataFrame, tables: dict) -> list:
@@ -122,6 +133,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     process_axis="schedule",
     before_cuda=before_cuda,

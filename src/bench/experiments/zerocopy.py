@@ -59,6 +59,15 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def answer(rows: pd.DataFrame) -> str | None:
+    """Peak GB/s of a kernel reading and writing mapped pinned host memory."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    return "a kernel on mapped pinned host memory, peak GB/s: " + ", ".join(
+        f"{line['direction']} {line['peak GB/s']}" for _, line in table.iterrows())
+
+
 def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s vs size: SM copies (solid) beside the copy engines' pinned copies from the same run (dashed)."""
     from bench.experiments.bandwidth import DIRECTION_COLORS
@@ -136,6 +145,7 @@ EXPERIMENT = Experiment(
     columns=COLUMNS,
     measure=measure,
     headline=headline,
+    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
     figures=(zerocopy_figure,),
