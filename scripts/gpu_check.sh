@@ -8,7 +8,7 @@
 #   "profile-children [MODE]"   every experiment's process under cProfile (scripts/profile_children.py)
 #   "torch-import"              how long importing PyTorch and asking for CUDA take on this machine
 #   "quick"                     a timed --quick sweep into results/_quick/
-#   "sweep [sweep args]"        a timed sweep, then its figures (into plots/)
+#   "sweep [sweep args]"        a timed sweep, then its figures (into $PLOTS, default plots/)
 #   "full SECONDS [sweep args]" a --full sweep into results/_full/, interrupted after SECONDS and resumed by later
 #                               "full" steps; its figures into plots/full/ once complete
 #   "full-part [sweep args]"    a timed --full sweep of part of the grid (--experiments, --axis) into
@@ -39,7 +39,7 @@
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
 #                               sync debug mode)
 #   "faulty EXPERIMENT:N [args]" a sweep with an illegal-address kernel after N rows of EXPERIMENT
-#   "claims [args]", "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
+#   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out" results/_logs results/_references
@@ -59,9 +59,9 @@ timed() {  # run a command, then say how long it took from process start to exit
   echo "wall time (process start to exit) of: $*: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 }
 
-sweep() {
+sweep() {  # figures into $PLOTS (default plots/: the headline GPU's; another GPU's go to plots/<its kind>)
   timed python3 -m bench sweep "$@"
-  python3 -m bench plot "$(newest)" --out plots
+  python3 -m bench plot "$(newest)" --out "${PLOTS:-plots}"
 }
 
 full() {  # a --full sweep into results/_full/, resumed across steps (each under the device's command limit)
