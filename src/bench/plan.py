@@ -26,7 +26,7 @@ STARTUP_S = 3.0  # the parent's imports, NVML, the fork server's imports (measur
 PROCESS_S = 0.2  # per process: forked from the server, its CUDA context (0.12–0.16 s in the H200 default sweep)
 QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
-KEEP_TO = 0.85  # a budgeted sweep aims at this part of its budget: what no time cap shortens (process start,
+KEEP_TO = 0.9  # a budgeted sweep aims at this part of its budget: what no time cap shortens (process start,
 # allocation, verification, compiling, converged sampling) may still overrun the estimate
 
 
@@ -77,12 +77,11 @@ class Plan:
         processes = len(self.parts())
         return (PROCESS_S + self.experiment.setup_s) * processes + sum(self.seconds(config) for config in self.configs)
 
-    def scaled(self, scale: float, samples: bool = True) -> Plan:
+    def scaled(self, scale: float) -> Plan:
         """This plan with every stop rule scaled down by ``scale`` (:meth:`StopRule.scaled`)."""
         if scale >= 1:
             return self
-        return dataclasses.replace(self, rules={purpose: rule.scaled(scale, samples)
-                                                for purpose, rule in self.rules.items()})
+        return dataclasses.replace(self, rules={purpose: rule.scaled(scale) for purpose, rule in self.rules.items()})
 
     def pace(self, slack: float = 1.0) -> Pace:
         """The pace that holds this plan's process (one part: :meth:`parts`) to ``slack`` × its estimate."""
@@ -140,13 +139,11 @@ def estimate_s(plans: Sequence[Plan], concurrent: bool = False, startup_s: float
     return startup_s + sum(slowest.values())
 
 
-def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False, startup_s: float = STARTUP_S,
-                  samples: bool = True) -> float:
-    """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`; ``samples``: minimum samples
-    scaled too) at which ``plans`` are expected to fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even
-    that does not fit."""
+def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False) -> float:
+    """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`) at which ``plans`` are expected to
+    fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even that does not fit."""
     def fits(scale: float) -> bool:
-        return estimate_s([item.scaled(scale, samples) for item in plans], concurrent, startup_s) <= budget_s
+        return estimate_s([item.scaled(scale) for item in plans], concurrent) <= budget_s
 
     if fits(1.0):
         return 1.0

@@ -616,9 +616,9 @@ class _Sweep:
             self.readings = {device: self.read_monitor(device) for device in runner.devices}
             groups = self.groups()
             for index in range(len(groups)):
-                group, scale, slack = self.keeping_to_budget(groups[index:])
+                group, slack = groups[index], self.slack(groups[index:])
                 current = ", ".join(item.name for item in group)
-                runs = [_PlanRun(self, item, len(group), scale, slack) for item in group]
+                runs = [_PlanRun(self, item, len(group), slack) for item in group]
                 for plan_run in runs:
                     reporter.started(plan_run.item.name)
                 if len(runs) == 1:
@@ -681,25 +681,22 @@ class _Sweep:
         self.warm_s = watch.seconds()
         runner.reporter.warmed(self.warm_s, [part.experiment.name for part in parts], failed)
 
-    def keeping_to_budget(self, groups: Sequence[Sequence[Plan]]) -> tuple[list[Plan], float, float]:
-        """The first of the groups still to run with its time caps scaled (the scale), and the slack its processes
-        may take beyond their estimates (:meth:`bench.plan.Plan.pace`), so that all of them are expected to end
-        within the sweep's budget, counted from the command's start: the warm-up and every plan so far have spent
-        what they spent, and the plans still to run are expected to take as much longer than estimated as the
-        finished ones did (never less). Unbudgeted sweeps (``--full``, ``--quick``) run as planned."""
-        group = list(groups[0])
+    def slack(self, groups: Sequence[Sequence[Plan]]) -> float | None:
+        """How much of its estimate each process of the first of the groups still to run may take (its pace's
+        allowance: :meth:`bench.plan.Plan.pace`; None: unpaced), so that all of them are expected to end within
+        the sweep's budget, counted from the command's start: the warm-up and every plan so far spent what they
+        spent, and the plans still to run are expected to take as much longer than estimated as the finished ones
+        did (never less). Above 1 where time is left over, below 1 where the budget is short. Unbudgeted sweeps
+        (``--full``, ``--quick``) run as planned."""
         if self.budget_s is None:
-            return group, 1.0, 1.0
+            return None
         estimated = sum(estimate for estimate, _ in self.finished_estimates)
         spent = sum(wall for _, wall in self.finished_estimates)
         slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
         left_s = (self.budget_s - self.runner.started.seconds()) / slowness
-        remaining = [item for later in groups for item in later]
-        concurrent = self.runner.request.concurrent
-        scale = planning.fitting_scale(remaining, left_s, concurrent, startup_s=0.0, samples=False)
-        expected_s = planning.estimate_s([item.scaled(scale, samples=False) for item in remaining], concurrent, 0.0)
-        slack = max(1.0, left_s / expected_s) if expected_s > 0 else 1.0
-        return [item.scaled(scale, samples=False) for item in group], scale, slack
+        expected_s = planning.estimate_s([item for later in groups for item in later], self.runner.request.concurrent,
+                                         startup_s=0.0)
+        return max(0.0, left_s / expected_s) if expected_s > 0 else 1.0
 
     def groups(self) -> list[list[Plan]]:
         """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
@@ -726,10 +723,9 @@ class _PartStarted:
 class _PlanRun:
     """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
 
-    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, scale: float = 1.0, slack: float = 1.0) -> None:
+    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, slack: float | None = None) -> None:
         self.sweep, self.item, self.at_once = sweep, item, at_once
-        self.scale = scale  # of the plan's time caps, to keep the sweep to its budget
-        self.slack = slack  # how much longer than their estimates its processes may take
+        self.slack = slack  # the part of their estimates its processes may take (None: unpaced)
         self.device = item.devices[0]
         self.axes = list(item.experiment.axes)
         self.received: set = set()
@@ -748,7 +744,7 @@ class _PlanRun:
         cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
         device = runner.gpu.child_device(self.device)
         for part in self.item.parts():
-            pace = part.pace(self.slack) if self.sweep.budget_s is not None else None
+            pace = part.pace(self.slack) if self.slack is not None else None
             yield _PartStarted(part, Stopwatch())
             yield from isolated(part, device, cpus, stop, pace=pace) if runner.isolate else inline(part, pace)
 
@@ -768,7 +764,7 @@ class _PlanRun:
             left = [c for c in self.part.configs if config_key(name, c, self.axes) not in self.received]
             reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
             return
-        row = {**message.row, "stop_scale": message.row.get("stop_scale", 1.0) * self.scale}
+        row = message.row
         self.received.add(config_key(name, row, self.axes))
         before = sweep.readings.get(self.device, {})
         sweep.readings[self.device] = reading = sweep.read_monitor(self.device)
