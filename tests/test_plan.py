@@ -272,24 +272,24 @@ def test_the_time_model_predicts_the_committed_default_sweep():
         assert measured, item.experiment.name
         assert abs(item.estimate_s / min(measured) - 1) < 0.25, (item.experiment.name, item.estimate_s, measured)
 
-def _paced_run(planned_s, slowness, allowance_s, capped_part=1.0):
-    """Simulate a process whose configurations each take ``slowness`` × planned seconds, ``capped_part`` of them
-    in sampling loops that end at their time cap (which the pace's scale shortens)."""
+def _paced_run(planned_s, slowness, allowance_s, bound_part=1.0):
+    """Simulate a process whose configurations each take ``slowness`` × planned seconds, ``bound_part`` of them
+    in sampling loops whose length the stop rule decides (which the pace's scale shortens)."""
     pace = plan.Pace(planned_s, allowance_s)
-    elapsed = capped = 0.0
+    elapsed = bound = 0.0
     scale, scales = 1.0, []
     for seconds in planned_s:
         scales.append(scale)
-        capped_now = slowness * seconds * capped_part * scale
-        elapsed += slowness * seconds * (1 - capped_part) + capped_now
-        capped += capped_now
-        scale = pace.finished(elapsed, capped)
+        bound_now = slowness * seconds * bound_part * scale
+        elapsed += slowness * seconds * (1 - bound_part) + bound_now
+        bound += bound_now
+        scale = pace.finished(elapsed, bound)
     return elapsed, scales
 
 
 def test_pace_keeps_a_slower_machine_to_the_plan():
     planned = [0.5] * 20
-    elapsed, scales = _paced_run(planned, slowness=2.0, allowance_s=sum(planned), capped_part=0.8)
+    elapsed, scales = _paced_run(planned, slowness=2.0, allowance_s=sum(planned), bound_part=0.8)
     assert elapsed <= 1.1 * sum(planned)  # unpaced it would take 20 s
     assert scales[0] == 1.0 and min(scales) < 0.6
 
@@ -301,11 +301,11 @@ def test_pace_leaves_a_machine_as_fast_as_the_model_alone():
     assert elapsed == pytest.approx(0.8 * sum(planned))
 
 
-def test_pace_never_shortens_caps_for_time_no_cap_bounds():
-    """A slow experiment whose time goes to compiling, allocating or converged sampling keeps its caps: shorter
-    ones would save nothing and measure worse."""
+def test_pace_never_scales_for_time_no_rule_bounds():
+    """A slow experiment whose time goes to compiling, allocating or sampling that converged keeps its rules:
+    smaller ones would save nothing and measure worse."""
     planned = [0.5] * 20
-    _, scales = _paced_run(planned, slowness=3.0, allowance_s=sum(planned), capped_part=0.0)
+    _, scales = _paced_run(planned, slowness=3.0, allowance_s=sum(planned), bound_part=0.0)
     assert scales == [1.0] * 20
 
 

@@ -26,8 +26,8 @@ STARTUP_S = 3.0  # the parent's imports, NVML, the fork server's imports (measur
 PROCESS_S = 0.2  # per process: forked from the server, its CUDA context (0.12–0.16 s in the H200 default sweep)
 QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
-KEEP_TO = 0.9  # a budgeted sweep aims at this part of its budget: what no time cap shortens (process start,
-# allocation, verification, compiling, converged sampling) may still overrun the estimate
+KEEP_TO = 0.85  # a budgeted sweep aims at this part of its budget: what no stop rule shortens (process start,
+# compiling, allocation, verification, sampling that converged) may still overrun the estimate
 
 
 def budget_for(mode: str, budget_s: float | None) -> float | None:
@@ -92,39 +92,40 @@ class Plan:
 
 
 class Pace:
-    """Keeps an experiment's process to its allowance on a GPU or host slower than the time model, by shortening
-    the time caps of what is left: only measurements that do not converge sample for less.
+    """Keeps an experiment's process to its allowance on a GPU or host slower than the time model, by scaling the
+    stop rules of what is left (:meth:`StopRule.scaled`: time caps and minimum samples).
 
     After each configuration the process reports the seconds it has spent and how many of them went to sampling
-    loops that ended at their time cap. It projects both over what is left (in proportion to the planned seconds)
-    and scales the time caps so that the rest fits what is left of ``allowance_s``. Time that no cap bounds
-    (compiling, allocating, verifying, converged sampling) is never a reason to scale. It only ever shrinks the
-    planned caps, never below :data:`SMALLEST_SCALE`; a machine as fast as the model keeps them whole.
+    loops whose length the rule decided (:class:`bench.timing.RuleBoundSampling`). It projects both over what is
+    left (in proportion to the planned seconds) and scales the rules so that the rest fits what is left of
+    ``allowance_s``. Time that no rule bounds (compiling, allocating, verifying, sampling that converged later)
+    is never a reason to scale. It only ever shrinks the planned rules, never below :data:`SMALLEST_SCALE`; a
+    machine as fast as the model keeps them whole.
     """
 
     def __init__(self, planned_s: Sequence[float], allowance_s: float) -> None:
         self.planned_s = list(planned_s)  # each configuration's expected seconds under the planned rules, in order
         self.allowance_s = allowance_s
         self.done = 0
-        self.capped_at_full_s = 0.0  # time-capped sampling so far, each configuration's divided by its scale
-        self.capped_s = 0.0  # time-capped sampling so far, as spent
+        self.bound_at_full_s = 0.0  # rule-bound sampling so far, each configuration's divided by its scale
+        self.bound_s = 0.0  # rule-bound sampling so far, as spent
         self.scale = 1.0
 
-    def finished(self, elapsed_s: float, capped_s: float) -> float:
-        """One more configuration finished, ``elapsed_s`` after the first began, ``capped_s`` of it in sampling
-        loops that ended at their time cap: the time-cap scale for the next."""
+    def finished(self, elapsed_s: float, bound_s: float) -> float:
+        """One more configuration finished, ``elapsed_s`` after the first began, ``bound_s`` of it in rule-bound
+        sampling: the scale for the next."""
         if self.done < len(self.planned_s):
             self.done += 1
-        self.capped_at_full_s += (capped_s - self.capped_s) / self.scale
-        self.capped_s = capped_s
+        self.bound_at_full_s += (bound_s - self.bound_s) / self.scale
+        self.bound_s = bound_s
         done_s, remaining_s = sum(self.planned_s[:self.done]), sum(self.planned_s[self.done:])
-        if remaining_s <= 0 or done_s <= 0 or self.capped_at_full_s <= 0:
+        if remaining_s <= 0 or done_s <= 0 or self.bound_at_full_s <= 0:
             return self.scale
         ahead = remaining_s / done_s
-        fixed_ahead_s = (elapsed_s - capped_s) * ahead
-        capped_ahead_s = self.capped_at_full_s * ahead  # at full caps
-        left_s = self.allowance_s - elapsed_s - fixed_ahead_s
-        self.scale = min(1.0, max(SMALLEST_SCALE, left_s / capped_ahead_s))
+        unbound_ahead_s = (elapsed_s - bound_s) * ahead
+        bound_ahead_s = self.bound_at_full_s * ahead  # under the planned rules
+        left_s = self.allowance_s - elapsed_s - unbound_ahead_s
+        self.scale = min(1.0, max(SMALLEST_SCALE, left_s / bound_ahead_s))
         return self.scale
 
 

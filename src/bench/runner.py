@@ -171,15 +171,15 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
 def paced(experiment, configs, rules, pace: planning.Pace | None) -> Iterator[dict]:
     """The experiment's rows, each with the stop-rule scale it was measured under (``stop_scale``); with a
     ``pace``, the rules of what is left shrink whenever the configurations so far ran slower than planned."""
-    from bench.timing import CappedSampling, Context
+    from bench.timing import RuleBoundSampling, Context
 
     context = Context(rules)
-    watch, capped_before_s = Stopwatch(), CappedSampling.seconds
+    watch, bound_before_s = Stopwatch(), RuleBoundSampling.seconds
     for row in experiment.measure(configs, context):
         row["stop_scale"] = context.scale
         yield row
         if pace is not None:
-            context.rescale(pace.finished(watch.seconds(), CappedSampling.seconds - capped_before_s))
+            context.rescale(pace.finished(watch.seconds(), RuleBoundSampling.seconds - bound_before_s))
 
 
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,

@@ -120,13 +120,13 @@ class StopRule:
         return self.replace(time_cap_s=min(self.time_cap_s, time_cap_s),
                             min_samples=min(self.min_samples, min_samples))
 
-    def scaled(self, scale: float, samples: bool = True) -> StopRule:
-        """This rule with its time cap scaled down by ``scale`` (< 1: a sweep keeping to its time budget), and with
-        ``samples`` its minimum samples too (at least :data:`FEWEST_SAMPLES`)."""
+    def scaled(self, scale: float) -> StopRule:
+        """This rule with its time cap and minimum samples scaled down by ``scale`` (< 1: a sweep keeping to its
+        time budget; at least :data:`FEWEST_SAMPLES`)."""
         if scale >= 1:
             return self
-        fewest = max(FEWEST_SAMPLES, math.ceil(self.min_samples * scale)) if samples else self.min_samples
-        return self.capped(time_cap_s=self.time_cap_s * scale, min_samples=fewest)
+        return self.capped(time_cap_s=self.time_cap_s * scale,
+                           min_samples=max(FEWEST_SAMPLES, math.ceil(self.min_samples * scale)))
 
     def stop_reason(self, samples: Sequence[float], sampling_s: float) -> str | None:
         """``"converged"``, ``"time_cap"``, ``"max_samples"``, or None to keep sampling."""
@@ -185,9 +185,10 @@ class Samples:
                 "stop_reason": None}
 
 
-class CappedSampling:
-    """Seconds this process has spent in sampling loops that ended at their time cap: the time that smaller caps
-    would save (a loop that converged would not have sampled for less)."""
+class RuleBoundSampling:
+    """Seconds this process has spent in sampling loops whose length the stop rule decided: those that ended at
+    the time cap or at the minimum number of samples. A smaller cap or minimum would shorten them; a loop that
+    converged later, or any time outside sampling, would not change."""
 
     seconds = 0.0
 
@@ -201,8 +202,8 @@ def _sample_until(rule: StopRule, sample: Callable[[], float]) -> tuple[list[flo
         sampling_s = time.perf_counter() - started
         reason = rule.stop_reason(samples, sampling_s)
         if reason:
-            if reason == "time_cap":
-                CappedSampling.seconds += sampling_s
+            if reason == "time_cap" or len(samples) == rule.min_samples:
+                RuleBoundSampling.seconds += sampling_s
             return samples, reason
 
 
@@ -815,10 +816,10 @@ class Context:
         self._timers: dict[str, Timer] = {}
 
     def rescale(self, scale: float) -> None:
-        """Measure from now on under the planned rules with their time caps scaled by ``scale``, timers already
-        handed out included: the sweep keeps an experiment to its planned time on a slower GPU."""
+        """Measure from now on under the planned rules scaled by ``scale`` (:meth:`StopRule.scaled`), timers
+        already handed out included: the sweep keeps an experiment to its budget on a slower GPU."""
         self.scale = min(1.0, scale)
-        self.rules = {purpose: rule.scaled(self.scale, samples=False) for purpose, rule in self.planned.items()}
+        self.rules = {purpose: rule.scaled(self.scale) for purpose, rule in self.planned.items()}
         for purpose, timer in self._timers.items():
             timer.rule = self.rule(purpose)
 

@@ -1,0 +1,314 @@
+"""The documentation stays honest: every relative link in README.md and docs/ points to a file that exists (and to a
+heading that exists, where it names one), the generated columns reference matches the schema, the front page stays
+short, every ``python -m bench`` command shown in a code block parses with bench's own parser, and the command-line
+reference names every option the parser has. CPU only; reads files and imports no CUDA."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+# The front page: drafted as docs/README.front.md, whose links are written as they resolve from the repository root
+# (it becomes README.md). When it replaces README.md, point FRONT_PAGE at README.md and drop it from ROOT_RELATIVE.
+FRONT_PAGE = DOCS / "README.front.md"
+FRONT_PAGE_MAX_LINES = 150
+ROOT_RELATIVE = {FRONT_PAGE}  # pages whose relative links resolve from the repository root, not their directory
+COLUMNS_PAGE = DOCS / "reference" / "columns.md"
+COLUMNS_COMMAND = "python scripts/columns_doc.py > docs/reference/columns.md"
+CLI_PAGE = DOCS / "reference" / "cli.md"
+
+
+def pages() -> list[Path]:
+    found = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    return [page for page in found if page.is_file()]
+
+
+def name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+# --- Markdown, as far as these tests need it -----------------------------------------------------------------
+
+FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
+
+
+def split_fences(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, str, list[tuple[int, str]]]]]:
+    """(prose lines, code blocks): each line with its 1-based number; each block with its info string."""
+    prose: list[tuple[int, str]] = []
+    blocks: list[tuple[int, str, list[tuple[int, str]]]] = []
+    fence, block = None, None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)
+            block = (number, match.group(2).strip(), [])
+            continue
+        if fence is not None:
+            if line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
+                blocks.append(block)
+                fence, block = None, None
+            else:
+                block[2].append((number, line))
+            continue
+        prose.append((number, line))
+    if block is not None:  # an unclosed fence runs to the end of the file
+        blocks.append(block)
+    return prose, blocks
+
+
+INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]"  # [text] or ![alt], one level of brackets inside
+                  r"\(\s*<?([^()\s<>]*(?:\([^()\s]*\)[^()\s<>]*)*)>?(?:\s+\"[^\"]*\")?\s*\)")  # (target "title")
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def links(page: Path) -> list[tuple[int, str]]:
+    """Every inline link and image target outside code, with its line number."""
+    prose, _ = split_fences(page.read_text())
+    found = []
+    for number, line in prose:
+        line = INLINE_CODE.sub(lambda match: "x" * len(match.group(0)), line)  # `[a](b)` in code is not a link
+        found += [(number, match.group(1)) for match in LINK.finditer(line)]
+    return found
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its text as rendered, lower-cased, with everything but letters, digits, spaces,
+    hyphens and underscores removed and spaces turned into hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's (or image's) text
+    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
+    text = text.replace("`", "").lower()
+    text = "".join(char for char in text if char.isalnum() or char in " -_")
+    return text.replace(" ", "-")
+
+
+@cache
+def anchors(page: Path) -> frozenset[str]:
+    """Every heading anchor of a Markdown page; repeated headings get -1, -2, ... as on GitHub."""
+    prose, _ = split_fences(page.read_text())
+    seen: dict[str, int] = {}
+    found = set()
+    for _, line in prose:
+        match = HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match.group(2))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return frozenset(found)
+
+
+# --- (a) every relative link resolves --------------------------------------------------------------------------
+
+def broken_links(page: Path) -> list[str]:
+    problems = []
+    base = ROOT if page in ROOT_RELATIVE else page.parent
+    for number, target in links(page):
+        parts = urlsplit(target)
+        if parts.scheme or target.startswith("//"):  # http(s), mailto: not checked here
+            continue
+        path, fragment = unquote(parts.path), unquote(parts.fragment)
+        where = f"{name(page)}:{number}: {target}"
+        destination = (base / path).resolve() if path else page
+        if path and not destination.exists():
+            problems.append(f"{where}: no such file or directory")
+            continue
+        if fragment and destination.suffix == ".md" and destination.is_file():
+            if fragment not in anchors(destination):
+                problems.append(f"{where}: no heading with anchor #{fragment} in {destination.relative_to(ROOT)}")
+    return problems
+
+
+@pytest.mark.parametrize("page", pages(), ids=name)
+def test_every_relative_link_resolves(page):
+    problems = broken_links(page)
+    assert not problems, "broken links:\n" + "\n".join(problems)
+
+
+def test_anchors_follow_github_rules():
+    assert slug("Sweeps: quick, default, full") == "sweeps-quick-default-full"
+    assert slug("Does *my* code block? CuPy and PyTorch") == "does-my-code-block-cupy-and-pytorch"
+    assert slug("Each experiment's own columns") == "each-experiments-own-columns"
+    assert slug("bench — which CUDA calls block") == "bench--which-cuda-calls-block"
+    assert slug("`assert_async` and [probe](x.md)") == "assert_async-and-probe"
+
+
+def test_the_link_checker_finds_broken_links(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    (tmp_path / "there.md").write_text("# Here\n")
+    page.write_text("# Top\n[ok](there.md#here) [gone](missing.md) [bad](there.md#nowhere) [self](#top)\n"
+                    "`[code](missing.md)`\n```\n[fenced](missing.md)\n```\n[web](https://example.com/x)\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    problems = broken_links(page)
+    assert len(problems) == 2 and "missing.md" in problems[0] and "#nowhere" in problems[1]
+
+
+# --- (b) the columns reference is generated from the schema ----------------------------------------------------
+
+def test_columns_reference_matches_the_schema():
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                                             os.environ.get("PYTHONPATH")]))}
+    generated = subprocess.run([sys.executable, str(ROOT / "scripts" / "columns_doc.py")], cwd=ROOT, env=environment,
+                               capture_output=True, text=True, timeout=120)
+    assert generated.returncode == 0, generated.stderr[-3000:]
+    assert COLUMNS_PAGE.is_file(), f"{name(COLUMNS_PAGE)} is missing: run `{COLUMNS_COMMAND}`"
+    assert COLUMNS_PAGE.read_text() == generated.stdout, (
+        f"{name(COLUMNS_PAGE)} differs from the schema's columns: run `{COLUMNS_COMMAND}` and commit the result")
+
+
+# --- (c) the front page is a front page ------------------------------------------------------------------------
+
+def test_front_page_is_short():
+    lines = len(FRONT_PAGE.read_text().splitlines())
+    assert lines <= FRONT_PAGE_MAX_LINES, (
+        f"{name(FRONT_PAGE)} has {lines} lines; a front page has at most {FRONT_PAGE_MAX_LINES}: "
+        "move the rest to docs/")
+
+
+# --- (d) every command shown parses ----------------------------------------------------------------------------
+
+PLACEHOLDERS = {  # what a placeholder in a shown command stands for, as something the parser accepts
+    "FILE": "results/run.parquet", "RESULTS": "results", "OLD": "results/old.parquet", "NEW": "results/new.parquet",
+    "DIR": "results", "N": "0", "SECONDS": "60", "PCT": "10", "PERCENT": "10", "G": "GPU-0", "S": "60",
+}
+OPERATORS = {"&&", "||", ";", "|", "&"}
+COMMAND_STARTS = (["python", "-m", "bench"], ["python3", "-m", "bench"])
+
+
+def _substitute(line: str) -> str:
+    line = re.sub(r"\$\([^)]*\)|\$\{[^}]*\}|\$\w+", "node-a", line)  # shell substitutions: a sample value
+    return re.sub(r"<([A-Za-z_-]+)>", lambda match: PLACEHOLDERS.get(match.group(1).upper(), "x"), line)
+
+
+def shown_commands() -> list[tuple[str, list[str]]]:
+    """Every ``python -m bench ...`` command in a code block of README.md or docs/ (also after && or ;), as
+    (where, its arguments after ``bench``)."""
+    found = []
+    for page in pages():
+        _, blocks = split_fences(page.read_text())
+        for _, info, lines in blocks:
+            if info.split()[:1] and info.split()[0].lower() in ("python", "py", "pycon", "toml", "json", "yaml"):
+                continue
+            joined: list[tuple[int, str]] = []
+            for number, line in lines:  # backslash continuations make one line
+                if joined and joined[-1][1].endswith("\\"):
+                    joined[-1] = (joined[-1][0], joined[-1][1][:-1] + " " + line.strip())
+                else:
+                    joined.append((number, line.strip().removeprefix("$ ")))
+            for number, line in joined:
+                if "-m bench" not in line:
+                    continue
+                try:
+                    words = shlex.split(_substitute(line), comments=True)
+                except ValueError as error:
+                    found.append((f"{name(page)}:{number}: {line}", [f"<unparsable shell: {error}>"]))
+                    continue
+                segment: list[str] = []
+                for word in [*words, ";"]:
+                    if word not in OPERATORS:
+                        segment.append(word)
+                        continue
+                    while segment and re.fullmatch(r"[A-Za-z_]\w*=.*", segment[0]):  # VAR=value command
+                        segment.pop(0)
+                    if segment[:3] in COMMAND_STARTS:
+                        arguments = list(segment[3:])
+                        for index, argument in enumerate(arguments):  # up to a redirection
+                            if re.match(r"^\d*[<>]", argument):
+                                arguments = arguments[:index]
+                                break
+                        found.append((f"{name(page)}:{number}: {line}", arguments))
+                    segment = []
+    return found
+
+
+def _check_sweep(args: argparse.Namespace) -> None:
+    """What the parser leaves to the sweep, checked as far as it needs no GPU: experiment names, axis names, sizes."""
+    from bench.experiments import registry
+    from bench.units import parse_sizes
+
+    experiments = registry()
+    chosen = [item.strip() for item in args.experiments.split(",")] if getattr(args, "experiments", None) else list(
+        experiments)
+    unknown = [item for item in chosen if item not in experiments]
+    assert not unknown, f"unknown experiments {unknown}; known: {', '.join(experiments)}"
+    for item in getattr(args, "axis", None) or []:
+        axis = item.partition("=")[0].strip()
+        assert any(axis in experiments[experiment].axes for experiment in chosen), (
+            f"--axis {axis}: not an axis of {', '.join(chosen)}")
+    if getattr(args, "sizes", None):
+        parse_sizes(args.sizes)
+
+
+COMMANDS = shown_commands()
+
+
+def test_the_docs_show_commands():
+    assert len(COMMANDS) >= 10, COMMANDS
+    assert any(name(FRONT_PAGE) in where for where, _ in COMMANDS)
+
+
+@pytest.mark.parametrize("arguments", [arguments for _, arguments in COMMANDS],
+                         ids=[where for where, _ in COMMANDS])
+def test_shown_command_parses(arguments):
+    from bench.cli import _parser
+    from bench.errors import UsageError
+
+    if {"-h", "--help"} & set(arguments):
+        return  # argparse prints the help and exits: nothing to check
+    try:
+        args = _parser().parse_args(arguments)
+    except (UsageError, SystemExit) as error:
+        pytest.fail(f"python -m bench {shlex.join(arguments)}: {error}")
+    if getattr(args, "command", None) == "sweep":
+        _check_sweep(args)
+
+
+# --- the command-line reference names every option ---------------------------------------------------------------
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The text under each ``## heading`` of a page, by the heading's first word."""
+    sections: dict[str, list[str]] = {}
+    current = ""
+    for line in text.splitlines():
+        match = re.match(r"^##\s+(\S+)", line)
+        if match:
+            current = match.group(1)
+        sections.setdefault(current, []).append(line)
+    return {key: "\n".join(lines) for key, lines in sections.items()}
+
+
+def test_cli_reference_names_every_command_and_option():
+    from bench.cli import _parser
+
+    parser = _parser()
+    sections = _sections(CLI_PAGE.read_text())
+    missing = [option for action in parser._actions for option in action.option_strings
+               if option not in ("-h", "--help") and option not in CLI_PAGE.read_text()]
+    for command, subparser in _subcommands(parser).items():
+        section = sections.get(command)
+        if section is None:
+            missing.append(f"a '## {command}' section")
+            continue
+        missing += [f"{command} {option}" for action in subparser._actions for option in action.option_strings
+                    if option not in ("-h", "--help") and f"`{option}" not in section]
+    assert not missing, (f"{name(CLI_PAGE)} does not describe: {', '.join(missing)} "
+                         "(see `python -m bench COMMAND --help`)")
