@@ -107,7 +107,7 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
         "zerocopy"]
     for name, width, height, encoded in images:
         pixels = struct.unpack(">II", base64.b64decode(encoded)[16:24])
-        assert all(abs(shown - 2 * int(half)) <= 1 for shown, half in zip(pixels, (width, height))), name
+        assert all(abs(shown * report.SCALE - int(css)) <= 1 for shown, css in zip(pixels, (width, height))), name
     assert "figure img { max-width: 100%; height: auto" in one_gpu  # a figure wider than the page shrinks to it
     widest = max(int(width) for _, width, _, _ in images)  # none needs to, on a 1366 px screen
     assert "max-width: 1240px" in one_gpu and widest <= 1240, widest

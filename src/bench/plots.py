@@ -47,11 +47,11 @@ def size_axis(ax, sizes: np.ndarray) -> None:
     ax.set_xlabel("transfer size")
 
 
-def render(figure, fmt: str) -> bytes:
+def render(figure, fmt: str, dpi: float = DPI) -> bytes:
     """The figure as PNG or SVG bytes: the same figure always gives the same bytes (no dates, fixed SVG ids)."""
     sink = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-    figure.savefig(sink, format=fmt, dpi=DPI, metadata=metadata)
+    figure.savefig(sink, format=fmt, dpi=dpi, metadata=metadata)
     return sink.getvalue()
 
 

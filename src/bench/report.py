@@ -41,7 +41,8 @@ VERDICT_MEANINGS = {
                       ("serializes", "the second started only after the first ended")),
 }
 CLAIM_CLASSES = {"true": "good", "partly": "fair", "false": "bad", "not measured": "none"}
-SCALE = 0.5  # CSS px per figure pixel: every figure at one scale, 75 px per inch (matplotlib's 10 pt ≈ 10 px)
+DPI = 100  # figure pixels per inch: sharp on a screen of 1.33 device pixels per CSS px, a third of plots/' bytes
+SCALE = 75 / DPI  # CSS px per figure pixel: every figure at one scale, 75 px per inch (matplotlib's 10 pt ≈ 10 px)
 LONG_TABLE = 15  # rows; longer tables scroll inside a box with their header kept in view
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1240px; padding: 0 1em; color: #222;
@@ -261,7 +262,7 @@ def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str) -> list
     figures: dict[str, list[tuple[str, bytes]]] = {}
     plt = plots.pyplot()
     for name, stem, figure in plots.draw(rows[~rows["experiment"].isin(list(TRUTH_TABLES))], tables):
-        figures.setdefault(name, []).append((stem, plots.render(figure, "png")))
+        figures.setdefault(name, []).append((stem, plots.render(figure, "png", DPI)))
         plt.close(figure)
     for name, experiment in registry().items():
         mine = rows[rows["experiment"] == name]
