@@ -19,11 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-# The front page: drafted as docs/README.front.md, whose links are written as they resolve from the repository root
-# (it becomes README.md). When it replaces README.md, point FRONT_PAGE at README.md and drop it from ROOT_RELATIVE.
-FRONT_PAGE = DOCS / "README.front.md"
+FRONT_PAGE = ROOT / "README.md"
 FRONT_PAGE_MAX_LINES = 150
-ROOT_RELATIVE = {FRONT_PAGE}  # pages whose relative links resolve from the repository root, not their directory
 COLUMNS_PAGE = DOCS / "reference" / "columns.md"
 COLUMNS_COMMAND = "python scripts/columns_doc.py > docs/reference/columns.md"
 CLI_PAGE = DOCS / "reference" / "cli.md"
@@ -114,7 +111,7 @@ def anchors(page: Path) -> frozenset[str]:
 
 def broken_links(page: Path) -> list[str]:
     problems = []
-    base = ROOT if page in ROOT_RELATIVE else page.parent
+    base = page.parent
     for number, target in links(page):
         parts = urlsplit(target)
         if parts.scheme or target.startswith("//"):  # http(s), mailto: not checked here

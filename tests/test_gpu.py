@@ -501,9 +501,9 @@ def test_assert_async_fails_a_region_that_waits_and_passes_one_that_does_not(cup
 
 
 def test_the_readme_training_step(tmp_path):
-    """The README's worked example, run as a user's test suite would run it (the plugin's fixture)."""
+    """The usage page's worked example, run as a user's test suite would run it (the plugin's fixture)."""
     pytest.importorskip("torch")
-    example = (ROOT / "README.md").read_text().split("```python\n# test_training_step.py\n", 1)[1].split("```", 1)[0]
+    example = (ROOT / "docs" / "usage.md").read_text().split("```python\n# test_training_step.py\n", 1)[1].split("```", 1)[0]
     (tmp_path / "test_training_step.py").write_text(example)
     import importlib.metadata
 
