@@ -3,7 +3,7 @@
 import pytest
 from gpu import GATED, UNGATED, iterations_for, run
 
-from bench.experiments.bandwidth import verified_copy
+from bench.measure.copies import verified_copy
 from bench.units import format_size
 
 SIZES = (64 << 10, 16 << 20, 256 << 20)

@@ -4,11 +4,11 @@ cudaMallocAsync in a loop; a mallocAsync loop eager vs replayed as a CUDA graph.
 import pytest
 from gpu import GATED, UNGATED, run
 
-from bench.capture import destroy, forked
 from bench.cuda import kernels
 from bench.experiments.alloc import LOOP, loop_once, pool_threshold
 from bench.experiments.graphs import verified_malloc_loop
-from bench.experiments.overlap import verified_pipeline
+from bench.measure.capture import destroy, forked
+from bench.measure.pipeline import verified_pipeline
 from bench.timing import Context
 
 PAYLOAD = 256 << 20

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.cuda import cupy, kernels, runtime
-from bench.experiments.latency import STEPS, chain_end, pointer_chain, timed_chase
-from bench.memory import DeviceBuffer
+from bench.measure.chase import STEPS, chain_end, pointer_chain, timed_chase
+from bench.measure.memory import DeviceBuffer
 from bench.timing import StopRule, Timer
 
 

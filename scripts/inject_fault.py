@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the fa
 from rich.console import Console  # noqa: E402
 
 from bench import cli  # noqa: E402
-from bench.runner import Request, Runner  # noqa: E402
+from bench.sweep import Planned, Request, Runner  # noqa: E402
 from faults import with_fault  # noqa: E402
 
 
@@ -31,16 +31,16 @@ def main() -> int:
     progress = cli._Progress(console)
     runner = Runner(Request(args.experiments.split(","), "quick" if args.quick else "default", out=args.out,
                             command=" ".join(["python", *sys.argv])), progress)
-    runner.plan()
-    runner.plans = [item if item.experiment.name != target else
-                    type(item)(with_fault(item.experiment, int(after)), item.configs, item.rules)
-                    for item in runner.plans]
-    runner.check()
+    planned = runner.plan()
+    plans = [item if item.experiment.name != target else
+             type(item)(with_fault(item.experiment, int(after)), item.configs, item.rules)
+             for item in planned.plans]
+    checked = runner.check(Planned(plans, planned.devices, planned.left_out))
     try:
-        outcome = runner.run()
+        outcome = runner.run(checked)
     finally:
         progress.close()
-    cli._print_summary(runner.plans, outcome, console)
+    cli._print_summary(checked.plans, outcome, console)
     return 0
 
 

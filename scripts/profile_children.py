@@ -16,8 +16,9 @@ import pstats
 import sys
 import time
 
-from bench import plan as planning
-from bench.runner import _processes, use_device
+from bench.env import use_device
+from bench.sweep import plan as planning
+from bench.sweep.processes import _processes
 
 TOP = 25
 

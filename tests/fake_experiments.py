@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import runner
 from bench.experiments import Experiment
 from bench.schema import FLOAT, INT, TEXT, column
+from bench.sweep import preflight
 from bench.timing import Samples
 
 N = tuple(range(5))
@@ -170,7 +170,7 @@ PAIRS = experiment("pairs", rows, axes={"a": (0, 1), "b": (0, 1)}, valid=differe
                    columns=(column("a", INT, "one GPU"), column("b", INT, "the other"), *COLUMNS))
 
 
-class FakeGpu(runner.Gpu):
+class FakeGpu(preflight.Gpu):
     """A GPU that selects without CUDA; it records what the runner asked of it."""
 
     def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None) -> None:

@@ -36,7 +36,7 @@ def forked_state() -> dict:
     untouched = not driver.is_initialized
     built = "numba.cuda.np.arraymath" in sys.modules  # imported by the target's registries
     from bench.cuda import cupy
-    from bench.runner import use_device
+    from bench.env import use_device
     from bench.timing import Gate
 
     use_device(0)

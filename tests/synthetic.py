@@ -150,7 +150,7 @@ def blocking_records() -> list[dict]:
     """Host verdicts shaped like the real thing: syncs and cudaFree wait, pageable copies on the spinning stream
     wait, the rest return; and serialization rows where cudaMalloc (and every call that held the host) keeps the two
     kernels apart."""
-    from bench.calls import catalog, documented_serializes, documented_waits
+    from bench.catalogs.runtime import catalog, documented_serializes, documented_waits
 
     rows = []
     for call in catalog().values():
@@ -343,7 +343,7 @@ def firstcall_records() -> list[dict]:
 def batched_records() -> list[dict]:
     """Rows of the default sweep: the batch call blocks the host for 0.5 µs a copy (pageable: plus staging), the loop
     2.5 µs a copy; pinned batches arrive at up to 39 GB/s, the loop at 17 GB/s at most."""
-    from bench import plan
+    from bench.sweep import plan
     from bench.experiments import batched
 
     rows = []
@@ -418,7 +418,7 @@ def managed_records(skipped: bool = False) -> list[dict]:
 def peer_records() -> list[dict]:
     """Two GPUs: every valid peer configuration, NVLink-like rates (staged copies slower), 1 µs peer latency."""
     from bench.experiments import peer
-    from bench.plan import expand
+    from bench.sweep.plan import expand
 
     rows = []
     for config in expand({**peer.EXPERIMENT.axes, "src": (0, 1), "dst": (0, 1)}, peer.valid):

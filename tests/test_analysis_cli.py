@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +29,29 @@ def bench(*args, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "100"}
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
+
+
+@pytest.fixture
+def run(monkeypatch, capsys):
+    """``bench ARGS`` in this process, as ``python -m bench ARGS`` shows it (exit status, stdout, and stderr with the
+    Python warnings a process would print): a CompletedProcess. What only a process shows (an exit by a signal, the
+    modules a fresh interpreter imports) runs ``bench`` as one."""
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def call(*args, cwd):
+        with monkeypatch.context() as here, warnings.catch_warnings(record=True) as caught:
+            here.chdir(cwd)
+            warnings.resetwarnings()  # Python's default filters: warnings once per place, deprecations hidden
+            warnings.simplefilter("default")
+            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", hidden)
+            status = cli.main(list(args))
+        out, err = capsys.readouterr()
+        err += "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: {warning.message}\n"
+                       for warning in caught)
+        return subprocess.CompletedProcess(["bench", *args], status, out, err)
+
+    return call
 
 
 def experiment(name: str, **changes) -> list[dict]:
@@ -142,9 +166,9 @@ def inputs(tmp_path):
     (["report"], "cannot read results file results: no such file or directory"),
     (["claims", "missing.parquet"], "cannot read results file missing.parquet: no such file or directory"),
 ])
-def test_bad_input_is_one_line_and_exit_2_and_nothing_written(inputs, args, fragment):
+def test_bad_input_is_one_line_and_exit_2_and_nothing_written(inputs, args, fragment, run):
     before = names(inputs)
-    result = bench(*args, cwd=inputs)
+    result = run(*args, cwd=inputs)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("bench: error: ") and fragment in lines[0], result.stderr
@@ -165,70 +189,70 @@ def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs, args):
 
 # --- what the commands do --------------------------------------------------------------------------------------
 
-def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path):
+def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run):
     synthetic.write(tmp_path / "fleet" / "a.parquet", experiment("launch") + experiment("alloc"))
     synthetic.write(tmp_path / "fleet" / "b.parquet", experiment("launch", **GPU_B))
-    result = bench("plot", "fleet", cwd=tmp_path)
+    result = run("plot", "fleet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert names(tmp_path / "plots") == sorted([
         "Test-GPU-00000000", "Test-GPU-00000000/alloc.png", "Test-GPU-00000000/alloc.svg",
         "Test-GPU-00000000/launch.png", "Test-GPU-00000000/launch.svg", "Test-GPU-bbbbbbbb",
         "Test-GPU-bbbbbbbb/launch.png", "Test-GPU-bbbbbbbb/launch.svg"])
-    result = bench("plot", "fleet", "--gpu", "node-b", "--out", "b", cwd=tmp_path)
+    result = run("plot", "fleet", "--gpu", "node-b", "--out", "b", cwd=tmp_path)
     assert result.returncode == 0 and names(tmp_path / "b") == ["launch.png", "launch.svg"], result.stderr
     assert "Test GPU (GPU-bbbbbbbb)" in (tmp_path / "b" / "launch.svg").read_text()
 
 
-def test_overlap_runs_of_two_payloads_get_a_set_of_figures_each(tmp_path):
+def test_overlap_runs_of_two_payloads_get_a_set_of_figures_each(tmp_path, run):
     larger = [{**row, "total_bytes": 1 << 30} for row in experiment("overlap", run_id="20261122T000000Z")]
     synthetic.write(tmp_path / "r.parquet", experiment("overlap") + larger)
-    result = bench("plot", "r.parquet", cwd=tmp_path)
+    result = run("plot", "r.parquet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert names(tmp_path / "plots") == sorted(f"overlap_{kind}-{size}.{ext}" for kind in ("scaling", "heatmap")
                                                for size in ("256MiB", "1GiB") for ext in ("png", "svg"))
 
 
-def test_replotting_unchanged_results_leaves_every_file_alone(tmp_path):
+def test_replotting_unchanged_results_leaves_every_file_alone(tmp_path, run):
     rows = [row for row in synthetic.all_records() if row["experiment"] in ("blocking", "serialization", "launch")]
     synthetic.write(tmp_path / "r.parquet", rows)
-    assert bench("plot", "r.parquet", cwd=tmp_path).returncode == 0
+    assert run("plot", "r.parquet", cwd=tmp_path).returncode == 0
     files = sorted((tmp_path / "plots").iterdir())
     assert len(files) == 4 and not any(b"<dc:date>" in path.read_bytes() for path in files)
     for path in files:
         os.utime(path, ns=(1_000_000_000, 1_000_000_000))  # as if written long ago
     before = {path.name: path.read_bytes() for path in files}
-    assert bench("plot", "r.parquet", cwd=tmp_path).returncode == 0
+    assert run("plot", "r.parquet", cwd=tmp_path).returncode == 0
     assert sorted((tmp_path / "plots").iterdir()) == files
     assert {path.name: path.read_bytes() for path in files} == before
     assert {path.stat().st_mtime_ns for path in files} == {1_000_000_000}
 
 
-def test_superseded_runs_are_left_out_unless_named(tmp_path):
+def test_superseded_runs_are_left_out_unless_named(tmp_path, run):
     synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", experiment("launch"))
     superseded = tmp_path / "results" / "_superseded" / "20261120T000000Z-Test-GPU.parquet"
     synthetic.write(superseded, experiment("launch", run_id="20261120T000000Z", **GPU_C))
     assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results"))] == ["node-a"]
-    result = bench("report", cwd=tmp_path)
+    result = run("report", cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == "wrote plots/report.html\n", result.stderr
     document = (tmp_path / "plots" / "report.html").read_text()
     assert synthetic.RUN_ID in document and "20261120T000000Z" not in document and "node-c" not in document
-    result = bench("report", "results", "results/_superseded", "--out", "all.html", cwd=tmp_path)
+    result = run("report", "results", "results/_superseded", "--out", "all.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "20261120T000000Z" in (tmp_path / "all.html").read_text()
-    result = bench("compare", "results/_superseded", "results", cwd=tmp_path)
+    result = run("compare", "results/_superseded", "results", cwd=tmp_path)
     assert result.returncode == 0 and "different GPUs" in result.stderr and "3 same" in result.stdout
-    assert bench("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
+    assert run("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
     assert names(tmp_path / "plots") == ["launch.png", "launch.svg", "report.html"]
 
 
-def test_claims_of_a_directory_judge_each_gpu_on_its_own(tmp_path):
+def test_claims_of_a_directory_judge_each_gpu_on_its_own(tmp_path, run):
     everything = synthetic.all_records()
     synthetic.write(tmp_path / "fleet" / "a.parquet", everything)
     cudafree_returns = [{**row, "verdict": "returns", "host_ms": 0.004}
                         if row["experiment"] == "blocking" and row["call"] == "cudaFree" else row
                         for row in synthetic.tagged(everything, **GPU_B)]
     synthetic.write(tmp_path / "fleet" / "b.parquet", cudafree_returns)
-    result = bench("claims", "fleet", cwd=tmp_path)
+    result = run("claims", "fleet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     first, second = result.stdout.split("CUDA claims against measurement on Test GPU GPU-bbbbbbbb")
     assert "CUDA claims against measurement on Test GPU GPU-00000000" in first
@@ -237,9 +261,9 @@ def test_claims_of_a_directory_judge_each_gpu_on_its_own(tmp_path):
     assert "measuring" not in result.stdout and names(tmp_path) == ["fleet", "fleet/a.parquet", "fleet/b.parquet"]
 
 
-def test_claims_judge_what_the_results_hold_and_say_how_to_measure_the_rest(tmp_path):
+def test_claims_judge_what_the_results_hold_and_say_how_to_measure_the_rest(tmp_path, run):
     synthetic.write(tmp_path / "r.parquet", experiment("blocking"))
-    result = bench("claims", "r.parquet", cwd=tmp_path)
+    result = run("claims", "r.parquet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (warning,) = result.stderr.splitlines()  # one line: what is missing, and how to measure it
     assert warning.startswith("bench: warning: the results lack graphs, ") and "library" in warning
@@ -247,13 +271,13 @@ def test_claims_judge_what_the_results_hold_and_say_how_to_measure_the_rest(tmp_
     assert "cudaFree waits for running kernels: HOLDS" in result.stdout  # judged from what the results hold
     assert "cudaMallocAsync is cheaper than cudaMalloc in a loop: NOT MEASURED" in result.stdout
     assert "measuring" not in result.stdout and names(tmp_path) == ["r.parquet"]  # never measures unasked
-    document = json.loads(bench("claims", "r.parquet", "--format", "json", cwd=tmp_path).stdout)
+    document = json.loads(run("claims", "r.parquet", "--format", "json", cwd=tmp_path).stdout)
     (gpu,) = document["gpus"]
     verdicts = {claim["claim"]: claim["verdict"] for claim in gpu["claims"]}
     assert verdicts["cudaFree waits for running kernels"] == "holds"
     assert verdicts["cudaMallocAsync is cheaper than cudaMalloc in a loop"] == "not measured"
     assert "graphs" in document["not_measured"] and gpu["gpu"].startswith("Test GPU GPU-00000000")
-    markdown = bench("claims", "r.parquet", "--format", "markdown", cwd=tmp_path).stdout
+    markdown = run("claims", "r.parquet", "--format", "markdown", cwd=tmp_path).stdout
     assert markdown.startswith("## CUDA claims against measurement on Test GPU GPU-00000000")
     assert "| claim | verdict | the documentation | measured |" in markdown
     assert "| cudaFree waits for running kernels | **holds** | silent ([docs](https://" in markdown
@@ -296,28 +320,28 @@ def torn(tmp_path):
     (["claims", "results"], [TORN]),
     (["compare", "results", "results"], [TORN, TORN]),
 ])
-def test_a_file_bench_cannot_read_is_skipped_with_a_warning_unless_strict(torn, args, skipped):
-    result = bench(*args, cwd=torn)
+def test_a_file_bench_cannot_read_is_skipped_with_a_warning_unless_strict(torn, args, skipped, run):
+    result = run(*args, cwd=torn)
     assert result.returncode == 0, result.stderr
     warnings = result.stderr.splitlines()
     assert [line.split("cannot read results file ")[1].split(":")[0] for line in warnings] == skipped, warnings
     assert all(line.startswith("bench: warning: skipped a file: cannot read results file ") and "Parquet" in line
                and line.endswith(" (--strict stops instead)") for line in warnings), warnings
     before = names(torn)
-    result = bench(*args, "--strict", cwd=torn)
+    result = run(*args, "--strict", cwd=torn)
     assert result.returncode == 2 and result.stdout == "" and names(torn) == before
     assert result.stderr.startswith(f"bench: error: cannot read results file {skipped[0]}: ")
     assert len(result.stderr.splitlines()) == 1, result.stderr
 
 
-def test_report_and_plot_write_through_symlinks(tmp_path):
+def test_report_and_plot_write_through_symlinks(tmp_path, run):
     synthetic.write(tmp_path / "r.parquet", experiment("launch"))
     (tmp_path / "kept.html").write_text("an older report")
     (tmp_path / "report.html").symlink_to("kept.html")
     (tmp_path / "plots").mkdir()
     (tmp_path / "plots" / "launch.svg").symlink_to("../figure.svg")  # dangling: the write makes figure.svg
-    assert bench("report", "r.parquet", "--out", "report.html", cwd=tmp_path).returncode == 0
-    assert bench("plot", "r.parquet", cwd=tmp_path).returncode == 0
+    assert run("report", "r.parquet", "--out", "report.html", cwd=tmp_path).returncode == 0
+    assert run("plot", "r.parquet", cwd=tmp_path).returncode == 0
     assert (tmp_path / "report.html").is_symlink() and (tmp_path / "kept.html").read_text().startswith("<!doctype")
     assert (tmp_path / "plots" / "launch.svg").is_symlink() and "<svg" in (tmp_path / "figure.svg").read_text()
 

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import plan, store
+from bench import store
 from bench.experiments import batched, registry
 from bench.schema import check_row, schema_of, suite_columns
+from bench.sweep import plan
 from bench.timing import Context
 
 EXPERIMENT = batched.EXPERIMENT

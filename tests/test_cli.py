@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import disks
-from bench import cli, runner, store
-from bench import plan as planning
+from bench import cli, store
+from bench.sweep import plan as planning
+from bench.sweep import preflight
 from fake_experiments import FINE, FakeGpu
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -123,7 +124,7 @@ def test_usage_errors_from_a_real_process(tmp_path, no_gpu):
 def fake_suite(monkeypatch):
     """The command line's sweep with one fake experiment and a fake GPU."""
     monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE})
-    monkeypatch.setattr(runner, "Gpu", FakeGpu)
+    monkeypatch.setattr(preflight, "Gpu", FakeGpu)
 
 
 def test_a_sweep_from_the_command_line(main, tmp_path, fake_suite):

@@ -6,6 +6,7 @@ reference names every option the parser has. CPU only; reads files and imports n
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shlex
@@ -309,3 +310,34 @@ def test_cli_reference_names_every_command_and_option():
                     if option not in ("-h", "--help") and f"`{option}" not in section]
     assert not missing, (f"{name(CLI_PAGE)} does not describe: {', '.join(missing)} "
                          "(see `python -m bench COMMAND --help`)")
+
+
+def _layout_block() -> str:
+    text = (DOCS / "contributing.md").read_text()
+    return text.split("## Layout", 1)[1].split("```", 2)[1]
+
+
+def test_the_contributing_layout_is_the_layout_on_disk():
+    """Every module and package of src/bench is in the contributing page's layout, and every .py or package it names
+    under src/bench exists."""
+    block = _layout_block()
+    package = ROOT / "src" / "bench"
+    on_disk = {path.name for path in package.iterdir()
+               if (path.suffix == ".py" or (path / "__init__.py").is_file()) and not path.name.startswith(".")}
+    missing = sorted(name for name in on_disk
+                     if not re.search(rf"(?<![\w/.]){re.escape(name.removesuffix('.py'))}(\.py|/)", block))
+    assert not missing, f"docs/contributing.md's layout lacks {missing}"
+    named = set(re.findall(r"(?<![\w/.{])([a-z_]+(?:\.py|/))", block.split("tests/", 1)[0])) - {"src/"}
+    named = {name for name in named if not name.startswith("test_")}  # tests named beside a module
+    packages = {path.name for path in package.rglob("*") if path.is_dir()}
+    files = {path.name for path in package.rglob("*.py")}
+    absent = sorted(name for name in named if name.removesuffix("/") not in packages and name not in files)
+    assert not absent, f"docs/contributing.md's layout names what is not under src/bench: {absent}"
+
+
+def test_every_package_says_what_it_holds_and_may_import():
+    for init in sorted((ROOT / "src" / "bench").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if init.parent.name == "bench":
+            continue
+        assert doc and "import" in doc, f"{init.relative_to(ROOT)}: its opening docstring says what it may import"

@@ -13,11 +13,14 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import plan, store
-from bench.calls import DOCS_HOST, PLACEMENTS, catalog, documented_serializes, documented_waits
+from bench import analysis, store
+from bench.catalogs.runtime import DOCS_HOST, PLACEMENTS, catalog, documented_serializes, documented_waits
 from bench.experiments import Experiment, alloc, blocking, graphs, overlap, registry, serialization
 from bench.experiments import bandwidth as bandwidth_module
+from bench.measure import catalog as catalog_module
+from bench.measure import pipeline, verdicts
 from bench.schema import check_row, schema_of, suite_columns
+from bench.sweep import plan
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 NAMES = list(registry())
@@ -41,7 +44,7 @@ def test_importing_the_registry_imports_no_cuda_library():
         "before = set(sys.modules)\n"
         "from bench.experiments import registry\n"
         "registry()\n"
-        "import bench.store, bench.plan, bench.schema, bench.timing, bench.calls\n"
+        "import bench.store, bench.sweep.plan, bench.schema, bench.timing, bench.catalogs.runtime\n"
         "new = sorted(m for m in set(sys.modules) - before\n"
         "             if m.split('.')[0] in ('cupy', 'cupyx', 'numba', 'numba_cuda', 'cuda', 'cupy_backends'))\n"
         "print(new)\n")
@@ -257,31 +260,31 @@ def test_documented_expectations_follow_stream_semantics():
     (5.0, False, 19.9, "unclear"),  # the spin ended, but the call took far less than was left of it
 ])
 def test_host_verdict(host_ms, running, left, verdict):
-    assert blocking.classify(host_ms, running, left) == verdict
+    assert verdicts.classify(host_ms, running, left) == verdict
 
 
 def test_consensus_prefers_the_majority_then_the_more_blocking():
-    assert blocking.consensus(["returns", "returns", "own-work"]) == ("returns", False)
-    assert blocking.consensus(["returns", "waits-for-device"]) == ("waits-for-device", False)
-    assert blocking.consensus(["own-work"] * 3) == ("own-work", True)
-    assert blocking.consensus(["unclear", "returns"]) == ("returns", False)
-    assert blocking.consensus(["overlaps", "serializes"], serialization.VERDICTS) == ("serializes", False)
+    assert verdicts.consensus(["returns", "returns", "own-work"]) == ("returns", False)
+    assert verdicts.consensus(["returns", "waits-for-device"]) == ("waits-for-device", False)
+    assert verdicts.consensus(["own-work"] * 3) == ("own-work", True)
+    assert verdicts.consensus(["unclear", "returns"]) == ("returns", False)
+    assert verdicts.consensus(["overlaps", "serializes"], verdicts.DEVICE_VERDICTS) == ("serializes", False)
 
 
 def test_repeats_settle_when_they_agree_or_at_the_limit():
-    assert not blocking.settled([]) and not blocking.settled(["returns"] * (blocking.MIN_REPEATS - 1))
-    assert blocking.settled(["returns"] * blocking.MIN_REPEATS)
-    mixed = ["returns", "own-work"] * blocking.MAX_REPEATS
-    assert not blocking.settled(mixed[:blocking.MAX_REPEATS - 1])
-    assert blocking.settled(mixed[:blocking.MAX_REPEATS])
-    assert blocking.settled(["overlaps"] * 2, minimum=2) and not blocking.settled(["overlaps"], minimum=2)
+    assert not verdicts.settled([]) and not verdicts.settled(["returns"] * (verdicts.MIN_REPEATS - 1))
+    assert verdicts.settled(["returns"] * verdicts.MIN_REPEATS)
+    mixed = ["returns", "own-work"] * verdicts.MAX_REPEATS
+    assert not verdicts.settled(mixed[:verdicts.MAX_REPEATS - 1])
+    assert verdicts.settled(mixed[:verdicts.MAX_REPEATS])
+    assert verdicts.settled(["overlaps"] * 2, minimum=2) and not verdicts.settled(["overlaps"], minimum=2)
 
 
 @pytest.mark.parametrize("second, verdict", [((0.05, 20.05), "overlaps"), ((10.0, 30.0), "overlaps"),
                                              ((20.1, 40.1), "serializes"), ((19.9, 39.9), "serializes"),
                                              ((15.0, 35.0), "partial")])
 def test_serialization_verdict(second, verdict):
-    assert serialization.classify((0.0, 20.0), second, 20.0) == verdict
+    assert verdicts.classify_pair((0.0, 20.0), second, 20.0) == verdict
 
 
 def test_catalog_plans_cover_each_call_in_its_placements():
@@ -290,8 +293,8 @@ def test_catalog_plans_cover_each_call_in_its_placements():
     assert {c["placement"] for c in configs if c["call"] == "cudaMalloc"} == {"none"}
     assert plan.make(["serialization"])[0].configs == configs
     quick = plan.make(["blocking"], mode="quick")[0].configs
-    assert {c["call"] for c in quick} == set(blocking.QUICK_CALLS["call"]) and len(quick) < len(configs)
-    assert all(blocking.takes_placement(config) for config in configs)
+    assert {c["call"] for c in quick} == set(catalog_module.QUICK_CALLS["call"]) and len(quick) < len(configs)
+    assert all(catalog_module.takes_placement(config) for config in configs)
 
 
 def test_catalog_contradictions_in_the_headline():
@@ -302,10 +305,10 @@ def test_catalog_contradictions_in_the_headline():
     device = serialization.headline(rows[rows["experiment"] == "serialization"])
     assert set(device["call"]) >= {"cudaMalloc", "cudaDeviceSynchronize"}
     assert set(device["verdict"]) == {"serializes"} and set(device["cause"]) == {"host waited", "device"}
-    assert blocking.contradicts_docs({"matches_docs": False}) and not blocking.contradicts_docs(
-        {"matches_docs": pd.NA}) and not blocking.contradicts_docs({"matches_docs": None}) and not \
-        blocking.contradicts_docs({"matches_docs": True})
-    assert [blocking.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
+    assert analysis.contradicts_docs({"matches_docs": False}) and not analysis.contradicts_docs(
+        {"matches_docs": pd.NA}) and not analysis.contradicts_docs({"matches_docs": None}) and not \
+        analysis.contradicts_docs({"matches_docs": True})
+    assert [analysis.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
 
 
 def test_bandwidth_description():
@@ -332,28 +335,28 @@ def test_bandwidth_headline():
 
 def test_overlap_bound_model():
     # two or more copy engines: copies in opposite directions overlap each other and the kernel, at duplex rates
-    assert overlap.bound_ms(kernel_ms=3, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
+    assert pipeline.bound_ms(kernel_ms=3, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
                             copy_engines=2) == 5.5
-    assert overlap.bound_ms(kernel_ms=20, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
+    assert pipeline.bound_ms(kernel_ms=20, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
                             copy_engines=3) == 20
     # one copy engine: the copies serialize
-    assert overlap.bound_ms(kernel_ms=3, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
+    assert pipeline.bound_ms(kernel_ms=3, h2d_ms=5, d2h_ms=5, h2d_duplex_ms=5.4, d2h_duplex_ms=5.5,
                             copy_engines=1) == 10
 
 
 def test_overlap_calibration_fits_a_line_through_two_measurements():
     # 0.1 ms launch overhead + 0.01 ms per round: 5 ms needs 490 rounds
-    assert overlap.rounds_for(5.0, (16, 0.26), (256, 2.66)) == 490
-    assert overlap.rounds_for(0.0001, (16, 0.26), (256, 2.66)) == 1  # never below one round
+    assert pipeline.rounds_for(5.0, (16, 0.26), (256, 2.66)) == 490
+    assert pipeline.rounds_for(0.0001, (16, 0.26), (256, 2.66)) == 1  # never below one round
     with pytest.raises(ValueError):
-        overlap.rounds_for(5.0, (16, 1.0), (256, 1.0))
+        pipeline.rounds_for(5.0, (16, 1.0), (256, 1.0))
 
 
 def test_overlap_split_covers_the_payload_in_whole_words():
-    pieces = overlap.split(1000, 3)
+    pieces = pipeline.split(1000, 3)
     assert pieces == [(0, 332), (332, 332), (664, 336)]
     for total, chunks in ((256 << 20, 128), (4096, 7), (40, 10)):
-        pieces = overlap.split(total, chunks)
+        pieces = pipeline.split(total, chunks)
         assert len(pieces) == chunks and sum(size for _, size in pieces) == total
         assert all(offset % 4 == 0 and size % 4 == 0 for offset, size in pieces)
         assert max(size for _, size in pieces) - min(size for _, size in pieces) <= 4
@@ -409,7 +412,7 @@ def test_graphs_description():
 
 
 def test_by_host_memory_allocates_each_kind_once_for_its_largest_configuration():
-    from bench.experiments.bandwidth import by_host_memory
+    from bench.measure.copies import by_host_memory
 
     made = []
 
@@ -433,7 +436,7 @@ def test_by_host_memory_allocates_each_kind_once_for_its_largest_configuration()
 
 def test_timed_copies_fill_the_row_and_hand_their_gpus_to_the_timer():
     """The step of verified_and_timed that peer copies (verified on their own GPUs) share with bandwidth's."""
-    from bench.experiments.bandwidth import timed
+    from bench.measure.copies import timed
     from bench.timing import GpuTiming, MeasurementFailed, Samples
 
     enqueued, asked = [], {}

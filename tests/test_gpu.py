@@ -115,7 +115,7 @@ def test_spin_watch_tells_waiting_from_returning(cupy):
 def test_host_memory_round_trip(cupy, kind):
     from cupy.cuda import runtime
 
-    from bench.memory import DeviceBuffer, HostBuffer
+    from bench.measure.memory import DeviceBuffer, HostBuffer
 
     nbytes = 3 << 20
     pattern = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
@@ -129,7 +129,7 @@ def test_host_memory_round_trip(cupy, kind):
 
 
 def test_device_allocators(cupy):
-    from bench.memory import DeviceBuffer
+    from bench.measure.memory import DeviceBuffer
 
     stream = cupy.cuda.Stream(non_blocking=True)
     free_before, _ = cupy.cuda.runtime.memGetInfo()
@@ -150,13 +150,13 @@ def test_device_allocators(cupy):
 # --- experiments --------------------------------------------------------------------------------------------
 
 def test_verification_catches_a_wrong_copy(cupy):
-    from bench.experiments import bandwidth
+    from bench.measure.copies import CopyBuffers, mismatch
 
-    with bandwidth._Buffers("pinned", 1 << 20) as buffers:
+    with CopyBuffers("pinned", 1 << 20) as buffers:
         (h2d,) = buffers.copies("H2D")
-        assert bandwidth.mismatch([h2d], 1 << 20) is None
+        assert mismatch([h2d], 1 << 20) is None
         buffers.host_src.array[12345] ^= 0xFF  # the source no longer matches the reference
-        message = bandwidth.mismatch([h2d], 1 << 20)
+        message = mismatch([h2d], 1 << 20)
         assert message == "data mismatch after copy: 1 of 1048576 bytes differ (first at offset 12345)"
         # a copy shorter than the verified range leaves poison behind, which the check must see
         (d2d,) = buffers.copies("D2D")
@@ -167,7 +167,7 @@ def test_verification_catches_a_wrong_copy(cupy):
 
 
 def test_bandwidth_experiment_small(cupy):
-    from bench import plan
+    from bench.sweep import plan
 
     (item,) = plan.make(["bandwidth"], sizes=[4096, 16 << 20])
     rows = rows_of("bandwidth", item.configs)
@@ -201,7 +201,7 @@ def test_launch_paths_cost_what_they_should(cupy):
 
 
 def test_overlap_small_pipeline(cupy):
-    from bench import plan
+    from bench.sweep import plan
     from bench.experiments import registry
 
     overlap = registry()["overlap"]
@@ -335,11 +335,11 @@ def test_cli_quick_sweep_then_plot(tmp_path):
 
 
 def test_fork_server_prepares_without_touching_cuda():
-    """Experiment processes come from a fork server that built numba-cuda's target once (bench.preload) but never
+    """Experiment processes come from a fork server that built numba-cuda's target once (bench.sweep.preload) but never
     initialised the CUDA driver: each process creates its own context and runs kernels."""
     from gpu_rows import forked_state
 
-    from bench.runner import _processes
+    from bench.sweep.processes import _processes
 
     with _processes().Pool(1) as pool:
         state = pool.apply(forked_state)
@@ -376,7 +376,9 @@ def test_benchmark_median_agrees_with_the_sweep(cupy, tmp_path):
     from bench.timing import Context
 
     report = tmp_path / "benchmark.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    env = {name: value for name, value in os.environ.items()  # pytest-benchmark measures nothing in an xdist
+           if not name.startswith("PYTEST_XDIST_")}  # worker, and it takes this test's worker's variables for its own
+    env["PYTHONPATH"] = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])
     result = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-only", "-p", "no:cacheprovider", "-q",
                              "-k", "h2d-pinned-16MiB", f"--benchmark-json={report}"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
@@ -394,15 +396,14 @@ INJECTED = """
 import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from bench.runner import Request, Runner
+from bench.sweep import Planned, Request, Runner
 from faults import with_fault
 runner = Runner(Request(["bandwidth", "launch", "graphs"], "quick", sizes=[1 << 20], out=Path("results"),
                         axes={{"host_memory": ["pinned"], "case": ["stream-order"]}}))
-runner.plan()
-runner.plans = [type(item)(with_fault(item.experiment, 1), item.configs, item.rules)
-                if item.experiment.name == "launch" else item for item in runner.plans]
-runner.check()
-outcome = runner.run()
+planned = runner.plan()
+plans = [type(item)(with_fault(item.experiment, 1), item.configs, item.rules)
+         if item.experiment.name == "launch" else item for item in planned.plans]
+outcome = runner.run(runner.check(Planned(plans, planned.devices, planned.left_out)))
 print(outcome.path)
 """
 

@@ -69,7 +69,7 @@ def test_batched_experiment_small(cupy, api):
     stream, a batch of 1024 pinned copies of 4 KiB blocked the host for 1.7 ms and one of 16 KiB copies for 4.5 ms on
     the H200 (the loop: about 2 ms at 4 KiB and at 64 KiB; the same batch calls behind a busy stream: 0.7-0.8 ms), so
     at small sizes which one blocks longer is the measurement, not an invariant."""
-    from bench import plan
+    from bench.sweep import plan
 
     (item,) = plan.make(["batched"], sizes=[4096, 65536], axes={"copies": ["64", "1024"]})
     assert len(item.configs) == 32

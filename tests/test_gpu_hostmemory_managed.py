@@ -29,7 +29,7 @@ def rows_of(name: str, configs) -> pd.DataFrame:
 def test_write_combined_buffer_round_trip(cupy):
     from cupy.cuda import runtime
 
-    from bench.experiments.hostmemory import WriteCombinedBuffer
+    from bench.measure.memory import WriteCombinedBuffer
 
     source = cupy.arange(MiB, dtype=cupy.uint8)
     back = cupy.zeros(MiB, dtype=cupy.uint8)
@@ -45,8 +45,7 @@ def test_write_combined_buffer_round_trip(cupy):
 
 
 def test_the_copy_source_is_never_the_poison_byte(cupy):
-    from bench.experiments.bandwidth import POISON
-    from bench.experiments.hostmemory import fill_pattern
+    from bench.measure.copies import POISON, fill_pattern
 
     data = cupy.full(3 * MiB + 7, POISON, dtype=cupy.uint8)
     fill_pattern(data, seed=1)
@@ -93,9 +92,8 @@ def test_hostmemory_catches_a_wrong_copy(cupy, monkeypatch):
     """Verification is real: a copy that moves half the bytes is a failed row, not a number."""
     from bench.experiments import hostmemory
 
-    honest = hostmemory._Buffers.copy
-    monkeypatch.setattr(hostmemory._Buffers, "copy", lambda self, operation, nbytes: honest(self, operation,
-                                                                                            nbytes // 2))
+    honest = hostmemory.copy
+    monkeypatch.setattr(hostmemory, "copy", lambda buffers, operation, nbytes: honest(buffers, operation, nbytes // 2))
     rows = rows_of("hostmemory", [{"host_memory": "write-combined", "operation": operation, "bytes": MiB}
                                   for operation in ("H2D", "D2H")])
     assert list(rows["status"]) == ["failed", "failed"] and not rows["verified"].any()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from gpu_rows import rows_of
 
-from bench.plan import expand
+from bench.sweep.plan import expand
 
 pytestmark = [pytest.mark.gpu, pytest.mark.two_gpus]
 SRC = str(Path(__file__).resolve().parents[1] / "src")

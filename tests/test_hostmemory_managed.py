@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import plan, store
+from bench import store
 from bench.experiments import hostmemory, managed, registry
 from bench.schema import check_row, schema_of, suite_columns
+from bench.sweep import plan
 from bench.timing import StopRule
 
 MiB = 1 << 20
@@ -163,7 +164,7 @@ def test_index_words_wrap_past_32_bits():
 
 @pytest.mark.cuda_libs  # the kernels module imports numba-cuda
 def test_the_verification_reference_is_the_kernel_arithmetic():
-    from bench.kernels import MIX_INCREMENT, MIX_MULTIPLIER, mix_reference
+    from bench.measure.kernels import MIX_INCREMENT, MIX_MULTIPLIER, mix_reference
 
     indices = managed.index_words([0, 1, 2**31, 2**32 - 1])
     expected = [(int(value) * MIX_MULTIPLIER + MIX_INCREMENT) % 2**32 for value in indices]
@@ -172,7 +173,7 @@ def test_the_verification_reference_is_the_kernel_arithmetic():
 
 def test_host_kinds_are_refused_by_name():
     with pytest.raises(ValueError, match="unknown host memory kind 'pageable'"):
-        hostmemory.host_buffer("pageable", 4096)
+        hostmemory.make_buffers("pageable", 4096)
 
 
 # --- rows, headlines, figures -----------------------------------------------------------------------------------

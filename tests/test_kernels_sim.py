@@ -14,7 +14,7 @@ SCRIPT = """
 import time
 import numpy as np
 from numba import cuda
-from bench.kernels import GATE_EXPIRED, GATE_RELEASED, gate_kernel
+from bench.measure.kernels import GATE_EXPIRED, GATE_RELEASED, gate_kernel
 
 latch = cuda.mapped_array(2, np.int32)
 latch[:] = 0
@@ -28,20 +28,20 @@ latch[0], latch[1] = 1, 0
 gate_kernel[1, 1](latch, np.uint64(10_000_000_000))  # already open: returns at once
 assert latch[1] == GATE_RELEASED, latch[1]
 
-from bench.kernels import mix_array_kernel, mix_reference
+from bench.measure.kernels import mix_array_kernel, mix_reference
 values = np.random.default_rng(3).integers(0, 2**32, 1000, dtype=np.uint32)
 data = cuda.to_device(values.copy())
 mix_array_kernel[4, 64](data, 9)
 assert np.array_equal(data.copy_to_host(), mix_reference(values, 9))
 assert not np.array_equal(mix_reference(values, 9), values)
 
-from bench.kernels import spin_kernel
+from bench.measure.kernels import spin_kernel
 stamps = cuda.mapped_array(4, np.uint64)
 stamps[:] = 0
 spin_kernel[1, 1](np.uint64(30_000_000), stamps, 1)  # slot 1: stamps[2], stamps[3]
 assert stamps[0] == 0 and stamps[2] > 0 and stamps[3] - stamps[2] >= 30_000_000, list(stamps)
 
-from bench.kernels import _chase, _sm_copy
+from bench.measure.kernels import _chase, _sm_copy
 source = np.random.default_rng(5).integers(0, 2**63, 1003, dtype=np.uint64)
 for blocks, threads in ((1, 1), (3, 32), (64, 64)):  # a tail, fewer threads than words, more threads than words
     destination = np.zeros_like(source)
@@ -51,7 +51,7 @@ destination = np.zeros_like(source)
 cuda.jit(_sm_copy)[2, 32](destination, source, 500)
 assert np.array_equal(destination[:500], source[:500]) and not destination[500:].any()
 
-from bench.experiments.latency import chain_end, pointer_chain
+from bench.measure.chase import chain_end, pointer_chain
 words = pointer_chain(64 * 256, seed=1)
 out = np.zeros(1, np.uint64)
 chase = cuda.jit(_chase)

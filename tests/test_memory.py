@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import memory
+from bench.measure import memory
 
 
 class FakeStream:

@@ -14,7 +14,7 @@ import pytest
 
 import synthetic
 from bench import report, store
-from bench.calls import catalog
+from bench.catalogs.runtime import catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results" / "_superseded").glob("20261121T14[45]*Z-NVIDIA-H200.parquet"))
@@ -41,11 +41,24 @@ def first_headers(document: str) -> list[str]:
     return re.findall(r"<table><thead><tr><th>([^<]*)</th>", document)
 
 
+def one_gpu_results() -> tuple[pd.DataFrame, dict]:
+    """Every experiment's synthetic rows on one GPU, and the overlap timeline: (rows, side tables)."""
+    rows = synthetic.frame(synthetic.all_records())
+    return rows, {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
+
+
 @pytest.fixture(scope="module")
 def one_gpu() -> str:
-    rows = synthetic.frame(synthetic.all_records())
-    timeline = synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])
-    return report.render(rows, {"timeline": timeline}, source="synthetic")
+    """The report of one_gpu_results(), rendered once for the module (a render draws every figure: seconds)."""
+    rows, tables = one_gpu_results()
+    return report.render(rows, tables, source="synthetic")
+
+
+@pytest.fixture(scope="module")
+def two_gpus() -> str:
+    """The report of every experiment on GPU A and, measured a day later, on GPU B, where cudaFree returns at once."""
+    rows = synthetic.all_records()
+    return report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, run_id=LATER, **GPU_B))), {})
 
 
 def test_cells_read_as_people_write_them():
@@ -114,9 +127,8 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
     assert "src='http" not in one_gpu and "<script" not in one_gpu
 
 
-def test_several_gpus_get_a_section_and_a_gpu_column_each(tmp_path):
-    rows = synthetic.all_records()
-    document = report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, **GPU_B))), {})
+def test_several_gpus_get_a_section_and_a_gpu_column_each(two_gpus):
+    document = two_gpus
     uuid_a, uuid_b = synthetic.ENV["gpu_uuid"], GPU_B["gpu_uuid"]
     first, second = document.split(f"<h2 id='gpu-{uuid_b}'>Test GPU {uuid_b} on node-b</h2>")
     assert f"<h2 id='gpu-{uuid_a}'>Test GPU {uuid_a} on node-a</h2>" in first
@@ -148,11 +160,11 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
     assert "alt='overlap_scaling-256MiB'" in document and "alt='overlap_scaling-1GiB'" in document
 
 
-def test_the_same_results_give_the_same_bytes(tmp_path):
-    rows = synthetic.frame(synthetic.all_records())
-    first = report.write(rows, {}, tmp_path / "a.html").read_bytes()
-    assert report.write(rows, {}, tmp_path / "b.html").read_bytes() == first
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.html", "b.html"]  # no temporary files left
+def test_the_same_results_give_the_same_bytes(one_gpu, tmp_path):
+    rows, tables = one_gpu_results()  # built and rendered again: the module's render is the first
+    written = report.write(rows, tables, tmp_path / "a.html", source="synthetic").read_bytes()
+    assert written == one_gpu.encode("utf-8")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.html"]  # no temporary files left
 
 
 def test_a_report_of_the_committed_h200_results():
@@ -195,9 +207,8 @@ def test_the_answers_come_first_with_each_gpus_newest_run(one_gpu):
     assert said["overlap"] == "the best pipelines reach, of the engine-aware bound: pinned 95%, pageable 38%"
 
 
-def test_the_gpu_measured_last_answers_first():
-    rows = synthetic.all_records()
-    document = report.render(synthetic.frame(rows + synthetic.tagged(rows, run_id=LATER, **GPU_B)), {})
+def test_the_gpu_measured_last_answers_first(two_gpus):
+    document = two_gpus
     answers = document.split("<h2 id='runs'>")[0]
     assert answers.index(f"<h3>Test GPU {GPU_B['gpu_uuid']} on node-b</h3>") < answers.index(
         f"<h3>Test GPU {synthetic.ENV['gpu_uuid']} on node-a</h3>")

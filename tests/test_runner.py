@@ -20,10 +20,13 @@ from rich.table import Table
 
 import disks
 import synthetic
-from bench import cli, runner, store
-from bench import plan as planning
+from bench import cli, env, store
 from bench.errors import ResultsError, UsageError, WriteError
-from bench.runner import DoneMessage, FailedMessage, Outcome, Request, RowMessage, Runner
+from bench.sweep import loop, preflight, processes
+from bench.sweep import plan as planning
+from bench.sweep.loop import Outcome, Runner
+from bench.sweep.plan import Planned, Request
+from bench.sweep.processes import DoneMessage, FailedMessage, RowMessage
 from fake_experiments import (BAD_ROWS, CAPPED, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
                               ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
 
@@ -31,7 +34,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 TESTS = str(Path(__file__).resolve().parent)
 
 
-class Recorder(runner.Reporter):
+class Recorder(loop.Reporter):
     def __init__(self):
         self.events = []
 
@@ -56,16 +59,21 @@ def _plans(*experiments, mode="default"):
 
 
 def _runner(path, *experiments, isolate=True, gpu=None, reporter=None, mode="default", **request):
+    """A runner, and what its plan step would answer were ``experiments`` the registry (on ``--device``)."""
     subject = Runner(Request(out=Path(path), mode=mode, **request), reporter, gpu=gpu or FakeGpu(), isolate=isolate,
                      save_every_s=0.0)
-    subject.plans = _plans(*experiments, mode=mode)
-    return subject
+    return subject, Planned(_plans(*experiments, mode=mode), (subject.request.device,))
+
+
+def _check(path, *experiments, **options):
+    subject, planned = _runner(path, *experiments, **options)
+    return subject, subject.check(planned)
 
 
 def _sweep(path, *experiments, monitor=lambda: {}, **options):
-    subject = _runner(path, *experiments, **options)
-    subject.check()
-    return subject, subject.run(monitor=monitor)
+    """What the checks established, and the run's outcome."""
+    subject, checked = _check(path, *experiments, **options)
+    return checked, subject.run(checked, monitor=monitor)
 
 
 # --- fault isolation --------------------------------------------------------------------------------------------
@@ -74,14 +82,14 @@ def _sweep(path, *experiments, monitor=lambda: {}, **options):
 def test_a_failing_experiment_loses_no_other_rows(tmp_path):
     path = tmp_path / "r.parquet"
     reporter = Recorder()
-    subject, outcome = _sweep(path, CRASHING, STICKY, OUT_OF_MEMORY, FINE, reporter=reporter)
+    checked, outcome = _sweep(path, CRASHING, STICKY, OUT_OF_MEMORY, FINE, reporter=reporter)
     assert isinstance(outcome, Outcome) and outcome.path == path and not outcome.interrupted
     assert outcome.planned == 20 and len(outcome.rows) == 20 and set(outcome.wall_s) == {
         "crashing", "sticky", "out-of-memory", "fine"}
     rows = store.read(path)
     metadata = store.read_metadata(path)
     assert len(rows) == 20 and metadata["complete"] is True and metadata["planned"] == 20
-    assert metadata["schema_version"] == 2 and metadata["run_id"] == subject.run_id
+    assert metadata["schema_version"] == 2 and metadata["run_id"] == checked.run_id
     assert metadata["environment"]["gpu_uuid"] == "GPU-fake" and metadata["mode"] == "default"
     assert metadata["stop_rules"]["fine"]["default"]["min_samples"] == 10
     by = {name: group.reset_index(drop=True) for name, group in rows.groupby("experiment")}
@@ -94,7 +102,7 @@ def test_a_failing_experiment_loses_no_other_rows(tmp_path):
     assert all("cudaErrorIllegalAddress" in error for error in by["sticky"]["error"][2:])
     assert list(by["out-of-memory"]["status"]) == ["ok"] + ["skipped"] * 4
     assert all("out of memory" in error for error in by["out-of-memory"]["error"][1:])
-    assert set(rows["gpu_name"]) == {"Fake GPU"} and set(rows["run_id"]) == {subject.run_id}
+    assert set(rows["gpu_name"]) == {"Fake GPU"} and set(rows["run_id"]) == {checked.run_id}
     assert rows["wall_s"].notna().all() and (rows["wall_s"] >= 0).all()
     stopped = [event for event in reporter.events if event[0] == "stopped"]
     assert [event[1] for event in stopped] == ["crashing", "sticky", "out-of-memory"]
@@ -126,22 +134,22 @@ def _measured(messages):
 
 def test_isolated_messages(tmp_path):
     (crashing,) = _plans(CRASHING)
-    messages = _measured(runner.isolated(crashing, None))
+    messages = _measured(processes.isolated(crashing, None))
     assert [type(message) for message in messages] == [RowMessage, RowMessage, FailedMessage]
     assert messages[0].row["n"] == 0 and messages[-1].why.startswith("the crashing process ended (exit code 3)")
     (sticky,) = _plans(STICKY)
-    messages = _measured(runner.isolated(sticky, None))
+    messages = _measured(processes.isolated(sticky, None))
     assert messages[-1] == FailedMessage(f"RuntimeError: {STICKY_ERROR}")
     (fine,) = _plans(FINE)
-    assert [message.row["n"] for message in _measured(runner.isolated(fine, None))] == [0, 1, 2, 3, 4]
-    assert [message.row["n"] for message in _measured(runner.inline(fine))] == [0, 1, 2, 3, 4]
+    assert [message.row["n"] for message in _measured(processes.isolated(fine, None))] == [0, 1, 2, 3, 4]
+    assert [message.row["n"] for message in _measured(processes.inline(fine))] == [0, 1, 2, 3, 4]
     assert DoneMessage() == DoneMessage()
 
 
 def test_a_dead_process_is_noticed_while_its_pipe_is_still_open():
     (item,) = _plans(ORPHANING)
     messages, arrived = [], []
-    for message in _measured(runner.isolated(item, None)):
+    for message in _measured(processes.isolated(item, None)):
         messages.append(message)
         arrived.append(time.monotonic())
     assert [type(message) for message in messages] == [RowMessage, FailedMessage]
@@ -152,22 +160,21 @@ def test_a_dead_process_is_noticed_while_its_pipe_is_still_open():
 def test_not_run_rows_are_failed_or_skipped_for_memory():
     (item,) = _plans(FINE)
     received = {planning.config_key("fine", {"n": n}, ["n"]) for n in (0, 1)}
-    failed = runner.not_run(item, received, "RuntimeError: device lost")
+    failed = loop.not_run(item, received, "RuntimeError: device lost")
     assert [row["n"] for row in failed] == [2, 3, 4] and {row["status"] for row in failed} == {"failed"}
     assert failed[0]["error"] == "not measured: the fine experiment stopped: RuntimeError: device lost"
     for why in (MEMORY_ERROR, "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1 GiB",
                 "CUDARuntimeError: cudaErrorMemoryAllocation"):
-        skipped = runner.not_run(item, set(), why)
+        skipped = loop.not_run(item, set(), why)
         assert len(skipped) == 5 and {row["status"] for row in skipped} == {"skipped"}
         assert skipped[0]["error"].startswith("skipped: the fine experiment stopped")
 
 
 def test_inline_errors_propagate_after_saving_what_finished(tmp_path):
     path = tmp_path / "r.parquet"
-    subject = _runner(path, STICKY, isolate=False)
-    subject.check()
+    subject, checked = _check(path, STICKY, isolate=False)
     with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
-        subject.run(monitor=lambda: {})
+        subject.run(checked, monitor=lambda: {})
     rows = store.read(path)
     assert list(rows["n"]) == [0, 1] and (rows["status"] == "ok").all()
     assert store.read_metadata(path)["complete"] is False
@@ -175,7 +182,7 @@ def test_inline_errors_propagate_after_saving_what_finished(tmp_path):
 
 def test_an_interrupt_keeps_finished_rows_and_says_where(tmp_path):
     path = tmp_path / "r.parquet"
-    subject, outcome = _sweep(path, FINE, INTERRUPTED, dataclasses.replace(FINE, name="after"),
+    checked, outcome = _sweep(path, FINE, INTERRUPTED, dataclasses.replace(FINE, name="after"),
                               isolate=False)
     assert outcome.interrupted and outcome.signal == signal.SIGINT and outcome.stopped_in == "interrupted"
     assert outcome.planned == 15 and len(outcome.rows) == 7 and outcome.path == path
@@ -195,12 +202,14 @@ def test_a_sweep_that_finishes_nothing_writes_nothing(tmp_path):
 SIGTERM_SCRIPT = """
 import sys
 from pathlib import Path
-from bench import cli, plan as planning, runner
+from bench import cli
+from bench.sweep import plan as planning
+from bench.sweep.loop import Runner
 from fake_experiments import SLOW, FakeGpu
-subject = runner.Runner(runner.Request(out=Path(sys.argv[1])), gpu=FakeGpu(), save_every_s=0.0)
-subject.plans = [planning.Plan(SLOW, planning.expand(SLOW.axes), planning.rules_for(SLOW, "default"))]
-subject.check()
-outcome = subject.run(monitor=lambda: {})
+subject = Runner(planning.Request(out=Path(sys.argv[1])), gpu=FakeGpu(), save_every_s=0.0)
+checked = subject.check(planning.Planned([planning.Plan(SLOW, planning.expand(SLOW.axes),
+                                                        planning.rules_for(SLOW, "default"))]))
+outcome = subject.run(checked, monitor=lambda: {})
 print("stopped in", outcome.stopped_in, len(outcome.rows), outcome.signal, outcome.interrupted)
 sys.exit(cli._exit_status(outcome))
 """
@@ -245,7 +254,7 @@ def test_rows_that_do_not_fit_the_schema_become_failed_rows(tmp_path):
 
 def test_side_tables_are_written_beside_the_results(tmp_path):
     path = tmp_path / "20261121T000000Z-Fake-GPU.parquet"
-    subject, outcome = _sweep(path, TABLED)
+    checked, outcome = _sweep(path, TABLED)
     rows = store.read(path)
     assert len(rows) == 2 and not [column for column in rows.columns if column.startswith("_")]
     side = store.side_table_path(path, "timeline")
@@ -255,7 +264,7 @@ def test_side_tables_are_written_beside_the_results(tmp_path):
     assert list(tables) == ["timeline"]
     timeline = tables["timeline"]
     assert list(timeline["streams"]) == [1, 2] and set(timeline["experiment"]) == {"tabled"}
-    assert set(timeline["run_id"]) == {subject.run_id} and list(timeline["op"]) == ["H2D", "H2D"]
+    assert set(timeline["run_id"]) == {checked.run_id} and list(timeline["op"]) == ["H2D", "H2D"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["20261121T000000Z-Fake-GPU.parquet", "_timeline"]
     assert store.results_files(tmp_path) == [path]
 
@@ -270,7 +279,7 @@ def test_rows_carry_what_the_monitor_saw(tmp_path):
     readings = iter([{"sm_clock_mhz": 1980, "throttle_bits": 0, "other_processes": 0},
                      {"sm_clock_mhz": 1400, "throttle_bits": 0x40, "other_processes": 0}]
                     + [{"sm_clock_mhz": 1980, "throttle_bits": 0, "other_processes": 2}] * 10)
-    subject, outcome = _sweep(tmp_path / "r.parquet", FINE, isolate=False, monitor=lambda: next(readings))
+    checked, outcome = _sweep(tmp_path / "r.parquet", FINE, isolate=False, monitor=lambda: next(readings))
     rows = pd.DataFrame(outcome.rows)
     assert list(rows["throttled"]) == [True, True, False, False, False]
     assert list(rows["sm_clock_seen_mhz"]) == [1400, 1400, 1980, 1980, 1980]
@@ -285,7 +294,7 @@ def test_rows_carry_what_the_monitor_saw(tmp_path):
             self.lines.append(str(text))
 
     console = Console()
-    cli._print_summary(subject.plans, outcome, console)
+    cli._print_summary(checked.plans, outcome, console)
     assert any("2 configurations ran while the GPU was throttled (hw_thermal)" in line for line in console.lines)
     assert any("4 configurations ran while other processes used the GPU" in line for line in console.lines)
     assert any(f"5 configurations written to {outcome.path}" in line for line in console.lines)
@@ -309,7 +318,7 @@ def test_the_reporter_hears_every_step(tmp_path):
 
 
 def test_print_summary_lists_failures_and_headlines(tmp_path):
-    subject, outcome = _sweep(tmp_path / "r.parquet", FINE, CRASHING)
+    checked, outcome = _sweep(tmp_path / "r.parquet", FINE, CRASHING)
 
     class Console:
         def __init__(self):
@@ -319,7 +328,7 @@ def test_print_summary_lists_failures_and_headlines(tmp_path):
             self.lines.append(text)
 
     console = Console()
-    cli._print_summary(subject.plans, outcome, console)
+    cli._print_summary(checked.plans, outcome, console)
     text = "\n".join(str(line) for line in console.lines)
     assert "crashing: 2 ok, 3 failed; the first:" in text
     assert "failed crashing 2: not measured" in text
@@ -337,7 +346,7 @@ def test_plan_turns_value_errors_into_usage_errors():
                              (Request(experiments=["launch"], budget_s=0.5), "--budget 0.5")):
         with pytest.raises(UsageError, match=message):
             Runner(request, gpu=FakeGpu()).plan()
-    plans = Runner(Request(experiments=["launch"], mode="quick"), gpu=FakeGpu()).plan()
+    plans = Runner(Request(experiments=["launch"], mode="quick"), gpu=FakeGpu()).plan().plans
     assert [item.experiment.name for item in plans] == ["launch"] and plans[0].rules == planning.rules_for(
         plans[0].experiment, "quick")
 
@@ -346,9 +355,9 @@ def test_check_refuses_an_existing_out_file_before_the_gpu(tmp_path):
     path = synthetic.write(tmp_path / "r.parquet", synthetic.launch_records())
     before = path.read_bytes()
     gpu = FakeGpu()
-    subject = _runner(path, FINE, gpu=gpu)
+    subject, planned = _runner(path, FINE, gpu=gpu)
     with pytest.raises(UsageError, match="already exists; bench never overwrites results"):
-        subject.check()
+        subject.check(planned)
     assert gpu.selected == [] and path.read_bytes() == before and list(tmp_path.iterdir()) == [path]
 
 
@@ -356,34 +365,34 @@ def test_two_runs_of_one_second_get_a_file_each(tmp_path):
     """Sweeps started in the same second into one directory with one run id (its process id tells sweeps of two
     processes apart; these share one): both pass the check, the first save of each takes a name no other run has,
     and each then rewrites only its own file."""
-    first, second = _runner(tmp_path, TABLED, isolate=False), _runner(tmp_path, TABLED, isolate=False)
+    first, planned = _runner(tmp_path, TABLED, isolate=False)
+    second, second_planned = _runner(tmp_path, TABLED, isolate=False)
     assert first.run_id.endswith(f"Z-{os.getpid()}")
     second.run_id = first.run_id
-    second.plans[0] = dataclasses.replace(second.plans[0], configs=[{"streams": 2}])
-    first.check()
-    second.check()
-    name = first.path
-    assert second.path == name == tmp_path / f"{first.run_id}-Fake-GPU.parquet"
-    assert first.run(monitor=lambda: {}).path == name
-    assert second.run(monitor=lambda: {}).path == second.path == tmp_path / f"{first.run_id}-Fake-GPU_2.parquet"
-    assert list(store.read(name)["streams"]) == [1, 2] and list(store.read(second.path)["streams"]) == [2]
-    assert len(store.side_tables(name)["timeline"]) == 2 and len(store.side_tables(second.path)["timeline"]) == 1
-    assert store.results_files(tmp_path) == [name, second.path] and store.newest(tmp_path) == second.path
-    third = _runner(tmp_path, FINE, isolate=False)  # a file at the name already: kept, the run takes the next
-    third.run_id = first.run_id
-    third.check()
+    second_planned.plans[0] = dataclasses.replace(second_planned.plans[0], configs=[{"streams": 2}])
+    checked, second_checked = first.check(planned), second.check(second_planned)
+    name = checked.path
+    assert second_checked.path == name == tmp_path / f"{first.run_id}-Fake-GPU.parquet"
+    assert first.run(checked, monitor=lambda: {}).path == name
+    taken = second.run(second_checked, monitor=lambda: {}).path
+    assert taken == tmp_path / f"{first.run_id}-Fake-GPU_2.parquet"
+    assert list(store.read(name)["streams"]) == [1, 2] and list(store.read(taken)["streams"]) == [2]
+    assert len(store.side_tables(name)["timeline"]) == 2 and len(store.side_tables(taken)["timeline"]) == 1
+    assert store.results_files(tmp_path) == [name, taken] and store.newest(tmp_path) == taken
+    third, third_planned = _runner(tmp_path, FINE, isolate=False)  # a file at the name already: kept, the run
+    third.run_id = first.run_id  # takes the next one
+    third_checked = third.check(third_planned)
     before = name.read_bytes()
-    assert third.run(monitor=lambda: {}).path.name == f"{first.run_id}-Fake-GPU_3.parquet"
+    assert third.run(third_checked, monitor=lambda: {}).path.name == f"{first.run_id}-Fake-GPU_3.parquet"
     assert name.read_bytes() == before and len(store.results_files(tmp_path)) == 3
 
 
 def test_a_full_disk_ends_the_sweep_keeping_its_last_save(tmp_path, monkeypatch):
     path = tmp_path / "r.parquet"
-    subject = _runner(path, FINE, isolate=False)  # saves after every row
-    subject.check()
+    subject, checked = _check(path, FINE, isolate=False)  # saves after every row
     disks.fills_after(monkeypatch, 2)
     with pytest.raises(WriteError) as raised:
-        subject.run(monitor=lambda: {})
+        subject.run(checked, monitor=lambda: {})
     assert str(raised.value) == (f"cannot write {path}: No space left on device; {path} keeps its last save, 2 "
                                  f"configurations (3 configurations measured in this run); --resume {path} finishes it")
     assert list(store.read(path)["n"]) == [0, 1] and store.read_metadata(path)["complete"] is False
@@ -391,12 +400,11 @@ def test_a_full_disk_ends_the_sweep_keeping_its_last_save(tmp_path, monkeypatch)
 
 
 def test_a_full_disk_at_the_first_save_writes_nothing(tmp_path, monkeypatch):
-    subject = _runner(tmp_path / "out", TABLED, isolate=False)
-    subject.check()
+    subject, checked = _check(tmp_path / "out", TABLED, isolate=False)
     disks.fills_after(monkeypatch, 0)
     with pytest.raises(WriteError, match=r"cannot write .*-Fake-GPU.parquet: No space left on device; nothing was "
                                          r"written \(1 configurations measured in this run\)$"):
-        subject.run(monitor=lambda: {})
+        subject.run(checked, monitor=lambda: {})
     assert [str(item.relative_to(tmp_path)) for item in tmp_path.rglob("*")] == ["out"]
 
 
@@ -405,46 +413,45 @@ def test_check_refuses_an_unwritable_place(tmp_path):
     blocker.write_text("")
     gpu = FakeGpu()
     with pytest.raises(UsageError, match="is a file, not a directory"):
-        _runner(blocker / "results", FINE, gpu=gpu).check()
+        _check(blocker / "results", FINE, gpu=gpu)
     with pytest.raises(UsageError, match="is a file, not a directory"):
-        _runner(blocker / "r.parquet", FINE, gpu=gpu).check()
+        _check(blocker / "r.parquet", FINE, gpu=gpu)
     assert gpu.selected == []
     with pytest.raises(UsageError, match="--out: cannot write to"):
-        runner.writable_directory(Path("/proc/bench-results"), "--out")
-    assert runner.writable_directory(tmp_path / "new" / "dir", "--out") == tmp_path / "new" / "dir"
+        store.writable_directory(Path("/proc/bench-results"), "--out")
+    assert store.writable_directory(tmp_path / "new" / "dir", "--out") == tmp_path / "new" / "dir"
     assert not (tmp_path / "new").exists()
 
 
 def test_check_selects_the_gpu_and_names_the_file(tmp_path):
     gpu = FakeGpu()
-    subject = _runner(tmp_path / "out", FINE, gpu=gpu, device=3)
-    subject.check()
-    assert gpu.selected == [3] and subject.environment["gpu_name"] == "Fake GPU"
-    assert subject.path == tmp_path / "out" / f"{subject.run_id}-Fake-GPU.parquet"
+    subject, checked = _check(tmp_path / "out", FINE, gpu=gpu, device=3)
+    assert gpu.selected == [3] and checked.environment["gpu_name"] == "Fake GPU" and checked.devices == (3,)
+    assert checked.path == tmp_path / "out" / f"{subject.run_id}-Fake-GPU.parquet" and checked.run_id == subject.run_id
     assert not (tmp_path / "out").exists()  # checking writes nothing
 
 
 def test_results_path():
-    assert runner.results_path(Path("out.parquet"), "r", "g") == Path("out.parquet")
-    assert runner.results_path(Path("results"), "20261121T000000Z", "NVIDIA H200 (MIG 1g.18gb)") == Path(
+    assert preflight.results_path(Path("out.parquet"), "r", "g") == Path("out.parquet")
+    assert preflight.results_path(Path("results"), "20261121T000000Z", "NVIDIA H200 (MIG 1g.18gb)") == Path(
         "results/20261121T000000Z-NVIDIA-H200--MIG-1g-18gb.parquet")
 
 
 def test_check_refuses_what_does_not_fit_in_memory(tmp_path):
     with pytest.raises(UsageError, match="--sizes: hungry needs 1024 TiB of device memory; Fake GPU has 1 GiB free"):
-        _runner(tmp_path / "out", HUNGRY, gpu=FakeGpu(free=1 << 30)).check()
+        _check(tmp_path / "out", HUNGRY, gpu=FakeGpu(free=1 << 30))
     assert not (tmp_path / "out").exists()
 
 
 def test_memory_problem_checks_device_then_host():
     plans = planning.make(["bandwidth"], sizes=[1 << 30])  # two 1 GiB buffers on each side, random-fill scratch
-    assert runner.memory_problem(plans, "GPU", device_free=8 << 30, host_available=8 << 30) is None
-    assert "needs 2.2 GiB of device memory; GPU has 1 GiB free" in runner.memory_problem(plans, "GPU", 1 << 30,
+    assert preflight.memory_problem(plans, "GPU", device_free=8 << 30, host_available=8 << 30) is None
+    assert "needs 2.2 GiB of device memory; GPU has 1 GiB free" in preflight.memory_problem(plans, "GPU", 1 << 30,
                                                                                           8 << 30)
-    assert "needs 2 GiB of host memory; 1 GiB is available" in runner.memory_problem(plans, "GPU", 8 << 30, 1 << 30)
+    assert "needs 2 GiB of host memory; 1 GiB is available" in preflight.memory_problem(plans, "GPU", 8 << 30, 1 << 30)
     empty = [planning.Plan(HUNGRY, [], planning.rules_for(HUNGRY, "default"))]
-    assert runner.memory_problem(empty, "GPU", 0, 0) is None  # nothing to run needs nothing
-    assert runner.host_memory_available() > 0
+    assert preflight.memory_problem(empty, "GPU", 0, 0) is None  # nothing to run needs nothing
+    assert env.host_memory_available() > 0
 
 
 # --- resume -----------------------------------------------------------------------------------------------------
@@ -452,10 +459,9 @@ def test_memory_problem_checks_device_then_host():
 
 def _interrupted_file(tmp_path, gpu=None):
     path = tmp_path / "r.parquet"
-    subject = _runner(path, STICKY, isolate=False, gpu=gpu)
-    subject.check()
+    subject, checked = _check(path, STICKY, isolate=False, gpu=gpu)
     with pytest.raises(RuntimeError):
-        subject.run(monitor=lambda: {})
+        subject.run(checked, monitor=lambda: {})
     return path
 
 
@@ -463,30 +469,28 @@ def test_resume_refuses_a_file_from_another_gpu_and_a_missing_file(tmp_path):
     path = _interrupted_file(tmp_path)
     before = path.read_bytes()
     with pytest.raises(UsageError, match="measured on another GPU \\(GPU-fake\\)"):
-        _runner(tmp_path / "unused", STICKY, gpu=FakeGpu(uuid="GPU-other"), resume=path).check()
+        _check(tmp_path / "unused", STICKY, gpu=FakeGpu(uuid="GPU-other"), resume=path)
     assert path.read_bytes() == before
     with pytest.raises(ResultsError, match="cannot read results file"):
-        _runner(tmp_path / "unused", STICKY, resume=tmp_path / "missing.parquet").check()
+        _check(tmp_path / "unused", STICKY, resume=tmp_path / "missing.parquet")
 
 
 def test_resume_plans_only_what_the_file_lacks(tmp_path):
     path = _interrupted_file(tmp_path)
-    subject = _runner(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path)
-    subject.check()
-    assert subject.path == path and [config["n"] for config in subject.plans[0].configs] == [2, 3, 4]
+    _, checked = _check(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path)
+    assert checked.path == path and [config["n"] for config in checked.plans[0].configs] == [2, 3, 4]
 
 
 def test_resume_runs_only_what_is_missing(tmp_path):
     path = _interrupted_file(tmp_path)
     first = store.read(path)["run_id"].iloc[0]
     reporter = Recorder()
-    subject = _runner(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path, reporter=reporter)
-    subject.check()
-    outcome = subject.run(monitor=lambda: {})
+    checked, outcome = _sweep(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path,
+                              reporter=reporter)
     assert len(outcome.rows) == 3 and outcome.path == path and outcome.planned == 3
     rows = store.read(path)
     assert list(rows["n"]) == [0, 1, 2, 3, 4] and (rows["status"] == "ok").all()
-    assert list(rows["run_id"]) == [first] * 2 + [subject.run_id] * 3
+    assert list(rows["run_id"]) == [first] * 2 + [checked.run_id] * 3
     assert str(rows["n_samples"].dtype) == "Int64" and list(rows["samples"][0]) == [1.0, 1.1, 0.9]
     assert store.read_metadata(path)["complete"] is True
     assert not (tmp_path / "unused").exists()
@@ -494,14 +498,12 @@ def test_resume_runs_only_what_is_missing(tmp_path):
 
 def test_resume_keeps_earlier_side_table_rows(tmp_path):
     path = tmp_path / "r.parquet"
-    subject = _runner(path, TABLED)
-    subject.plans[0] = dataclasses.replace(subject.plans[0], configs=[{"streams": 1}])
-    subject.check()
-    subject.run(monitor=lambda: {})
-    resumed = _runner(tmp_path / "unused", TABLED, resume=path)
-    resumed.check()
-    assert resumed.plans[0].configs == [{"streams": 2}]
-    resumed.run(monitor=lambda: {})
+    subject, planned = _runner(path, TABLED)
+    planned.plans[0] = dataclasses.replace(planned.plans[0], configs=[{"streams": 1}])
+    subject.run(subject.check(planned), monitor=lambda: {})
+    resumed, checked = _check(tmp_path / "unused", TABLED, resume=path)
+    assert checked.plans[0].configs == [{"streams": 2}]
+    resumed.run(checked, monitor=lambda: {})
     assert list(store.read(path)["streams"]) == [1, 2]
     timeline = store.side_tables(path)["timeline"]
     assert list(timeline["streams"]) == [1, 2] and list(timeline["run_id"]) == [subject.run_id, resumed.run_id]
@@ -515,7 +517,7 @@ def test_resume_refuses_a_version_1_file(tmp_path):
     before = path.read_bytes()
     gpu = FakeGpu()
     with pytest.raises(UsageError, match="written by an older bench \\(schema version 1\\); start a new sweep"):
-        _runner(tmp_path / "unused", FINE, resume=path, gpu=gpu).check()
+        _check(tmp_path / "unused", FINE, resume=path, gpu=gpu)
     assert path.read_bytes() == before and gpu.selected == []
 
 
@@ -531,7 +533,9 @@ def two_gpu_registry(monkeypatch):
 
 
 def test_devices_plan_each_gpu_and_the_pairs_once(two_gpu_registry):
-    plans = Runner(Request(devices="all"), gpu=FakeGpu(gpus=2)).plan()
+    planned = Runner(Request(devices="all"), gpu=FakeGpu(gpus=2)).plan()
+    plans = planned.plans
+    assert planned.devices == (0, 1) and planned.left_out == {}
     assert [item.name for item in plans] == ["fine on GPU 0", "fine on GPU 1", "pairs"]
     assert [item.devices for item in plans] == [(0,), (1,), (0, 1)]
     assert [(config["a"], config["b"]) for config in plans[2].configs] == [(0, 1), (1, 0)]
@@ -540,9 +544,9 @@ def test_devices_plan_each_gpu_and_the_pairs_once(two_gpu_registry):
 
 
 def test_one_gpu_leaves_pairs_out_and_refuses_them_when_asked(two_gpu_registry):
-    subject = Runner(Request(), gpu=FakeGpu(gpus=1))
-    assert [item.name for item in subject.plan()] == ["fine"]
-    assert subject.left_out == {"pairs": "needs 2 GPUs; this sweep has 1 (--devices all)"}
+    planned = Runner(Request(), gpu=FakeGpu(gpus=1)).plan()
+    assert [item.name for item in planned.plans] == ["fine"]
+    assert planned.left_out == {"pairs": "needs 2 GPUs; this sweep has 1 (--devices all)"}
     with pytest.raises(UsageError, match="pairs needs 2 GPUs; this sweep has 1"):
         Runner(Request(experiments=["pairs"]), gpu=FakeGpu(gpus=1)).plan()
     with pytest.raises(UsageError, match=r"--devices 5: 2 GPU\(s\) visible, ordinals 0..1"):
@@ -556,9 +560,7 @@ def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_regist
     reporter = Recorder()
     subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=concurrent), reporter,
                      gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
-    subject.plan()
-    subject.check()
-    outcome = subject.run(monitor=lambda: {})
+    outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
     rows = store.read(tmp_path / "r.parquet")
     fine = rows[rows["experiment"] == "fine"]
     assert sorted(fine["gpu_index"]) == [0] * 5 + [1] * 5
@@ -581,22 +583,18 @@ def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry)
     path = tmp_path / "r.parquet"
     first = Runner(Request(out=path, devices=(0, 1), experiments=["fine"]), gpu=FakeGpu(gpus=2), isolate=False,
                    save_every_s=0.0)
-    first.plan()
-    first.check()
-    first.run(monitor=lambda: {})
+    first.run(first.check(first.plan()), monitor=lambda: {})
     rows = store.read(path)
     keep = rows[(rows["gpu_index"] == 0) | (rows["n"] < 2)]  # GPU 1 stopped after two configurations
     store.write(path, store.records(keep), store.suite_schema([FINE]), store.read_metadata(path))
     again = Runner(Request(resume=path, experiments=["fine"]), gpu=FakeGpu(gpus=2),  # the file's GPUs: 0 and 1
                    isolate=False, save_every_s=0.0)
-    again.plan()
-    again.check()
-    assert [(item.name, [config["n"] for config in item.configs]) for item in again.plans] == [
+    checked = again.check(again.plan())
+    assert [(item.name, [config["n"] for config in item.configs]) for item in checked.plans] == [
         ("fine on GPU 0", []), ("fine on GPU 1", [2, 3, 4])]
     with pytest.raises(UsageError, match="was measured on another GPU"):
         other = Runner(Request(resume=path, devices=(0,), experiments=["fine"]), gpu=FakeGpu(gpus=2))
-        other.plan()
-        other.check()
+        other.check(other.plan())
 
 
 def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
@@ -605,9 +603,7 @@ def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
     monkeypatch.setattr(planning, "registry", lambda: {"tabled": TABLED})
     path = tmp_path / "r.parquet"
     subject = Runner(Request(out=path, devices=(0, 1)), gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
-    subject.plan()
-    subject.check()
-    subject.run(monitor=lambda: {})
+    subject.run(subject.check(subject.plan()), monitor=lambda: {})
     timeline = store.side_tables(path)["timeline"]
     assert sorted(timeline["gpu_uuid"]) == ["GPU-fake"] * 2 + ["GPU-fake-1"] * 2  # one run id, two GPUs
     rows = store.read(path)
@@ -627,7 +623,7 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     markers = tmp_path / "cache" / "bench" / "warm-key"
     reporter = Recorder()
     reporter.warmed = lambda seconds, experiments, failed: reporter.events.append(("warmed", experiments, failed))
-    subject, outcome = _sweep(tmp_path / "r.parquet", *touching, broken, gpu=FakeGpu(marker=markers),
+    checked, outcome = _sweep(tmp_path / "r.parquet", *touching, broken, gpu=FakeGpu(marker=markers),
                               reporter=reporter)
     assert sorted(path.name for path in markers.iterdir()) == ["one", "two"]  # the failed warm-up stays cold
     assert outcome.warm_s > 0 and [row["status"] for row in outcome.rows].count("ok") == 10
@@ -665,9 +661,7 @@ def test_a_concurrent_part_that_fails_fails_only_its_own_configurations(tmp_path
     path = tmp_path / "r.parquet"
     subject = Runner(Request(out=path, devices=(0, 1), concurrent=True), _SlowAfterModeB(), gpu=FakeGpu(gpus=2),
                      save_every_s=0.0)
-    subject.plan()
-    subject.check()
-    subject.run(monitor=lambda: {})
+    subject.run(subject.check(subject.plan()), monitor=lambda: {})
     rows = store.read(path)
     for gpu in (0, 1):
         mine = rows[rows["gpu_index"] == gpu].sort_values(["mode", "n"])
@@ -686,18 +680,16 @@ def test_an_interrupted_concurrent_sweep_ends_every_gpus_process(tmp_path, monke
     monkeypatch.setattr(planning, "registry", lambda: {"slow": SLOW})
     subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=True), _InterruptOnFirstRow(),
                      gpu=FakeGpu(gpus=2), save_every_s=0.0)
-    subject.plan()
-    subject.check()
-    outcome = subject.run(monitor=lambda: {})
+    outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
     assert outcome.interrupted and outcome.stopped_in == "slow on GPU 0, slow on GPU 1"
     assert multiprocessing.active_children() == []  # SLOW's processes would run on for a second and more
 
 
 @pytest.mark.cuda_libs
 def test_the_fork_servers_preload_builds_numbas_cuda_target():
-    """What the fork server imports once (bench.preload) builds numba-cuda's CUDA target, whose registries each
+    """What the fork server imports once (bench.sweep.preload) builds numba-cuda's CUDA target, whose registries each
     experiment process would otherwise load again (a GPU test checks that it leaves the driver alone)."""
-    code = "import sys, bench.preload; print('numba.cuda.np.arraymath' in sys.modules)"
+    code = "import sys, bench.sweep.preload; print('numba.cuda.np.arraymath' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "True"
@@ -732,7 +724,7 @@ def test_fresh_kernels_differ_between_processes_forked_from_one_parent():
 def test_a_budgeted_sweep_keeps_a_slow_experiment_to_its_budget(tmp_path):
     """CAPPED's time model is three times too optimistic and every one of its measurements ends at its time cap:
     with a budget of about twice its estimate, its process shortens the caps of what is left as it learns."""
-    subject, outcome = _sweep(tmp_path, CAPPED, budget_s=1.0, isolate=False)
+    checked, outcome = _sweep(tmp_path, CAPPED, budget_s=1.0, isolate=False)
     rows = pd.DataFrame(outcome.rows)
     unpaced_s = len(rows) * 0.1
     assert rows["stop_scale"].iloc[0] == 1.0 and rows["stop_scale"].iloc[-1] < 0.8

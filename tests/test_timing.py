@@ -1,14 +1,20 @@
 """The timing core without a GPU: statistics, stop rules, samples, host clocks (a fake clock), and the CUDA-event
-batching of Timer, Timeline and GpuClock against a fake runtime (``bench.timing.runtime`` is a lazy stand-in that
-tests replace). The gate and the spin watch need a GPU: tests/test_gpu.py."""
+batching of Timer, Timeline and GpuClock against a fake runtime (the ``runtime`` of bench.timing's GPU modules is a
+lazy stand-in that tests replace). The gate and the spin watch need a GPU: tests/test_gpu.py."""
 
 import math
+import os
+import subprocess
+import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from bench import timing
 from bench.schema import SAMPLES, check_row, schema_of
+from bench.timing import clock as clock_module
+from bench.timing import gpu, host
+from bench.timing import timeline as timeline_module
 from bench.timing import (Context, GpuTiming, MeasurementFailed, Samples, StopRule, Stopwatch, Summary, Timeline,
                           Timer, concurrency, host_interval, host_samples, host_steps)
 
@@ -106,11 +112,26 @@ def test_missing_samples_are_empty():
     assert missing["gated"] is False and missing["unit"] == "ms"
 
 
+def test_the_statistics_and_the_package_import_nothing_cuda():
+    """bench.timing.stats (and the package, whose GPU modules load on first use) serve the planner, the schema and
+    the analysis commands: importing them loads neither bench.cuda nor CuPy nor numba."""
+    script = ("import sys\nimport bench.timing.stats\nstats = sorted(sys.modules)\n"
+              "from bench.timing import Samples, StopRule, Stopwatch, process_age_s\n"
+              "cuda = lambda names: [m for m in names if m.split('.')[0] in ('cupy', 'numba') or m == 'bench.cuda']\n"
+              "print(cuda(stats), cuda(sys.modules))\n"
+              "from bench.timing import Timer\nprint('bench.timing.gpu' in sys.modules, cuda(sys.modules))\n")
+    source = str(Path(__file__).resolve().parents[1] / "src")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": source})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[] []", "True ['bench.cuda']"]  # the GPU modules: lazy stand-ins only
+
+
 # --- host clocks (a fake perf_counter) -------------------------------------------------------------------------
 
 
 class FakeTime:
-    """``time`` as bench.timing uses it: a perf_counter that only moves when told to."""
+    """``time`` as bench.timing.host uses it: a perf_counter that only moves when told to."""
 
     def __init__(self):
         self.now = 100.0
@@ -125,7 +146,7 @@ class FakeTime:
 @pytest.fixture
 def clock(monkeypatch):
     fake = FakeTime()
-    monkeypatch.setattr(timing, "time", fake)
+    monkeypatch.setattr(host, "time", fake)
     return fake
 
 
@@ -254,7 +275,7 @@ class FakeGate:
 def fake(monkeypatch):
     log = []
     runtime = FakeRuntime(log)
-    monkeypatch.setattr(timing, "runtime", runtime)
+    monkeypatch.setattr(gpu, "runtime", runtime)
     return log, runtime
 
 
@@ -310,7 +331,7 @@ def test_timer_ungated_never_touches_the_gate(fake):
 def test_timer_builds_its_gate_only_when_gated(fake, monkeypatch):
     log, runtime = fake
     built = []
-    monkeypatch.setattr(timing, "Gate", lambda timeout_s: built.append(timeout_s) or FakeGate(log))
+    monkeypatch.setattr(gpu, "Gate", lambda timeout_s: built.append(timeout_s) or FakeGate(log))
     Timer(StopRule(min_samples=2)).measure(_enqueue(log, runtime), [FakeStream(1)], metric="m", gated=False)
     assert built == []
     Timer(StopRule(min_samples=2, gate_timeout_s=7.0)).measure(_enqueue(log, runtime), [FakeStream(1)], metric="m")
@@ -370,7 +391,7 @@ def test_timer_over_two_gpus_times_each_stream_from_its_own_gpus_start(fake, mon
     def record(event, stream):
         log.append(("record", event, stream, current[-1]))
 
-    monkeypatch.setattr(timing, "on_device", on_device)
+    monkeypatch.setattr(gpu, "on_device", on_device)
     monkeypatch.setattr(runtime, "eventRecord", record)
     timer = Timer(StopRule(min_samples=3, warmup_batches=0))
     timer._gates = {0: FakeGate(log, False, 0), 1: FakeGate(log, False, 1)}
@@ -426,7 +447,7 @@ class ClockRuntime:
 
 def test_timeline_reads_every_operation_relative_to_the_start(monkeypatch):
     fake = ClockRuntime([])
-    monkeypatch.setattr(timing, "runtime", fake)
+    monkeypatch.setattr(timeline_module, "runtime", fake)
     timeline, stream = Timeline(), FakeStream(5)
     fake.gpu_ms = 10.0
     timeline.start(stream)
@@ -461,8 +482,8 @@ class ClockGate:
 def test_gpu_clock_reads_gpu_time_between_calls_behind_a_gate(monkeypatch):
     log = []
     fake = ClockRuntime(log)
-    monkeypatch.setattr(timing, "runtime", fake)
-    clock = timing.GpuClock()
+    monkeypatch.setattr(clock_module, "runtime", fake)
+    clock = clock_module.GpuClock()
     clock._stream, clock._events, clock._gate = FakeStream(7), (1, 2), ClockGate(log)
     start = clock()
     assert log == [("record", 2), ("close",), ("record", 1)]  # start event recorded behind the closed gate

@@ -1,5 +1,6 @@
-"""Choosing rows to analyse: the newest measurement of each configuration on each GPU, and one GPU of many.
-pandas only; never imports CUDA."""
+"""Choosing rows to analyse: the newest measurement of each configuration on each GPU, and one GPU of many; and
+reading the verdict rows of the call catalogs (the report's truth tables, their figures, their answers). pandas only;
+never imports CUDA."""
 
 from __future__ import annotations
 
@@ -107,3 +108,32 @@ def select_gpu(rows: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
         raise UsageError(f"--gpu {gpu}: matches {len(matching)} GPUs ({'; '.join(map(str, matching))}); give "
                          "more of a UUID, or a hostname")
     return rows_of(rows, matching[0])
+
+
+# --- reading verdict rows --------------------------------------------------------------------------------------
+
+def contradicts_docs(row) -> bool:
+    """Whether a row's measurement contradicts the documentation (False where the docs say nothing)."""
+    value = row["matches_docs"]
+    return value is not None and value is not pd.NA and not bool(value)
+
+
+def short_ms(value: float) -> str:
+    """A cell's host time: whole ms from 10 ms, hundredths from 10 µs, whole µs from 1 µs, else tenths of a µs."""
+    if value >= 10:
+        return f"{value:.0f}"
+    if value >= 0.01:
+        return f"{value:.2f}"
+    return f"{value * 1e3:.0f}µs" if value >= 1e-3 else f"{value * 1e3:.1f}µs"
+
+
+def catalog_answer(rows: pd.DataFrame, verdict: str, what: str) -> str | None:
+    """The answer of an experiment over a call catalog (with ``functools.partial``: an experiment pickles): the
+    calls with ``verdict`` in some placement, which do ``what``."""
+    from bench.experiments import listed
+
+    ok = rows[rows["status"] == "ok"]
+    if not len(ok):
+        return None
+    calls = list(dict.fromkeys(ok.loc[ok["verdict"] == verdict, "call"]))
+    return f"{len(calls)} of {ok['call'].nunique()} calls {what}: {listed(calls)}"

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.calls import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE, STREAM_PAGE,
-                         SYNC_PAGE)
+from bench.catalogs.runtime import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE,
+                                    STREAM_PAGE, SYNC_PAGE)
 from bench.catalogs.cupy_calls import DOCS as CUPY_DOCS
 from bench.catalogs.torch_calls import DOCS as TORCH_DOCS
+from bench.vocabulary import DeviceVerdict, HostVerdict, Status
 
 TORCH_TO = TORCH_DOCS + "generated/torch.Tensor.to.html"
 TORCH_ITEM = TORCH_DOCS + "generated/torch.Tensor.item.html"
@@ -38,7 +39,7 @@ class Claim:
 def _ok(rows: pd.DataFrame, experiment: str) -> pd.DataFrame:
     if "experiment" not in rows or "status" not in rows:
         return rows.iloc[0:0]
-    return rows[(rows["experiment"] == experiment) & (rows["status"] == "ok")]
+    return rows[(rows["experiment"] == experiment) & (rows["status"] == Status.OK)]
 
 
 def _blocking(rows: pd.DataFrame, api: str) -> pd.DataFrame:
@@ -51,7 +52,7 @@ def _waits(call: str, rows: pd.DataFrame) -> Judgement | None:
     mine = _blocking(rows, call)
     if mine.empty:
         return None
-    waited = mine[mine["verdict"] == "waits-for-device"]
+    waited = mine[mine["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
     if waited.empty:
         return (f"returned while a kernel ran in all {len(mine)} placements × streams; host "
                 f"{_ms_range(mine['host_ms'])}", "false")
@@ -65,10 +66,10 @@ def _malloc_synchronous(rows: pd.DataFrame) -> Judgement | None:
     host = _blocking(rows, "cudaMalloc")
     if host.empty:
         return None
-    waited = (host["verdict"] == "waits-for-device").any()
+    waited = (host["verdict"] == HostVerdict.WAITS_FOR_DEVICE).any()
     device = _ok(rows, "serialization")
     device = device[device["api"] == "cudaMalloc"] if len(device) else device
-    serialized = device[device["verdict"] == "serializes"] if len(device) else device
+    serialized = device[device["verdict"] == DeviceVerdict.SERIALIZES] if len(device) else device
     parts = [f"host: {'waited for' if waited else 'returned during'} a running kernel "
              f"({_ms_range(host['host_ms'])})"]
     if len(device):
@@ -82,12 +83,12 @@ def _memcpy_async_returns(rows: pd.DataFrame) -> Judgement | None:
     mine = _blocking(rows, "cudaMemcpyAsync")
     if mine.empty:
         return None
-    slow = mine[mine["verdict"] != "returns"]
+    slow = mine[mine["verdict"] != HostVerdict.RETURNS]
     if slow.empty:
         return f"returned within {mine['host_ms'].max():.3f} ms in all {len(mine)} cases", "true"
     pinned = mine[mine["call"].str.contains("pinned")]
     pinned_note = (f"pinned: returned in all {len(pinned)} cases (≤ {pinned['host_ms'].max():.3f} ms); "
-                   if len(pinned) and (pinned["verdict"] == "returns").all() else "")
+                   if len(pinned) and (pinned["verdict"] == HostVerdict.RETURNS).all() else "")
     return (f"{pinned_note}{len(slow)} of {len(mine)} did not return at once: {_cases(slow, limit=4)}",
             "partly")
 
@@ -149,7 +150,7 @@ def _library_waits(calls: tuple[str, ...], placement: str = "same"):
         mine = _library(rows, calls, placement)
         if mine.empty:
             return None
-        waited = mine[mine["verdict"] == "waits-for-device"]
+        waited = mine[mine["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
         described = "; ".join(f"{row['call']}: {row['verdict']} ({row['host_ms']:.3f} ms)" for _, row in mine.iterrows())
         verdict = "true" if len(waited) == len(mine) else "false" if waited.empty else "partly"
         return described, verdict
@@ -162,7 +163,7 @@ def _non_blocking_async(rows: pd.DataFrame) -> Judgement | None:
     mine = _library(rows, calls)
     if mine.empty:
         return None
-    returned = mine[mine["verdict"] == "returns"]
+    returned = mine[mine["verdict"] == HostVerdict.RETURNS]
     described = "; ".join(f"{row['call'].split(' from ')[-1]}: {row['verdict']} ({row['host_ms']:.3f} ms)"
                           for _, row in mine.iterrows())
     verdict = "true" if len(returned) == len(mine) else "false" if returned.empty else "partly"

@@ -21,6 +21,7 @@ from rich.table import Table
 from bench import arrow_threads
 from bench.errors import UsageError
 from bench.units import format_size, parse_sizes
+from bench.vocabulary import Status
 
 RESULTS_DIR = Path("results")
 PLOTS_DIR = Path("plots")
@@ -193,7 +194,7 @@ class _Progress:
         self.bar.update(self.task, description=f"{experiment}: starting")
 
     def row(self, plan, row: dict, seconds_planned: float) -> None:
-        from bench.plan import describe
+        from bench.sweep.plan import describe
 
         self.done += 1
         self.bar.update(self.task, advance=seconds_planned, description=describe(plan.experiment, row),
@@ -217,7 +218,7 @@ class _Progress:
 
 
 def _sweep(args: argparse.Namespace, console: Console):
-    from bench.runner import Request
+    from bench.sweep.plan import Request
     from bench.timing import process_age_s
 
     if args.list:
@@ -272,20 +273,20 @@ def _axis_values(values: tuple, sizes: bool) -> str:
 
 def _run(request, console: Console):
     """Plan, check and run a sweep with a progress bar; print its summary; return its outcome."""
-    from bench.plan import budget_for
-    from bench.runner import Runner
+    from bench.sweep.loop import Runner
+    from bench.sweep.plan import budget_for
 
     progress = _Progress(console, budget_for(request.mode, request.budget_s))
     runner = Runner(request, progress)
-    runner.plan()
-    runner.check()
-    for name, why in runner.left_out.items():
+    planned = runner.plan()
+    checked = runner.check(planned)
+    for name, why in planned.left_out.items():
         console.print(f"{name}: left out, {why}", highlight=False)
     try:
-        outcome = runner.run()
+        outcome = runner.run(checked)
     finally:
         progress.close()
-    _print_summary(runner.plans, outcome, console)
+    _print_summary(checked.plans, outcome, console)
     return outcome
 
 
@@ -297,7 +298,7 @@ def _print_summary(plans, outcome, console: Console) -> None:
     import pandas as pd
 
     from bench import store
-    from bench.plan import describe
+    from bench.sweep.plan import describe
 
     rows = store.typed(pd.DataFrame(outcome.rows), store.suite_schema([item.experiment for item in plans]))
     for item in plans:
@@ -315,7 +316,7 @@ def _print_summary(plans, outcome, console: Console) -> None:
         for values in headline.itertuples(index=False):
             table.add_row(*map(str, values))
         console.print(table)
-        not_ok = mine[mine["status"] != "ok"]
+        not_ok = mine[mine["status"] != Status.OK]
         if len(not_ok):
             counts = ", ".join(f"{count} {status}" for status, count in not_ok["status"].value_counts().items())
             console.print(f"{item.name}: {len(mine) - len(not_ok)} ok, {counts}; the first:")
@@ -367,7 +368,6 @@ def _unreadable(args: argparse.Namespace):
 
 def _plot(args: argparse.Namespace, console: Console) -> int:
     from bench import analysis, plots, store
-    from bench.runner import writable_directory
 
     if args.results:
         path, rows = args.results, store.read_any(args.results, _unreadable(args))
@@ -376,7 +376,7 @@ def _plot(args: argparse.Namespace, console: Console) -> int:
     if not len(rows):
         raise UsageError(f"{path} holds no result rows")
     rows = analysis.select_gpu(analysis.newest(rows), args.gpu)
-    writable_directory(args.out, "--out")
+    store.writable_directory(args.out, "--out")
     paths = plots.plot_results(rows, args.out, store.side_tables_any(path, _unreadable(args)))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
@@ -389,7 +389,6 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
     import pandas as pd
 
     from bench import analysis, claims, store
-    from bench.runner import Request
 
     needed = claims.needed_experiments()
     if args.results:
@@ -407,6 +406,8 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
 
     missing = claims.missing_experiments(rows)
     if missing and args.measure and len(judged(rows)) <= 1:
+        from bench.sweep.plan import Request
+
         progress = console if args.format == "text" else Console(stderr=True)  # stdout is the document's
         progress.print(f"measuring what the results lack: {', '.join(missing)}")
         outcome = _run(Request(missing, out=args.out, device=args.device,
@@ -606,7 +607,6 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     import pandas as pd
 
     from bench import analysis, report, store
-    from bench.runner import writable_directory
 
     sources = args.results or [RESULTS_DIR]
     if args.out.is_dir():
@@ -621,7 +621,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     for source in sources:
         for name, table in store.side_tables_any(source, _unreadable(args)).items():
             tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
-    writable_directory(args.out.parent, "--out")
+    store.writable_directory(args.out.parent, "--out")
     names = ", ".join(str(source) for source in sources)
     written = report.write(rows, tables, args.out, source=names if len(sources) < 4 else f"{len(sources)} sources")
     console.print(f"wrote {written}", highlight=False)
@@ -641,8 +641,8 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"probe: cannot load {args.target}: {error}") from None
     if not callable(function):
         raise UsageError(f"probe: {args.target} is not callable")
+    from bench.env import gpu_environment, use_device
     from bench.probe import probe
-    from bench.runner import gpu_environment, use_device
 
     environment = gpu_environment(args.device)
     use_device(args.device)
@@ -654,10 +654,9 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
 def _env(args: argparse.Namespace, console: Console) -> int:
     """The GPU's environment and the host's; without a GPU, the host's and why there is no GPU."""
     from bench import env
-    from bench.runner import gpu_environment
 
     reason = env.no_gpu_reason()
-    readings = env.host_readings() if reason else {**gpu_environment(args.device).as_dict(), **env.host_readings()}
+    readings = env.host_readings() if reason else {**env.gpu_environment(args.device).as_dict(), **env.host_readings()}
     table = Table(title="bench environment", show_header=False)
     if reason:
         table.add_row("GPU", escape(f"none: {reason}; {env.WITHOUT_GPU}"))  # the reason may name an extra: [cu12]

@@ -36,6 +36,7 @@ from bench.analysis import Gpu
 from bench.errors import UsageError
 from bench.timing import Summary
 from bench.units import format_size
+from bench.vocabulary import Status
 
 ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version",
                        "numba_cuda_version")
@@ -255,7 +256,7 @@ def _judge(pair: Pair, experiment, first: dict, second: dict) -> dict:
         changes = [f"{'' if column == 'verdict' else column + ' '}{a} → {b}"
                    for column, a, b in zip(columns, was, now) if a != b]
         error = _plain(second.get("error"))
-        if now[0] != "ok" and error:
+        if now[0] != Status.OK and error:
             changes.append(str(error).splitlines()[0][:80])
         line.update(verdict="changed", change="; ".join(changes))
     return line

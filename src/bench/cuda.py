@@ -36,7 +36,7 @@ cupy = LazyModule("cupy")
 cupyx = LazyModule("cupyx")
 runtime = LazyModule("cupy.cuda.runtime")
 numba_cuda = LazyModule("numba.cuda")
-kernels = LazyModule("bench.kernels")  # numba-cuda kernels: compiling them needs numba
+kernels = LazyModule("bench.measure.kernels")  # numba-cuda kernels: compiling them needs numba
 
 
 @contextmanager

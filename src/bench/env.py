@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bench
+from bench.errors import UsageError
 
 
 # What measuring imports (the cu12 or cu13 extra); reading results needs none of it.
@@ -325,6 +326,47 @@ def free_memory_bytes(pci_bus_id: str) -> int:
         from bench.cuda import runtime
 
         return runtime.memGetInfo()[0]
+
+
+def host_memory_available() -> int:
+    """Host memory available now (MemAvailable), else the host's physical memory."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def use_device(device: int) -> None:
+    """Make ``device`` current for CuPy and numba-cuda in this process."""
+    from bench.cuda import numba_cuda, runtime
+
+    runtime.setDevice(device)
+    numba_cuda.select_device(device)
+
+
+def gpu_count() -> int:
+    """How many GPUs are visible, counted without creating a CUDA context in this process (the sweep's parent
+    leaves the GPU to its experiments' processes). UsageError when there is none, saying why and what works
+    without one."""
+    reason = no_gpu_reason()
+    if reason:
+        raise UsageError(f"{reason}; {WITHOUT_GPU}")
+    from bench.cuda import runtime
+
+    return runtime.getDeviceCount()
+
+
+def gpu_environment(device: int) -> Environment:
+    """The environment of ``device``, read without creating a CUDA context in this process. UsageError when there
+    is no such GPU."""
+    count = gpu_count()
+    if not 0 <= device < count:
+        raise UsageError(f"--device {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
+    return collect(device)
 
 
 # NVML clock-event ("throttle") reasons that slow the GPU below what the workload asks for. Idle, the application

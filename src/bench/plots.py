@@ -1,6 +1,7 @@
 """Results → figures (PNG and SVG), one set per GPU. pandas and matplotlib only; never imports CUDA.
 
-Each experiment lists its figures (functions of one GPU's rows and side tables, in its module); this module picks
+Each experiment lists its figures (functions of one GPU's rows and side tables, in its module; the truth table two
+experiments share is here, with the colours figures share); this module picks
 the rows (one GPU at a time, one overlap payload at a time), draws them and writes the files. Files are
 reproducible: re-plotting unchanged results writes the same bytes (fixed SVG ids, no dates), and a file whose bytes
 would not change is left alone.
@@ -150,3 +151,71 @@ def tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[st
                 table = table[table[key].isin(set(rows[key].dropna()))]
         chosen[name] = table
     return chosen
+
+
+# --- figures several experiments share -----------------------------------------------------------------------
+
+DIRECTION_COLORS = {"H2D": "#1f77b4", "D2H": "#d62728", "BIDIR": "#2ca02c", "D2D": "#9467bd"}
+VERDICT_COLORS = {"returns": "#4daf4a", "own-work": "#ffd92f", "waits-for-device": "#e41a1c", "unclear": "#bdbdbd",
+                  "overlaps": "#4daf4a", "partial": "#ff7f00", "serializes": "#e41a1c"}
+
+
+def _truth_panel(plt, ax, rows: pd.DataFrame, calls: list[str], columns: list[tuple[str, str]], annotate) -> None:
+    """One cell per (call, placement × spinning stream), coloured by verdict; ``!`` where it contradicts the docs."""
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.set_ylim(len(calls) - 0.5, -0.5)
+    cells = {(row["call"], row["placement"], row["spin_stream"]): row for _, row in rows.iterrows()}
+    for y, call in enumerate(calls):
+        for x, (spin, placement) in enumerate(columns):
+            row = cells.get((call, placement, spin))
+            if row is None:
+                continue
+            ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(row["verdict"], "w"),
+                                       edgecolor="white", linewidth=1.5))
+            ax.text(x, y, annotate(row) + ("!" if analysis.contradicts_docs(row) else ""), ha="center", va="center",
+                    fontsize=6.5)
+    ax.set_xticks(range(len(columns)), [f"{placement}\n({spin})" for spin, placement in columns], fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(calls)), calls, fontsize=7.5)
+    for x in range(1, len(columns)):
+        if columns[x][0] != columns[x - 1][0]:
+            ax.axvline(x - 0.5, color="k", linewidth=1.5)
+
+
+def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """The blocking truth table: does the call hold the host (left), do two kernels around it still overlap
+    (right); calls × placement and spinning stream, host ms in each cell."""
+    from bench.analysis import short_ms
+    from bench.catalogs.runtime import PLACEMENTS
+    from bench.measure.verdicts import SPIN_MS, SPIN_STREAMS
+
+    panels = [(name, rows[(rows["experiment"] == name) & (rows["status"] == "ok")])
+              for name in ("blocking", "serialization")]
+    panels = [(name, ok) for name, ok in panels if len(ok)]
+    if not panels:
+        return []
+    plt = pyplot()
+    calls = list(dict.fromkeys(call for _, ok in panels for call in ok["call"]))
+    figure, axes = plt.subplots(1, len(panels), figsize=(9.5 * len(panels), 0.3 * len(calls) + 2.6), squeeze=False,
+                                constrained_layout=True)
+    for ax, (name, ok) in zip(axes[0], panels):
+        present = set(zip(ok["spin_stream"], ok["placement"]))
+        columns = [(spin, placement) for spin in SPIN_STREAMS for placement in PLACEMENTS
+                   if (spin, placement) in present]
+        if name == "blocking":
+            _truth_panel(plt, ax, ok, calls, columns, lambda row: short_ms(row["host_ms"]))
+            ax.set_title(f"host: does the call return while a {SPIN_MS:g} ms kernel runs? (cell: host ms)",
+                         fontsize=10)
+        else:
+            _truth_panel(plt, ax, ok, calls, columns, lambda row: "host" if row["host_waited"] else "")
+            ax.set_title("device: do kernels on two streams around the call overlap? (\"host\": the call held the "
+                         "host)", fontsize=10)
+        if ax is not axes[0][0]:
+            ax.set_yticks(range(len(calls)), [""] * len(calls))
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
+    figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=len(handles), fontsize=8)
+    env = panels[0][1].iloc[0]
+    figure.suptitle(f"Which CUDA calls block, on {gpu_label(panels[0][1])} (driver {env['driver_version']}); "
+                    "columns: the call's stream (the spinning stream's kind); ! = contradicts the CUDA documentation",
+                    fontsize=10)
+    return [("blocking_truth_table", figure)]

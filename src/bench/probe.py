@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.timing import Summary, host_interval
+from bench.vocabulary import HostVerdict
 
 DEFAULT_SPIN_MS = 20.0
 
@@ -38,12 +39,12 @@ class ProbeResult:
 
     @property
     def waited(self) -> bool:
-        return self.verdict == "waits-for-device"
+        return self.verdict == HostVerdict.WAITS_FOR_DEVICE
 
     def __str__(self) -> str:
-        what = {"returns": "returned while the GPU was busy",
-                "own-work": "did not wait for the GPU, but took a while of its own",
-                "waits-for-device": "waited for the GPU"}.get(self.verdict, "could not tell")
+        what = {HostVerdict.RETURNS: "returned while the GPU was busy",
+                HostVerdict.OWN_WORK: "did not wait for the GPU, but took a while of its own",
+                HostVerdict.WAITS_FOR_DEVICE: "waited for the GPU"}.get(self.verdict, "could not tell")
         text = (f"{self.verdict}: {what}; held the host {self.host_ms:.3f} ms with a {self.spin_ms:g} ms kernel "
                 f"running ({self.idle_host_ms:.3f} ms with nothing running)")
         if not self.stable:
@@ -71,9 +72,8 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
-    from bench.experiments import serialization
-    from bench.experiments.blocking import consensus, host_verdict, repeat_until_settled
-    from bench.memory import StreamRef
+    from bench.measure.memory import StreamRef
+    from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
 
     handle = stream_handle(stream)
@@ -89,8 +89,8 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     serializes = None
     if serialization:
         pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
-        serializes = consensus([serialization.classify(pair.first, pair.second, spin_ms) for pair in pairs],
-                               serialization.VERDICTS)[0]
+        serializes = consensus([classify_pair(pair.first, pair.second, spin_ms) for pair in pairs],
+                               DEVICE_VERDICTS)[0]
     busy = [result.spin_running for result in measured.seen]
     return ProbeResult(measured.verdict, Summary.of([result.host_ms for result in measured.seen]).median,
                        sum(busy) > len(busy) / 2, idle_ms, measured.stable, measured.verdicts, serializes, spin_ms)

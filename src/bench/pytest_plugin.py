@@ -35,7 +35,7 @@ def assert_async(stream=None, timeout_s: float = 1.0) -> Iterator[None]:
     stream, or a handle; None: the legacy default stream). Skips the test where no GPU is usable."""
     skip_without_gpu()
     from bench.cuda import runtime
-    from bench.memory import StreamRef
+    from bench.measure.memory import StreamRef
     from bench.probe import stream_handle
     from bench.timing import Gate
 

@@ -21,6 +21,7 @@ import pandas as pd
 from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.compare import describe, number
+from bench.vocabulary import DeviceVerdict, HostVerdict, Status
 
 ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version", "numba_cuda_version",
                "git_commit")
@@ -29,16 +30,17 @@ TRUTH_TABLES = {  # experiment -> the question its truth table answers
     "serialization": "Device: do kernels on two streams around the call still overlap? \"host\": the call held the "
                      "host until the first kernel ended.",
 }  # these experiments get HTML tables instead of their (too wide to read) figure
-VERDICT_CLASSES = {"returns": "good", "overlaps": "good", "own-work": "fair", "partial": "poor",
-                   "waits-for-device": "bad", "serializes": "bad", "unclear": "none"}
+VERDICT_CLASSES = {HostVerdict.RETURNS: "good", DeviceVerdict.OVERLAPS: "good", HostVerdict.OWN_WORK: "fair",
+                   DeviceVerdict.PARTIAL: "poor", HostVerdict.WAITS_FOR_DEVICE: "bad", DeviceVerdict.SERIALIZES: "bad",
+                   HostVerdict.UNCLEAR: "none"}
 VERDICT_MEANINGS = {
-    "blocking": (("returns", "returned in under 1 ms, the kernel still running"),
-                 ("own-work", "took over 1 ms, but did not wait for the kernel"),
-                 ("waits-for-device", "returned only after the running kernel ended"),
-                 ("unclear", "the repeats could not tell")),
-    "serialization": (("overlaps", "the kernels ran together for at least half a spin"),
-                      ("partial", "they overlapped less than that"),
-                      ("serializes", "the second started only after the first ended")),
+    "blocking": ((HostVerdict.RETURNS, "returned in under 1 ms, the kernel still running"),
+                 (HostVerdict.OWN_WORK, "took over 1 ms, but did not wait for the kernel"),
+                 (HostVerdict.WAITS_FOR_DEVICE, "returned only after the running kernel ended"),
+                 (HostVerdict.UNCLEAR, "the repeats could not tell")),
+    "serialization": ((DeviceVerdict.OVERLAPS, "the kernels ran together for at least half a spin"),
+                      (DeviceVerdict.PARTIAL, "they overlapped less than that"),
+                      (DeviceVerdict.SERIALIZES, "the second started only after the first ended")),
 }
 CLAIM_CLASSES = {"true": "good", "partly": "fair", "false": "bad", "not measured": "none"}
 DPI = 100  # figure pixels per inch: sharp on a screen of 1.33 device pixels per CSS px, a third of plots/' bytes
@@ -284,15 +286,15 @@ def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str) -> list
 
 def _status(rows: pd.DataFrame) -> str:
     counts = rows["status"].value_counts()
-    ok = int(counts.get("ok", 0))
-    others = ", ".join(f"{int(count)} {status}" for status, count in counts.items() if status != "ok")
+    ok = int(counts.get(Status.OK, 0))
+    others = ", ".join(f"{int(count)} {status}" for status, count in counts.items() if status != Status.OK)
     runs = sorted(rows["run_id"].dropna().unique())
     measured = f" (run{'s' if len(runs) > 1 else ''} {', '.join(runs)})" if runs else ""
     return html.escape(f"{ok} of {len(rows)} configurations ok{'; ' + others if others else ''}{measured}.")
 
 
 def _not_ok(experiment, rows: pd.DataFrame, label: str) -> str:
-    failed = rows[rows["status"] != "ok"]
+    failed = rows[rows["status"] != Status.OK]
     if not len(failed):
         return ""
     frame = pd.DataFrame({"configuration": [describe(experiment, row) for _, row in failed.iterrows()],
@@ -314,8 +316,8 @@ def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
     """Calls × (spinning stream, placement), each cell coloured by the verdict, with host ms (blocking) or "host"
     where the call held the host (serialization), "!" where the measurement contradicts the documentation, and
     the documentation's statement on hover."""
-    from bench.calls import PLACEMENTS
-    from bench.experiments.blocking import SPIN_MS, SPIN_STREAMS
+    from bench.catalogs.runtime import PLACEMENTS
+    from bench.measure.verdicts import SPIN_MS, SPIN_STREAMS
 
     cells = {(row["call"], row["spin_stream"], row["placement"]): row for _, row in rows.iterrows()}
     groups = {spin: [placement for placement in PLACEMENTS if any(key[1:] == (spin, placement) for key in cells)]
@@ -357,10 +359,10 @@ DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True,
 
 
 def _truth_cell(name: str, row: pd.Series, group: str) -> str:
-    from bench.experiments.blocking import contradicts_docs, short_ms
+    from bench.analysis import contradicts_docs, short_ms
 
     where = f"{row['call']} on {row['placement']} (spinning stream {row['spin_stream']})"
-    if row["status"] != "ok":
+    if row["status"] != Status.OK:
         title = html.escape(f"{where}: {row['status']}: {cell(row['error'])}")
         return f"<td class='none{group}' title='{title}'>{html.escape(row['status'])}</td>"
     contradicts = contradicts_docs(row)

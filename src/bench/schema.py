@@ -17,11 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from bench.timing import CLOCKS, STOP_REASONS, UNITS
+from bench.vocabulary import Clock, Status, StopReason, Unit, values
 
 INT, FLOAT, TEXT, FLAG = pa.int64(), pa.float64(), pa.string(), pa.bool_()
 FLOATS, TEXTS = pa.list_(pa.float64()), pa.list_(pa.string())
-STATUSES = ("ok", "failed", "skipped", "unsupported")
+STATUSES = values(Status)
+UNITS, CLOCKS, STOP_REASONS = values(Unit), values(Clock), values(StopReason)
 
 
 class SchemaError(ValueError):

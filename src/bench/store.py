@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.errors import ResultsError, WriteError
+from bench.errors import ResultsError, UsageError, WriteError
 from bench.schema import FLAG, INT, Column, check_row, column, schema_of, suite_columns
 
 SCHEMA_VERSION = 2
@@ -119,6 +119,21 @@ def write_target(path: Path, option: str = "") -> Path:
         raise WriteError(f"{option + ': ' if option else ''}{target} is {kind_of(target)}{through}, not a regular "
                          "file; bench writes only regular files")
     return target
+
+
+def writable_directory(directory: Path, option: str) -> Path:
+    """``directory`` (or its nearest existing parent) must take a new file; UsageError naming ``option`` if not."""
+    existing = Path(directory)
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option}: {existing} is {kind_of(existing)}, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # a real probe: permission bits do not tell root's story
+            pass
+    except OSError as error:
+        raise UsageError(f"{option}: cannot write to {directory}/ ({existing}: {error.strerror})") from None
+    return Path(directory)
 
 
 def kind_of(path: Path) -> str:

@@ -1,23 +1,38 @@
-"""Catalogs of the library calls users write (CuPy, numba-cuda, PyTorch), each with the library's documentation
-statement, measured by the ``library`` experiment the way :mod:`bench.calls` catalogs CUDA runtime calls.
+"""The catalogs of calls whose blocking the experiments measure, each call with what its documentation says: the
+CUDA runtime's (:mod:`bench.catalogs.runtime`, measured by the ``blocking``, ``serialization`` and ``crossgpu``
+experiments) and the library calls users write (CuPy, numba-cuda, PyTorch: :mod:`bench.catalogs.cupy_calls`,
+:mod:`~bench.catalogs.numba_calls`, :mod:`~bench.catalogs.torch_calls`, measured by the ``library`` experiment).
+Every catalog is a tuple ``CALLS`` of the one model, :class:`Call`; :func:`catalog` reads them by library.
 
-A call is prepared on its *call stream* (:class:`CallStream`: a fresh non-blocking stream that the library uses as
-its current stream, or that the call is given) before anything runs, then made once while the host times it.
-Building a catalog imports no library: each ``prepare`` imports what it needs.
+A call is prepared on a stream before anything runs (buffers, handles; the runtime's on its *placement* stream, a
+library's on its *call stream*, :class:`CallStream`), optionally *armed* right after the spin kernel started (e.g. an
+event recorded behind it), then made once while the host times it, and cleaned up once the device is idle.
+Building a catalog imports no library and touches no CUDA: each ``prepare`` reaches what it needs when it runs.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.vocabulary import DocsHost, values
+
+RUNTIME = "cuda-runtime"  # the CUDA runtime's catalog
+LIBRARIES = ("cupy", "numba-cuda", "torch")  # the libraries' catalogs, in the library experiment's order
+MODULES = {RUNTIME: "runtime", "cupy": "cupy_calls", "numba-cuda": "numba_calls", "torch": "torch_calls"}
+
 CATEGORIES = ("scalar", "transfer", "indexing", "reduction", "compute", "allocation", "creation", "compilation",
               "synchronization", "launch")
 STREAM_USE = ("current", "given", "default", "none")  # the library's current stream, a stream argument, the legacy
 # default stream (the call takes none and uses stream 0), or no stream at all (host work)
+STREAM_PLACEMENTS = ("same", "other", "legacy", "per-thread")  # where a runtime call that takes a stream goes
+
+DOCS_HOST = values(DocsHost)  # what the documentation says a call waits for on the host (see DocsHost)
+LIBRARY_DOCS_HOST = tuple(value for value in DOCS_HOST if value != DocsHost.MAYBE)  # the libraries' ("may": silent)
 
 
 @dataclass
@@ -25,6 +40,7 @@ class Prepared:
     """One call, ready to be made; ``keep`` holds what must stay alive until it was made."""
 
     call: Callable[[], object]
+    arm: Callable[[], None] = lambda: None  # untimed, once the spin runs
     cleanup: Callable[[], None] = lambda: None  # untimed, once the device is idle
     keep: object = None
 
@@ -41,34 +57,59 @@ class CallStream:
 
 
 @dataclass(frozen=True)
-class LibraryCall:
-    name: str  # unique across libraries: "cupy a.item()"
-    library: str  # cupy, numba-cuda, torch
-    category: str  # one of CATEGORIES
-    stream: str  # one of STREAM_USE
-    docs: str  # the library's documentation, briefly
-    source: str  # its URL
-    prepare: Callable[[object, CallStream], Prepared]  # (the library's kit, the call's stream) -> Prepared
-    docs_host: str = "silent"  # what the docs say it waits for on the host: one of DOCS_HOST
-    fresh: bool = False  # every call compiles or creates something new (a first call, each time)
+class Call:
+    """One call of a catalog. The fields after ``prepare`` say how the experiments make it: ``api`` to
+    ``enqueues`` describe a runtime call, ``category`` to ``fresh`` a library call."""
+
+    name: str  # unique across catalogs: "cudaMalloc", "cupy a.item()"
+    library: str  # its catalog: RUNTIME or one of LIBRARIES
+    docs_host: DocsHost  # what the docs say it waits for on the host
+    docs: str  # the documentation's statement, paraphrased or quoted briefly
+    source: str  # the page it comes from
+    prepare: Callable[[object, object], Prepared]  # (the catalog's kit, the call's stream or None) -> Prepared
+    api: str = ""  # the runtime function it calls
+    placements: tuple[str, ...] = STREAM_PLACEMENTS  # runtime: the streams it is made on ("none": takes no stream)
+    guide_serializes: bool = False  # in the Programming Guide's list of operations that keep streams from overlapping
+    null_stream: bool = False  # a synchronous call that does its work on the legacy default stream
+    enqueues: bool = True  # puts work into its stream (a query or a synchronization does not)
+    category: str = ""  # library: one of CATEGORIES
+    stream: str = ""  # library: one of STREAM_USE
+    fresh: bool = False  # library: every call compiles or creates something new (a first call, each time)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "docs_host", DocsHost(self.docs_host))  # a catalog may spell it as its string
+        if self.library not in MODULES:
+            raise ValueError(f"{self.name}: unknown catalog {self.library!r}")
 
 
-LIBRARIES = ("cupy", "numba-cuda", "torch")
-# "never": returns without waiting for the GPU; "stream": waits for its stream's work (synchronous with respect to
-# the host); "device": waits for all device work; "silent": the docs say nothing, or only that it "may" wait
-DOCS_HOST = ("never", "stream", "device", "silent")
+def ordered_after_spin(placement: str, spin_blocking: bool) -> bool:
+    """Whether work on ``placement`` is ordered behind the spinning stream by stream semantics alone."""
+    return placement == "same" or (placement == "legacy" and spin_blocking)
 
 
-def documented_waits(call: LibraryCall, placement: str) -> bool | None:
-    """Whether the docs say the call waits for a spin kernel on ``placement`` (its own stream, ``same``, or
-    another, ``other``); None where they are silent."""
-    if call.docs_host == "never":
+def documented_waits(call: Call, placement: str, spin_blocking: bool = False) -> bool | None:
+    """Whether the docs say the call waits (on the host) for a spin kernel on the ``same`` stream as the call or on
+    another (``other``, ``legacy``, ``per-thread``; the spinning stream blocking or not); None where they are silent
+    or vague."""
+    if call.docs_host == DocsHost.NEVER:
         return False
-    if call.docs_host == "device":
+    if call.docs_host == DocsHost.DEVICE:
         return True
-    if call.docs_host == "stream":
-        return placement == "same"
+    if call.docs_host == DocsHost.STREAM:
+        return ordered_after_spin(placement, spin_blocking)
     return None
+
+
+def calls(library: str) -> tuple[Call, ...]:
+    """One catalog's calls, in its order."""
+    return importlib.import_module(f"{__name__}.{MODULES[library]}").CALLS
+
+
+@functools.cache
+def catalog(*libraries: str) -> dict[str, Call]:
+    """Every call of these catalogs by name, catalog after catalog (the libraries' by default: CuPy's first, then
+    numba-cuda's, then PyTorch's)."""
+    return {call.name: call for library in libraries or LIBRARIES for call in calls(library)}
 
 
 class _FreshNumbers:
@@ -87,12 +128,3 @@ class _FreshNumbers:
 
 
 fresh_number = _FreshNumbers()
-
-
-@functools.cache
-def catalog() -> dict[str, LibraryCall]:
-    """Every library call by name, CuPy's first, then numba-cuda's, then PyTorch's."""
-    from bench.catalogs import cupy_calls, numba_calls, torch_calls
-
-    calls = (*cupy_calls.CALLS, *numba_calls.CALLS, *torch_calls.CALLS)
-    return {call.name: call for call in calls}

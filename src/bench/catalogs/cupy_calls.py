@@ -3,7 +3,7 @@ stream (``with stream:``), on inputs made before the spin kernel started."""
 
 from __future__ import annotations
 
-from bench.catalogs import LibraryCall, Prepared, fresh_number
+from bench.catalogs import Call, Prepared, fresh_number
 from bench.cuda import cupy, cupyx
 
 DOCS = "https://docs.cupy.dev/en/stable/reference/generated/"
@@ -83,8 +83,9 @@ def _asarray(source: str, blocking: bool | None = None):
     return prepare
 
 
-def _call(name, category, stream, docs, page, prepare, docs_host="silent", fresh=False) -> LibraryCall:
-    return LibraryCall(f"cupy {name}", "cupy", category, stream, docs, DOCS + page, prepare, docs_host, fresh)
+def _call(name, category, stream, docs, page, prepare, docs_host="silent", fresh=False) -> Call:
+    return Call(f"cupy {name}", "cupy", docs_host, docs, DOCS + page, prepare, category=category, stream=stream,
+                fresh=fresh)
 
 
 ITEM = "cupy.ndarray.html"

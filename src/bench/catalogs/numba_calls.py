@@ -3,7 +3,7 @@ as a numba stream; calls without one use numba's default, the legacy default str
 
 from __future__ import annotations
 
-from bench.catalogs import LibraryCall, Prepared, fresh_number
+from bench.catalogs import Call, Prepared, fresh_number
 from bench.cuda import kernels, numba_cuda
 
 MEMORY = "https://nvidia.github.io/numba-cuda/user/memory.html"
@@ -97,8 +97,9 @@ def _flushed(kit, stream) -> Prepared:
     return Prepared(call=numba_cuda.current_context().deallocations.clear)
 
 
-def _call(name, category, stream, docs, page, prepare, docs_host="silent", fresh=False) -> LibraryCall:
-    return LibraryCall(f"numba {name}", "numba-cuda", category, stream, docs, page, prepare, docs_host, fresh)
+def _call(name, category, stream, docs, page, prepare, docs_host="silent", fresh=False) -> Call:
+    return Call(f"numba {name}", "numba-cuda", docs_host, docs, page, prepare, category=category, stream=stream,
+                fresh=fresh)
 
 
 CALLS = (

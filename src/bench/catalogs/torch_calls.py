@@ -4,7 +4,7 @@ these calls' rows are skipped with the reason."""
 
 from __future__ import annotations
 
-from bench.catalogs import LibraryCall, Prepared
+from bench.catalogs import Call, Prepared
 from bench.cuda import LazyModule
 
 torch = LazyModule("torch")
@@ -46,8 +46,8 @@ def _empty_cache(kit, stream) -> Prepared:
     return Prepared(call=torch.cuda.empty_cache)
 
 
-def _call(name, category, stream, docs, page, prepare, docs_host="silent") -> LibraryCall:
-    return LibraryCall(f"torch {name}", "torch", category, stream, docs, page, prepare, docs_host)
+def _call(name, category, stream, docs, page, prepare, docs_host="silent") -> Call:
+    return Call(f"torch {name}", "torch", docs_host, docs, page, prepare, category=category, stream=stream)
 
 
 CALLS = (

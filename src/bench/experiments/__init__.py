@@ -6,7 +6,7 @@ headline table, figures, what to compare, expected cost. The analysis commands r
 no CUDA. Below it, the *measuring code* (``measure``) reaches CuPy and numba-cuda through :mod:`bench.cuda`, which
 imports them on first use: only the sweep's child process ever runs it. An experiment describes what to run; it
 never creates events, reads a clock or computes statistics (:mod:`bench.timing` does) and never writes a file
-(:mod:`bench.runner` and :mod:`bench.store` do).
+(:mod:`bench.sweep` and :mod:`bench.store` do).
 
 ``measure(configs, context)`` yields one row (a dict) per configuration, in order: the configuration's axis values
 plus the experiment's columns, with the sample columns of :class:`bench.timing.Samples` where it measured. A row
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from bench.schema import Column
 
-Config = dict
-Row = dict
+Config = dict[str, object]  # one configuration: axis name -> value
+Row = dict[str, object]  # one result row: column name -> value (see bench.schema), side tables under "_<table>"
 
 
 def no_memory(configs: Sequence[Config]) -> tuple[int, int]:
@@ -83,7 +83,7 @@ class Experiment:
     size_axis: str = "bytes"  # the axis --sizes replaces ("" for none)
     order: int = 100  # position in the default sweep
     setup_s: float = 0.0  # per process, before the first row: compiling its kernels, allocating, calibrating
-    share_s: float = 5.0  # its share of the default sweep's budget (bench.plan.DEFAULT_BUDGET_S), process included
+    share_s: float = 5.0  # its share of the default sweep's budget (bench.sweep.plan.DEFAULT_BUDGET_S), process included
     row_timeout_s: float = 300.0  # the runner stops a process that yields no row for this long (a hung call)
     process_axis: str = ""  # an axis whose every value needs a process of its own (an environment variable or a
     # device flag that CUDA reads once, when the process first touches the GPU)
@@ -92,7 +92,7 @@ class Experiment:
     # process sees every selected GPU (peer copies, shared links); it is left out of a sweep of fewer GPUs
     device_axes: tuple[str, ...] = ()  # axes whose values are GPU ordinals: the sweep's --devices replace them
     warm: Callable | None = None  # () -> None: compiles, untimed, what configurations beyond the first would
-    # compile (the sweep's warm-up runs it on a machine whose caches are cold; see bench.runner.warm_parts)
+    # compile (the sweep's warm-up runs it on a machine whose caches are cold; see bench.sweep.warmup.warm_parts)
 
     def __post_init__(self) -> None:
         declared = {item.name for item in self.columns}

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
+from bench.measure.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
 from bench.schema import FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule, Summary
 from bench.units import format_size

@@ -13,24 +13,21 @@ never contains, one copy runs, and the destination must equal the source byte fo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
-from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.memory import HOST_MEMORY, BufferSet, DeviceBuffer, HostBuffer
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
-from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.measure import columns
+from bench.measure.copies import FILL_CHUNK, CopyBuffers, by_host_memory, verified_and_timed
+from bench.measure.memory import HOST_MEMORY
+from bench.schema import FLOAT, TEXT, column
+from bench.timing import Context, Samples, StopRule
 from bench.units import format_size
 
 DIRECTIONS = ("H2D", "D2H", "D2D", "BIDIR")
 HOST_KINDS = (*HOST_MEMORY, "device")  # a D2D copy touches no host memory: its host_memory is "device"
-POISON = 0xA5
-_FILL_CHUNK = 64 << 20
 PAGEABLE_TIME_CAP_S = 0.12  # pageable copies vary run to run by far more than longer sampling would pin down
 _TYPICAL_GBPS = {"pinned": 50.0, "registered": 50.0, "pageable": 10.0, "device": 1500.0}  # for the time estimate
 
@@ -38,11 +35,11 @@ COLUMNS = (
     column("host_memory", TEXT, "pinned (cudaHostAlloc), pageable, registered (cudaHostRegister), or device for "
                                 "D2D", HOST_KINDS),
     column("direction", TEXT, "H2D, D2H, D2D, or BIDIR (H2D and D2H at once on two streams)", DIRECTIONS),
-    column("bytes", INT, "bytes per copy"),
+    columns.BYTES_PER_COPY,
     column("gbps", FLOAT, "GB/s (1e9 bytes/s) at the median; BIDIR: both directions' bytes over the makespan"),
     column("h2d_gbps", FLOAT, "BIDIR: the H2D stream's bytes over its own time"),
     column("d2h_gbps", FLOAT, "BIDIR: the D2H stream's bytes over its own time"),
-    column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
+    columns.VERIFIED_COPY,
 )
 
 
@@ -74,7 +71,7 @@ def seconds(config: Config, rule: StopRule) -> float:
 def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     largest = max(config["bytes"] for config in configs)
     on_host = any(config["host_memory"] != "device" for config in configs)
-    return 2 * largest + 4 * _FILL_CHUNK, 2 * largest if on_host else 0
+    return 2 * largest + 4 * FILL_CHUNK, 2 * largest if on_host else 0
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -103,14 +100,13 @@ def answer(rows: pd.DataFrame) -> str | None:
                                      for _, line in table.iterrows())
 
 
-DIRECTION_COLORS = {"H2D": "#1f77b4", "D2H": "#d62728", "BIDIR": "#2ca02c", "D2D": "#9467bd"}
 HOST_STYLES = {"pinned": ("-", "o"), "registered": ("--", "s"), "pageable": (":", "^"), "device": ("-", "D")}
 
 
 def bandwidth_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s vs size: host↔device on the left with the PCIe link's theoretical rate, device↔device on the right."""
     from bench.env import pcie_gbps_per_direction
-    from bench.plots import pyplot, size_axis
+    from bench.plots import DIRECTION_COLORS, pyplot, size_axis
 
     rows = rows[rows["experiment"] == "bandwidth"]
     ok = rows[rows["status"] == "ok"]
@@ -168,120 +164,11 @@ def bandwidth_figure(rows: pd.DataFrame, tables: dict) -> list:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Copy:
-    """One cudaMemcpyAsync, and where its result can be checked: ``dst`` must equal ``expected`` afterwards."""
-
-    stream: object  # a CuPy stream
-    dst_ptr: int
-    src_ptr: int
-    kind: int
-    dst: object  # numpy or CuPy uint8 view of the destination
-    expected: object  # the same kind of view of memory holding the source's bytes
-
-    def enqueue(self, nbytes: int) -> None:
-        runtime.memcpyAsync(self.dst_ptr, self.src_ptr, nbytes, self.kind, self.stream.ptr)
-
-
-class _Buffers(BufferSet):
-    """Source and destination buffers of the largest size needed, shared by a host memory kind's configurations."""
-
-    def __init__(self, host_memory: str, nbytes: int, seed: int = 0) -> None:
-        super().__init__(streams=2)
-        with self.freed_on_failure():
-            self.device_src = self.take(DeviceBuffer("malloc", nbytes))
-            self.device_dst = self.take(DeviceBuffer("malloc", nbytes))
-            self.host_src = self.host_dst = None
-            fill_random(self.device_src.array, seed)
-            if host_memory != "device":
-                self.host_src = self.take(HostBuffer(host_memory, nbytes))
-                self.host_dst = self.take(HostBuffer(host_memory, nbytes))
-                runtime.memcpy(self.host_src.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
-
-    def copies(self, direction: str) -> list[_Copy]:
-        first, second = self.streams
-        h2d = _Copy(first, self.device_dst.ptr, self.host_src.ptr, runtime.memcpyHostToDevice,
-                    self.device_dst.array, self.device_src.array) if self.host_src else None
-        if direction == "H2D":
-            return [h2d]
-        if direction == "D2H":
-            return [_Copy(first, self.host_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToHost,
-                          self.host_dst.array, self.host_src.array)]
-        if direction == "BIDIR":
-            return [h2d, _Copy(second, self.host_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToHost,
-                               self.host_dst.array, self.host_src.array)]
-        return [_Copy(first, self.device_dst.ptr, self.device_src.ptr, runtime.memcpyDeviceToDevice,
-                      self.device_dst.array, self.device_src.array)]
-
-
-def fill_random(device_bytes, seed: int) -> None:
-    """Random bytes that are never POISON, so an unwritten destination byte can never pass for a copied one."""
-    generator = cupy.random.RandomState(seed)
-    for offset in range(0, device_bytes.size, _FILL_CHUNK):
-        count = min(_FILL_CHUNK, device_bytes.size - offset)
-        chunk = generator.randint(0, 255, size=count, dtype=cupy.int32).astype(cupy.uint8)  # 0..254
-        chunk += chunk >= POISON  # 0..255 without POISON
-        device_bytes[offset : offset + count] = chunk
-    runtime.deviceSynchronize()
-
-
-def mismatch(copies: Sequence[_Copy], nbytes: int) -> str | None:
-    """Poison, copy once, compare. None when every destination byte equals the source; else what went wrong."""
-    for copy in copies:
-        with copy.stream:
-            copy.dst[:nbytes].fill(POISON)
-    for copy in copies:
-        copy.enqueue(nbytes)
-    for copy in copies:
-        copy.stream.synchronize()
-    for copy in copies:
-        xp = cupy.get_array_module(copy.dst)
-        with copy.stream:
-            differ = xp.flatnonzero(copy.dst[:nbytes] != copy.expected[:nbytes])
-            if differ.size:
-                return (f"data mismatch after copy: {differ.size} of {nbytes} bytes differ "
-                        f"(first at offset {int(differ[0])})")
-    return None
-
-
 def _metric(direction: str) -> str:
     return "GPU time per pair of copies (H2D and D2H at once)" if direction == "BIDIR" else "GPU time per copy"
 
 
-def verified_and_timed(row: Row, copies: Sequence, nbytes: int, timer, metric: str, gated: bool = True):
-    """Verify ``copies`` (anything with ``stream``, ``dst``, ``expected`` and ``enqueue(nbytes)``) once, then time
-    them together with ``timer``. Fills ``row``'s verified, sample and status columns (failed, with the error, when
-    the data did not arrive or the timing failed) and returns the timing, or None."""
-    problem = mismatch(copies, nbytes)
-    if problem:
-        row["error"] = problem
-        return None
-    return timed(row, copies, nbytes, timer, metric, gated)
-
-
-def timed(row: Row, copies: Sequence, nbytes: int, timer, metric: str, gated: bool = True,
-          devices: Sequence[int] | None = None):
-    """Time verified ``copies`` (anything with ``stream`` and ``enqueue(nbytes)``) together with ``timer``
-    (``devices``: each copy's GPU, as :meth:`bench.timing.Timer.measure` takes them). Fills ``row`` as
-    :func:`verified_and_timed` does and returns the timing, or None."""
-    row["verified"] = True
-
-    def enqueue(ops: int) -> None:
-        for _ in range(ops):
-            for copy in copies:
-                copy.enqueue(nbytes)
-
-    try:
-        timing = timer.measure(enqueue, [copy.stream for copy in copies], metric=metric, gated=gated,
-                               devices=devices)
-    except MeasurementFailed as error:
-        row["error"] = str(error)
-        return None
-    row.update(timing.samples.columns(), status="ok", gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
-    return timing
-
-
-def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
+def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
     nbytes, direction = config["bytes"], config["direction"]
     gated = config["host_memory"] != "pageable"
     row = {**config, **Samples.missing("ms", "gpu", _metric(direction), gated), "gbps": np.nan, "h2d_gbps": np.nan,
@@ -294,34 +181,9 @@ def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
     return row
 
 
-@contextmanager
-def verified_copy(direction: str, host_memory: str, nbytes: int, stream) -> Iterator[Callable[[], None]]:
-    """One ``direction`` copy (H2D, D2H or D2D) of ``nbytes`` on ``stream``, its data verified once as the
-    experiment does; yields the function that enqueues it. MeasurementFailed if the data did not arrive."""
-    with _Buffers(host_memory, nbytes) as buffers:
-        (copy,) = buffers.copies(direction)
-        copy = replace(copy, stream=stream)
-        problem = mismatch([copy], nbytes)
-        if problem:
-            raise MeasurementFailed(problem)
-        yield lambda: copy.enqueue(nbytes)
-        stream.synchronize()
-
-
-def by_host_memory(configs: Sequence[Config], buffers: Callable[[str, int], BufferSet],
-                   measure_one: Callable[[Config, BufferSet], Row]) -> Iterator[Row]:
-    """``measure_one(config, buffers)`` for each configuration, one host memory kind at a time so that kind's
-    buffers (``buffers(host_memory, largest bytes)``) are allocated once."""
-    for host_memory in dict.fromkeys(config["host_memory"] for config in configs):
-        group = [config for config in configs if config["host_memory"] == host_memory]
-        with buffers(host_memory, max(config["bytes"] for config in group)) as made:
-            for config in group:
-                yield measure_one(config, made)
-
-
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
-    return by_host_memory(configs, _Buffers, lambda config, buffers: _measure(config, buffers, context))
+    return by_host_memory(configs, CopyBuffers, lambda config, buffers: _measure(config, buffers, context))
 
 
 EXPERIMENT = Experiment(

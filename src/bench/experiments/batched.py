@@ -53,8 +53,9 @@ import pandas as pd
 
 from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row, numbers, span
-from bench.experiments.bandwidth import POISON, fill_random
-from bench.memory import BufferSet, DeviceBuffer, HostBuffer
+from bench.measure import columns
+from bench.measure.copies import FILL_CHUNK, POISON, fill_random
+from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
 from bench.units import format_size
@@ -69,7 +70,7 @@ MIN_DRIVER_VERSION = 12080  # cuMemcpyBatchAsync came with CUDA 12.8
 GAP = 256  # bytes between consecutive copies, in the source and in the destination
 METRIC = "GPU time from just before issuing all the copies (one batch call, or the loop of calls) to their end"
 ONE_BY_ONE_API = "cudaMemcpyAsync"
-_FILL_BYTES = 5 * (64 << 20)  # what bandwidth.fill_random allocates on the device while it fills
+_FILL_BYTES = 5 * FILL_CHUNK  # what fill_random (bench.measure.copies) allocates on the device while it fills
 # for the time estimate, from a default sweep on an H200 (PCIe Gen5, driver 580.159)
 _HOST_PER_COPY_S = {"batch": 0.5e-6, "one-by-one": 2.5e-6}
 _HOST_PER_CALL_S = 10e-6
@@ -84,7 +85,7 @@ COLUMNS = (
                                  "one-by-one rows: stream", ACCESS_ORDERS),
     column("issue", TEXT, "batch (one batched-copy call) or one-by-one (a cudaMemcpyAsync per copy)", ISSUES),
     column("copies", INT, "copies in the batch"),
-    column("bytes", INT, "bytes per copy"),
+    columns.BYTES_PER_COPY,
     column("gbps", FLOAT, "GB/s (1e9 bytes/s): all the copies' bytes over their median GPU time"),
     column("host_ms", FLOAT, "median host time the enqueue took: the batch call, or the whole loop of calls"),
     column("host_ms_samples", FLOATS, "host time of each sample's enqueue (ms)"),

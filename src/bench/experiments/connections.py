@@ -134,7 +134,7 @@ def _spins(config: Config, watch: SpinWatch, streams: list) -> Row:
 
 
 def _pipeline(config: Config, context: Context) -> Row:
-    from bench.experiments.overlap import verified_pipeline
+    from bench.measure.pipeline import verified_pipeline
 
     with verified_pipeline(PIPELINE_BYTES, config["streams"], CHUNKS_PER_STREAM, 1.0, context) as (once, used, stages):
         def enqueue(ops: int) -> None:

@@ -5,7 +5,7 @@ busy-waits on ``spin_gpu`` (on a stream created ``blocking`` or ``non-blocking``
 the call is made with ``call_gpu`` current and timed on the host, and right after it returns the host reads whether
 the spin still runs. ``call_gpu == spin_gpu`` is the same-GPU control (placement ``same-gpu``), the rest are
 ``other-gpu``. Each configuration repeats until ``MIN_REPEATS`` verdicts agree (or ``MAX_REPEATS``); verdicts as
-in :mod:`bench.experiments.blocking`: ``waits-for-device``, ``own-work`` or ``returns``.
+in :mod:`bench.measure.verdicts`: ``waits-for-device``, ``own-work`` or ``returns``.
 
 ``cudaMemcpyPeer`` copies 4 KiB from ``call_gpu`` to the other GPU of the pair (for ``same-gpu``, to the next GPU
 of the sweep): its page says it is "serialized with respect to all pending and future asynchronous work in to the
@@ -20,16 +20,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.calls import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
+from bench.catalogs.runtime import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.cuda import on_device, runtime
 from bench.experiments import Config, Experiment, Row, listed
-from bench.experiments import blocking
-from bench.experiments.blocking import (METRIC, MIN_REPEATS, SPIN_MS, SPIN_STREAMS, VERDICTS, host_columns,
-                                        host_verdict, repeat_until_settled, spin_for)
-from bench.memory import LEGACY_STREAM, OwnedStream
+from bench.measure import columns
+from bench.measure.memory import LEGACY_STREAM, OwnedStream
+from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, SPIN_MS, SPIN_STREAMS, host_columns,
+                                    host_verdict, repeat_until_settled, spin_for)
 from bench.schema import INT, TEXT, column
 from bench.timing import CallDuringSpin, Context, SpinWatch, StopRule, host_interval
 
+VERDICTS = HOST_VERDICTS
+METRIC = SPIN_METRIC
 SMALL_BYTES = 4 << 10
 ALLOC_BYTES = 1 << 20
 PLACEMENTS = ("same-gpu", "other-gpu")
@@ -116,15 +118,15 @@ def cross_catalog() -> dict[str, CrossCall]:
 CALL_NAMES = ("(nothing)", "cudaFree", "cudaFreeHost", "cudaMalloc", "cudaDeviceSynchronize",
               "cudaStreamSynchronize (legacy stream)", "cudaMemcpyPeer 4 KiB")
 
-_BLOCKING_COLUMNS = {item.name: item for item in blocking.COLUMNS}  # the columns both experiments have
 COLUMNS = (
     column("call", TEXT, "the call, made with call_gpu current", CALL_NAMES),
     column("call_gpu", INT, "the GPU (CUDA ordinal) current when the call is made"),
     column("spin_gpu", INT, "the GPU the spin kernel runs on"),
-    _BLOCKING_COLUMNS["spin_stream"],
+    columns.SPIN_STREAM,
     column("placement", TEXT, "same-gpu (the spin runs on the call's GPU) or other-gpu", PLACEMENTS),
-    *(_BLOCKING_COLUMNS[name] for name in ("api", "spin_ms", "host_ms", "spin_left_ms", "idle_host_ms", "verdict",
-                                           "verdicts", "stable", "docs", "source", "docs_waits", "matches_docs")),
+    columns.API, columns.SPIN_MS, columns.HOST_MS, columns.SPIN_LEFT_MS, columns.IDLE_HOST_MS,
+    *columns.verdict_columns(VERDICTS),
+    columns.STABLE, columns.DOCS, columns.SOURCE, columns.DOCS_WAITS, columns.MATCHES_DOCS,
 )
 
 
@@ -162,8 +164,8 @@ def answer(rows: pd.DataFrame) -> str | None:
 
 def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
     """Calls × (spin GPU, spinning stream), one panel per call GPU: verdict colours, host ms in each cell."""
-    from bench.experiments.blocking import VERDICT_COLORS, contradicts_docs, short_ms
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis import contradicts_docs, short_ms
+    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "crossgpu") & (rows["status"] == "ok")]
     if not len(ok):

@@ -29,11 +29,12 @@ import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row, listed
-from bench.experiments.blocking import VERDICT_COLORS, VERDICTS, host_columns, host_verdict, repeat_until_settled, \
-    spin_for
-from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
+from bench.measure import columns
+from bench.measure.verdicts import HOST_VERDICTS, host_columns, host_verdict, repeat_until_settled, spin_for
+from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, SpinWatch, StopRule, host_interval
 
+VERDICTS = HOST_VERDICTS
 LOADING = ("lazy", "eager")
 CALLS = ("module-load", "get-function", "first-launch", "second-launch", "numba-first-call", "cupy-first-compile")
 COMPILING = ("numba-first-call", "cupy-first-compile")
@@ -47,9 +48,8 @@ COLUMNS = (
     column("spin_ms", FLOAT, "length of the spin on the other stream"),
     column("host_ms", FLOAT, "median host time of the step while the spin ran"),
     column("spin_left_ms", FLOAT, "median of how much of the spin was left when the step was made"),
-    column("verdict", TEXT, "the most common verdict over the repeats", VERDICTS),
-    column("verdicts", TEXTS, "each repeat's verdict", VERDICTS),
-    column("stable", FLAG, "all repeats gave the same verdict"),
+    *columns.verdict_columns(VERDICTS),
+    columns.STABLE,
 )
 
 
@@ -87,7 +87,7 @@ def answer(rows: pd.DataFrame) -> str | None:
 
 
 def firstcall_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
+    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "firstcall") & (rows["status"] == "ok")]
     if not len(ok):

@@ -26,7 +26,7 @@ import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.memory import BufferSet, DeviceBuffer
+from bench.measure.memory import BufferSet, DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, StopRule
 from bench.units import format_size
@@ -193,7 +193,7 @@ def _malloc_loop(config: Config, context: Context, kernel) -> Row:
 
 
 def _capture(stream, enqueue):
-    from bench.capture import capture
+    from bench.measure.capture import capture
 
     return capture(stream, [], enqueue)
 

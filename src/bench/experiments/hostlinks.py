@@ -19,8 +19,9 @@ import pandas as pd
 
 from bench.cuda import on_device
 from bench.experiments import Config, Experiment, Row, span
-from bench.experiments.bandwidth import _Buffers, mismatch
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.measure import columns
+from bench.measure.copies import CopyBuffers, mismatch
+from bench.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
 from bench.units import format_size
 
@@ -30,14 +31,14 @@ METRIC = "GPU time per copy (this GPU's stream)"
 
 COLUMNS = (
     column("direction", TEXT, "H2D or D2H, each GPU with its own pinned host buffer", DIRECTIONS),
-    column("bytes", INT, "bytes per copy"),
+    columns.BYTES_PER_COPY,
     column("load", TEXT, "alone: only this GPU copies; together: every GPU of the sweep copies at once", LOADS),
     column("device", INT, "the GPU (CUDA ordinal) this row's bandwidth is of"),
     column("gbps", FLOAT, "this GPU's GB/s at the median"),
     column("total_gbps", FLOAT, "together: all GPUs' bytes over the median of each sample's slowest GPU time; "
                                 "alone: gbps"),
     column("gpus_copying", INT, "how many GPUs copied at once"),
-    column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
+    columns.VERIFIED_COPY,
 )
 
 
@@ -124,7 +125,7 @@ class _Link:
     def __init__(self, device: int, nbytes: int) -> None:
         self.device = device
         with on_device(device):
-            self.buffers = _Buffers("pinned", nbytes, seed=device)
+            self.buffers = CopyBuffers("pinned", nbytes, seed=device)
         self.copies = {direction: self.buffers.copies(direction)[0] for direction in DIRECTIONS}
 
     def enqueue(self, direction: str, nbytes: int) -> None:

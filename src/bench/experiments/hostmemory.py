@@ -34,8 +34,6 @@ as fast as pinned, and copies ran at the same rate from both.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -43,13 +41,14 @@ import pandas as pd
 
 from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.bandwidth import POISON, by_host_memory
-from bench.memory import BufferSet, DeviceBuffer, HostBuffer
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.measure import columns
+from bench.measure.copies import POISON, CopyBuffers, by_host_memory, fill_pattern
+from bench.measure.memory import WRITE_COMBINED
+from bench.schema import FLAG, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
 from bench.units import format_size
 
-HOST_KINDS = ("pinned", "write-combined")
+HOST_KINDS = ("pinned", WRITE_COMBINED)
 OPERATIONS = ("H2D", "D2H", "cpu-read", "cpu-write")
 COPIES = ("H2D", "D2H")
 WC_READ_LEAN_BYTES = 1 << 20  # the default and quick sweeps read write-combined memory up to this size...
@@ -70,7 +69,7 @@ COLUMNS = (
     column("operation", TEXT, "H2D or D2H (cudaMemcpyAsync, GPU time), cpu-read (numpy sum over the buffer) or "
                               "cpu-write (numpy fill), host time", OPERATIONS),
     column("bytes", INT, "bytes per copy or per pass over the buffer"),
-    column("gbps", FLOAT, "GB/s (1e9 bytes/s) at the median"),
+    columns.GBPS,
     column("verified", FLAG, "the copy's destination equalled its source, or the CPU pass read or wrote the right "
                              "bytes, checked once before timing"),
 )
@@ -200,59 +199,6 @@ def hostmemory_figure(rows: pd.DataFrame, tables: dict) -> list:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-class WriteCombinedBuffer:
-    """``nbytes`` of write-combined pinned host memory (``cudaHostAlloc`` with ``cudaHostAllocWriteCombined``):
-    ``array`` is a uint8 numpy view of it, ``ptr`` its address; :class:`bench.memory.HostBuffer`'s interface."""
-
-    kind = "write-combined"
-
-    def __init__(self, nbytes: int) -> None:
-        if nbytes <= 0:
-            raise ValueError("nbytes must be positive")
-        self.nbytes = nbytes
-        self._ptr = runtime.hostAlloc(nbytes, runtime.hostAllocWriteCombined)
-        self.array = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(self._ptr), dtype=np.uint8)
-        self.ptr = self._ptr
-
-    def close(self) -> None:
-        self.array = None  # the view goes before the memory behind it
-        if self._ptr:
-            runtime.freeHost(self._ptr)
-            self._ptr = 0
-
-    def __enter__(self) -> WriteCombinedBuffer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def host_buffer(kind: str, nbytes: int):
-    """A host buffer of one of HOST_KINDS."""
-    if kind == "write-combined":
-        return WriteCombinedBuffer(nbytes)
-    if kind == "pinned":
-        return HostBuffer("pinned", nbytes)
-    raise ValueError(f"unknown host memory kind {kind!r}; choose from {', '.join(HOST_KINDS)}")
-
-
-@functools.cache
-def _pattern_kernel():
-    # A hash of each byte's index, 0..254, then the values from POISON up moved one up: never POISON.
-    return cupy.ElementwiseKernel(
-        "uint32 seed", "uint8 out",
-        "unsigned int h = (unsigned int)i * 2654435761u + seed; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;"
-        f"unsigned int b = (h >> 8) % 255u; out = (unsigned char)(b + (b >= {POISON}u));",
-        "bench_hostmemory_pattern")
-
-
-def fill_pattern(device_bytes, seed: int = 0) -> None:
-    """Pseudo-random bytes that are never POISON, so an unwritten destination byte can never pass for a copied one:
-    one pass on the device (bandwidth's fill_random draws them with cuRAND, whose set-up takes half a second)."""
-    _pattern_kernel()(np.uint32(seed), device_bytes)
-    runtime.deviceSynchronize()
-
-
 def checksum(xp, data, nbytes: int) -> int:
     """The sum of the first ``nbytes`` as 64-bit words (wrapping), plus the bytes after the last whole word; ``xp``
     is numpy for host memory (one read pass) or cupy for device memory."""
@@ -263,87 +209,82 @@ def checksum(xp, data, nbytes: int) -> int:
     return total % (1 << 64)
 
 
-class _Buffers(BufferSet):
-    """A random device source, a device destination, and the host buffer of one kind, all of the largest size."""
-
-    def __init__(self, host_memory: str, nbytes: int, seed: int = 0) -> None:
-        super().__init__(streams=1)
-        with self.freed_on_failure():
-            self.device_src = self.take(DeviceBuffer("malloc", nbytes))
-            self.device_dst = self.take(DeviceBuffer("malloc", nbytes))
-            fill_pattern(self.device_src.array, seed)
-            self.host = self.take(host_buffer(host_memory, nbytes))
-            # a first pass over fresh pinned pages, so no timed copy is the first DMA to them
-            runtime.memcpy(self.host.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
-
-    @property
-    def stream(self):
-        return self.streams[0]
-
-    def copy(self, operation: str, nbytes: int) -> None:
-        """Enqueue one H2D (host → device_dst) or D2H (device_src → host) copy."""
-        if operation == "H2D":
-            runtime.memcpyAsync(self.device_dst.ptr, self.host.ptr, nbytes, runtime.memcpyHostToDevice,
-                                self.stream.ptr)
-        else:
-            runtime.memcpyAsync(self.host.ptr, self.device_src.ptr, nbytes, runtime.memcpyDeviceToHost,
-                                self.stream.ptr)
-
-    def host_to_device_dst(self, nbytes: int) -> None:
-        """Poison device_dst, then copy the host buffer's first ``nbytes`` into it (and wait)."""
-        with self.stream:
-            self.device_dst.array[:nbytes].fill(POISON)
-        runtime.memcpyAsync(self.device_dst.ptr, self.host.ptr, nbytes, runtime.memcpyHostToDevice, self.stream.ptr)
-        self.stream.synchronize()
-
-    def differ(self, expected, nbytes: int, what: str) -> str | None:
-        """None if device_dst's first ``nbytes`` equal ``expected`` (a device array or a byte value); else why not."""
-        with self.stream:
-            wrong = cupy.flatnonzero(self.device_dst.array[:nbytes] != expected)
-            count = int(wrong.size)
-            first = int(wrong[0]) if count else -1
-        if count:
-            return f"data mismatch after {what}: {count} of {nbytes} bytes differ (first at offset {first})"
-        return None
+def make_buffers(host_memory: str, nbytes: int, seed: int = 0) -> CopyBuffers:
+    """A device source of pseudo-random bytes, a device destination, and one host buffer of ``host_memory``
+    (``host_src``, which is also ``host_dst``) holding the source's bytes; one stream."""
+    if host_memory not in HOST_KINDS:
+        raise ValueError(f"unknown host memory kind {host_memory!r}; choose from {', '.join(HOST_KINDS)}")
+    return CopyBuffers(host_memory, nbytes, seed, streams=1, host_buffers=1, fill=fill_pattern)
 
 
-def problem(operation: str, buffers: _Buffers, nbytes: int) -> str | None:
+def copy(buffers: CopyBuffers, operation: str, nbytes: int) -> None:
+    """Enqueue one H2D (host → device_dst) or D2H (device_src → host) copy."""
+    stream = buffers.streams[0]
+    if operation == "H2D":
+        runtime.memcpyAsync(buffers.device_dst.ptr, buffers.host_src.ptr, nbytes, runtime.memcpyHostToDevice,
+                            stream.ptr)
+    else:
+        runtime.memcpyAsync(buffers.host_src.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost,
+                            stream.ptr)
+
+
+def host_to_device_dst(buffers: CopyBuffers, nbytes: int) -> None:
+    """Poison device_dst, then copy the host buffer's first ``nbytes`` into it (and wait)."""
+    stream = buffers.streams[0]
+    with stream:
+        buffers.device_dst.array[:nbytes].fill(POISON)
+    runtime.memcpyAsync(buffers.device_dst.ptr, buffers.host_src.ptr, nbytes, runtime.memcpyHostToDevice, stream.ptr)
+    stream.synchronize()
+
+
+def differ(buffers: CopyBuffers, expected, nbytes: int, what: str) -> str | None:
+    """None if device_dst's first ``nbytes`` equal ``expected`` (a device array or a byte value); else why not."""
+    with buffers.streams[0]:
+        wrong = cupy.flatnonzero(buffers.device_dst.array[:nbytes] != expected)
+        count = int(wrong.size)
+        first = int(wrong[0]) if count else -1
+    if count:
+        return f"data mismatch after {what}: {count} of {nbytes} bytes differ (first at offset {first})"
+    return None
+
+
+def problem(operation: str, buffers: CopyBuffers, nbytes: int) -> str | None:
     """Run ``operation`` once and check what it did; None if right, else what went wrong. Leaves the host buffer
     holding the source's bytes (for the reads) or the fill (after cpu-write)."""
     source = buffers.device_src.array[:nbytes]
     if operation == "H2D":
-        runtime.memcpy(buffers.host.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
-        with buffers.stream:
+        runtime.memcpy(buffers.host_src.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
+        with buffers.streams[0]:
             buffers.device_dst.array[:nbytes].fill(POISON)
-        buffers.copy("H2D", nbytes)
-        buffers.stream.synchronize()
-        return buffers.differ(source, nbytes, "H2D copy")
+        copy(buffers, "H2D", nbytes)
+        buffers.streams[0].synchronize()
+        return differ(buffers, source, nbytes, "H2D copy")
     if operation == "D2H":
-        buffers.host.array[:nbytes].fill(POISON)
-        buffers.copy("D2H", nbytes)
-        buffers.stream.synchronize()
-        buffers.host_to_device_dst(nbytes)  # compared on the device: the CPU never reads the host buffer
-        return buffers.differ(source, nbytes, "D2H copy")
+        buffers.host_src.array[:nbytes].fill(POISON)
+        copy(buffers, "D2H", nbytes)
+        buffers.streams[0].synchronize()
+        host_to_device_dst(buffers, nbytes)  # compared on the device: the CPU never reads the host buffer
+        return differ(buffers, source, nbytes, "D2H copy")
     if operation == "cpu-read":
-        runtime.memcpy(buffers.host.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
-        with buffers.stream:
+        runtime.memcpy(buffers.host_src.ptr, buffers.device_src.ptr, nbytes, runtime.memcpyDeviceToHost)
+        with buffers.streams[0]:
             expected = checksum(cupy, buffers.device_src.array, nbytes)
-        got = checksum(np, buffers.host.array, nbytes)
+        got = checksum(np, buffers.host_src.array, nbytes)
         return None if got == expected else f"cpu-read summed {got:#x}; the bytes sum to {expected:#x}"
-    buffers.host.array[:nbytes].fill(FILL_BYTE)
-    buffers.host_to_device_dst(nbytes)
-    return buffers.differ(FILL_BYTE, nbytes, "cpu-write")
+    buffers.host_src.array[:nbytes].fill(FILL_BYTE)
+    host_to_device_dst(buffers, nbytes)
+    return differ(buffers, FILL_BYTE, nbytes, "cpu-write")
 
 
-def host_pass(operation: str, buffers: _Buffers, nbytes: int) -> Callable[[], None]:
+def host_pass(operation: str, buffers: CopyBuffers, nbytes: int) -> Callable[[], None]:
     """The timed host call: one read (cpu-read) or write (cpu-write) pass over the first ``nbytes``."""
-    array = buffers.host.array
+    array = buffers.host_src.array
     if operation == "cpu-read":
         return lambda: checksum(np, array, nbytes)
     return lambda: array[:nbytes].fill(FILL_BYTE)
 
 
-def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
+def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
     nbytes, operation = config["bytes"], config["operation"]
     copying = operation in COPIES
     metric = "GPU time per copy" if copying else "host time of one pass over the buffer"
@@ -357,10 +298,10 @@ def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
     if copying:
         def enqueue(ops: int) -> None:
             for _ in range(ops):
-                buffers.copy(operation, nbytes)
+                copy(buffers, operation, nbytes)
 
         try:
-            samples = context.timer().measure(enqueue, [buffers.stream], metric=metric, gated=True).samples
+            samples = context.timer().measure(enqueue, [buffers.streams[0]], metric=metric, gated=True).samples
         except MeasurementFailed as error:
             row["error"] = str(error)
             return row
@@ -372,7 +313,7 @@ def _measure(config: Config, buffers: _Buffers, context: Context) -> Row:
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     """One row per configuration, one host memory kind at a time so its buffers are allocated once."""
-    return by_host_memory(configs, _Buffers, lambda config, buffers: _measure(config, buffers, context))
+    return by_host_memory(configs, make_buffers, lambda config, buffers: _measure(config, buffers, context))
 
 
 EXPERIMENT = Experiment(

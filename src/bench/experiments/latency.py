@@ -19,17 +19,16 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from bench.cuda import cupy, kernels, on_device, runtime
+from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.memory import DeviceBuffer, HostBuffer
+from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
+from bench.measure.memory import DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
-from bench.timing import Context, MeasurementFailed, Samples, StopRule
+from bench.timing import Context, Samples, StopRule
 from bench.units import format_size
 
 MEMORY = ("host-mapped", "device")
-SLOT_BYTES = 256
-STEPS = 4096
-METRIC = f"GPU time of {STEPS} dependent loads"
+METRIC = CHASE_METRIC
 _TYPICAL_NS = {"host-mapped": 1250.0, "device": 400.0}
 
 COLUMNS = (
@@ -39,28 +38,6 @@ COLUMNS = (
     column("ns_per_access", FLOAT, "median GPU time per dependent load, ns"),
     column("verified", FLAG, "the kernel ended at the offset the host computed for the chain"),
 )
-
-
-def pointer_chain(nbytes: int, seed: int = 0) -> np.ndarray:
-    """The chain as uint64 words: slot ``i`` starts with the byte offset of the slot after it, in one random cycle
-    through every slot."""
-    slots = nbytes // SLOT_BYTES
-    if slots < 2:
-        raise ValueError(f"a chain needs at least two {SLOT_BYTES}-byte slots")
-    order = np.random.default_rng(seed).permutation(slots)
-    order = np.concatenate([[0], order[order != 0]])  # the chase starts at slot 0
-    words = np.zeros(nbytes // 8, dtype=np.uint64)
-    following = np.roll(order, -1)
-    words[order * (SLOT_BYTES // 8)] = following.astype(np.uint64) * SLOT_BYTES
-    return words
-
-
-def chain_end(words: np.ndarray, steps: int) -> int:
-    """Where following ``steps`` links from offset 0 ends (the host's answer)."""
-    offset = 0
-    for _ in range(steps):
-        offset = int(words[offset // 8])
-    return offset
 
 
 def seconds(config: Config, rule: StopRule) -> float:
@@ -125,33 +102,6 @@ def _measure(config: Config, chase, stream, out, context: Context) -> Row:
         else:
             runtime.memcpy(memory.ptr, words.ctypes.data, nbytes, runtime.memcpyHostToDevice)
         return timed_chase(row, chase, stream, memory.ptr, out, expected, context.timer())
-
-
-def timed_chase(row: Row, chase, stream, base: int, out, expected: int, timer, device: int | None = None) -> Row:
-    """Walk the chain at ``base`` once from slot 0 and check that it ends at ``expected``, then time launches of
-    ``STEPS`` loads (one a sample) with ``timer`` on ``stream``, of ``device`` (None: the current GPU). ``row`` with
-    the verified, sample, status and ns_per_access columns; failed, with the error, where the walk or the timing
-    went wrong."""
-    with on_device(device):
-        out.fill(0)
-        chase.launch(stream, base, STEPS, out.data.ptr)
-        stream.synchronize()
-        reached = int(out[0])
-    if reached != expected:
-        return {**row, "error": f"chain mismatch: the kernel ended at offset {reached}, the host at {expected}"}
-
-    def enqueue(ops: int) -> None:
-        with on_device(device):
-            for _ in range(ops):
-                chase.launch(stream, base, STEPS, out.data.ptr)
-
-    try:
-        timing = timer.measure(enqueue, [stream], metric=METRIC, ops_per_batch=1,
-                               devices=None if device is None else [device])
-    except MeasurementFailed as error:
-        return {**row, "verified": True, "error": str(error)}
-    return {**row, **timing.samples.columns(), "verified": True, "status": "ok",
-            "ns_per_access": timing.median_ms * 1e6 / STEPS}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:

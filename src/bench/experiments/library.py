@@ -18,7 +18,7 @@ Repeats run until ``MIN_REPEATS`` agree (at most five); ``stable`` says whether 
 warm call with nothing running, ``first_host_ms`` (on each call's first row) the first call of it in the process:
 compilation, module loading, plan and handle creation (CuPy compiles on a first call unless its on-disk kernel cache
 has the kernel: a sweep's warm-up fills it on a fresh machine; numba-cuda's target is built in advance by the
-sweep's fork server, :mod:`bench.preload`). Calls that compile something new each time (``fresh``) pay that every
+sweep's fork server, :mod:`bench.sweep.preload`). Calls that compile something new each time (``fresh``) pay that every
 time: their kernels carry numbers no other process used. A spin must outlast
 the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
 call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
@@ -33,20 +33,17 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 
 import bench
-from bench.catalogs import DOCS_HOST, LIBRARIES, STREAM_USE, CallStream, catalog, documented_waits
+from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, catalog, documented_waits
 from bench.cuda import cupy, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.blocking import (SPIN_MS, VERDICT_COLORS, host_columns, host_verdict, repeat_until_settled,
-                                        spin_for,
-                                        short_ms)
-from bench.experiments.serialization import VERDICTS as DEVICE_VERDICTS
-from bench.experiments.serialization import pair_columns, repeat_between_spins
-from bench.schema import FLAG, FLOAT, TEXT, TEXTS, column
+from bench.measure import columns
+from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
+                                    pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
+from bench.schema import FLAG, FLOAT, TEXT, column
 from bench.timing import Context, SpinWatch, StopRule, host_interval
 
 PLACEMENTS = ("same", "other", "between")
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
-HOST_VERDICTS = ("returns", "own-work", "waits-for-device", "unclear")
 
 COLUMNS = (
     column("call", TEXT, "the library call, as named in bench.catalogs"),
@@ -56,21 +53,20 @@ COLUMNS = (
     column("category", TEXT, "what kind of call it is"),
     column("stream_use", TEXT, "the stream the call uses: the library's current stream, a stream it is given, the "
                                "legacy default stream, or none", STREAM_USE),
-    column("spin_ms", FLOAT, "length of each spin kernel"),
-    column("host_ms", FLOAT, "median host time of the call"),
+    columns.SPIN_MS,
+    columns.HOST_MS,
     column("spin_left_ms", FLOAT, "same/other: median of how much of the spin was left when the call was made"),
     column("idle_host_ms", FLOAT, "host time of a warm call with nothing running"),
     column("first_host_ms", FLOAT, "host time of the call's first call in the process (its first row only)"),
-    column("verdict", TEXT, "the most common verdict over the repeats", (*HOST_VERDICTS, *DEVICE_VERDICTS)),
-    column("verdicts", TEXTS, "each repeat's verdict", (*HOST_VERDICTS, *DEVICE_VERDICTS)),
-    column("stable", FLAG, "all repeats gave the same verdict"),
+    *columns.verdict_columns((*HOST_VERDICTS, *DEVICE_VERDICTS)),
+    columns.STABLE,
     column("overlap_ms", FLOAT, "between: median time the two spins ran at once"),
     column("host_waited", FLAG, "between: the call held the host until the first spin ended (in most repeats)"),
     column("docs", TEXT, "what the library's documentation says"),
-    column("source", TEXT, "the documentation page"),
-    column("docs_host", TEXT, "what the docs say the call waits for", DOCS_HOST),
+    columns.SOURCE,
+    column("docs_host", TEXT, "what the docs say the call waits for", LIBRARY_DOCS_HOST),
     column("docs_waits", FLAG, "the docs say the call waits for this spin (empty: silent)"),
-    column("matches_docs", FLAG, "the measurement agrees with the documentation (empty: the docs say nothing)"),
+    columns.MATCHES_DOCS,
 )
 
 
@@ -120,7 +116,8 @@ def answer(rows: pd.DataFrame) -> str | None:
 def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     """The library truth table: one row per call (grouped by library), a column per placement, coloured by verdict,
     host ms in the cell; ``!`` where the measurement contradicts the library's documentation."""
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis import short_ms
+    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "library") & (rows["status"] == "ok")]
     if not len(ok):

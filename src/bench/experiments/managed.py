@@ -1,7 +1,7 @@
 """Managed memory (``cudaMallocManaged``): what a kernel pays when its pages start on the host, with and without
 ``cudaMemPrefetchAsync``, against the same kernel on pages already on the GPU.
 
-One managed buffer of ``bytes`` per size; the kernel is :class:`bench.kernels.MixKernel` with one round
+One managed buffer of ``bytes`` per size; the kernel is :class:`bench.measure.kernels.MixKernel` with one round
 (``data[i] = mix(data[i], 1)`` on every 4-byte word: one read and one write each, memory-bound), launched on the
 buffer's raw pointer on one non-blocking stream. ``gbps`` is ``bytes`` (the touched bytes, each read and written
 once) over the median GPU time; ``median`` is that time in ms.
@@ -29,7 +29,7 @@ once) over the median GPU time; ``median`` is that time in ms.
 Every configuration is verified once before it is timed: the CPU touches every page (as before a sample) and writes
 their index into a sample of words (:data:`SPOT_CHECKS`, evenly spread, first and last included), the case's
 operations run once, and those words, gathered on the GPU (so no page moves back for the check), must hold
-:func:`bench.kernels.mix_reference` of their index.
+:func:`bench.measure.kernels.mix_reference` of their index.
 
 **Memory.** Managed memory can oversubscribe the GPU, and asking for more than it has free can hang it: before
 allocating each size, the free device memory is read (``cudaMemGetInfo``) and a size above half of it becomes a

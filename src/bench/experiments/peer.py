@@ -4,7 +4,7 @@
 For every ordered pair of the sweep's GPUs (``src`` → ``dst``):
 
 - ``method``: ``ce`` is ``cudaMemcpyPeerAsync``; ``sm`` a kernel that moves 8-byte words (``SmCopy`` in
-  :mod:`bench.kernels`, as the ``zerocopy`` experiment); ``chase`` one thread following a random pointer chain
+  :mod:`bench.measure.kernels`, as the ``zerocopy`` experiment); ``chase`` one thread following a random pointer chain
   (``Chase``, as the ``latency`` experiment) through ``src``'s memory, from a kernel on ``dst``.
 - ``side`` (nvbandwidth's read and write): ``read`` issues the copy from the destination GPU (its stream, its copy
   engine or its kernel pulls the data), ``write`` from the source GPU (pushes it).
@@ -31,10 +31,9 @@ import pandas as pd
 from bench.cuda import cupy, kernels, on_device, runtime
 from bench.env import gpu_uuid
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.bandwidth import POISON, fill_random, timed
-from bench.experiments.latency import METRIC as CHASE_METRIC
-from bench.experiments.latency import STEPS, chain_end, pointer_chain, timed_chase
-from bench.memory import DeviceBuffer
+from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
+from bench.measure.copies import POISON, fill_random, timed
+from bench.measure.memory import DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
 from bench.units import format_size

@@ -16,8 +16,9 @@ import pandas as pd
 
 from bench.cuda import cupy
 from bench.experiments import Config, Experiment, Row, numbers, span
-from bench.experiments.bandwidth import verified_copy
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.measure import columns
+from bench.measure.copies import verified_copy
+from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, Event, MeasurementFailed, Samples, StopRule
 from bench.units import format_size
 
@@ -26,9 +27,9 @@ METRIC = "host time of copy + event record + event synchronize"
 
 COLUMNS = (
     column("direction", TEXT, "H2D or D2H, pinned host memory", DIRECTIONS),
-    column("bytes", INT, "bytes per copy"),
+    columns.BYTES_PER_COPY,
     column("gpu_us", FLOAT, "median GPU time of the copy alone (events, behind the gate), µs"),
-    column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
+    columns.VERIFIED_COPY,
 )
 
 
@@ -57,8 +58,7 @@ def answer(rows: pd.DataFrame) -> str | None:
 
 
 def roundtrip_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.experiments.bandwidth import DIRECTION_COLORS
-    from bench.plots import gpu_label, pyplot, size_axis
+    from bench.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
 
     ok = rows[(rows["experiment"] == "roundtrip") & (rows["status"] == "ok")]
     if not len(ok):

@@ -2,7 +2,7 @@
 
 Two spin kernels of ``spin_ms`` each (``SPIN_MS``, or four times the call's own host time when that is longer, so a
 slow call cannot by itself leave the second kernel less than half a spin to overlap) go to two streams (both ``blocking`` or both ``non-blocking``): the first one is
-launched, and once the host sees it running the call is made (on its placement stream, see :mod:`bench.calls`), then
+launched, and once the host sees it running the call is made (on its placement stream, see :mod:`bench.catalogs.runtime`), then
 the second is launched (:meth:`bench.timing.SpinWatch.call_between_spins`). Both kernels stamp their start and end
 with the GPU's global timer, so the result needs no events: ``overlap_ms`` is how long both ran at once and the
 samples are the makespan, first start to last end. The verdict is ``overlaps`` when they ran together for at least
@@ -15,43 +15,36 @@ launched earlier), which serializes them from the host; otherwise the serializat
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 
 import pandas as pd
 
-from bench.calls import GUIDE_IMPLICIT, Kit, catalog, documented_serializes
-from bench.experiments import Config, Row
-from bench.experiments.blocking import (CATALOG_COLUMNS, SPIN_MS, Repeats, catalog_answer, catalog_experiment,
-                                        catalog_row, idle_ms, on_fresh_streams, repeat_until_settled, spin_for)
-from bench.schema import FLAG, FLOAT, FLOATS, TEXT, TEXTS, column
-from bench.timing import SpinPair, SpinWatch, StopRule, Summary
+from bench.analysis import catalog_answer
+from bench.catalogs.runtime import GUIDE_IMPLICIT, Kit, catalog, documented_serializes
+from bench.experiments import Config, Experiment, Row
+from bench.measure import columns
+from bench.measure.catalog import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
+                                   run_each, takes_placement)
+from bench.measure.verdicts import (DEVICE_MIN_REPEATS, DEVICE_VERDICTS, SPIN_MS, pair_columns, repeat_between_spins,
+                                    spin_for)
+from bench.plots import truth_table_figure
+from bench.schema import FLAG, FLOAT, FLOATS, column
+from bench.timing import SpinWatch, StopRule
 
-VERDICTS = ("overlaps", "partial", "serializes")
-MIN_REPEATS = 2
+VERDICTS = DEVICE_VERDICTS
+MIN_REPEATS = DEVICE_MIN_REPEATS
 METRIC = "makespan of the two kernels (GPU clock)"
 
 COLUMNS = (
-    *CATALOG_COLUMNS,
+    *columns.CATALOG_COLUMNS,
     column("idle_host_ms", FLOAT, "the call's host time with nothing running"),
     column("overlap_ms", FLOAT, "median time both kernels ran at once"),
     column("overlap_ms_samples", FLOATS, "each repeat's overlap"),
     column("makespan_ms", FLOAT, "median time from the first kernel's start to the last one's end"),
     column("host_waited", FLAG, "the call held the host until the first kernel ended (in most repeats)"),
-    column("verdict", TEXT, "the most common verdict over the repeats", VERDICTS),
-    column("verdicts", TEXTS, "each repeat's verdict", VERDICTS),
+    *columns.verdict_columns(VERDICTS),
     column("docs_serializes", FLAG, "the Programming Guide says the call keeps the kernels apart (empty: silent)"),
 )
-
-
-def classify(first: tuple[float, float], second: tuple[float, float], spin_ms: float) -> str:
-    """Verdict from the two kernels' (start, end) in ms."""
-    overlap = min(first[1], second[1]) - max(first[0], second[0])
-    if overlap >= 0.5 * spin_ms:
-        return "overlaps"
-    if second[0] >= first[1] - 0.01 * spin_ms:
-        return "serializes"
-    return "partial"
 
 
 def seconds(config: Config, rule: StopRule) -> float:
@@ -70,21 +63,6 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-def repeat_between_spins(once: Callable[[], SpinPair], spin_ms: float) -> Repeats:
-    """``once()`` (a call between two spins of ``spin_ms``) until the device verdicts settle."""
-    return repeat_until_settled(once, lambda pair: classify(pair.first, pair.second, spin_ms), MIN_REPEATS, VERDICTS)
-
-
-def pair_columns(repeats: Repeats) -> dict:
-    """The columns of a call's repeats between two spins: overlap, host time, whether the call held the host,
-    verdicts."""
-    waited = [pair.host_waited for pair in repeats.seen]
-    return {"overlap_ms": Summary.of([pair.overlap_ms for pair in repeats.seen]).median,
-            "host_ms": Summary.of([pair.host_ms for pair in repeats.seen]).median,
-            "host_waited": sum(waited) > len(waited) / 2, "verdicts": repeats.verdicts, "verdict": repeats.verdict,
-            "stable": repeats.stable}
-
-
 def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
     call = catalog()[config["call"]]
     spin_blocking = config["spin_stream"] == "blocking"
@@ -102,8 +80,22 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
             "matches_docs": None if documented is None else repeats.verdict == "serializes"}
 
 
-EXPERIMENT = catalog_experiment(
-    "serialization", "which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
-    COLUMNS, _measure, headline,
-    partial(catalog_answer, verdict="serializes",
-            what="keep kernels on two streams from overlapping in some placement"), seconds, order=50, share_s=6)
+EXPERIMENT = Experiment(
+    name="serialization",
+    description="which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
+    axes=catalog_axes(),
+    quick=QUICK_CALLS,
+    columns=COLUMNS,
+    measure=partial(run_each, measure_one=_measure),
+    headline=headline,
+    answer=partial(catalog_answer, verdict="serializes",
+                   what="keep kernels on two streams from overlapping in some placement"),
+    seconds=seconds,
+    valid=takes_placement,
+    memory_needed=kit_memory,
+    figures=(truth_table_figure,),
+    outcome=("verdict",),
+    size_axis="",
+    order=50,
+    share_s=6,
+)

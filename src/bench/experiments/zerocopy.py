@@ -2,10 +2,10 @@
 
 ``H2D``: a numba-cuda kernel reads pinned host memory (``cudaHostAlloc``, mapped into the GPU's address space) and
 writes device memory; ``D2H`` reads device memory and writes the host. The kernel moves 8-byte words, a full wave of
-resident blocks (``SmCopy`` in :mod:`bench.kernels`) striding over them with four loads in flight per thread, the
-shape of nvbandwidth's ``host_to_device_memcpy_sm`` / ``device_to_host_memcpy_sm`` tests. Timed with CUDA events
-behind the gate like the copy-engine copies of the ``bandwidth`` experiment, which its figure shows beside them; the
-data is verified once per configuration (random source, poisoned destination, byte for byte).
+resident blocks (``SmCopy`` in :mod:`bench.measure.kernels`) striding over them with four loads in flight per
+thread, the shape of nvbandwidth's ``host_to_device_memcpy_sm`` / ``device_to_host_memcpy_sm`` tests. Timed with
+CUDA events behind the gate like the copy-engine copies of the ``bandwidth`` experiment, which its figure shows
+beside them; the data is verified once per configuration (random source, poisoned destination, byte for byte).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pandas as pd
 
 from bench.cuda import kernels
 from bench.experiments import Config, Experiment, Row
-from bench.experiments.bandwidth import _Buffers, verified_and_timed
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.measure import columns
+from bench.measure.copies import CopyBuffers, verified_and_timed
+from bench.schema import TEXT, column
 from bench.timing import Context, Samples, StopRule
 from bench.units import format_size
 
@@ -29,9 +30,9 @@ METRIC = "GPU time per SM copy"
 
 COLUMNS = (
     column("direction", TEXT, "H2D (the kernel reads mapped host memory) or D2H (it writes it)", DIRECTIONS),
-    column("bytes", INT, "bytes per copy"),
-    column("gbps", FLOAT, "GB/s (1e9 bytes/s) at the median"),
-    column("verified", FLAG, "the copy's destination equalled its source byte for byte before timing"),
+    columns.BYTES_PER_COPY,
+    columns.GBPS,
+    columns.VERIFIED_COPY,
 )
 
 
@@ -70,8 +71,7 @@ def answer(rows: pd.DataFrame) -> str | None:
 
 def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s vs size: SM copies (solid) beside the copy engines' pinned copies from the same run (dashed)."""
-    from bench.experiments.bandwidth import DIRECTION_COLORS
-    from bench.plots import gpu_label, pyplot, size_axis
+    from bench.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
 
     sm = rows[(rows["experiment"] == "zerocopy") & (rows["status"] == "ok")]
     if not len(sm):
@@ -100,7 +100,7 @@ def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
 
 @dataclass(frozen=True)
 class _SmCopy:
-    """A copy the kernel does, with what :func:`bench.experiments.bandwidth.mismatch` needs to check it."""
+    """A copy the kernel does, with what :func:`bench.measure.copies.mismatch` needs to check it."""
 
     stream: object
     dst_ptr: int
@@ -113,7 +113,7 @@ class _SmCopy:
         self.kernel.launch(self.stream, self.dst_ptr, self.src_ptr, nbytes)
 
 
-def _copy(buffers: _Buffers, direction: str, kernel) -> _SmCopy:
+def _copy(buffers: CopyBuffers, direction: str, kernel) -> _SmCopy:
     stream = buffers.streams[0]
     if direction == "H2D":
         return _SmCopy(stream, buffers.device_dst.ptr, buffers.host_src.ptr, buffers.device_dst.array,
@@ -131,7 +131,7 @@ def _measure(config: Config, copy: _SmCopy, context: Context) -> Row:
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     kernel = kernels.SmCopy()
-    with _Buffers("pinned", max(config["bytes"] for config in configs)) as buffers:
+    with CopyBuffers("pinned", max(config["bytes"] for config in configs)) as buffers:
         for config in configs:
             yield _measure(config, _copy(buffers, config["direction"], kernel), context)
 

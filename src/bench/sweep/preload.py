@@ -8,11 +8,14 @@ import cupy  # noqa: F401
 from numba import cuda  # noqa: F401
 from numba.cuda.descriptor import cuda_target
 
-import bench.calls  # noqa: F401
-import bench.kernels  # noqa: F401
-import bench.memory  # noqa: F401
-import bench.runner  # noqa: F401
-import bench.timing  # noqa: F401
+import bench.catalogs.runtime  # noqa: F401
+import bench.measure.kernels  # noqa: F401
+import bench.measure.memory  # noqa: F401
+import bench.sweep.processes  # noqa: F401
+import bench.timing.clock  # noqa: F401
+import bench.timing.gpu  # noqa: F401
+import bench.timing.spin  # noqa: F401
+import bench.timing.timeline  # noqa: F401
 
 cuda_target.typing_context.refresh()
 cuda_target.target_context.refresh()

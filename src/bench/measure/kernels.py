@@ -220,7 +220,7 @@ class MixKernel:
         return max(1, min(self.max_blocks, -(-count // THREADS_PER_BLOCK)))
 
     def launch(self, stream, pointer: int, count: int, rounds: int) -> None:
-        """Launch on ``stream``: anything with a ``ptr`` (a CuPy stream, or :class:`bench.memory.StreamRef`)."""
+        """Launch on ``stream``: anything with a ``ptr`` (a CuPy stream, or :class:`bench.measure.memory.StreamRef`)."""
         self._compiled.launch([pointer, count, rounds], self.grid(count), THREADS_PER_BLOCK, numba_stream(stream.ptr))
 
 

@@ -4,6 +4,8 @@ Host kinds:
     ``pinned``      cudaHostAlloc: page-locked, DMA-able directly, allows asynchronous copies.
     ``pageable``    ordinary numpy memory with every page touched; copies stage through a driver buffer.
     ``registered``  ordinary numpy memory page-locked after the fact with cudaHostRegister.
+    ``write-combined``  cudaHostAlloc with cudaHostAllocWriteCombined: pinned, not cached by the CPU
+                    (:class:`WriteCombinedBuffer`; :func:`host_buffer` makes any of the four).
 Device allocators:
     ``malloc``       cudaMalloc / cudaFree.
     ``mallocAsync``  cudaMallocAsync / cudaFreeAsync on a stream, from the device's default pool.
@@ -22,6 +24,7 @@ import numpy as np
 from bench.cuda import cupy, runtime
 
 HOST_MEMORY = ("pinned", "pageable", "registered")
+WRITE_COMBINED = "write-combined"
 DEVICE_ALLOCATORS = ("malloc", "mallocAsync")
 RELEASE_THRESHOLD_MAX = 2**64 - 1
 
@@ -111,6 +114,40 @@ class HostBuffer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class WriteCombinedBuffer:
+    """``nbytes`` of write-combined pinned host memory (``cudaHostAlloc`` with ``cudaHostAllocWriteCombined``):
+    ``array`` is a uint8 numpy view of it, ``ptr`` its address; :class:`HostBuffer`'s interface."""
+
+    kind = WRITE_COMBINED
+
+    def __init__(self, nbytes: int) -> None:
+        if nbytes <= 0:
+            raise ValueError("nbytes must be positive")
+        self.nbytes = nbytes
+        self._ptr = runtime.hostAlloc(nbytes, runtime.hostAllocWriteCombined)
+        self.array = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(self._ptr), dtype=np.uint8)
+        self.ptr = self._ptr
+
+    def close(self) -> None:
+        self.array = None  # the view goes before the memory behind it
+        if self._ptr:
+            runtime.freeHost(self._ptr)
+            self._ptr = 0
+
+    def __enter__(self) -> WriteCombinedBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def host_buffer(kind: str, nbytes: int):
+    """A host buffer of one of HOST_MEMORY (:class:`HostBuffer`) or write-combined (:class:`WriteCombinedBuffer`)."""
+    if kind == WRITE_COMBINED:
+        return WriteCombinedBuffer(nbytes)
+    return HostBuffer(kind, nbytes)
 
 
 class DeviceBuffer:

@@ -1,10 +1,12 @@
 """What a sweep will run: experiments × axes → configurations, the stop rules they are timed under, and how long
-it should take. Pure Python; nothing here touches CUDA.
+it should take; the request a sweep starts from (:class:`Request`) and what the plan step answers (:class:`Planned`).
+Pure Python; nothing here touches CUDA.
 
 Three sweeps: ``quick`` (a smoke test of every experiment), ``default`` (the axis points that carry the headline
 answers, within :data:`DEFAULT_BUDGET_S`) and ``full`` (the exhaustive grid). Each experiment estimates the wall
 time of a configuration under a stop rule (``Experiment.seconds``); a ``budget`` shrinks the stop rules' time caps
-and minimum sample counts until the whole plan fits, or says it cannot.
+and minimum sample counts until the whole plan fits, or says it cannot. :class:`Pace` keeps one experiment's process
+to its share of the time while it runs.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from bench.errors import UsageError
 from bench.experiments import Config, Experiment, registry
-from bench.timing import StopRule
+from bench.timing.stats import StopRule
 from bench.units import format_size, parse_size
+from bench.vocabulary import Status
 
 MODES = ("quick", "default", "full")
 DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200
@@ -28,6 +33,24 @@ QUICK_CAPS = {"time_cap_s": 0.05, "min_samples": 5}
 SMALLEST_SCALE = 0.05
 KEEP_TO = 0.85  # a budgeted sweep aims at this part of its budget: what no stop rule shortens (process start,
 # compiling, allocation, verification, sampling that converged) may still overrun the estimate
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for."""
+
+    experiments: Sequence[str] | None = None  # None: all
+    mode: str = "default"  # quick, default or full
+    sizes: Sequence[int] | None = None
+    axes: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    out: Path = Path("results")  # a directory, or a .parquet file that does not exist yet
+    device: int = 0
+    resume: Path | None = None  # an interrupted sweep's file: run what it lacks, into it
+    budget_s: float | None = None
+    command: str = ""
+    devices: Sequence[int] | str = ()  # several GPUs, or "all" (empty: just ``device``)
+    concurrent: bool = False  # the selected GPUs run each one-GPU experiment at the same time
+    started_s: float = 0.0  # seconds the command had run before it made the request: they count against the budget
 
 
 def budget_for(mode: str, budget_s: float | None) -> float | None:
@@ -300,7 +323,7 @@ def config_key(experiment: str, config: Mapping, axes: Sequence[str]) -> tuple:
     return (experiment, *(norm(config[axis]) for axis in axes))
 
 
-DONE_STATUSES = ("ok", "unsupported", "skipped")
+DONE_STATUSES = (Status.OK, Status.UNSUPPORTED, Status.SKIPPED)
 
 
 def without_done(plans: Sequence[Plan], previous, uuids: Mapping[int, str] | None = None) -> list[Plan]:
@@ -321,3 +344,24 @@ def without_done(plans: Sequence[Plan], previous, uuids: Mapping[int, str] | Non
         remaining.append(dataclasses.replace(item, configs=[
             config for config in item.configs if config_key(item.experiment.name, config, axes) not in done]))
     return remaining
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the plan step established: the plans, the GPUs they run on, and what the sweep left out."""
+
+    plans: list[Plan]
+    devices: tuple[int, ...] = (0,)  # the sweep's GPUs, in order: the first names the file and carries its metadata
+    left_out: Mapping[str, str] = field(default_factory=dict)  # experiments it has too few GPUs for, with why
+
+
+def for_request(request: Request, devices: tuple[int, ...]) -> Planned:
+    """The plans of ``request`` on ``devices`` (UsageError for an unknown experiment, axis or value, or a budget
+    that cannot be met)."""
+    try:
+        plans = make(request.experiments, mode=request.mode, sizes=request.sizes, axes=request.axes,
+                     budget_s=request.budget_s, devices=devices, concurrent=request.concurrent)
+    except ValueError as error:
+        raise UsageError(f"--experiments/--axis/--budget/--devices: {error}") from None
+    left_out = too_few_gpus(None, devices) if request.experiments is None else {}
+    return Planned(plans, tuple(devices), left_out)

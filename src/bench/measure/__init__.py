@@ -1,0 +1,20 @@
+"""Measuring tools the experiments share: what an experiment's ``measure`` is built from.
+
+- :mod:`~bench.measure.memory`: host memory kinds, device allocators, streams and buffer sets;
+- :mod:`~bench.measure.kernels`: the numba-cuda kernels (reached lazily, as ``bench.cuda.kernels``);
+- :mod:`~bench.measure.capture`: work over several streams, forked, joined and captured into a CUDA graph;
+- :mod:`~bench.measure.copies`: copy buffers, copies, their verification (poison, copy once, compare) and timing;
+- :mod:`~bench.measure.chase`: the pointer chain a one-thread kernel chases, and its verified, timed chase;
+- :mod:`~bench.measure.launches`: the kernel launch paths and their host time per launch;
+- :mod:`~bench.measure.pipeline`: the chunked H2D → kernel → D2H pipeline, its stage times, bound and check;
+- :mod:`~bench.measure.verdicts`: a call made while spin kernels run, its verdicts, repeated until they settle;
+- :mod:`~bench.measure.catalog`: the runtime call catalog measured call by call, on fresh streams each time;
+- :mod:`~bench.measure.columns`: result columns several experiments declare alike.
+
+What a module here may import: :mod:`bench.cuda` (CuPy and numba-cuda, on first use), :mod:`bench.timing`,
+:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, the call catalogs (:mod:`bench.catalogs`), and
+each other. Never :mod:`bench.experiments` or the sweep (:mod:`bench.sweep`): experiments are built from these
+tools, not the other way round, and no experiment imports another (``tests/test_layout.py`` checks). Importing this
+package imports none of its modules, and none of them imports a CUDA library before it is used, so an experiment's
+description can import them.
+"""

@@ -1,0 +1,38 @@
+"""The sweep: plan, check, run each experiment in its own process, save as it goes, resume, summarise.
+
+- :mod:`~bench.sweep.plan`: what runs (:class:`Request` → :class:`Planned`: experiments × axes → configurations,
+  stop rules), the time model, budgets and :class:`~bench.sweep.plan.Pace`. Pure Python.
+- :mod:`~bench.sweep.preflight`: the checks before anything is written (GPUs, output path, memory):
+  :class:`Checked`, and the :class:`Gpu` a sweep runs on.
+- :mod:`~bench.sweep.resume`: what an interrupted sweep's file holds, and what it still lacks.
+- :mod:`~bench.sweep.processes`: the fork server, an experiment's process and the messages it sends.
+- :mod:`~bench.sweep.warmup`: compiling a fresh machine's kernel caches first.
+- :mod:`~bench.sweep.loop`: :class:`Runner` (``plan() -> Planned``, ``check(planned) -> Checked``,
+  ``run(checked) -> Outcome``) and the running sweep: rows kept, checked, saved, reported.
+- :mod:`~bench.sweep.preload`: what the fork server imports once (CuPy, numba-cuda's target); only it imports a CUDA
+  library.
+
+What it may import: :mod:`bench.experiments`, :mod:`bench.timing`, :mod:`bench.store`, :mod:`bench.schema`,
+:mod:`bench.env`, :mod:`bench.errors`, :mod:`bench.units`; never :mod:`bench.cli`. Nothing CUDA except
+:mod:`~bench.sweep.preload` (the experiments' processes measure). The names below are re-exported here; this file
+imports nothing until one is used, so ``bench.sweep.plan`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {
+    "Request": "plan", "Planned": "plan", "Plan": "plan",
+    "Checked": "preflight", "Gpu": "preflight",
+    "Runner": "loop", "Outcome": "loop", "Reporter": "loop",
+}
+
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench.sweep' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bench.sweep.{module}"), name)

@@ -1,0 +1,370 @@
+"""The running sweep: :class:`Runner` takes a :class:`~bench.sweep.plan.Request` through three steps, each taking
+what the one before returned, to an :class:`Outcome`:
+
+1. :meth:`Runner.plan` → :class:`~bench.sweep.plan.Planned` (the plans, their GPUs, what was left out);
+2. :meth:`Runner.check` → :class:`~bench.sweep.preflight.Checked` (the plans left to run, the results path, the
+   GPUs' environments, a resumed file's rows); a problem is a :class:`bench.errors.UsageError`, nothing written;
+3. :meth:`Runner.run` → :class:`Outcome`: each experiment in a child process (:mod:`bench.sweep.processes`), so that
+   a CUDA error that poisons its context (or a crash) ends only that experiment, whose unmeasured configurations
+   become failed (or, out of memory, skipped) rows; every row checked against the schema and saved atomically at
+   least every ``save_every_s``, so an interrupted sweep (Ctrl-C, SIGTERM) keeps what it finished; ``--resume``
+   runs only what a file lacks. A new sweep's file never replaces another's (two sweeps of one second get two
+   files), and a save that fails (a full disk) ends the sweep with a :class:`bench.errors.WriteError`, its file as
+   last saved.
+
+The runner prints nothing: it reports to a :class:`Reporter` (the command line draws a progress bar from it).
+
+It imports the rest of :mod:`bench.sweep`, :mod:`bench.store`, :mod:`bench.schema`, :mod:`bench.env` and
+:mod:`bench.timing`; nothing CUDA (the experiments' processes measure).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import store
+from bench.env import over_interval
+from bench.errors import WriteError
+from bench.schema import SchemaError, check_row
+from bench.sweep import plan as planning
+from bench.sweep import preflight
+from bench.sweep.plan import Plan, Planned, Request, config_key
+from bench.sweep.preflight import Checked, Gpu
+from bench.sweep.processes import (FailedMessage, ReadyMessage, RowMessage, inline, interleaved, isolated,
+                                   start_processes)
+from bench.sweep.warmup import warm_up
+from bench.timing import Stopwatch
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: Path | None  # None when no row finished, so nothing was written
+    rows: list[dict]  # this run's rows (a resumed run's earlier rows are in the file, not here)
+    planned: int
+    interrupted: bool
+    stopped_in: str = ""  # the experiment running when the sweep was interrupted
+    signal: int = 0  # the signal that interrupted it (SIGINT or SIGTERM)
+    wall_s: dict[str, float] = field(default_factory=dict)  # per experiment (and GPU: Plan.name)
+    startup_s: dict[str, float] = field(default_factory=dict)  # likewise: its processes' start and GPU setup
+    estimate_s: float = 0.0
+    concurrent: bool = False  # the GPUs ran each experiment at once: wall_s of one experiment's GPUs overlap
+    warm_s: float = 0.0  # compiling a fresh machine's kernel caches before measuring (0: they were warm)
+
+
+class Reporter:
+    """What a sweep tells its user; the default tells nothing."""
+
+    def planned(self, plans: Sequence[Plan], estimate_s: float) -> None: ...
+
+    def started(self, experiment: str) -> None: ...
+
+    def row(self, plan: Plan, row: dict, seconds_planned: float) -> None: ...
+
+    def stopped(self, plan: Plan, why: str, seconds_planned: float) -> None: ...
+
+    def finished(self, experiment: str, wall_s: float) -> None: ...
+
+    def warmed(self, seconds: float, experiments: Sequence[str], failed: Mapping[str, str]) -> None: ...
+
+
+def not_run(item: Plan, received: set, why: str) -> list[dict]:
+    """Rows for the configurations an experiment's failure left unmeasured: skipped when it ran out of memory."""
+    out_of_memory = "MemoryAllocation" in why or "out of memory" in why.lower()
+    status = "skipped" if out_of_memory else "failed"
+    axes = list(item.experiment.axes)
+    return [{**config, "status": status,
+             "error": f"{'skipped' if out_of_memory else 'not measured'}: the {item.experiment.name} experiment "
+                      f"stopped: {why}"}
+            for config in item.configs if config_key(item.experiment.name, config, axes) not in received]
+
+
+class Runner:
+    """One sweep: :meth:`plan`, :meth:`check`, then :meth:`run`, each taking what the one before returned. The
+    runner itself holds only how it runs: the request, the reporter, the GPU, whether experiments run in processes
+    of their own, how often it saves, the command's clock and the run's id."""
+
+    def __init__(self, request: Request, reporter: Reporter | None = None, *, gpu: Gpu | None = None,
+                 isolate: bool = True, save_every_s: float = 2.0) -> None:
+        self.request = request
+        self.reporter = reporter or Reporter()
+        self.gpu = gpu or preflight.Gpu()
+        self.isolate = isolate
+        self.save_every_s = save_every_s
+        self.started = Stopwatch(request.started_s)  # the command's time: a budget counts from its start
+        # the start second (so names sort by time), then the process: two sweeps of one second differ
+        self.run_id = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+
+    def plan(self) -> Planned:
+        """The configurations to run, on which GPUs (UsageError for an unknown experiment, axis, value or GPU, or a
+        budget that cannot be met)."""
+        return planning.for_request(self.request, preflight.selected_devices(self.request, self.gpu))
+
+    def check(self, planned: Planned) -> Checked:
+        """Output path, GPU, resume file and memory (:func:`bench.sweep.preflight.check`); UsageError for the first
+        problem, with nothing written. Once checked, the experiments' fork server starts."""
+        checked = preflight.check(self.request, planned, self.gpu, self.run_id)
+        if self.isolate and any(item.configs for item in checked.plans):
+            start_processes()
+        return checked
+
+    def run(self, checked: Checked, monitor=None) -> Outcome:
+        """Run the checked plans into ``checked.path``. ``monitor()`` (NVML clocks, throttling, other processes; see
+        :mod:`bench.env`) is read before the first and after every configuration."""
+        monitors = {}
+        for device, environment in checked.environments.items():
+            if monitor is not None:
+                monitors[device] = monitor
+            elif environment.get("pci_bus_id"):
+                from bench import env
+
+                monitors[device] = env.monitor(environment["pci_bus_id"])
+        return _Sweep(self, checked, monitors).run()
+
+
+class _Sweep:
+    """The running part of a :class:`Runner`: receives rows, keeps them, saves them, reports them."""
+
+    def __init__(self, runner: Runner, checked: Checked, monitors: Mapping[int, Callable[[], dict] | None]) -> None:
+        self.runner, self.checked, self.monitors = runner, checked, monitors
+        self.path = checked.path  # where it saves: a new run's first save may take the next free name
+        self.plans = [item for item in checked.plans if item.configs]
+        self.rows: list[dict] = []
+        self.tables: dict[str, list[dict]] = {}
+        earlier = checked.earlier
+        self.earlier = store.records(earlier.rows) if earlier is not None else []
+        self.earlier_tables = ({name: store.records(table) for name, table in earlier.tables.items()}
+                               if earlier is not None else {})
+        self.schema = store.suite_schema([item.experiment for item in self.plans])
+        request = runner.request
+        self.metadata = {
+            "run_id": checked.run_id,
+            "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": request.command, "mode": request.mode, "budget_s": request.budget_s,
+            "devices": list(checked.devices), "concurrent": request.concurrent,
+            "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
+                                                  for purpose, rule in item.rules.items()} for item in self.plans},
+            "estimate_s": planning.estimate_s(self.plans, request.concurrent),
+            "environment": dict(checked.environment),
+            "environments": {str(device): dict(values) for device, values in checked.environments.items()},
+        }
+        self.planned = sum(len(item.configs) for item in self.plans)
+        self.wall_s: dict[str, float] = {}  # per plan (experiment, and GPU), its processes' start-up included
+        self.startup_s: dict[str, float] = {}  # per plan: process start and GPU selection
+        self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
+        self.warm_s = 0.0
+        self.last_save = Stopwatch()
+        self.own_file = request.resume is not None  # self.path is this run's: resumed, or saved once
+        self.saved = len(self.earlier)  # rows in self.path as last saved
+        budget_s = planning.budget_for(request.mode, request.budget_s)
+        self.budget_s = None if budget_s is None else planning.KEEP_TO * budget_s  # what it aims at
+        self.finished_estimates: list[tuple[float, float]] = []  # (estimate, wall time) of each finished plan
+
+    def save(self, complete: bool) -> None:
+        """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
+        (:func:`bench.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
+        that failed and what the results file kept."""
+        if not self.rows:
+            return
+        stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
+                 "startup_s": self.startup_s, "warm_s": self.warm_s}
+        rows = self.earlier + self.rows
+        try:
+            self.path = store.write(self.path, rows, self.schema, stamp, new=not self.own_file)
+            self.own_file, self.saved = True, len(rows)
+            for name in {*self.tables, *self.earlier_tables}:
+                entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
+                store.write(store.side_table_path(self.path, name), entries, store.table_schema(name),
+                            {**stamp, "table": name})
+        except WriteError as error:
+            raise WriteError(f"{error}; {self.kept()}") from None
+
+    def kept(self) -> str:
+        """What the results file holds after a failed save, for its message."""
+        measured = f"{len(self.rows)} configurations measured in this run"
+        if not self.own_file:
+            return f"nothing was written ({measured})"
+        path = self.path
+        return f"{path} keeps its last save, {self.saved} configurations ({measured}); --resume {path} finishes it"
+
+    def read_monitor(self, device: int) -> dict:
+        monitor = self.monitors.get(device)
+        return monitor() if monitor else {}
+
+    def keep(self, item: Plan, row: dict, wall_s: float, reading: dict, at_once: int = 1) -> None:
+        """Add the run's columns to a row from an experiment, move its side-table rows aside, check it."""
+        name = item.experiment.name
+        config = {axis: row.get(axis) for axis in item.experiment.axes}
+        environment = self.checked.environments.get(item.devices[0], self.checked.environment)
+        gpu = {"gpu_uuid": environment.get("gpu_uuid"), "hostname": environment.get("hostname")}
+        for key in [key for key in row if key.startswith("_")]:
+            entries = row.pop(key)
+            if key[1:] in item.experiment.tables:
+                self.tables.setdefault(key[1:], []).extend(
+                    {"experiment": name, **config, **entry, "run_id": self.checked.run_id, **gpu} for entry in entries)
+        run = {**reading, **environment, "run_id": self.checked.run_id, "wall_s": wall_s, "concurrent_gpus": at_once}
+        row = {"experiment": name, **row, **run}
+        try:
+            check_row(row, self.schema)
+        except SchemaError as error:  # the experiment's bug: keep the configuration as a failed row, go on
+            row = {"experiment": name, **config, "status": "failed", "error": f"row does not fit the schema: {error}",
+                   **run}
+        self.rows.append(row)
+
+    def run(self) -> Outcome:
+        runner, reporter = self.runner, self.runner.reporter
+        reporter.planned(self.plans, self.metadata["estimate_s"])
+        current = ""
+        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+        caught = 0
+        try:
+            self.warm_up()
+            self.readings = {device: self.read_monitor(device) for device in self.checked.devices}
+            groups = self.groups()
+            for index in range(len(groups)):
+                group, slack = groups[index], self.slack(groups[index:])
+                current = ", ".join(item.name for item in group)
+                runs = [_PlanRun(self, item, len(group), slack) for item in group]
+                for plan_run in runs:
+                    reporter.started(plan_run.item.name)
+                if len(runs) == 1:
+                    for message in runs[0].messages():
+                        runs[0].handle(message)
+                else:
+                    with contextlib.closing(interleaved([plan_run.messages for plan_run in runs])) as messages:
+                        for index, message in messages:
+                            runs[index].handle(message)
+                for plan_run in runs:
+                    self.wall_s[plan_run.item.name] = plan_run.watch.seconds()
+                    self.finished_estimates.append((plan_run.item.estimate_s, self.wall_s[plan_run.item.name]))
+                    reporter.finished(plan_run.item.name, self.wall_s[plan_run.item.name])
+        except KeyboardInterrupt as interrupt:
+            caught = interrupt.args[0] if interrupt.args else signal.SIGINT
+            self.save(complete=False)
+        except WriteError:  # saving again would fail the same way
+            raise
+        except BaseException:
+            self.save(complete=False)
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous_handler)
+        if not caught:
+            self.save(complete=True)
+        path = self.path if self.rows else None
+        return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
+                       signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
+                       estimate_s=self.metadata["estimate_s"], concurrent=runner.request.concurrent,
+                       warm_s=self.warm_s)
+
+    def warm_up(self) -> None:
+        """Compile the kernels of the experiments whose caches are cold on this machine first
+        (:func:`bench.sweep.warmup.warm_up`): only where experiments run in processes of their own."""
+        runner, device = self.runner, self.checked.devices[0]
+        environment = self.checked.selected.get(device)
+        if runner.isolate and environment is not None:
+            self.warm_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
+
+    def slack(self, groups: Sequence[Sequence[Plan]]) -> float | None:
+        """How much of its estimate each process of the first of the groups still to run may take (its pace's
+        allowance: :meth:`bench.sweep.plan.Plan.pace`; None: unpaced), so that all of them are expected to end within
+        the sweep's budget, counted from the command's start: the warm-up and every plan so far spent what they
+        spent, and the plans still to run are expected to take as much longer than estimated as the finished ones
+        did (never less). Above 1 where time is left over, below 1 where the budget is short. Unbudgeted sweeps
+        (``--full``, ``--quick``) run as planned."""
+        if self.budget_s is None:
+            return None
+        estimated = sum(estimate for estimate, _ in self.finished_estimates)
+        spent = sum(wall for _, wall in self.finished_estimates)
+        slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
+        left_s = (self.budget_s - self.runner.started.seconds()) / slowness
+        expected_s = planning.estimate_s([item for later in groups for item in later], self.runner.request.concurrent,
+                                         startup_s=0.0)
+        return max(0.0, left_s / expected_s) if expected_s > 0 else 1.0
+
+    def groups(self) -> list[list[Plan]]:
+        """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
+        together."""
+        groups: list[list[Plan]] = []
+        for item in self.plans:
+            together = (self.runner.request.concurrent and groups and item.experiment.gpus == 1
+                        and groups[-1][0].experiment is item.experiment)
+            if together:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        return groups
+
+
+@dataclass(frozen=True)
+class _PartStarted:
+    """A plan's next part starts (its process, or inline): the messages that follow are that part's."""
+
+    part: Plan
+    watch: Stopwatch  # started with the part
+
+
+class _PlanRun:
+    """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
+
+    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, slack: float | None = None) -> None:
+        self.sweep, self.item, self.at_once = sweep, item, at_once
+        self.slack = slack  # the part of their estimates its processes may take (None: unpaced)
+        self.device = item.devices[0]
+        self.axes = list(item.experiment.axes)
+        self.received: set = set()
+        self.watch = Stopwatch()
+        self.config_watch = self.part_watch = Stopwatch()
+        self.part = item
+        sweep.startup_s[item.name] = 0.0
+
+    def messages(self, stop: threading.Event | None = None) -> Iterator[_PartStarted | ReadyMessage | RowMessage |
+                                                                         FailedMessage]:
+        """Every part's messages, a process each (a failure ends only its own part), each part's after a
+        :class:`_PartStarted`: another thread may be draining them, so only :meth:`handle` changes this run.
+        ``stop``: see :func:`isolated`."""
+        runner = self.sweep.runner
+        environment = self.sweep.checked.selected.get(self.device)
+        cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
+        device = runner.gpu.child_device(self.device)
+        for part in self.item.parts():
+            pace = part.pace(self.slack) if self.slack is not None else None
+            yield _PartStarted(part, Stopwatch())
+            yield from isolated(part, device, cpus, stop, pace=pace) if runner.isolate else inline(part, pace)
+
+    def handle(self, message) -> None:
+        sweep, item, name = self.sweep, self.item, self.item.experiment.name
+        reporter = sweep.runner.reporter
+        if isinstance(message, _PartStarted):
+            self.part, self.part_watch = message.part, message.watch
+            return
+        if isinstance(message, ReadyMessage):
+            sweep.startup_s[item.name] += self.part_watch.seconds()
+            self.config_watch = Stopwatch()
+            return
+        if isinstance(message, FailedMessage):
+            for row in not_run(self.part, self.received, message.why):
+                sweep.keep(item, row, 0.0, {}, self.at_once)
+            left = [c for c in self.part.configs if config_key(name, c, self.axes) not in self.received]
+            reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
+            return
+        row = message.row
+        self.received.add(config_key(name, row, self.axes))
+        before = sweep.readings.get(self.device, {})
+        sweep.readings[self.device] = reading = sweep.read_monitor(self.device)
+        sweep.keep(item, row, self.config_watch.seconds(), over_interval(before, reading), self.at_once)
+        self.config_watch = Stopwatch()
+        reporter.row(item, sweep.rows[-1], item.seconds(row))
+        if sweep.last_save.seconds() >= sweep.runner.save_every_s:
+            sweep.save(complete=False)
+            sweep.last_save = Stopwatch()
+
+
+def _raise_interrupt(number, frame):
+    raise KeyboardInterrupt(number)

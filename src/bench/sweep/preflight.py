@@ -1,0 +1,161 @@
+"""The checks before a sweep writes or runs anything: the GPUs it selects, the output path (never an existing
+results file, unless resuming it), the file it resumes, the memory its plans need. A problem is a
+:class:`bench.errors.UsageError` and nothing is written. What the checks establish is a :class:`Checked`, all the
+run needs besides the request.
+
+It imports :mod:`bench.env` (the GPU's environment, read without a CUDA context in this process), :mod:`bench.store`
+and :mod:`bench.sweep.plan` / :mod:`bench.sweep.resume`; nothing CUDA is imported until the GPU is asked about.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import env, store
+from bench.errors import UsageError
+from bench.sweep import resume
+from bench.sweep.plan import Plan, Planned, Request
+from bench.units import format_size
+
+
+class Gpu:
+    """The GPU a sweep checks and runs on (tests hand the runner a stand-in)."""
+
+    def select(self, device: int):
+        """The :class:`bench.env.Environment` of ``device``. UsageError when there is none."""
+        return env.gpu_environment(device)
+
+    def count(self) -> int:
+        """How many GPUs are visible. UsageError when there is none."""
+        return env.gpu_count()
+
+    def free_bytes(self, environment) -> int:
+        return env.free_memory_bytes(environment.pci_bus_id)
+
+    def child_device(self, device: int) -> int | None:
+        """The device an experiment's process selects (None: leave it alone)."""
+        return device
+
+    def warm_markers(self, environment) -> Path | None:
+        """A directory of one file per experiment whose existence says that this machine's kernel caches
+        (numba-cuda's beside this source tree, CuPy's in the home directory) hold that experiment's kernels, of this
+        bench, for this GPU architecture (None: never warm up)."""
+        import hashlib
+
+        import bench
+
+        tree = hashlib.sha1(str(Path(bench.__file__).resolve().parent).encode()).hexdigest()[:8]
+        key = "-".join([environment.bench_version, environment.git_commit[:12], environment.cupy_version,
+                        environment.numba_cuda_version, f"sm{environment.compute_capability}", tree])
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return cache / "bench" / ("warm-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in key))
+
+    def child_cpus(self, environment) -> list[int]:
+        """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as its
+        environment read them."""
+        return env.parse_cpu_ranges(environment.host_cpus)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks established: the plans left to run and where their rows go, on which GPUs."""
+
+    plans: list[Plan]  # the planned ones, minus what a resumed file finished
+    devices: tuple[int, ...]  # the sweep's GPUs; the first names the file and carries its metadata
+    path: Path  # the results file: the resumed one, or a new sweep's name (its first save may take the next free one)
+    run_id: str
+    selected: Mapping[int, object]  # by device ordinal: its bench.env.Environment
+    environments: Mapping[int, dict]  # by device ordinal: the columns its rows carry
+    earlier: resume.Earlier | None = None  # the resumed file's rows and side tables
+
+    @property
+    def environment(self) -> dict:
+        """The first GPU's environment: the file's metadata and name."""
+        return self.environments[self.devices[0]]
+
+
+def selected_devices(request: Request, gpu: Gpu) -> tuple[int, ...]:
+    """The GPUs of ``--devices`` (all visible ones for "all"; a resumed sweep's own), else ``--device``; UsageError
+    for one that does not exist, or for --concurrent with fewer than two."""
+    devices: tuple[int, ...] = (request.device,)
+    chosen = request.devices
+    if not chosen and request.resume is not None:  # a sweep of several GPUs resumes on the same GPUs
+        chosen = resume.devices_of(request.resume)
+    if chosen:
+        count = gpu.count()
+        if chosen == "all":
+            devices = tuple(range(count))
+        else:
+            devices = tuple(sorted(set(chosen)))  # in order: a multi-GPU plan's rows carry its first GPU
+            for device in devices:
+                if not 0 <= device < count:
+                    raise UsageError(f"--devices {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
+    if request.concurrent and len(devices) < 2:
+        raise UsageError("--concurrent runs several GPUs at once: select two or more with --devices")
+    return devices
+
+
+def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
+    """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
+    earlier = None
+    if request.resume is not None:
+        earlier = resume.read(request.resume)
+    else:
+        store.writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
+        if request.out.suffix == ".parquet":
+            refuse_existing(request.out)
+    devices = planned.devices
+    selected = {device: gpu.select(device) for device in devices}
+    environments = {device: environment.as_dict() for device, environment in selected.items()}
+    plans = list(planned.plans)
+    if earlier is not None:
+        uuids = {device: selected[device].gpu_uuid for device in devices}
+        resume.check_gpus(earlier, uuids)
+        plans = resume.remaining(plans, earlier, uuids)
+        path = request.resume
+    else:
+        path = results_path(request.out, run_id, selected[devices[0]].gpu_name)
+    host_available = env.host_memory_available()
+    if request.concurrent:  # every GPU's buffers at once
+        host_available //= len(selected)
+    for device, environment in selected.items():
+        mine = [item for item in plans if device in item.devices]
+        problem = memory_problem(mine, environment.gpu_name, gpu.free_bytes(environment), host_available)
+        if problem:
+            raise UsageError(problem if len(selected) == 1 else f"{problem} (GPU {device})")
+    return Checked(plans, devices, path, run_id, selected, environments, earlier)
+
+
+def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_available: int) -> str | None:
+    """Why the plans cannot run in this much device and host memory, or None."""
+    for item in plans:
+        if not item.configs:
+            continue
+        device_bytes, host_bytes = item.experiment.memory_needed(item.configs)
+        if device_bytes > device_free:
+            return (f"--sizes: {item.experiment.name} needs {format_size(device_bytes)} of device memory; "
+                    f"{gpu_name} has {format_size(device_free)} free")
+        if host_bytes > host_available:
+            return (f"--sizes: {item.experiment.name} needs {format_size(host_bytes)} of host memory; "
+                    f"{format_size(host_available)} is available")
+    return None
+
+
+def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
+    """Where a new sweep writes: ``out`` itself if it names a .parquet file, else ``out/<run_id>-<gpu>.parquet``
+    (where another run took that name first, its first save takes the next free one: see
+    :func:`bench.store.write_table`)."""
+    if out.suffix == ".parquet":
+        return out
+    slug = "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")
+    return out / f"{run_id}-{slug}.parquet"
+
+
+def refuse_existing(path: Path) -> None:
+    """A sweep never overwrites a results file."""
+    if path.exists():
+        raise UsageError(f"--out: {path} already exists; bench never overwrites results (finish an interrupted "
+                         f"sweep with --resume {path}, or choose another --out)")

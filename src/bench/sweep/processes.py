@@ -1,0 +1,211 @@
+"""An experiment's configurations running in a process of its own, and what comes back: the messages
+(:class:`ReadyMessage`, :class:`RowMessage`, :class:`FailedMessage`, :class:`DoneMessage`), the fork server the
+processes start from (preloaded by :mod:`bench.sweep.preload`), the child's body, :func:`isolated` (a child process
+with a watchdog) and :func:`inline` (this process), :func:`paced` (the rows, rescaled to keep to a :class:`Pace`),
+and :func:`interleaved` (several message sources drained at once).
+
+It imports :mod:`bench.sweep.plan`, :mod:`bench.env` (the device helpers) and :mod:`bench.timing`; nothing CUDA until
+a child measures.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from queue import Empty, Queue
+
+from bench.env import use_device
+from bench.sweep.plan import Pace, Plan
+from bench.timing import Stopwatch
+
+PRELOAD = "bench.sweep.preload"  # what the fork server imports once, before the experiments
+
+
+@dataclass(frozen=True)
+class RowMessage:
+    row: dict
+
+
+@dataclass(frozen=True)
+class FailedMessage:
+    why: str
+
+
+@dataclass(frozen=True)
+class ReadyMessage:
+    """The process has started and selected its GPU: what came before is start-up, not measurement."""
+
+
+@dataclass(frozen=True)
+class DoneMessage:
+    pass
+
+
+def _processes():
+    """Experiment processes are forked from a server that has done, once, what each would do first
+    (:mod:`bench.sweep.preload`, and importing every experiment); each still creates a CUDA context of its own."""
+    # Experiments never use NVLink multicast; a library they call (NCCL under PyTorch) must not choose it either.
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([PRELOAD] + [f"bench.experiments.{name}" for name in _experiment_modules()])
+    return context
+
+
+def start_processes() -> None:
+    """Start the fork server now: its imports then run while the sweep sets up (the monitor, the warm-up plan)."""
+    from multiprocessing import forkserver
+
+    _processes()
+    forkserver.ensure_running()
+
+
+@functools.cache
+def _experiment_modules() -> list[str]:
+    import pkgutil
+
+    import bench.experiments
+
+    return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
+
+
+def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int], warming: bool,
+           pace: Pace | None) -> None:
+    """The body of an experiment's process: move to the GPU's CPUs, select the GPU, measure, send each row as it
+    comes; ``warming`` (the warm-up): then the experiment's ``warm`` hook. ``pace``: keep to the plan's time."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
+    try:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if experiment.process_axis:  # this process's value of it, set before CUDA reads its settings
+            experiment.before_cuda(configs[0][experiment.process_axis], device or 0)
+        if device is not None:
+            use_device(device)
+        sender.send(ReadyMessage())
+        for row in paced(experiment, configs, rules, pace):
+            sender.send(RowMessage(row))
+        if warming and experiment.warm is not None:
+            experiment.warm()
+        sender.send(DoneMessage())
+    except BaseException as error:
+        sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
+    finally:
+        sender.close()
+        # No interpreter teardown: libraries that share the CUDA context (PyTorch's tensors freed after the context
+        # went away) can abort a process that has already sent everything it measured.
+        os._exit(0)
+
+
+def paced(experiment, configs, rules, pace: Pace | None) -> Iterator[dict]:
+    """The experiment's rows, each with the stop-rule scale it was measured under (``stop_scale``); with a
+    ``pace``, the rules of what is left shrink whenever the configurations so far ran slower than planned."""
+    from bench.timing import Context, RuleBoundSampling
+
+    context = Context(rules)
+    watch, bound_before_s = Stopwatch(), RuleBoundSampling.seconds
+    for row in experiment.measure(configs, context):
+        row["stop_scale"] = context.scale
+        yield row
+        if pace is not None:
+            context.rescale(pace.finished(watch.seconds(), RuleBoundSampling.seconds - bound_before_s))
+
+
+def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
+             warming: bool = False, pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+    """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
+    it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
+    is set (nobody listens any more), it ends the process and returns. ``warming``: a warm-up part (see
+    :func:`bench.sweep.warmup.warm_parts`); ``pace``: see :func:`paced`."""
+    context = _processes()
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child, daemon=True,
+                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus), warming,
+                                  pace))
+    child.start()
+    sender.close()
+    ended = f"the {item.experiment.name} process ended"
+    waiting = Stopwatch()
+    try:
+        while stop is None or not stop.is_set():
+            if waiting.seconds() > item.experiment.row_timeout_s:
+                yield FailedMessage(f"no row for {item.experiment.row_timeout_s:g} s: the {item.experiment.name} "
+                                    "process hung and was stopped")
+                return
+            if receiver.poll(0.2):
+                waiting = Stopwatch()
+                try:
+                    message = receiver.recv()
+                except EOFError:
+                    child.join(5)
+                    yield FailedMessage(f"{ended} (exit code {child.exitcode})")
+                    return
+                if isinstance(message, DoneMessage):
+                    return
+                yield message
+                if isinstance(message, FailedMessage):
+                    return
+            elif not child.is_alive() and not receiver.poll(0):
+                yield FailedMessage(f"{ended} (exit code {child.exitcode})")
+                return
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.terminate()
+        child.join(10)
+
+
+def inline(item: Plan, pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage]:
+    """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate. A
+    ``process_axis`` hook runs too, though CUDA may have read its settings already."""
+    if item.experiment.process_axis and item.configs:
+        item.experiment.before_cuda(item.configs[0][item.experiment.process_axis], 0)
+    yield ReadyMessage()
+    for row in paced(item.experiment, item.configs, item.rules, pace):
+        yield RowMessage(row)
+
+
+STOP_WAIT_S = 15.0  # how long a stopped source may take to end its process (isolated waits 10 s for one)
+
+
+def interleaved(sources: Sequence[Callable[[threading.Event], Iterator]]) -> Iterator[tuple[int, object]]:
+    """(index of its source, message) from several message sources drained at once, each by a thread of its own,
+    as the messages come. Each source is called with an event that is set when this generator ends before they
+    do (an interrupt, or it was closed): a source should end then (:func:`isolated` ends its process), within
+    :data:`STOP_WAIT_S`. A source's exception ends it with a FailedMessage."""
+    queue: Queue = Queue()
+    stop = threading.Event()
+
+    def drain(index: int, source: Callable[[threading.Event], Iterator]) -> None:
+        try:
+            for message in source(stop):
+                if stop.is_set():
+                    break
+                queue.put((index, message))
+        except BaseException as error:
+            queue.put((index, FailedMessage(f"{type(error).__name__}: {error}")))
+        finally:
+            queue.put((index, None))
+
+    threads = [threading.Thread(target=drain, args=(index, source), daemon=True)
+               for index, source in enumerate(sources)]
+    for thread in threads:
+        thread.start()
+    running = len(threads)
+    try:
+        while running:
+            try:
+                index, message = queue.get(timeout=0.2)  # a timeout, so that Ctrl-C reaches this thread
+            except Empty:
+                continue
+            if message is None:
+                running -= 1
+            else:
+                yield index, message
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(STOP_WAIT_S)

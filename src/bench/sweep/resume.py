@@ -1,0 +1,58 @@
+"""Resuming an interrupted sweep: what its file holds (:class:`Earlier`), the GPUs it ran on, the checks that it
+can be finished here, and what it still lacks.
+
+It imports :mod:`bench.store` and :mod:`bench.sweep.plan`; nothing CUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench import store
+from bench.errors import UsageError
+from bench.sweep.plan import Plan, without_done
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An interrupted sweep's file, read before anything runs: its rows and side tables."""
+
+    path: Path
+    rows: pd.DataFrame
+    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def devices_of(path: Path) -> Sequence[int]:
+    """The GPUs the sweep of ``path`` ran on, as its metadata names them (empty: one, ``--device``'s)."""
+    return store.read_metadata(path).get("devices") or ()
+
+
+def read(path: Path) -> Earlier:
+    """The file to resume; UsageError for one of an older schema version, or one whose directory takes no file
+    (ResultsError for one that cannot be read)."""
+    version = store.read_metadata(path).get("schema_version", 1)
+    if version != store.SCHEMA_VERSION:
+        raise UsageError(f"--resume: {path} was written by an older bench (schema version {version}); start a new "
+                         "sweep")
+    earlier = Earlier(path, store.read(path), store.side_tables(path))
+    store.writable_directory(path.parent, "--resume")
+    return earlier
+
+
+def check_gpus(earlier: Earlier, uuids: Mapping[int, str]) -> None:
+    """UsageError unless the file was measured on the GPUs selected now (``uuids``: device ordinal -> GPU UUID)."""
+    rows = earlier.rows
+    measured_on = set(rows["gpu_uuid"].dropna()) if "gpu_uuid" in rows else set()
+    if measured_on and not measured_on <= set(uuids.values()):
+        raise UsageError(f"--resume: {earlier.path} was measured on another GPU "
+                         f"({', '.join(sorted(measured_on - set(uuids.values())))}); a sweep of several GPUs resumes "
+                         "with the same --devices")
+
+
+def remaining(plans: Sequence[Plan], earlier: Earlier, uuids: Mapping[int, str]) -> list[Plan]:
+    """The plans minus what the file finished on each plan's GPU (:func:`bench.sweep.plan.without_done`)."""
+    return without_done(plans, earlier.rows, uuids)

@@ -1,0 +1,64 @@
+"""Compiling a fresh machine's kernel caches before measuring: each cold experiment's first configuration under the
+quick stop rules in a process of its own (:func:`warm_parts`), a marker file per experiment once it compiled
+(:func:`warm_up`).
+
+It imports :mod:`bench.sweep.plan` and :mod:`bench.sweep.processes`; nothing CUDA (the processes measure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+
+from bench.sweep.plan import Plan, rules_for
+from bench.sweep.processes import FailedMessage, interleaved, isolated
+from bench.timing import Stopwatch
+
+WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CUDA context and first configuration
+
+
+def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
+    """Each experiment's first configuration under the quick stop rules, in a process of its own, which then runs
+    the experiment's ``warm`` hook: enough to compile the kernels its processes build (numba-cuda's and CuPy's
+    on-disk caches) on a fresh machine."""
+    parts, seen = [], set()
+    for item in plans:
+        if item.experiment.name in seen or not item.configs:
+            continue
+        seen.add(item.experiment.name)
+        first = item.parts()[0]
+        parts.append(dataclasses.replace(first, configs=first.configs[:1], rules=rules_for(item.experiment, "quick")))
+    return parts
+
+
+def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> float:
+    """Where the kernel caches are cold for some experiments (no warm marker: ``gpu.warm_markers``), compile their
+    kernels at once, a process per experiment (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of
+    free memory for each), before measuring anything: what they measure is dropped. Done once per experiment,
+    machine, bench version and GPU architecture; an experiment whose warm-up process failed stays cold. Returns the
+    seconds it took (0: everything was warm), having told ``reporter``."""
+    markers = gpu.warm_markers(environment)
+    if markers is None:
+        return 0.0
+    parts = [part for part in warm_parts(plans) if not (markers / part.experiment.name).exists()]
+    if not parts:
+        return 0.0
+    watch = Stopwatch()
+    child_device = gpu.child_device(device)
+    cpus = gpu.child_cpus(environment)
+    at_once = max(1, min(len(parts), gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
+    markers.mkdir(parents=True, exist_ok=True)
+    failed: dict[str, str] = {}
+    for start in range(0, len(parts), at_once):
+        batch = parts[start:start + at_once]
+        warming = [functools.partial(isolated, part, child_device, cpus, warming=True) for part in batch]
+        for index, message in interleaved(warming):
+            if isinstance(message, FailedMessage):
+                failed[batch[index].experiment.name] = message.why
+        for part in batch:  # a process that failed may not have compiled everything
+            if part.experiment.name not in failed:
+                (markers / part.experiment.name).touch()
+    seconds = watch.seconds()
+    reporter.warmed(seconds, [part.experiment.name for part in parts], failed)
+    return seconds

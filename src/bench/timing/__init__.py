@@ -1,0 +1,75 @@
+"""All timing: statistics and stopping, GPU intervals (CUDA events, gated or not), host intervals, and host calls
+made while the GPU is busy. Experiments describe what to run; this package decides how long, reads the clocks and
+computes the statistics. ``from bench.timing import X`` is the one way in: every public name below is re-exported
+here, whichever module defines it.
+
+- :mod:`~bench.timing.stats`: :class:`Summary` and :class:`StopRule` (the one statistics type, and when to stop
+  sampling), :class:`Samples` (raw samples with their unit and clock; every measured result row carries them the same
+  way, :meth:`Samples.columns`), the units, clocks and stop reasons the schema shares, :class:`MeasurementFailed`.
+- :mod:`~bench.timing.host`: :func:`host_samples`, :func:`host_steps`, :func:`host_interval` (host wall-clock time
+  of calls whose host cost is the point), :class:`Stopwatch`, :func:`process_age_s`, :class:`RuleBoundSampling`.
+- :mod:`~bench.timing.gpu`: :class:`Gate`, :class:`Timer` (GPU time of ``enqueue(ops)`` with CUDA events on the
+  streams that do the work, behind a gate), :class:`GpuTiming`, :class:`Event`, and :class:`Context` (what the
+  harness hands an experiment: timers whose stop rules the harness chose).
+- :mod:`~bench.timing.spin`: :class:`SpinWatch` (a call timed on the host while a spin kernel of known length runs,
+  with what the GPU was doing when it returned; two spins around a call, read on the GPU's clock), :class:`ClockPair`,
+  :func:`host_wait`, :func:`wait_samples`.
+- :mod:`~bench.timing.timeline`: :class:`Timeline` (events around every operation of one run), :func:`concurrency`,
+  :func:`peak_concurrency`.
+- :mod:`~bench.timing.clock`: :class:`GpuClock`, the clock pytest-benchmark reads.
+
+What it may import: :mod:`stats` and :mod:`host` the standard library only; the GPU modules also :mod:`bench.cuda`
+(lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This file imports ``stats`` and ``host`` and
+loads the GPU modules on the first use of one of their names, so importing :mod:`bench.timing` imports neither
+:mod:`bench.cuda` nor CuPy nor numba, and the statistics serve the analysis commands too.
+
+Example (needs a GPU)::
+
+    from bench.cuda import cupy, runtime
+    from bench.timing import Timer
+
+    src, dst = cupy.ones(1 << 24, cupy.uint8), cupy.empty(1 << 24, cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def enqueue(ops):
+        for _ in range(ops):
+            runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, runtime.memcpyDeviceToDevice, stream.ptr)
+
+    timing = Timer().measure(enqueue, [stream])
+    print(f"{timing.samples.summary.median:.4f} ms per copy ({timing.samples.stop_reason})")
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from bench.timing.host import (RuleBoundSampling, Stopwatch, host_interval, host_samples, host_steps,
+                               process_age_s)
+from bench.timing.stats import (CLOCKS, FEWEST_SAMPLES, STOP_REASONS, UNITS, MeasurementFailed, Samples, StopRule,
+                                Summary)
+
+# The names of the modules that reach CUDA (through bench.cuda), loaded when one of them is first asked for.
+_LAZY = {
+    "gpu": ("Gate", "GpuTiming", "Timer", "Event", "Context"),
+    "spin": ("CallDuringSpin", "SpinPair", "SpinWatch", "HostWait", "ClockPair", "host_wait", "wait_samples"),
+    "timeline": ("Timeline", "concurrency", "peak_concurrency"),
+    "clock": ("GpuClock",),
+}
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = ["CLOCKS", "FEWEST_SAMPLES", "STOP_REASONS", "UNITS", "MeasurementFailed", "Samples", "StopRule", "Summary",
+           "RuleBoundSampling", "Stopwatch", "host_interval", "host_samples", "host_steps", "process_age_s",
+           *_WHERE]
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench.timing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"bench.timing.{module}"), name)
+    globals()[name] = value  # later lookups find it here directly
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,116 @@
+"""The package's layout keeps its promises (issue 22): experiments are not libraries. Every module under src/bench is
+parsed (imports inside functions included) and:
+
+- no experiment module imports another experiment module (shared code lives in :mod:`bench.measure`);
+- outside the registry (``bench/experiments/__init__.py``) and the sweep (``bench/sweep/``), no module imports an
+  experiment module (tests and scripts may);
+- no module imports another module's private name (``from X import _name``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+PACKAGE = SRC / "bench"
+EXPERIMENTS = PACKAGE / "experiments"
+EXPERIMENT_MODULES = {path.stem for path in EXPERIMENTS.glob("*.py") if path.stem != "__init__"}
+
+
+def module_name(path: Path, src: Path = SRC) -> str:
+    parts = path.relative_to(src).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(path: Path, src: Path = SRC) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(line, imported module, names taken from it) for every import statement of the file, wherever it is:
+    ``import a.b`` is ("a.b", ()); ``from a import b, c`` is ("a", ("b", "c")), relative imports resolved."""
+    name = module_name(path, src)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append((node.lineno, base, tuple(alias.name for alias in node.names)))
+    return found
+
+
+def experiment_modules_imported(path: Path, src: Path = SRC) -> list[str]:
+    """The experiment modules (bench.experiments.<name>) one file imports, as 'line: bench.experiments.<name>'."""
+    hits = []
+    for line, module, names in imports(path, src):
+        if module.startswith("bench.experiments.") and module.split(".")[2] in EXPERIMENT_MODULES:
+            hits.append(f"{line}: {'.'.join(module.split('.')[:3])}")
+        elif module == "bench.experiments":
+            hits += [f"{line}: bench.experiments.{name}" for name in names if name in EXPERIMENT_MODULES]
+    return hits  # ``from bench import experiments`` is the package (its registry), not an experiment module
+
+
+def test_the_layout_sees_the_packages():
+    assert {"bench.experiments", "bench.measure", "bench.experiments.bandwidth", "bench.measure.copies"} <= set(MODULES)
+    assert {"bandwidth", "blocking", "latency", "overlap"} <= EXPERIMENT_MODULES
+
+
+def test_the_check_finds_function_local_and_relative_imports(tmp_path):
+    fake = tmp_path / "src" / "bench" / "experiments"
+    fake.mkdir(parents=True)
+    source = fake / "probe_only.py"
+    source.write_text("from . import bandwidth\n\ndef f():\n    from bench.experiments.latency import STEPS\n"
+                      "    import bench.experiments.overlap\n")
+    assert experiment_modules_imported(source, tmp_path / "src") == [
+        "1: bench.experiments.bandwidth", "4: bench.experiments.latency", "5: bench.experiments.overlap"]
+
+
+@pytest.mark.parametrize("name", sorted(f"bench.experiments.{stem}" for stem in EXPERIMENT_MODULES))
+def test_no_experiment_imports_another(name):
+    others = [hit for hit in experiment_modules_imported(MODULES[name]) if not hit.endswith(f" {name}")]
+    assert not others, f"{name} imports other experiments (move what they share to bench.measure): {others}"
+
+
+def _may_import_experiments(name: str) -> bool:
+    return name == "bench.experiments" or name.startswith("bench.experiments.") or name == "bench.sweep" \
+        or name.startswith("bench.sweep.")
+
+
+def test_only_the_registry_and_the_sweep_import_experiment_modules():
+    found = {name: experiment_modules_imported(path) for name, path in MODULES.items()
+             if not _may_import_experiments(name)}
+    found = {name: hits for name, hits in found.items() if hits}
+    assert not found, f"modules outside the registry and the sweep import experiment modules: {found}"
+
+
+def test_no_private_name_crosses_a_module():
+    crossing = []
+    for name, path in MODULES.items():
+        for line, module, names in imports(path):
+            for imported in names:
+                if imported.startswith("_") and not imported.startswith("__") and module != name:
+                    crossing.append(f"{path.relative_to(ROOT)}:{line}: from {module} import {imported}")
+            if module.rpartition(".")[2].startswith("_") and not module.rpartition(".")[2].startswith("__"):
+                crossing.append(f"{path.relative_to(ROOT)}:{line}: import of private module {module}")
+    assert not crossing, "private names imported across modules:\n" + "\n".join(crossing)
+
+
+def test_measure_imports_neither_experiments_nor_the_sweep():
+    wrong = []
+    for name, path in MODULES.items():
+        if name != "bench.measure" and not name.startswith("bench.measure."):
+            continue
+        for line, module, names in imports(path):
+            targets = [module] + [f"{module}.{item}" for item in names] if module == "bench" else [module]
+            for target in targets:
+                if target.startswith(("bench.experiments", "bench.sweep")):
+                    wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert not wrong, f"bench.measure must not import experiments or the sweep: {wrong}"
