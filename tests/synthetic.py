@@ -150,7 +150,8 @@ def blocking_records() -> list[dict]:
     """Host verdicts shaped like the real thing: syncs and cudaFree wait, pageable copies on the spinning stream
     wait, the rest return; and serialization rows where cudaMalloc (and every call that held the host) keeps the two
     kernels apart."""
-    from bench.catalogs.runtime import catalog, documented_serializes, documented_waits
+    from bench.catalogs import documented_waits
+    from bench.catalogs.runtime import catalog, documented_serializes
 
     rows = []
     for call in catalog().values():

@@ -17,6 +17,7 @@ import pytest
 import synthetic
 from bench import analysis, cli, store
 from bench.errors import UsageError
+from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 V1_TIMELINE = ROOT / "results" / "_superseded" / "20261121T145240Z-NVIDIA-H200.timeline.parquet"
@@ -26,7 +27,7 @@ LOCKED = "/proc/bench-locked" if os.geteuid() == 0 else "locked"  # root writes 
 
 
 def bench(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "100"}
+    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -289,7 +290,7 @@ def test_the_analysis_commands_never_import_cuda(tmp_path):
               "for args in (['plot'], ['report'], ['compare', 'results', 'results'], ['claims', 'results']):\n"
               "    assert cli.main(args) == 0, args\n"
               "print(sorted(name for name in sys.modules if name.split('.')[0] in ('cupy', 'numba')))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src"))}
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr

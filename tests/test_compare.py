@@ -13,6 +13,7 @@ import pytest
 
 import synthetic
 from bench import compare, store
+from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "_superseded"  # the last version 1 runs (converted on read)
@@ -23,7 +24,7 @@ GPU_C = {"gpu_uuid": "GPU-cccccccc-0000-0000-0000-000000000000", "hostname": "no
 
 
 def bench(*args, cwd, columns=100):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": str(columns)}
+    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": str(columns)}
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.cuda import LazyModule
+from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = "20261121T145029Z-NVIDIA-H200.parquet"  # alloc, blocking, graphs, serialization: what the claims need
@@ -81,7 +82,7 @@ def test_analysis_commands_run_without_the_cuda_libraries(tmp_path):
     library = synthetic.tagged(synthetic.records("library"), gpu_uuid=machine["gpu_uuid"],
                                hostname=machine["hostname"], gpu_name=machine["gpu_name"])
     synthetic.write(results / "20261122T000000Z-library.parquet", library)
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "300"}  # env's table on one line
+    environment = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "300"}  # env's table on one line
     out = tmp_path / "plots"
     result = subprocess.run([sys.executable, "-c", HIDDEN_RUN, str(results), str(out)], cwd=tmp_path,
                             env=environment, capture_output=True, text=True, timeout=240)
@@ -121,6 +122,6 @@ def test_the_cuda_stand_ins_are_lazy():
               "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'numba')))\n"
               "print(repr(cuda.runtime), repr(cuda.kernels))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                            env={**os.environ, "PYTHONPATH": with_path(str(ROOT / "src"))})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["[]", "<lazy module 'cupy.cuda.runtime'> <lazy module 'bench.measure.kernels'>"]

@@ -14,7 +14,8 @@ import pytest
 
 import synthetic
 from bench import analysis, store
-from bench.catalogs.runtime import DOCS_HOST, PLACEMENTS, catalog, documented_serializes, documented_waits
+from bench.catalogs import DOCS_HOST, documented_waits
+from bench.catalogs.runtime import PLACEMENTS, catalog, documented_serializes
 from bench.experiments import Experiment, alloc, blocking, graphs, overlap, registry, serialization
 from bench.experiments import bandwidth as bandwidth_module
 from bench.measure import catalog as catalog_module

@@ -14,6 +14,7 @@ import synthetic
 from bench import analysis, compare, store
 from bench.errors import UsageError
 from bench.experiments import registry
+from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 A0, A1, B0, B1 = synthetic.FLEET
@@ -22,7 +23,7 @@ FILE = f"{synthetic.RUN_ID}-NVIDIA-H200.parquet"
 
 
 def bench(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "100"}
+    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
 

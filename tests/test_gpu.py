@@ -150,7 +150,7 @@ def test_device_allocators(cupy):
 # --- experiments --------------------------------------------------------------------------------------------
 
 def test_verification_catches_a_wrong_copy(cupy):
-    from bench.measure.copies import CopyBuffers, mismatch
+    from bench.measure.copies import POISON, CopyBuffers, mismatch
 
     with CopyBuffers("pinned", 1 << 20) as buffers:
         (h2d,) = buffers.copies("H2D")
@@ -160,10 +160,10 @@ def test_verification_catches_a_wrong_copy(cupy):
         assert message == "data mismatch after copy: 1 of 1048576 bytes differ (first at offset 12345)"
         # a copy shorter than the verified range leaves poison behind, which the check must see
         (d2d,) = buffers.copies("D2D")
-        d2d.dst[: 1 << 20].fill(bandwidth.POISON)
+        d2d.dst[: 1 << 20].fill(POISON)
         d2d.enqueue(1 << 19)
         d2d.stream.synchronize()
-        assert int((d2d.dst[: 1 << 20] == bandwidth.POISON).sum()) == 1 << 19
+        assert int((d2d.dst[: 1 << 20] == POISON).sum()) == 1 << 19
 
 
 def test_bandwidth_experiment_small(cupy):

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from paths import with_path
+
 import pytest
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -65,6 +67,6 @@ print("ok")
 
 @pytest.mark.cuda_libs  # numba-cuda's simulator
 def test_gate_mix_spin_copy_and_chase_kernels_in_simulator():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": SRC}
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": with_path(SRC)}
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

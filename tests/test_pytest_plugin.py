@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from paths import with_path
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 SUITE = '''
 from bench.pytest_plugin import assert_async
@@ -24,7 +26,7 @@ def test_the_function():
 
 def test_assert_async_skips_without_a_gpu(tmp_path, no_gpu):
     (tmp_path / "test_theirs.py").write_text(SUITE)
-    env = {**os.environ, "PYTHONPATH": SRC, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # only the plugin under test
+    env = {**os.environ, "PYTHONPATH": with_path(SRC), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # only the plugin under test
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "bench.pytest_plugin", "-p", "no:cacheprovider",
                              "-rs", "test_theirs.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=120)

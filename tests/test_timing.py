@@ -17,6 +17,7 @@ from bench.timing import gpu, host
 from bench.timing import timeline as timeline_module
 from bench.timing import (Context, GpuTiming, MeasurementFailed, Samples, StopRule, Stopwatch, Summary, Timeline,
                           Timer, concurrency, host_interval, host_samples, host_steps)
+from paths import with_path
 
 # --- statistics ------------------------------------------------------------------------------------------------
 
@@ -122,7 +123,7 @@ def test_the_statistics_and_the_package_import_nothing_cuda():
               "from bench.timing import Timer\nprint('bench.timing.gpu' in sys.modules, cuda(sys.modules))\n")
     source = str(Path(__file__).resolve().parents[1] / "src")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": source})
+                            env={**os.environ, "PYTHONPATH": with_path(source)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["[] []", "True ['bench.cuda']"]  # the GPU modules: lazy stand-ins only
 

@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bench.catalogs import DOCS_HOST, documented_waits, ordered_after_spin  # noqa: F401 (the experiments' names)
 from bench.catalogs import RUNTIME, STREAM_PLACEMENTS, Call, Prepared
 from bench.catalogs import catalog as _catalogs
 from bench.cuda import runtime

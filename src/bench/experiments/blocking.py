@@ -24,7 +24,8 @@ from functools import partial
 import pandas as pd
 
 from bench.analysis import catalog_answer, contradicts_docs
-from bench.catalogs.runtime import DOCS_HOST, Kit, catalog, documented_waits
+from bench.catalogs import DOCS_HOST, documented_waits
+from bench.catalogs.runtime import Kit, catalog
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.catalog import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
