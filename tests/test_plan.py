@@ -312,6 +312,19 @@ def test_pace_never_scales_for_time_no_rule_bounds():
     assert scales == [1.0] * 20
 
 
+def test_pace_does_not_project_the_first_configurations_setup():
+    """The first configuration also pays the process's setup (1.6 s for bandwidth's first on an H100, planned at a
+    few ms): the rest, running as planned, keeps the plan's rules."""
+    planned = [0.01] * 20
+    pace = plan.Pace(planned, allowance_s=5.0)
+    elapsed, scales = 1.6, []
+    scales.append(pace.finished(elapsed, 0.0))
+    for _ in planned[1:]:
+        elapsed += 0.01
+        scales.append(pace.finished(elapsed, elapsed - 1.6))
+    assert scales == [1.0] * 20
+
+
 def test_pace_never_scales_below_the_smallest_scale():
     planned = [1.0] * 5
     _, scales = _paced_run(planned, slowness=100.0, allowance_s=5.0)

@@ -119,11 +119,12 @@ class Pace:
     stop rules of what is left (:meth:`StopRule.scaled`: time caps and minimum samples).
 
     After each configuration the process reports the seconds it has spent and how many of them went to sampling
-    loops whose length the rule decided (:class:`bench.timing.RuleBoundSampling`). It projects both over what is
-    left (in proportion to the planned seconds) and scales the rules so that the rest fits what is left of
-    ``allowance_s``. Time that no rule bounds (compiling, allocating, verifying, sampling that converged later)
-    is never a reason to scale. It only ever shrinks the planned rules, never below :data:`SMALLEST_SCALE`; a
-    machine as fast as the model keeps them whole.
+    loops whose length the rule decided (:class:`bench.timing.RuleBoundSampling`). From the configurations after
+    the first (the first also pays the process's setup: compiling, allocating its largest buffers), it projects
+    both over what is left (in proportion to the planned seconds) and scales the rules so that the rest fits what
+    is left of ``allowance_s``. Time that no rule bounds (compiling, allocating, verifying, sampling that converged
+    later) is never a reason to scale. It only ever shrinks the planned rules, never below :data:`SMALLEST_SCALE`;
+    a machine as fast as the model keeps them whole.
     """
 
     def __init__(self, planned_s: Sequence[float], allowance_s: float) -> None:
@@ -132,6 +133,7 @@ class Pace:
         self.done = 0
         self.bound_at_full_s = 0.0  # rule-bound sampling so far, each configuration's divided by its scale
         self.bound_s = 0.0  # rule-bound sampling so far, as spent
+        self.first = (0.0, 0.0, 0.0)  # the first configuration's elapsed, bound and bound-at-full seconds
         self.scale = 1.0
 
     def finished(self, elapsed_s: float, bound_s: float) -> float:
@@ -141,12 +143,17 @@ class Pace:
             self.done += 1
         self.bound_at_full_s += (bound_s - self.bound_s) / self.scale
         self.bound_s = bound_s
-        done_s, remaining_s = sum(self.planned_s[:self.done]), sum(self.planned_s[self.done:])
-        if remaining_s <= 0 or done_s <= 0 or self.bound_at_full_s <= 0:
+        if self.done == 1:
+            self.first = (elapsed_s, bound_s, self.bound_at_full_s)
+            return self.scale
+        first_s, first_bound_s, first_bound_at_full_s = self.first
+        done_s, remaining_s = sum(self.planned_s[1:self.done]), sum(self.planned_s[self.done:])
+        bound_at_full_s = self.bound_at_full_s - first_bound_at_full_s
+        if remaining_s <= 0 or done_s <= 0 or bound_at_full_s <= 0:
             return self.scale
         ahead = remaining_s / done_s
-        unbound_ahead_s = (elapsed_s - bound_s) * ahead
-        bound_ahead_s = self.bound_at_full_s * ahead  # under the planned rules
+        unbound_ahead_s = (elapsed_s - first_s - (bound_s - first_bound_s)) * ahead
+        bound_ahead_s = bound_at_full_s * ahead  # under the planned rules
         left_s = self.allowance_s - elapsed_s - unbound_ahead_s
         self.scale = min(1.0, max(SMALLEST_SCALE, left_s / bound_ahead_s))
         return self.scale
