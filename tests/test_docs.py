@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -156,8 +157,7 @@ def test_the_link_checker_finds_broken_links(tmp_path, monkeypatch):
 # --- (b) the columns reference is generated from the schema ----------------------------------------------------
 
 def test_columns_reference_matches_the_schema():
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"),
-                                                                             os.environ.get("PYTHONPATH")]))}
+    environment = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src"))}
     generated = subprocess.run([sys.executable, str(ROOT / "scripts" / "columns_doc.py")], cwd=ROOT, env=environment,
                                capture_output=True, text=True, timeout=120)
     assert generated.returncode == 0, generated.stderr[-3000:]
