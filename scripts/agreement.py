@@ -16,12 +16,13 @@ import sys
 import pandas as pd
 
 from bench import analysis, store
+from bench.experiments import registry
 
 BANDWIDTH_KEYS = ["host_memory", "direction", "bytes"]
 
 
 def _newest(path: str) -> pd.DataFrame:
-    return analysis.newest(store.read_any(path))
+    return analysis.newest(store.read_any(path, store.suite_schema(registry())), registry())
 
 
 def _gbps(frame: pd.DataFrame) -> pd.Series:

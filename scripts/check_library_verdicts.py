@@ -20,6 +20,7 @@ import pandas as pd
 from bench import store
 from bench.catalogs import catalog
 from bench.catalogs import cupy_calls, numba_calls, torch_calls
+from bench.experiments import registry
 
 SPIN_MS = 200.0
 SPIN = r"""
@@ -40,7 +41,7 @@ def main() -> int:
 
     from bench.experiments.library import _Streams
 
-    rows = store.read(sys.argv[1])
+    rows = store.read(sys.argv[1], store.suite_schema(registry()))
     bench = rows[(rows["experiment"] == "library") & (rows["placement"] == "same") & (rows["status"] == "ok")]
     kernel = cupy.RawKernel(SPIN, "spin")
     nanoseconds = cupy.uint64(int(SPIN_MS * 1e6))

@@ -98,7 +98,7 @@ def field_columns(fields) -> list[schema.Column]:
 
 def page() -> str:
     experiments = registry()
-    suite = store.suite_schema()
+    suite = store.suite_schema(experiments)
     lines = [
         "# Results columns",
         "",
@@ -108,7 +108,7 @@ def page() -> str:
         "order: the identity columns, every experiment's own columns, the samples, the run, the monitor and the "
         "environment. A row of one experiment leaves the other experiments' columns empty (null). How results "
         "files are laid out and read: [usage](../usage.md#results-files). The same list, from Python: "
-        "`bench.schema.describe(bench.store.suite_schema())`.",
+        "`bench.schema.describe(bench.store.suite_schema(bench.experiments.registry()))`.",
         "",
         "Types are Arrow's: `int64` reads as pandas `Int64` (nullable), `bool` as nullable `boolean`, `double` as "
         "float, `list<double>` as arrays.",
@@ -140,7 +140,7 @@ def page() -> str:
             owners = ", ".join(f"`{experiment.name}`" for experiment in experiments.values()
                                if name in experiment.tables)
             lines += [f"### {name}", "", f"Written by {owners}.", "",
-                      *table(field_columns(store.table_schema(name))), ""]
+                      *table(field_columns(store.table_schema(name, experiments))), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

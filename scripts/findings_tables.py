@@ -1,5 +1,5 @@
 """A findings page's measured part, as Markdown: the run's environment, then each experiment's headline table, from
-one results file (every number comes from the file through the experiments' own headline functions).
+one results file (every number comes from the file through the experiments' own headline functions, in their views).
 
     python scripts/findings_tables.py results/<run>.parquet >> docs/findings/<date>-<gpu>.md
 """
@@ -12,6 +12,7 @@ import pandas as pd
 
 from bench import store
 from bench.experiments import registry
+from bench.views import views
 
 ENVIRONMENT = ("gpu_name", "gpu_uuid", "driver_version", "cuda_runtime", "cupy_version", "numba_cuda_version",
                "pcie_gen", "pcie_width", "git_commit", "run_id", "hostname")
@@ -29,7 +30,7 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def page(path: str) -> str:
-    rows = store.read(path)
+    rows = store.read(path, store.suite_schema(registry()))
     first = rows.iloc[0]
     known = [name for name in ENVIRONMENT if name in rows]
     parts = [f"Results file: `{path}` ({len(rows)} configurations, "
@@ -38,7 +39,7 @@ def page(path: str) -> str:
     for name, experiment in registry().items():
         mine = rows[rows["experiment"] == name]
         if len(mine):
-            parts += ["", f"### {name}", "", experiment.description, "", markdown(experiment.headline(mine))]
+            parts += ["", f"### {name}", "", experiment.description, "", markdown(views()[name].headline(mine))]
     return "\n".join(parts) + "\n"
 
 

@@ -39,10 +39,13 @@
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
 #                               sync debug mode)
 #   "faulty EXPERIMENT:N [args]" a sweep with an illegal-address kernel after N rows of EXPERIMENT
+#   "syncs-cases"               bench syncs on users' code (PyTorch, CuPy, JAX, timm, transformers) against independent
+#                               methods (scripts/syncs_cases.py) into results/_syncs/
+#   "syncs TARGET [args]"       python -m bench syncs TARGET, its rows into results/_syncs/
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 out=${OUT:-gpu-out}
-mkdir -p "$out" results/_logs results/_references
+mkdir -p "$out" results/_logs results/_references results/_syncs
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0  # never NVLink multicast (NVLS), whatever a library would choose
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="results/_logs/$stamp-gpu_check.log"
@@ -270,6 +273,11 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
       reference) reference ;;
       faulty) python3 scripts/inject_fault.py "${words[@]:1}" ;;
       library-check) python3 scripts/check_library_verdicts.py "$(newest)" "results/_references/$(basename "$(newest)" .parquet)-library-check.csv" ;;
+      syncs-cases) timeout 480 python3 scripts/syncs_cases.py results/_syncs ;;
+      syncs)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
+        timeout 300 python3 -m bench syncs --save "results/_syncs/$stamp-$name-$(basename "${words[1]%%:*}" .py).parquet" \
+          "${words[@]:1}" ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
       compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;

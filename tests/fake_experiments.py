@@ -11,8 +11,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import pandas as pd
-
 from bench.experiments import Experiment
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.sweep import preflight
@@ -102,10 +100,6 @@ def a_third_of_the_cap(config, rule) -> float:
     return rule.time_cap_s / 3
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"rows": [len(rows)], "ok": [int((rows["status"] == "ok").sum())]})
-
-
 def seconds(config, rule) -> float:
     return 0.01
 
@@ -123,7 +117,7 @@ COLUMNS = (column("n", INT, "index"), column("count", INT, "a count"), column("n
 
 
 def experiment(name: str, measure, **changes) -> Experiment:
-    fields = {"description": name, "axes": {"n": N}, "columns": COLUMNS, "headline": headline, "seconds": seconds,
+    fields = {"description": name, "axes": {"n": N}, "columns": COLUMNS, "seconds": seconds,
               "memory_needed": no_memory, "size_axis": "", **changes}
     return Experiment(name=name, measure=measure, **fields)
 
@@ -144,9 +138,12 @@ INTERRUPTED_AT_ONCE = experiment("interrupted-at-once", partial(rows, fail_after
 PER_MODE = experiment("per-mode", mode_rows, axes={"mode": ("a", "b", "c"), "n": (0, 1)},
                       columns=(column("mode", TEXT, "a process each"), *COLUMNS), process_axis="mode",
                       before_cuda=set_mode)
-# Side tables need a table bench declares: the overlap experiment's timeline, keyed by one of its axes.
+# A side table as the overlap experiment's timeline, keyed by one of its axes (the experiment declares it: the store
+# knows the tables of the experiments the sweep hands it).
+TIMELINE = (column("stream", INT, "stream index"), column("chunk", INT, "chunk index"),
+            column("op", TEXT, "the operation"), column("start_ms", FLOAT, "start"), column("end_ms", FLOAT, "end"))
 TABLED = experiment("tabled", tabled_rows, axes={"streams": (1, 2)}, columns=(column("streams", INT, "streams"),),
-                    tables={"timeline": ()})
+                    tables={"timeline": TIMELINE})
 
 
 def touching_rows(configs, context, directory: str):

@@ -3,6 +3,8 @@ the suite's schema as the sweep would write them, typed."""
 
 import pandas as pd
 
+import synthetic
+
 
 def quick_context(**changes):
     """Every purpose under one short rule (``changes`` applied); a purpose not named falls back to ``default``."""
@@ -19,7 +21,7 @@ def rows_of(name: str, configs, context=None) -> pd.DataFrame:
     from bench.schema import check_row
 
     rows = list(registry()[name].measure(configs, context or quick_context()))
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     for row in rows:
         check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
                   schema)

@@ -541,11 +541,28 @@ def write_fleet(directory: Path, rows: list[dict], gpus=FLEET, run_id: str = RUN
             for host in hosts]
 
 
+def suite(extra=()) -> pa.Schema:
+    """The suite schema a sweep writes: every registered experiment's columns, and ``extra`` experiments' (a test's
+    own)."""
+    from bench import store
+    from bench.experiments import registry
+
+    return store.suite_schema({**registry(), **{experiment.name: experiment for experiment in extra}})
+
+
+def views() -> dict:
+    """Every experiment's view, in the sweep's order, as the command line hands them to :mod:`bench.plots`."""
+    from bench.experiments import registry
+    from bench.views import in_order
+
+    return in_order(registry())
+
+
 def frame(rows: list[dict], extra=()) -> pd.DataFrame:
     """Rows as :func:`bench.store.read` returns them: every suite column, integers ``Int64``, flags ``boolean``."""
     from bench import store
 
-    schema = store.suite_schema(extra)
+    schema = suite(extra)
     table = pa.Table.from_pylist(rows, schema=schema)
     types = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
     return store.typed(table.to_pandas(types_mapper=types.get), schema)
@@ -556,7 +573,7 @@ def write(path: Path, rows: list[dict], run_id: str = RUN_ID, extra=(), **metada
     their own, see :func:`tagged`)."""
     from bench import store
 
-    store.write(Path(path), rows, store.suite_schema(extra), {"run_id": run_id, **metadata})
+    store.write(Path(path), rows, suite(extra), {"run_id": run_id, **metadata})
     return Path(path)
 
 

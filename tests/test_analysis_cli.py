@@ -17,6 +17,7 @@ import pytest
 import synthetic
 from bench import analysis, cli, store
 from bench.errors import UsageError
+from bench.experiments import registry
 from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ def test_newest_keeps_the_newest_measurement_of_each_configuration_per_gpu():
     launch = experiment("launch")
     rows = synthetic.frame(launch + [{**row, "run_id": "20261122T000000Z"} for row in launch[:2]]
                            + synthetic.tagged(launch, **GPU_B))
-    kept = analysis.newest(rows)
+    kept = analysis.newest(rows, registry())
     assert sorted(zip(kept["hostname"], kept["path"], kept["run_id"])) == sorted(
         [("node-a", "dispatcher", "20261122T000000Z"), ("node-a", "precompiled", "20261122T000000Z"),
          ("node-a", "graph", synthetic.RUN_ID)] + [("node-b", path, synthetic.RUN_ID) for path in
@@ -104,7 +105,7 @@ def inputs(tmp_path):
     synthetic.write(tmp_path / "twins" / "a.parquet", experiment("launch"))
     synthetic.write(tmp_path / "twins" / "b.parquet", experiment("launch", **GPU_B))
     timeline = synthetic.overlap_timeline_records(synthetic.overlap_records())[:5]
-    store.write(store.side_table_path(good, "timeline"), timeline, store.table_schema("timeline"),
+    store.write(store.side_table_path(good, "timeline"), timeline, store.table_schema("timeline", registry()),
                 {"run_id": synthetic.RUN_ID, "table": "timeline"})
     (tmp_path / "old.timeline.parquet").write_bytes(V1_TIMELINE.read_bytes())
     store.write(tmp_path / "stamped.parquet", [{"a": 1}], pa.schema([pa.field("a", pa.int64())]), {"run_id": "x"})
@@ -232,7 +233,7 @@ def test_superseded_runs_are_left_out_unless_named(tmp_path, run):
     synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", experiment("launch"))
     superseded = tmp_path / "results" / "_superseded" / "20261120T000000Z-Test-GPU.parquet"
     synthetic.write(superseded, experiment("launch", run_id="20261120T000000Z", **GPU_C))
-    assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results"))] == ["node-a"]
+    assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results", synthetic.suite()))] == ["node-a"]
     result = run("report", cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == "wrote plots/report.html\n", result.stderr
     document = (tmp_path / "plots" / "report.html").read_text()

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import store
 from bench.experiments import batched, registry
 from bench.schema import check_row, schema_of, suite_columns
 from bench.sweep import plan
 from bench.timing import Context
+from bench.views import views
+from bench.views.batched import batched_figure
 
 EXPERIMENT = batched.EXPERIMENT
 
@@ -39,7 +40,7 @@ def test_the_experiment_is_registered_with_typed_axes():
     assert registry()["batched"] is EXPERIMENT
     assert list(EXPERIMENT.axes) == ["host_memory", "access_order", "issue", "copies", "bytes"]
     assert EXPERIMENT.size_axis == "bytes" and EXPERIMENT.share_s == 3
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     for mode in plan.MODES:
         for axis, values in EXPERIMENT.axes_for(mode).items():
             assert values
@@ -100,7 +101,7 @@ def test_copies_never_touch():
 # --- headline and figure -------------------------------------------------------------------------------------
 
 def test_synthetic_rows_fit_the_schema_and_cover_the_columns():
-    schema, own = store.suite_schema(), schema_of(suite_columns([EXPERIMENT.columns]))
+    schema, own = synthetic.suite(), schema_of(suite_columns([EXPERIMENT.columns]))
     records = synthetic.batched_records()
     for row in records + failed_records():
         check_row(row, schema)
@@ -110,7 +111,7 @@ def test_synthetic_rows_fit_the_schema_and_cover_the_columns():
 
 
 def test_headline_compares_the_batch_with_the_loop(rows):
-    table = batched.headline(rows)
+    table = views()["batched"].headline(rows)
     assert list(table["host memory"]) == ["pinned"] * 3 + ["pageable"] * 3
     assert list(table["access order"]) == ["stream", "during-call", "any"] * 2
     assert set(table["copies"]) == {"1024 × 4 KiB"}  # the most copies, the smallest
@@ -122,18 +123,18 @@ def test_headline_compares_the_batch_with_the_loop(rows):
 
 
 def test_headline_without_the_loop_or_without_the_batch(rows):
-    no_loop = batched.headline(rows[rows["issue"] == "batch"])
+    no_loop = views()["batched"].headline(rows[rows["issue"] == "batch"])
     assert len(no_loop) == 6 and set(no_loop["one-by-one host ms"]) == {"—"} and set(no_loop["host time saved"]) == \
         {"—"}
-    only_loop = batched.headline(rows[rows["issue"] == "one-by-one"])
+    only_loop = views()["batched"].headline(rows[rows["issue"] == "one-by-one"])
     assert list(only_loop["access order"]) == ["—", "—"] and set(only_loop["batch host ms"]) == {"—"}
 
 
 def test_headline_shows_only_rows_that_finished(rows):
-    assert len(batched.headline(synthetic.frame(synthetic.tagged(synthetic.batched_records(), status="failed")))) == 0
-    assert len(batched.headline(synthetic.frame(failed_records()))) == 0
+    assert len(views()["batched"].headline(synthetic.frame(synthetic.tagged(synthetic.batched_records(), status="failed")))) == 0
+    assert len(views()["batched"].headline(synthetic.frame(failed_records()))) == 0
     unsupported = synthetic.tagged(synthetic.batched_records(), status="unsupported", error="the driver supports CUDA 12.4")
-    assert len(batched.headline(synthetic.frame(unsupported))) == 0
+    assert len(views()["batched"].headline(synthetic.frame(unsupported))) == 0
 
 
 def test_figure_of_synthetic_rows(rows):
@@ -141,7 +142,7 @@ def test_figure_of_synthetic_rows(rows):
 
     from bench.plots import pyplot, render
 
-    drawn = batched.batched_figure(rows, {})
+    drawn = batched_figure(rows, {})
     try:
         (stem, figure), = drawn
         assert stem == "batched" and re.fullmatch(r"[a-z0-9_]+", stem)
@@ -160,7 +161,7 @@ def test_figure_says_what_it_leaves_out(rows):
     records = synthetic.batched_records()
     records[0] = {**records[0], "status": "failed", "error": "data mismatch"}
     records[1] = {**records[1], "status": "unsupported", "error": "CUDA_ERROR_NOT_SUPPORTED (801)"}
-    (_, figure), = batched.batched_figure(synthetic.frame(records), {})
+    (_, figure), = batched_figure(synthetic.frame(records), {})
     try:
         assert "1 failed, 1 unsupported, not shown" in render(figure, "svg").decode()
     finally:
@@ -168,10 +169,10 @@ def test_figure_says_what_it_leaves_out(rows):
 
 
 def test_figure_of_nothing_measured_and_of_other_experiments():
-    assert batched.batched_figure(synthetic.frame(failed_records()), {}) == []
-    assert batched.batched_figure(synthetic.bandwidth_rows(), {}) == []
+    assert batched_figure(synthetic.frame(failed_records()), {}) == []
+    assert batched_figure(synthetic.bandwidth_rows(), {}) == []
     only_pinned = synthetic.frame([row for row in synthetic.batched_records() if row["host_memory"] == "pinned"])
-    (_, figure), = batched.batched_figure(only_pinned, {})
+    (_, figure), = batched_figure(only_pinned, {})
     try:
         assert len(figure.axes) == 2
     finally:
@@ -197,7 +198,7 @@ def test_unsupported_rows_without_touching_cuda(monkeypatch):
     configs = plan.make(["batched"])[0].configs
     rows = list(batched.measure(configs, Context()))
     assert len(rows) == len(configs)
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     for config, row in zip(configs, rows):
         assert {axis: row[axis] for axis in EXPERIMENT.axes} == config
         assert row["status"] == "unsupported" and row["error"] == reason
@@ -322,5 +323,5 @@ def test_access_orders_are_the_drivers_values():
 
 
 def test_headline_is_a_dataframe_of_strings(rows):
-    table = batched.headline(rows)
+    table = views()["batched"].headline(rows)
     assert isinstance(table, pd.DataFrame) and all(isinstance(value, str) for value in table.to_numpy().ravel())

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import disks
+import synthetic
 from bench import cli, store
 from bench.sweep import plan as planning
 from bench.sweep import preflight
@@ -132,7 +133,7 @@ def test_a_sweep_from_the_command_line(main, tmp_path, fake_suite):
     assert status == 0, err
     (path,) = (tmp_path / "results").iterdir()
     assert path.name.endswith("-Fake-GPU.parquet")
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert list(rows["n"]) == [1, 3] and (rows["status"] == "ok").all() and list(rows["n_samples"]) == [3, 3]
     metadata = store.read_metadata(path)
     assert metadata["mode"] == "quick" and metadata["complete"] is True and metadata["command"].startswith(
@@ -147,7 +148,7 @@ def test_a_sweep_from_the_command_line(main, tmp_path, fake_suite):
 def test_a_sweep_with_a_budget_and_an_out_file(main, tmp_path, fake_suite):
     status, out, err = main("sweep", "--budget", "100", "--out", "run.parquet")
     assert status == 0, err
-    assert len(store.read(tmp_path / "run.parquet")) == len(FINE.axes["n"])
+    assert len(store.read(tmp_path / "run.parquet", synthetic.suite())) == len(FINE.axes["n"])
     assert store.read_metadata(tmp_path / "run.parquet")["budget_s"] == 100
 
 
@@ -193,7 +194,7 @@ def test_bare_bench_says_what_it_does(tmp_path):
     words = " ".join(result.stdout.split())
     assert words.startswith("usage: python -m bench")
     for said in ("which CUDA calls block the host and which serialize the GPU", "copy/compute overlap",
-                 "does it wait for the GPU?", "report, plot, compare and claims read results files anywhere",
+                 "does it wait for the GPU, and where?", "report, plot, compare and claims read results files anywhere",
                  "python -m bench sweep --list"):
         assert said in words, said
     assert bench("--help", cwd=tmp_path).stdout == result.stdout and not list(tmp_path.iterdir())

@@ -13,6 +13,7 @@ import pytest
 
 import synthetic
 from bench import compare, store
+from bench.experiments import registry
 from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,10 +79,8 @@ def test_verdicts(old, new, expected):
 def test_every_configuration_of_every_experiment_is_the_same_as_itself(tmp_path):
     rows = synthetic.all_records()
     path = synthetic.write(tmp_path / "r.parquet", rows)
-    result = compare.compare(store.read(path), store.read(path))
+    result = compare.compare(store.read(path, synthetic.suite()), store.read(path, synthetic.suite()), registry())
     assert result.counts() == {"same": len(rows)} and not result.warnings and not result.headlines
-    from bench.experiments import registry
-
     assert set(result.table["experiment"]) == set(registry())  # every experiment
     run = bench("compare", "r.parquet", "r.parquet", "--fail-above", "1", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -91,8 +90,8 @@ def test_every_configuration_of_every_experiment_is_the_same_as_itself(tmp_path)
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.name[:16])
 def test_each_committed_version_1_file_is_the_same_as_itself(path):
-    rows = store.read(path)
-    result = compare.compare(rows, rows)
+    rows = store.read(path, synthetic.suite())
+    result = compare.compare(rows, rows, registry())
     assert len(result.table) == len(rows) and result.counts() == {"same": len(rows)}
 
 
@@ -101,14 +100,14 @@ def test_the_committed_results_directory_is_the_same_as_itself(tmp_path):
 
     run = bench("compare", str(RESULTS), str(RESULTS), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    shown = len(analysis.newest(store.read_any(RESULTS)))
+    shown = len(analysis.newest(store.read_any(RESULTS, synthetic.suite()), registry()))
     assert run.stdout == (f"What changed\n  nothing beyond noise\n{shown} same (not listed; --all lists every "
                           "configuration)\n")
     assert not list(tmp_path.iterdir())
 
 
 def test_a_rerun_at_the_same_commit_changed_five_serialization_rows():
-    result = compare.compare(store.read(RERUN[0]), store.read(RERUN[1]))
+    result = compare.compare(store.read(RERUN[0], synthetic.suite()), store.read(RERUN[1], synthetic.suite()), registry())
     moved = result.table[result.table["verdict"] == "changed"]
     assert list(moved["experiment"]) == ["serialization"] * 5
     assert set(moved["change"]) == {"partial → overlaps"}
@@ -121,7 +120,7 @@ def test_a_rerun_at_the_same_commit_changed_five_serialization_rows():
 
 def test_the_driver_update_diff_names_calls_copies_and_claims(tmp_path):
     old, new = driver_update()
-    result = compare.compare(synthetic.frame(old), synthetic.frame(new))
+    result = compare.compare(synthetic.frame(old), synthetic.frame(new), registry())
     assert result.counts() == {"changed": 4, "slower": 1, "same": len(old) - 5}
     assert result.warnings == ["driver_version differs: 580.0 → 590.0", "cuda_runtime differs: 12.9 → 13.0"]
     before = 55.0 * (16 << 20) / ((16 << 20) + 200_000)
@@ -174,14 +173,12 @@ def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path):
     synthetic.write(tmp_path / "fleet" / "a.parquet", catalog_rows)
     synthetic.write(tmp_path / "fleet" / "b.parquet", synthetic.tagged(copies, **GPU_B))
     synthetic.write(tmp_path / "new.parquet", synthetic.tagged(synthetic.all_records(), **GPU_C))
-    result = compare.compare(store.read_any(tmp_path / "fleet"), store.read(tmp_path / "new.parquet"))
+    result = compare.compare(store.read_any(tmp_path / "fleet", synthetic.suite()), store.read(tmp_path / "new.parquet", synthetic.suite()), registry())
     assert result.several_gpus and result.counts() == {"same": len(catalog_rows) + len(copies)}
     labels = result.table.groupby("experiment")["gpu"].first().to_dict()
     assert labels == {"bandwidth": "Test GPU bbbbbbbb on node-b → cccccccc on node-c",
                       "blocking": "Test GPU 00000000 on node-a → cccccccc on node-c",
                       "serialization": "Test GPU 00000000 on node-a → cccccccc on node-c"}
-    from bench.experiments import registry
-
     others = [name for name in registry() if name not in ("bandwidth", "blocking", "serialization")]
     assert f"only in the new results, not compared: {', '.join(others)}" in result.warnings
     assert sum("different GPUs: old Test GPU" in warning for warning in result.warnings) == 2
@@ -196,18 +193,18 @@ def test_fleets_pair_by_uuid_and_gpu_selects_one(tmp_path):
     gpu_d = {"gpu_uuid": "GPU-dddddddd-0000-0000-0000-000000000000", "hostname": "node-d"}
     gpu_e = {"gpu_uuid": "GPU-eeeeeeee-0000-0000-0000-000000000000", "hostname": "node-e"}
     old = rows + synthetic.tagged(rows, **GPU_B)
-    result = compare.compare(synthetic.frame(old), synthetic.frame(rows + synthetic.tagged(rows, **GPU_C)))
+    result = compare.compare(synthetic.frame(old), synthetic.frame(rows + synthetic.tagged(rows, **GPU_C)), registry())
     assert list(result.table["gpu"]) == (["Test GPU 00000000 on node-a"] * 3
                                          + ["Test GPU bbbbbbbb on node-b → cccccccc on node-c"] * 3)
     result = compare.compare(synthetic.frame(old + synthetic.tagged(rows, **gpu_d)),
-                             synthetic.frame(rows + synthetic.tagged(rows, **GPU_C) + synthetic.tagged(rows, **gpu_e)))
+                             synthetic.frame(rows + synthetic.tagged(rows, **GPU_C) + synthetic.tagged(rows, **gpu_e)), registry())
     # two GPUs left on each side: no guessing
     assert list(result.table["gpu"]) == ["Test GPU 00000000 on node-a"] * 3
     assert sum("is only in the" in warning for warning in result.warnings) == 4
-    result = compare.compare(synthetic.frame(old), synthetic.frame(old), gpu="node-b")
+    result = compare.compare(synthetic.frame(old), synthetic.frame(old), registry(), gpu="node-b")
     assert list(result.table["gpu"]) == ["Test GPU bbbbbbbb"] * 3 and not result.several_gpus
     with pytest.raises(compare.UsageError, match="new results: --gpu node-b: no such GPU"):
-        compare.compare(synthetic.frame(old), synthetic.frame(rows), gpu="node-b")
+        compare.compare(synthetic.frame(old), synthetic.frame(rows), registry(), gpu="node-b")
 
 
 def test_the_newest_measurement_of_each_configuration_is_compared(tmp_path):
@@ -215,20 +212,20 @@ def test_the_newest_measurement_of_each_configuration_is_compared(tmp_path):
     synthetic.write(tmp_path / "old" / "1.parquet", rows)
     synthetic.write(tmp_path / "old" / "2.parquet", slower(synthetic.tagged(rows, run_id="20261122T000000Z"),
                                                           lambda row: row["path"] == "graph", 2.0))
-    result = compare.compare(store.read_any(tmp_path / "old"), synthetic.frame(rows))
+    result = compare.compare(store.read_any(tmp_path / "old", synthetic.suite()), synthetic.frame(rows), registry())
     assert list(result.table["verdict"]) == ["same", "same", "faster"]
 
 
 def test_a_version_1_directory_against_a_version_2_file(tmp_path):
     (tmp_path / "v1").mkdir()
     (tmp_path / "v1" / RERUN[0].name).write_bytes(RERUN[0].read_bytes())
-    rows = store.read(RERUN[0])
-    schema = store.suite_schema()
+    rows = store.read(RERUN[0], synthetic.suite())
+    schema = synthetic.suite()
     names = [name for name in schema.names if name in rows]
     records = pa.Table.from_pandas(rows[names], schema=pa.schema([schema.field(name) for name in names]),
                                    preserve_index=False).to_pylist()
     synthetic.write(tmp_path / "v2.parquet", records)
-    result = compare.compare(store.read_any(tmp_path / "v1"), store.read(tmp_path / "v2.parquet"))
+    result = compare.compare(store.read_any(tmp_path / "v1", synthetic.suite()), store.read(tmp_path / "v2.parquet", synthetic.suite()), registry())
     assert result.counts() == {"same": len(rows)}
     run = bench("compare", "v1", "v2.parquet", cwd=tmp_path)
     assert run.returncode == 0 and f"{len(rows)} same" in run.stdout, run.stderr
@@ -237,7 +234,7 @@ def test_a_version_1_directory_against_a_version_2_file(tmp_path):
 def test_numbers_read_as_people_write_them():
     assert [compare.number(value) for value in (16.0, 0.004504, 54.33333, 12345.6, math.nan)] == [
         "16", "0.004504", "54.33", "12346", ""]
-    assert compare.compare(pd.DataFrame(), synthetic.frame(synthetic.launch_records())).table.empty
+    assert compare.compare(pd.DataFrame(), synthetic.frame(synthetic.launch_records()), registry()).table.empty
 
 
 def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path):

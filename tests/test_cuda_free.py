@@ -78,7 +78,7 @@ def test_analysis_commands_run_without_the_cuda_libraries(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     shutil.copy(committed(CATALOG), results)
-    machine = store.read(committed(CATALOG)).iloc[0]  # the same GPU, so claims judge both files together
+    machine = store.read(committed(CATALOG), synthetic.suite()).iloc[0]  # the same GPU, so claims judge both files together
     library = synthetic.tagged(synthetic.records("library"), gpu_uuid=machine["gpu_uuid"],
                                hostname=machine["hostname"], gpu_name=machine["gpu_name"])
     synthetic.write(results / "20261122T000000Z-library.parquet", library)

@@ -15,13 +15,15 @@ import pytest
 import synthetic
 from bench import analysis, store
 from bench.catalogs import DOCS_HOST, documented_waits
-from bench.catalogs.runtime import PLACEMENTS, catalog, documented_serializes
-from bench.experiments import Experiment, alloc, blocking, graphs, overlap, registry, serialization
+from bench.catalogs import measured as catalog_module
+from bench.catalogs.runtime import catalog, documented_serializes
+from bench.experiments import Experiment, alloc, graphs, overlap, registry
 from bench.experiments import bandwidth as bandwidth_module
-from bench.measure import catalog as catalog_module
 from bench.measure import pipeline, verdicts
 from bench.schema import check_row, schema_of, suite_columns
 from bench.sweep import plan
+from bench.views import views
+from bench.vocabulary import PLACEMENTS
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 NAMES = list(registry())
@@ -37,6 +39,12 @@ def test_the_registry_finds_every_experiment_module():
     assert len(defining) == len(NAMES)
     assert NAMES == [e.name for e in sorted(registry().values(), key=lambda e: (e.order, e.name))]
     assert registry() is registry()
+
+
+def test_every_experiment_has_a_view_and_every_view_an_experiment():
+    assert list(views()) == sorted(registry())  # found by module name
+    assert all(name == view.name for name, view in views().items())
+    assert all(not view.split_axis or view.split_axis in registry()[name].axes for name, view in views().items())
 
 
 def test_importing_the_registry_imports_no_cuda_library():
@@ -66,13 +74,12 @@ def test_experiment_modules_leave_clocks_events_and_statistics_to_the_timing_cor
 
 def test_an_experiment_must_declare_its_axes():
     with pytest.raises(ValueError, match="axes \\['n'\\] have no column"):
-        Experiment(name="x", description="", axes={"n": (1,)}, columns=(), measure=None, headline=None,
-                   seconds=None)
+        Experiment(name="x", description="", axes={"n": (1,)}, columns=(), measure=None, seconds=None)
     from bench.schema import INT, column
 
     with pytest.raises(ValueError, match="quick/full name an axis the default sweep lacks"):
         Experiment(name="x", description="", axes={"n": (1,)}, columns=(column("n", INT), column("m", INT)),
-                   measure=None, headline=None, seconds=None, quick={"m": (1,)})
+                   measure=None, seconds=None, quick={"m": (1,)})
 
 
 # --- the contract, experiment by experiment ---------------------------------------------------------------------
@@ -87,11 +94,11 @@ def test_experiment_pickles(experiment):
     restored = pickle.loads(pickle.dumps(experiment))
     assert restored.name == experiment.name and restored.axes == experiment.axes
     assert restored.columns == experiment.columns and restored.order == experiment.order
-    assert restored.seconds is experiment.seconds and restored.headline is experiment.headline  # by reference
+    assert restored.seconds is experiment.seconds  # by reference
 
 
 def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     declared = {item.name: item for item in experiment.columns}
     for mode in plan.MODES:
         for axis, values in experiment.axes_for(mode).items():
@@ -103,7 +110,7 @@ def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
     for name in experiment.outcome:
         assert name in declared or name in schema.names
     for table, columns in experiment.tables.items():
-        assert store.table_schema(table).names
+        assert store.table_schema(table, registry()).names
 
 
 @pytest.mark.parametrize("mode", plan.MODES)
@@ -136,7 +143,7 @@ def test_seconds_grow_with_the_stop_rule(experiment):
 
 
 def test_synthetic_rows_fit_the_schema_and_cover_the_experiments_columns(experiment):
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     own = schema_of(suite_columns([experiment.columns]))  # what this experiment declares, and no other
     rows = synthetic.records(experiment.name)
     assert rows
@@ -150,7 +157,7 @@ def test_synthetic_rows_fit_the_schema_and_cover_the_experiments_columns(experim
 
 def test_headline_of_synthetic_rows(experiment):
     rows = synthetic.frame(synthetic.records(experiment.name))
-    table = experiment.headline(rows)
+    table = views()[experiment.name].headline(rows)
     assert isinstance(table, pd.DataFrame) and len(table) and len(table.columns)
     assert not table.isna().all(axis=None)
 
@@ -158,14 +165,14 @@ def test_headline_of_synthetic_rows(experiment):
 def test_headline_shows_only_rows_that_finished(experiment):
     """Rows whose status is not ok are not headline numbers, whatever values they still carry."""
     rows = synthetic.frame(synthetic.tagged(synthetic.records(experiment.name), status="failed", error="broken"))
-    table = experiment.headline(rows)
+    table = views()[experiment.name].headline(rows)
     assert isinstance(table, pd.DataFrame) and len(table) == 0
 
 
 def test_headline_of_rows_that_all_failed(experiment):
     """What a sweep summarises when the experiment's process died before measuring anything."""
     rows = synthetic.frame(synthetic.failed_records(experiment.name))
-    table = experiment.headline(rows)
+    table = views()[experiment.name].headline(rows)
     assert isinstance(table, pd.DataFrame) and len(table) == 0
 
 
@@ -179,7 +186,7 @@ def test_figures_of_synthetic_rows(experiment):
     from bench.plots import pyplot
 
     rows = synthetic.frame(synthetic.records(experiment.name))
-    for draw in experiment.figures:
+    for draw in views()[experiment.name].figures:
         drawn = draw(rows, _tables(rows))
         try:
             assert isinstance(drawn, list) and drawn, (experiment.name, draw.__name__)
@@ -196,7 +203,7 @@ def test_figures_of_all_experiments_rows_and_of_failed_rows(experiment):
 
     everything = synthetic.all_rows()
     failed = synthetic.frame(synthetic.failed_records(experiment.name))
-    for draw in experiment.figures:
+    for draw in views()[experiment.name].figures:
         drawn = draw(everything, _tables(everything))  # rows of every experiment: each figure picks its own
         assert drawn
         drawn += draw(failed, {})  # nothing measured: nothing drawn, or a figure that says so
@@ -300,10 +307,10 @@ def test_catalog_plans_cover_each_call_in_its_placements():
 
 def test_catalog_contradictions_in_the_headline():
     rows = synthetic.blocking_rows()
-    host = blocking.headline(rows[rows["experiment"] == "blocking"])
+    host = views()["blocking"].headline(rows[rows["experiment"] == "blocking"])
     assert set(host["finding"]) == {"waits for the device", "contradicts the docs"}
     assert set(host.loc[host["finding"] == "waits for the device", "call"]) >= {"cudaDeviceSynchronize", "cudaFree"}
-    device = serialization.headline(rows[rows["experiment"] == "serialization"])
+    device = views()["serialization"].headline(rows[rows["experiment"] == "serialization"])
     assert set(device["call"]) >= {"cudaMalloc", "cudaDeviceSynchronize"}
     assert set(device["verdict"]) == {"serializes"} and set(device["cause"]) == {"host waited", "device"}
     assert analysis.contradicts_docs({"matches_docs": False}) and not analysis.contradicts_docs(
@@ -327,7 +334,7 @@ def test_bandwidth_description():
 
 
 def test_bandwidth_headline():
-    table = bandwidth_module.headline(synthetic.bandwidth_rows(failed=2))
+    table = views()["bandwidth"].headline(synthetic.bandwidth_rows(failed=2))
     pinned_h2d = table[(table["direction"] == "H2D") & (table["host memory"] == "pinned")].iloc[0]
     assert pinned_h2d["peak at"] == "1 GiB" and float(pinned_h2d["peak GB/s"]) > 54
     assert float(pinned_h2d["GB/s at 16 MiB"]) < float(pinned_h2d["peak GB/s"])
@@ -375,7 +382,7 @@ def test_overlap_lean_keeps_a_few_pageable_pipelines():
 
 
 def test_overlap_headline_picks_the_most_efficient_configuration():
-    table = overlap.headline(synthetic.overlap_rows())
+    table = views()["overlap"].headline(synthetic.overlap_rows())
     pinned = table[(table["host memory"] == "pinned") & (table["compute ratio"] == "1")].iloc[0]
     assert pinned["best configuration"] == "4 streams × 4 chunks, malloc, eager"  # first to reach 95%
     assert pinned["1-stream speedup"] == "1.00" and pinned["efficiency"] == "95.0%"
@@ -397,7 +404,7 @@ def test_alloc_description():
     configs = plan.make(["alloc"])[0].configs
     assert {c["release_threshold"] for c in configs if c["api"] == "cudaMallocAsync"} == {"0", "max"}
     assert not [c for c in configs if c["api"].startswith("cudaHost") and c["pattern"] == "loop"]
-    assert len(alloc.headline(synthetic.frame(synthetic.alloc_records()))) == 8
+    assert len(views()["alloc"].headline(synthetic.frame(synthetic.alloc_records()))) == 8
 
 
 def test_graphs_description():
@@ -407,7 +414,7 @@ def test_graphs_description():
     assert {c["launch"] for c in configs if c["case"] == "stream-order"} == {"eager"}
     assert {c["launch"] for c in configs if c["case"] == "malloc-loop"} == {"eager", "graph"}
     assert graphs.memory_needed([{"bytes": 1 << 20, "iterations": 100}]) == (3 * 100 << 20, 0)
-    table = graphs.headline(synthetic.frame(synthetic.graphs_records(wrong_results=2)))
+    table = views()["graphs"].headline(synthetic.frame(synthetic.graphs_records(wrong_results=2)))
     assert "2 wrong of 100 trials" in set(table["outcome"])
     assert any("cudaErrorStreamCaptureUnsupported" in text for text in table["outcome"])
 

@@ -61,20 +61,20 @@ def test_per_host_directories_read_as_one_dataset_of_four_gpus(tmp_path):
     synthetic.write(results / "fleet" / "_logs" / "notes.parquet", synthetic.records("launch"))
     found = [path.relative_to(results).as_posix() for path in store.results_files(results / "fleet")]
     assert found == [f"fleet/node-a/{FILE}", f"fleet/node-b/{FILE}"]
-    fleet = store.read_any(results / "fleet")
+    fleet = store.read_any(results / "fleet", synthetic.suite())
     assert len(fleet) == 4 * len(rows)
     assert [(gpu.host, gpu.uuid, gpu.name) for gpu in analysis.gpus(fleet)] == [
         (gpu["hostname"], gpu["gpu_uuid"], "NVIDIA H200") for gpu in synthetic.FLEET]
     assert sorted(set(zip(fleet["hostname"], fleet["gpu_index"], fleet["gpu_uuid"]))) == [
         ("node-a", 0, A0["gpu_uuid"]), ("node-a", 1, A1["gpu_uuid"]), ("node-b", 0, B0["gpu_uuid"]),
         ("node-b", 1, B1["gpu_uuid"])]
-    shown = analysis.newest(fleet)  # both hosts' runs have one run id: each GPU keeps its own rows
+    shown = analysis.newest(fleet, registry())  # both hosts' runs have one run id: each GPU keeps its own rows
     assert [len(mine) for _, mine in analysis.by_gpu(shown)] == [len(rows)] * 4
     # the fleet is part of results/ (what report reads by default); a snapshot under a _ name is not, unless named
     synthetic.write_fleet(results / "_fleet-old", synthetic.records("launch"),
                           gpus=[{**B1, "gpu_uuid": "GPU-c0c0c0c0-0000-0000-0000-000000000000"}])
-    assert len(analysis.gpus(store.read_any(results))) == 4
-    assert [gpu.uuid[:12] for gpu in analysis.gpus(store.read_any(results / "_fleet-old"))] == ["GPU-c0c0c0c0"]
+    assert len(analysis.gpus(store.read_any(results, synthetic.suite()))) == 4
+    assert [gpu.uuid[:12] for gpu in analysis.gpus(store.read_any(results / "_fleet-old", synthetic.suite()))] == ["GPU-c0c0c0c0"]
 
 
 def test_a_hostname_picks_every_gpu_on_that_host(tmp_path):
@@ -106,7 +106,7 @@ def test_compare_of_two_fleet_snapshots_matches_gpus_by_uuid(tmp_path):
     synthetic.write(tmp_path / "fleet-new" / "node-a" / f"{NEWER}-NVIDIA-H200.parquet",
                     synthetic.tagged(swapped, run_id=NEWER), NEWER)
     synthetic.write_fleet(tmp_path / "fleet-new", rows, gpus=[B0], run_id=NEWER)
-    result = compare.compare(store.read_any(tmp_path / "fleet-old"), store.read_any(tmp_path / "fleet-new"))
+    result = compare.compare(store.read_any(tmp_path / "fleet-old", synthetic.suite()), store.read_any(tmp_path / "fleet-new", synthetic.suite()), registry())
     assert list(dict.fromkeys(result.table["gpu"])) == [label(A0), label(A1), label(B0)]
     assert result.counts() == {"slower": 1, "same": 3 * len(rows) - 1}
     worse = result.table[result.table["verdict"] == "slower"].iloc[0]
@@ -128,15 +128,15 @@ def test_a_replaced_gpu_pairs_with_the_lone_new_one_and_a_replaced_node_is_not_g
     synthetic.write_fleet(tmp_path / "fleet-old", rows)
     b2 = {**B1, "gpu_uuid": "GPU-b2b2b2b2-0000-0000-0000-000000000000"}
     synthetic.write_fleet(tmp_path / "fleet-new", rows, gpus=[A0, A1, B0, b2], run_id=NEWER)
-    old, new = store.read_any(tmp_path / "fleet-old"), store.read_any(tmp_path / "fleet-new")
-    result = compare.compare(old, new)
+    old, new = store.read_any(tmp_path / "fleet-old", synthetic.suite()), store.read_any(tmp_path / "fleet-new", synthetic.suite())
+    result = compare.compare(old, new, registry())
     assert list(dict.fromkeys(result.table["gpu"])) == [label(A0), label(A1), label(B0),
                                                         "NVIDIA H200 b1b1b1b1 → b2b2b2b2 on node-b"]
     assert result.warnings == [f"NVIDIA H200 b1b1b1b1 → b2b2b2b2 on node-b: different GPUs: old NVIDIA H200 "
                                f"{B1['gpu_uuid']} on node-b, new NVIDIA H200 {b2['gpu_uuid']} on node-b"]
     node_c = [{**gpu, "hostname": "node-c", "gpu_uuid": "GPU-c" + gpu["gpu_uuid"][5:]} for gpu in (B0, B1)]
     synthetic.write_fleet(tmp_path / "fleet-c", rows, gpus=[A0, A1, *node_c], run_id=NEWER)
-    result = compare.compare(old, store.read_any(tmp_path / "fleet-c"))
+    result = compare.compare(old, store.read_any(tmp_path / "fleet-c", synthetic.suite()), registry())
     assert list(dict.fromkeys(result.table["gpu"])) == [label(A0), label(A1)]
     assert sorted(result.warnings) == sorted(f"NVIDIA H200 {gpu['gpu_uuid']} on {gpu['hostname']} is only in the "
                                              f"{side} results (launch); not compared"

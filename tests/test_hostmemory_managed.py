@@ -12,6 +12,8 @@ from bench.experiments import hostmemory, managed, registry
 from bench.schema import check_row, schema_of, suite_columns
 from bench.sweep import plan
 from bench.timing import StopRule
+from bench.views import views
+from bench.views.managed import managed_figure
 
 MiB = 1 << 20
 
@@ -125,7 +127,7 @@ def test_managed_memory_above_half_of_what_is_free_is_refused(nbytes, free, skip
 
 
 def test_rows_not_measured_fit_the_schema():
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     configs = [{"bytes": 1 << 40, "case": case} for case in managed.CASES]
     rows = list(managed._not_measured(configs, "skipped", managed.too_large(1 << 40, 80 << 30), 80 << 30))
     assert [row["case"] for row in rows] == list(managed.CASES)
@@ -179,7 +181,7 @@ def test_host_kinds_are_refused_by_name():
 # --- rows, headlines, figures -----------------------------------------------------------------------------------
 
 def test_synthetic_rows_fit_the_schema(name):
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     own = schema_of(suite_columns([registry()[name].columns]))
     rows = RECORDS[name]()
     for row in rows:
@@ -190,7 +192,7 @@ def test_synthetic_rows_fit_the_schema(name):
 
 
 def test_hostmemory_headline():
-    table = hostmemory.headline(synthetic.frame(synthetic.hostmemory_records()))
+    table = views()["hostmemory"].headline(synthetic.frame(synthetic.hostmemory_records()))
     assert list(table["operation"]) == list(hostmemory.OPERATIONS)
     by_operation = table.set_index("operation")
     assert by_operation.loc["cpu-read", "at"] == "1 MiB"  # the largest size both kinds were read at
@@ -202,13 +204,13 @@ def test_hostmemory_headline():
 
 def test_hostmemory_headline_with_one_kind_missing():
     rows = synthetic.frame([row for row in synthetic.hostmemory_records() if row["host_memory"] == "pinned"])
-    table = hostmemory.headline(rows)
+    table = views()["hostmemory"].headline(rows)
     assert len(table) == 4 and set(table["write-combined GB/s"]) == {"—"}
     assert set(table["write-combined / pinned"]) == {"—"}
 
 
 def test_managed_headline():
-    table = managed.headline(synthetic.frame(synthetic.managed_records(skipped=True)))
+    table = views()["managed"].headline(synthetic.frame(synthetic.managed_records(skipped=True)))
     assert len(table) == 6 and list(table["case"][:3]) == list(managed.CASES)
     first, prefetched, resident = (table.iloc[index] for index in range(3))
     assert float(resident["× resident"]) == pytest.approx(1.0)
@@ -219,11 +221,11 @@ def test_managed_headline():
 def test_headlines_show_only_finished_rows(name):
     experiment = registry()[name]
     rows = synthetic.frame(synthetic.tagged(RECORDS[name](), status="failed", error="broken"))
-    assert len(experiment.headline(rows)) == 0
+    assert len(views()[experiment.name].headline(rows)) == 0
     config_rows = [{"experiment": name, **{axis: row[axis] for axis in experiment.axes}, "status": "failed",
                     "error": "not measured: the process ended", **synthetic.RUN, **synthetic.ENV}
                    for row in RECORDS[name]()]
-    assert len(experiment.headline(synthetic.frame(config_rows))) == 0
+    assert len(views()[experiment.name].headline(synthetic.frame(config_rows))) == 0
 
 
 def test_figures_of_synthetic_rows(name):
@@ -233,7 +235,7 @@ def test_figures_of_synthetic_rows(name):
 
     experiment = registry()[name]
     rows = synthetic.frame(RECORDS[name]() + synthetic.all_records())  # among every other experiment's rows
-    for draw in experiment.figures:
+    for draw in views()[experiment.name].figures:
         drawn = draw(rows, {})
         try:
             assert [stem for stem, _ in drawn] == [name]
@@ -251,7 +253,7 @@ def test_managed_figure_with_skipped_and_failed_rows():
 
     rows = synthetic.managed_records(skipped=True)
     rows[0] = {**rows[0], "status": "failed", "error": "kernel result wrong"}
-    drawn = managed.managed_figure(synthetic.frame(rows), {})
+    drawn = managed_figure(synthetic.frame(rows), {})
     assert len(drawn) == 1
     assert "1 size(s) skipped" in drawn[0][1].get_suptitle()  # three skipped rows of one size
     pyplot().close(drawn[0][1])
@@ -259,7 +261,7 @@ def test_managed_figure_with_skipped_and_failed_rows():
 
 def test_frames_of_both_read_like_a_sweep(tmp_path):
     path = synthetic.write(tmp_path / "run.parquet", synthetic.hostmemory_records(failed=1) + synthetic.managed_records(skipped=True))
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert set(rows["experiment"]) == {"hostmemory", "managed"}
     assert (rows["status"] == "skipped").sum() == 3 and (rows["status"] == "failed").sum() == 1
     assert isinstance(rows, pd.DataFrame)

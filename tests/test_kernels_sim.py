@@ -37,6 +37,18 @@ mix_array_kernel[4, 64](data, 9)
 assert np.array_equal(data.copy_to_host(), mix_reference(values, 9))
 assert not np.array_equal(mix_reference(values, 9), values)
 
+from bench.measure import kernels
+state = cuda.mapped_array(kernels.HOLD_STARTED + 2, np.int32)
+state[:] = 0
+flag = cuda.to_device(np.zeros(1, np.int32))
+started = time.monotonic()
+kernels.hold_kernel[2, 4](state, flag, np.int32(1), np.uint64(40_000_000))  # nobody releases it: the watchdog ends it
+assert 0.04 <= time.monotonic() - started < 5
+assert state[kernels.HOLD_EXPIRED] == 1 and state[kernels.HOLD_ENDED] == 1 and list(state[3:]) == [1, 1], list(state)
+state[kernels.HOLD_RELEASE] = 2
+kernels.hold_kernel[2, 4](state, flag, np.int32(2), np.uint64(10_000_000_000))  # released before it ran: at once
+assert state[kernels.HOLD_EXPIRED] == 1 and state[kernels.HOLD_ENDED] == 2 and flag.copy_to_host()[0] == 2
+
 from bench.measure.kernels import spin_kernel
 stamps = cuda.mapped_array(4, np.uint64)
 stamps[:] = 0

@@ -1,10 +1,14 @@
-"""The package's layout keeps its promises (issue 22): experiments are not libraries. Every module under src/bench is
-parsed (imports inside functions included) and:
+"""The package's layout keeps its promises (issue 22): experiments are not libraries, and presentation stands apart
+from measurement. Every module under src/bench is parsed (imports inside functions included) and:
 
 - no experiment module imports another experiment module (shared code lives in :mod:`bench.measure`);
 - outside the registry (``bench/experiments/__init__.py``) and the sweep (``bench/sweep/``), no module imports an
   experiment module (tests and scripts may);
-- no module imports another module's private name (``from X import _name``).
+- no module imports another module's private name (``from X import _name``);
+- the measuring tools import neither experiments, the sweep, nor the catalogs that stand on them;
+- the analysis side (store, analysis, plots, report, compare, claims, the views) never reaches up to the registry,
+  the sweep or the measuring code: the experiments' descriptions are handed down to it; a view imports only what
+  presentation needs.
 """
 
 from __future__ import annotations
@@ -111,6 +115,61 @@ def test_measure_imports_neither_experiments_nor_the_sweep():
         for line, module, names in imports(path):
             targets = [module] + [f"{module}.{item}" for item in names] if module == "bench" else [module]
             for target in targets:
-                if target.startswith(("bench.experiments", "bench.sweep")):
+                if target.startswith(("bench.experiments", "bench.sweep", "bench.catalogs")):
                     wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
-    assert not wrong, f"bench.measure must not import experiments or the sweep: {wrong}"
+    assert not wrong, f"bench.measure must not import experiments, the sweep or the catalogs: {wrong}"
+
+
+ANALYSIS = ("bench.store", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",
+            "bench.claims", "bench.views")
+MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
+             "bench.driver", "bench.probe", "bench.syncs")
+VIEWS_MAY_IMPORT = ("bench.views", "bench.plots", "bench.analysis", "bench.units", "bench.vocabulary", "bench.schema",
+                    "bench.errors", "bench.env")
+
+
+def _targets(module: str, names: tuple[str, ...]) -> list[str]:
+    """What one import statement reaches: ``from bench import plots`` reaches bench.plots."""
+    return [f"{module}.{name}" for name in names] if module == "bench" else [module]
+
+
+def _analysis(name: str) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in ANALYSIS)
+
+
+def test_the_analysis_side_never_reaches_up():
+    wrong = []
+    for name, path in MODULES.items():
+        if not _analysis(name):
+            continue
+        for line, module, names in imports(path):
+            for target in _targets(module, names):
+                if any(target == prefix or target.startswith(prefix + ".") for prefix in MEASURING):
+                    wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert not wrong, f"the analysis side imports the registry, the sweep or measuring code: {wrong}"
+
+
+def test_experiments_never_show_their_rows():
+    """An experiment measures; its view (bench.views) shows: no experiment imports a view or the analysis side."""
+    wrong = []
+    for name, path in MODULES.items():
+        if not (name == "bench.experiments" or name.startswith("bench.experiments.")):
+            continue
+        for line, module, names in imports(path):
+            for target in _targets(module, names):
+                if _analysis(target):
+                    wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert not wrong, f"experiments import presentation or the analysis side: {wrong}"
+
+
+def test_views_import_only_what_presentation_needs():
+    views = [name for name in MODULES if name == "bench.views" or name.startswith("bench.views.")]
+    assert len(views) > 1
+    wrong = []
+    for name in views:
+        for line, module, names in imports(MODULES[name]):
+            for target in _targets(module, names):
+                if target.startswith("bench") and not any(target == allowed or target.startswith(allowed + ".")
+                                                          for allowed in VIEWS_MAY_IMPORT):
+                    wrong.append(f"{MODULES[name].relative_to(ROOT)}:{line}: {target}")
+    assert not wrong, f"views import more than presentation needs: {wrong}"

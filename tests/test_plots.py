@@ -7,7 +7,7 @@ from bench import plots
 
 
 def test_bandwidth_figure(tmp_path):
-    paths = plots.plot_results(synthetic.bandwidth_rows(failed=2), tmp_path)
+    paths = plots.plot_results(synthetic.bandwidth_rows(failed=2), tmp_path, synthetic.views())
     assert [p.name for p in paths] == ["bandwidth.png", "bandwidth.svg"]
     height, width, _ = matplotlib.image.imread(paths[0]).shape
     assert width > 1500 and height > 700
@@ -20,12 +20,12 @@ def test_bandwidth_figure(tmp_path):
 def test_unknown_experiments_draw_nothing(tmp_path):
     rows = synthetic.bandwidth_rows()
     rows["experiment"] = "something-else"
-    assert plots.plot_results(rows, tmp_path) == []
+    assert plots.plot_results(rows, tmp_path, synthetic.views()) == []
 
 
 def test_overlap_figures(tmp_path):
     rows = synthetic.overlap_rows()
-    paths = plots.plot_results(rows, tmp_path, {"timeline": synthetic.overlap_timeline(rows)})
+    paths = plots.plot_results(rows, tmp_path, synthetic.views(), {"timeline": synthetic.overlap_timeline(rows)})
     assert sorted(p.name for p in paths) == sorted(
         f"overlap_{kind}.{ext}" for kind in ("scaling", "heatmap", "timeline") for ext in ("png", "svg"))
     scaling = (tmp_path / "overlap_scaling.svg").read_text()
@@ -34,14 +34,14 @@ def test_overlap_figures(tmp_path):
 
 
 def test_overlap_figures_without_a_timeline(tmp_path):
-    names = {p.name for p in plots.plot_results(synthetic.overlap_rows(), tmp_path)}
+    names = {p.name for p in plots.plot_results(synthetic.overlap_rows(), tmp_path, synthetic.views())}
     assert "overlap_scaling.png" in names and "overlap_timeline.png" not in names
 
 
 def test_truth_table_alloc_and_launch_figures(tmp_path):
     rows = synthetic.frame(synthetic.blocking_records() + synthetic.alloc_records() + synthetic.graphs_records()
                            + synthetic.launch_records())
-    paths = plots.plot_results(rows, tmp_path)
+    paths = plots.plot_results(rows, tmp_path, synthetic.views())
     names = sorted(path.name for path in paths)
     assert names == sorted(f"{stem}.{ext}" for stem in ("blocking_truth_table", "alloc", "launch")
                            for ext in ("png", "svg"))  # one truth table for blocking and serialization

@@ -27,8 +27,8 @@ def test_stream_handles_of_every_library():
 def test_a_result_says_what_was_measured():
     waited = ProbeResult("waits-for-device", 19.8, False, 0.02, True, ["waits-for-device"] * 3, "serializes")
     assert waited.waited and str(waited) == (
-        "waits-for-device: waited for the GPU; held the host 19.800 ms with a 20 ms kernel running (0.020 ms with "
-        "nothing running); kernels on two other streams around it: serializes")
+        "waits-for-device: waited for the GPU; held the host 19.800 ms with a 20 ms kernel running on every stream "
+        "(0.020 ms with nothing running); kernels on two other streams around it: serializes")
     flaky = ProbeResult("returns", 0.01, True, 0.01, False, ["returns", "waits-for-device", "returns"])
     assert not flaky.waited and str(flaky).endswith("repeats disagreed: returns, waits-for-device, returns")
     assert str(flaky).startswith("returns: returned while the GPU was busy")

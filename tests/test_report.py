@@ -15,6 +15,8 @@ import pytest
 import synthetic
 from bench import report, store
 from bench.catalogs.runtime import catalog
+from bench.experiments import registry
+from bench.views import views
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results" / "_superseded").glob("20261121T14[45]*Z-NVIDIA-H200.parquet"))
@@ -51,14 +53,14 @@ def one_gpu_results() -> tuple[pd.DataFrame, dict]:
 def one_gpu() -> str:
     """The report of one_gpu_results(), rendered once for the module (a render draws every figure: seconds)."""
     rows, tables = one_gpu_results()
-    return report.render(rows, tables, source="synthetic")
+    return report.render(rows, tables, registry(), source="synthetic")
 
 
 @pytest.fixture(scope="module")
 def two_gpus() -> str:
     """The report of every experiment on GPU A and, measured a day later, on GPU B, where cudaFree returns at once."""
     rows = synthetic.all_records()
-    return report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, run_id=LATER, **GPU_B))), {})
+    return report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, run_id=LATER, **GPU_B))), {}, registry())
 
 
 def test_cells_read_as_people_write_them():
@@ -150,7 +152,7 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
     rows = (blocking + cudafree_returns(synthetic.tagged(blocking, run_id=LATER))
             + synthetic.tagged(overlap, run_id="20261120T000000Z")
             + synthetic.tagged(larger, run_id="20261123T000000Z"))
-    document = report.render(synthetic.frame(rows), {})
+    document = report.render(synthetic.frame(rows), {}, registry())
     assert td(document, "cudaFree on none (spinning stream blocking)")[0] == "good"
     runs = document.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
     assert "<td>0 (newer runs measured all of it)</td>" in runs
@@ -162,18 +164,18 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
 
 def test_the_same_results_give_the_same_bytes(one_gpu, tmp_path):
     rows, tables = one_gpu_results()  # built and rendered again: the module's render is the first
-    written = report.write(rows, tables, tmp_path / "a.html", source="synthetic").read_bytes()
+    written = report.write(rows, tables, tmp_path / "a.html", registry(), source="synthetic").read_bytes()
     assert written == one_gpu.encode("utf-8")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.html"]  # no temporary files left
 
 
 def test_a_report_of_the_committed_h200_results():
-    rows = pd.concat([store.read(path) for path in COMMITTED], ignore_index=True)
+    rows = pd.concat([store.read(path, synthetic.suite()) for path in COMMITTED], ignore_index=True)
     tables: dict = {}
     for path in COMMITTED:
         for name, table in store.side_tables(path).items():
             tables[name] = pd.concat([tables.get(name, table.iloc[0:0]), table], ignore_index=True)
-    document = report.render(rows, tables, source="results")
+    document = report.render(rows, tables, registry(), source="results")
     sections = re.findall(r"<h2 id='gpu-(GPU-[0-9a-f-]+)'>", document)
     assert sections == ["GPU-0ae58127-4a68-57cf-5fb8-628232d62d6e", "GPU-45364c49-8b5e-b5bd-5853-b478f0fefa40"]
     runs = document.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
@@ -189,8 +191,6 @@ def test_a_report_of_the_committed_h200_results():
 
 
 def test_the_answers_come_first_with_each_gpus_newest_run(one_gpu):
-    from bench.experiments import registry
-
     answers = one_gpu.split("<h2 id='answers'>Answers</h2>")[1].split("<h2 id='runs'>")[0]
     assert one_gpu.index("<h2 id='answers'>") < one_gpu.index("<h2 id='runs'>") < one_gpu.index("<h2 id='gpu-")
     uuid = synthetic.ENV["gpu_uuid"]
@@ -220,13 +220,13 @@ def test_the_gpu_measured_last_answers_first(two_gpus):
 def test_a_table_column_holds_one_unit_named_in_its_header(source):
     """No headline cell carries a time or rate unit: the column's header names it (sizes are values, not units)."""
     from bench import analysis
-    from bench.experiments import registry
 
-    rows = synthetic.frame(synthetic.all_records()) if source == "synthetic" else store.read_any(ROOT / "results")
+    rows = (synthetic.frame(synthetic.all_records()) if source == "synthetic"
+            else store.read_any(ROOT / "results", synthetic.suite()))
     unit = re.compile(r"\d\s*(ms|µs|us|ns|GB/s)\b")
-    for _, mine in analysis.by_gpu(analysis.newest(rows)):
-        for name, experiment in registry().items():
-            table = experiment.headline(mine[mine["experiment"] == name])
+    for _, mine in analysis.by_gpu(analysis.newest(rows, registry())):
+        for name in registry():
+            table = views()[name].headline(mine[mine["experiment"] == name])
             for column in table.columns:
                 assert not [value for value in table[column].astype(str) if unit.search(value)], (name, column)
 
@@ -237,7 +237,7 @@ def test_no_figure_title_is_cut_off():
 
     rows = synthetic.frame(synthetic.all_records())
     plt = plots.pyplot()
-    for name, stem, figure in plots.draw(rows, {}):
+    for name, stem, figure in plots.draw(rows, {}, synthetic.views()):
         figure.canvas.draw()
         width = figure.bbox.width
         for text in figure.texts:

@@ -87,7 +87,7 @@ def test_a_failing_experiment_loses_no_other_rows(tmp_path):
     assert isinstance(outcome, Outcome) and outcome.path == path and not outcome.interrupted
     assert outcome.planned == 20 and len(outcome.rows) == 20 and set(outcome.wall_s) == {
         "crashing", "sticky", "out-of-memory", "fine"}
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     metadata = store.read_metadata(path)
     assert len(rows) == 20 and metadata["complete"] is True and metadata["planned"] == 20
     assert metadata["schema_version"] == 2 and metadata["run_id"] == checked.run_id
@@ -118,7 +118,7 @@ def test_a_process_axis_runs_each_value_in_a_process_of_its_own(tmp_path):
     assert item.estimate_s == pytest.approx(3 * planning.PROCESS_S + 6 * 0.01)
     path = tmp_path / "r.parquet"
     _, outcome = _sweep(path, PER_MODE)
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert list(rows["mode"]) == ["a", "a", "b", "b", "c", "c"]
     assert list(rows["status"]) == ["ok", "ok", "ok", "failed", "ok", "ok"]
     assert "exit code 5" in rows["error"][3]
@@ -176,7 +176,7 @@ def test_inline_errors_propagate_after_saving_what_finished(tmp_path):
     subject, checked = _check(path, STICKY, isolate=False)
     with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
         subject.run(checked, monitor=lambda: {})
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert list(rows["n"]) == [0, 1] and (rows["status"] == "ok").all()
     assert store.read_metadata(path)["complete"] is False
 
@@ -188,7 +188,7 @@ def test_an_interrupt_keeps_finished_rows_and_says_where(tmp_path):
     assert outcome.interrupted and outcome.signal == signal.SIGINT and outcome.stopped_in == "interrupted"
     assert outcome.planned == 15 and len(outcome.rows) == 7 and outcome.path == path
     assert cli._exit_status(outcome) == 130
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert list(rows["experiment"]) == ["fine"] * 5 + ["interrupted"] * 2
     assert store.read_metadata(path)["complete"] is False
 
@@ -233,7 +233,7 @@ def test_sigterm_keeps_finished_rows_and_says_where(tmp_path):
     assert child.returncode == 128 + signal.SIGTERM, stderr
     stopped = stdout.split()
     assert stopped[:3] == ["stopped", "in", "slow"] and stopped[4:] == ["15", "True"], stdout
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert 1 <= len(rows) < 5 and int(stopped[3]) == len(rows) and (rows["status"] == "ok").all()
     assert store.read_metadata(path)["complete"] is False
 
@@ -244,7 +244,7 @@ def test_sigterm_keeps_finished_rows_and_says_where(tmp_path):
 def test_rows_that_do_not_fit_the_schema_become_failed_rows(tmp_path):
     path = tmp_path / "r.parquet"
     _, outcome = _sweep(path, BAD_ROWS, isolate=False)
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert list(rows["status"]) == ["ok", "failed", "ok", "failed", "ok"]
     assert "row does not fit the schema" in rows["error"][1] and "'count'" in rows["error"][1]
     assert "'undeclared' is not declared" in rows["error"][3]
@@ -256,7 +256,7 @@ def test_rows_that_do_not_fit_the_schema_become_failed_rows(tmp_path):
 def test_side_tables_are_written_beside_the_results(tmp_path):
     path = tmp_path / "20261121T000000Z-Fake-GPU.parquet"
     checked, outcome = _sweep(path, TABLED)
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert len(rows) == 2 and not [column for column in rows.columns if column.startswith("_")]
     side = store.side_table_path(path, "timeline")
     assert side == tmp_path / "_timeline" / path.name and side.is_file()
@@ -377,7 +377,7 @@ def test_two_runs_of_one_second_get_a_file_each(tmp_path):
     assert first.run(checked, monitor=lambda: {}).path == name
     taken = second.run(second_checked, monitor=lambda: {}).path
     assert taken == tmp_path / f"{first.run_id}-Fake-GPU_2.parquet"
-    assert list(store.read(name)["streams"]) == [1, 2] and list(store.read(taken)["streams"]) == [2]
+    assert list(store.read(name, synthetic.suite())["streams"]) == [1, 2] and list(store.read(taken, synthetic.suite())["streams"]) == [2]
     assert len(store.side_tables(name)["timeline"]) == 2 and len(store.side_tables(taken)["timeline"]) == 1
     assert store.results_files(tmp_path) == [name, taken] and store.newest(tmp_path) == taken
     third, third_planned = _runner(tmp_path, FINE, isolate=False)  # a file at the name already: kept, the run
@@ -396,7 +396,7 @@ def test_a_full_disk_ends_the_sweep_keeping_its_last_save(tmp_path, monkeypatch)
         subject.run(checked, monitor=lambda: {})
     assert str(raised.value) == (f"cannot write {path}: No space left on device; {path} keeps its last save, 2 "
                                  f"configurations (3 configurations measured in this run); --resume {path} finishes it")
-    assert list(store.read(path)["n"]) == [0, 1] and store.read_metadata(path)["complete"] is False
+    assert list(store.read(path, synthetic.suite())["n"]) == [0, 1] and store.read_metadata(path)["complete"] is False
     assert [item.name for item in tmp_path.iterdir()] == ["r.parquet"]  # no part of a file left
 
 
@@ -484,12 +484,12 @@ def test_resume_plans_only_what_the_file_lacks(tmp_path):
 
 def test_resume_runs_only_what_is_missing(tmp_path):
     path = _interrupted_file(tmp_path)
-    first = store.read(path)["run_id"].iloc[0]
+    first = store.read(path, synthetic.suite())["run_id"].iloc[0]
     reporter = Recorder()
     checked, outcome = _sweep(tmp_path / "unused", dataclasses.replace(FINE, name="sticky"), resume=path,
                               reporter=reporter)
     assert len(outcome.rows) == 3 and outcome.path == path and outcome.planned == 3
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert list(rows["n"]) == [0, 1, 2, 3, 4] and (rows["status"] == "ok").all()
     assert list(rows["run_id"]) == [first] * 2 + [checked.run_id] * 3
     assert str(rows["n_samples"].dtype) == "Int64" and list(rows["samples"][0]) == [1.0, 1.1, 0.9]
@@ -505,7 +505,7 @@ def test_resume_keeps_earlier_side_table_rows(tmp_path):
     resumed, checked = _check(tmp_path / "unused", TABLED, resume=path)
     assert checked.plans[0].configs == [{"streams": 2}]
     resumed.run(checked, monitor=lambda: {})
-    assert list(store.read(path)["streams"]) == [1, 2]
+    assert list(store.read(path, synthetic.suite())["streams"]) == [1, 2]
     timeline = store.side_tables(path)["timeline"]
     assert list(timeline["streams"]) == [1, 2] and list(timeline["run_id"]) == [subject.run_id, resumed.run_id]
 
@@ -562,7 +562,7 @@ def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_regist
     subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=concurrent), reporter,
                      gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
     outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
-    rows = store.read(tmp_path / "r.parquet")
+    rows = store.read(tmp_path / "r.parquet", synthetic.suite())
     fine = rows[rows["experiment"] == "fine"]
     assert sorted(fine["gpu_index"]) == [0] * 5 + [1] * 5
     assert dict(fine.groupby("gpu_index")["gpu_uuid"].first()) == {0: "GPU-fake", 1: "GPU-fake-1"}
@@ -585,9 +585,9 @@ def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry)
     first = Runner(Request(out=path, devices=(0, 1), experiments=["fine"]), gpu=FakeGpu(gpus=2), isolate=False,
                    save_every_s=0.0)
     first.run(first.check(first.plan()), monitor=lambda: {})
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     keep = rows[(rows["gpu_index"] == 0) | (rows["n"] < 2)]  # GPU 1 stopped after two configurations
-    store.write(path, store.records(keep), store.suite_schema([FINE]), store.read_metadata(path))
+    store.write(path, store.records(keep), store.suite_schema(planning.registry()), store.read_metadata(path))
     again = Runner(Request(resume=path, experiments=["fine"]), gpu=FakeGpu(gpus=2),  # the file's GPUs: 0 and 1
                    isolate=False, save_every_s=0.0)
     checked = again.check(again.plan())
@@ -607,7 +607,7 @@ def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
     subject.run(subject.check(subject.plan()), monitor=lambda: {})
     timeline = store.side_tables(path)["timeline"]
     assert sorted(timeline["gpu_uuid"]) == ["GPU-fake"] * 2 + ["GPU-fake-1"] * 2  # one run id, two GPUs
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     chosen = plots.tables_of({"timeline": timeline}, rows[rows["gpu_uuid"] == "GPU-fake-1"])["timeline"]
     assert list(chosen["gpu_uuid"]) == ["GPU-fake-1"] * 2
 
@@ -663,7 +663,7 @@ def test_a_concurrent_part_that_fails_fails_only_its_own_configurations(tmp_path
     subject = Runner(Request(out=path, devices=(0, 1), concurrent=True), _SlowAfterModeB(), gpu=FakeGpu(gpus=2),
                      save_every_s=0.0)
     subject.run(subject.check(subject.plan()), monitor=lambda: {})
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     for gpu in (0, 1):
         mine = rows[rows["gpu_index"] == gpu].sort_values(["mode", "n"])
         assert list(zip(mine["mode"], mine["n"], mine["status"])) == [

@@ -18,12 +18,12 @@ ROWS = synthetic.launch_records()
 
 
 def _write(path, run_id="r1", new=True):
-    return store.write(path, synthetic.tagged(ROWS, run_id=run_id), store.suite_schema(), {"run_id": run_id},
+    return store.write(path, synthetic.tagged(ROWS, run_id=run_id), synthetic.suite(), {"run_id": run_id},
                        new=new)
 
 
 def _run_ids(path) -> set:
-    return set(store.read(path)["run_id"])
+    return set(store.read(path, synthetic.suite())["run_id"])
 
 
 def test_a_new_file_takes_the_next_free_name_and_replaces_nothing(tmp_path):

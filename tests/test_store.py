@@ -28,31 +28,31 @@ def _umask():
 
 
 def test_suite_schema_holds_every_experiments_columns():
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     assert schema.names[:3] == ["experiment", "status", "error"]
     for experiment in registry().values():
         for item in experiment.columns:
             assert item.name in schema.names, (experiment.name, item.name)
             assert schema.field(item.name).type == item.type
-    assert store.suite_schema() is store.suite_schema()  # built once
+    assert synthetic.suite() is synthetic.suite()  # built once
     assert "n" not in schema.names
 
 
 def test_suite_schema_with_extra_experiments():
-    schema = store.suite_schema([FINE])
+    schema = synthetic.suite([FINE])
     assert {"n", "count", "note"} <= set(schema.names)
-    assert set(store.suite_schema().names) < set(schema.names)
+    assert set(synthetic.suite().names) < set(schema.names)
 
 
 def test_table_schema():
-    schema = store.table_schema("timeline")
+    schema = store.table_schema("timeline", registry())
     overlap = registry()["overlap"]
     head = ["experiment", "run_id", "gpu_uuid", "hostname"]  # a sweep of several GPUs has one run id
     assert schema.names[:4] == head
     assert schema.names[4:4 + len(overlap.axes)] == list(overlap.axes)
     assert schema.names[4 + len(overlap.axes):] == [item.name for item in overlap.tables["timeline"]]
     with pytest.raises(KeyError):
-        store.table_schema("nothing")
+        store.table_schema("nothing", registry())
 
 
 def test_side_table_path():
@@ -68,8 +68,8 @@ def test_round_trip_is_typed_and_stamped(tmp_path):
     synthetic.write(path, records, run_id="x", mode="default")
     assert store.read_metadata(path) == {"schema_version": store.SCHEMA_VERSION, "run_id": "x", "mode": "default"}
     assert store.SCHEMA_VERSION == 2
-    rows = store.read(path)
-    assert rows.columns.tolist() == store.suite_schema().names
+    rows = store.read(path, synthetic.suite())
+    assert rows.columns.tolist() == synthetic.suite().names
     assert len(rows) == len(records)
     assert str(rows["bytes"].dtype) == "Int64" and str(rows["n_samples"].dtype) == "Int64"
     assert str(rows["verified"].dtype) == "boolean" and str(rows["matches_docs"].dtype) == "boolean"
@@ -86,12 +86,12 @@ def test_write_checks_every_row_and_writes_nothing_wrong(tmp_path):
     good = synthetic.bandwidth_records()[:3]
     bad = {**good[1], "bytes": 1.5}
     with pytest.raises(SchemaError, match="bandwidth row: column 'bytes'"):
-        store.write(path, [good[0], bad], store.suite_schema(), {"run_id": "x"})
+        store.write(path, [good[0], bad], synthetic.suite(), {"run_id": "x"})
     assert list(tmp_path.iterdir()) == []
     synthetic.write(path, good)
     before = path.read_bytes()
     with pytest.raises(SchemaError, match="'nope' is not declared"):
-        store.write(path, [*good, {**good[0], "nope": 1}], store.suite_schema(), {"run_id": "y"})
+        store.write(path, [*good, {**good[0], "nope": 1}], synthetic.suite(), {"run_id": "y"})
     assert path.read_bytes() == before
 
 
@@ -115,49 +115,49 @@ def test_atomic_write_survives_interruption(tmp_path, monkeypatch):
 def test_write_makes_the_directory(tmp_path):
     path = tmp_path / "a" / "b" / "r.parquet"
     synthetic.write(path, synthetic.launch_records())
-    assert len(store.read(path)) == 3
+    assert len(store.read(path, synthetic.suite())) == 3
 
 
 def test_rejects_foreign_newer_unreadable_and_missing_files(tmp_path):
     foreign = tmp_path / "foreign.parquet"
     pq.write_table(pa.table({"a": [1]}), foreign)
     with pytest.raises(ResultsError, match="not a bench results file"):
-        store.read(foreign)
+        store.read(foreign, synthetic.suite())
 
     newer = tmp_path / "newer.parquet"
     table = pa.table({"a": [1]}).replace_schema_metadata(
         {store.METADATA_KEY: json.dumps({"schema_version": store.SCHEMA_VERSION + 1})})
     pq.write_table(table, newer)
     with pytest.raises(ResultsError, match=f"schema version {store.SCHEMA_VERSION + 1}"):
-        store.read(newer)
+        store.read(newer, synthetic.suite())
 
     garbled = tmp_path / "garbled.parquet"
     pq.write_table(pa.table({"a": [1]}).replace_schema_metadata({store.METADATA_KEY: b"{not json"}), garbled)
     with pytest.raises(ResultsError, match="unreadable bench metadata"):
-        store.read(garbled)
+        store.read(garbled, synthetic.suite())
 
     text = tmp_path / "text.parquet"
     text.write_text("hello")
     with pytest.raises(ResultsError, match="cannot read"):
-        store.read(text)
+        store.read(text, synthetic.suite())
     with pytest.raises(ResultsError, match="cannot read"):
-        store.read(tmp_path / "missing.parquet")
+        store.read(tmp_path / "missing.parquet", synthetic.suite())
     assert issubclass(ResultsError, UsageError)
 
 
 def test_read_refuses_side_tables_and_files_without_result_rows(tmp_path):
     side = tmp_path / "_timeline" / "r.parquet"
     rows = synthetic.overlap_timeline_records(synthetic.overlap_records()[:1])
-    store.write(side, rows, store.table_schema("timeline"), {"run_id": "x", "table": "timeline"})
+    store.write(side, rows, store.table_schema("timeline", registry()), {"run_id": "x", "table": "timeline"})
     with pytest.raises(ResultsError, match="side table 'timeline'"):
-        store.read(side)
+        store.read(side, synthetic.suite())
     assert len(store.read_table(side)) == len(rows)
 
     no_rows = tmp_path / "no-rows.parquet"
     table = pa.table({"a": [1]}).replace_schema_metadata({store.METADATA_KEY: json.dumps({"schema_version": 2})})
     pq.write_table(table, no_rows)
     with pytest.raises(ResultsError, match="no bench result rows"):
-        store.read(no_rows)
+        store.read(no_rows, synthetic.suite())
 
     main = synthetic.write(tmp_path / "r.parquet", synthetic.launch_records())
     with pytest.raises(ResultsError, match="is a results file, not a side table"):
@@ -165,7 +165,7 @@ def test_read_refuses_side_tables_and_files_without_result_rows(tmp_path):
 
 
 def test_typed_converts_older_representations():
-    schema = store.suite_schema()
+    schema = synthetic.suite()
     rows = pd.DataFrame({"experiment": ["a", "b", "c"], "bytes": [1.0, float("nan"), 3.0],
                          "verified": ["true", "", "False"], "matches_docs": [1.0, None, 0.0],
                          "gbps": [1.0, 2.0, float("nan")], "unknown": [1, 2, 3]})
@@ -187,7 +187,7 @@ def _timeline(path, run_id="x"):
     records = [{**row, "run_id": run_id} for row in synthetic.overlap_records()[:2]]
     synthetic.write(path, records, run_id=run_id)
     entries = synthetic.overlap_timeline_records(records)
-    store.write(store.side_table_path(path, "timeline"), entries, store.table_schema("timeline"),
+    store.write(store.side_table_path(path, "timeline"), entries, store.table_schema("timeline", registry()),
                 {"run_id": run_id, "table": "timeline"})
     return records, entries
 
@@ -227,18 +227,18 @@ def test_read_any_reads_a_file_or_a_directory_as_one_dataset(tmp_path):
     synthetic.write(tmp_path / "fleet" / "node-a" / "r1.parquet", a, run_id="r1")
     synthetic.write(tmp_path / "fleet" / "node-b" / "r2.parquet", b, run_id="r2")
     _timeline(tmp_path / "fleet" / "node-b" / "r3.parquet")
-    rows = store.read_any(tmp_path / "fleet")
+    rows = store.read_any(tmp_path / "fleet", synthetic.suite())
     assert len(rows) == 4 + 3 + 2 and set(rows["hostname"]) == {"node-a", "node-b"}
     assert set(rows["experiment"]) == {"bandwidth", "launch", "overlap"}
     assert str(rows["bytes"].dtype) == "Int64"
-    assert len(store.read_any(tmp_path / "fleet" / "node-a" / "r1.parquet")) == 4
+    assert len(store.read_any(tmp_path / "fleet" / "node-a" / "r1.parquet", synthetic.suite())) == 4
     tables = store.side_tables_any(tmp_path / "fleet")
     assert list(tables) == ["timeline"] and len(tables["timeline"]) > 0
     (tmp_path / "empty").mkdir()
     with pytest.raises(ResultsError, match="no results files"):
-        store.read_any(tmp_path / "empty")
+        store.read_any(tmp_path / "empty", synthetic.suite())
     with pytest.raises(ResultsError, match="cannot read results file"):
-        store.read_any(tmp_path / "missing")
+        store.read_any(tmp_path / "missing", synthetic.suite())
 
 
 def test_a_directory_reads_with_plain_pandas_and_pyarrow(tmp_path):
@@ -248,7 +248,7 @@ def test_a_directory_reads_with_plain_pandas_and_pyarrow(tmp_path):
     records, _ = _timeline(tmp_path / "20261121T010000Z-Test-GPU.parquet", run_id="r2")
     (tmp_path / "_logs").mkdir()
     (tmp_path / "_logs" / "x.log").write_text("a sweep's log\n")
-    names = store.suite_schema().names
+    names = synthetic.suite().names
     frame = pd.read_parquet(tmp_path)
     assert len(frame) == 5 + len(records) and frame.columns.tolist() == names
     assert set(frame["experiment"]) == {"bandwidth", "overlap"} and set(frame["run_id"]) == {"r1", "r2"}
@@ -283,40 +283,40 @@ def test_newest_rows_takes_each_experiment_from_the_newest_file_that_has_it(tmp_
                     tagged(synthetic.launch_records()[:1], "r6"), run_id="r6")
 
     skipped = []
-    rows = store.newest_rows(tmp_path, ["bandwidth", "launch", "graphs", "alloc"], skipped.append)
+    rows = store.newest_rows(tmp_path, synthetic.suite(), ["bandwidth", "launch", "graphs", "alloc"], skipped.append)
     assert [str(error) for error in skipped] == [f"cannot read results file {tmp_path / '20261104T000000Z-a.parquet'}: "
                                                  "Parquet magic bytes not found in footer. Either the file is "
                                                  "corrupted or this is not a parquet file."]
     with pytest.raises(ResultsError, match="20261104T000000Z-a.parquet"):
-        store.newest_rows(tmp_path, ["launch"])  # no one to tell: the file stops it
+        store.newest_rows(tmp_path, synthetic.suite(), ["launch"])  # no one to tell: the file stops it
     by = {name: group for name, group in rows.groupby("experiment")}
     assert set(by) == {"bandwidth", "launch", "graphs"}
     assert len(by["bandwidth"]) == 2 and set(by["bandwidth"]["run_id"]) == {"r2"}
     assert len(by["launch"]) == 3 and set(by["launch"]["run_id"]) == {"r1"}
     assert set(by["graphs"]["run_id"]) == {"r3"}  # any rows count, finished or not
     assert str(rows["bytes"].dtype) == "Int64"
-    only = store.newest_rows(tmp_path, ["launch"], skipped.append)
+    only = store.newest_rows(tmp_path, synthetic.suite(), ["launch"], skipped.append)
     assert set(only["experiment"]) == {"launch"} and len(only) == 3
-    assert store.newest_rows(tmp_path, ["alloc"], skipped.append).empty
+    assert store.newest_rows(tmp_path, synthetic.suite(), ["alloc"], skipped.append).empty
     (tmp_path / "empty").mkdir()
-    assert store.newest_rows(tmp_path / "empty", ["launch"]).empty
+    assert store.newest_rows(tmp_path / "empty", synthetic.suite(), ["launch"]).empty
 
 
 def test_read_any_of_version_1_side_table_layout_passes_over_side_tables(tmp_path):
     synthetic.write(tmp_path / "20261101T000000Z-a.parquet", synthetic.launch_records())
     pq.write_table(pa.table({"op": ["H2D"]}), tmp_path / "20261101T000000Z-a.timeline.parquet")
-    rows = store.read_any(tmp_path)
+    rows = store.read_any(tmp_path, synthetic.suite())
     assert len(rows) == 3 and not math.isnan(rows["median"].iloc[0])
 
 
 def test_rows_read_back_can_be_written_again(tmp_path):
     """A resumed sweep writes a file's rows again: read, typed, they must turn back into rows that fit."""
     first = synthetic.write(tmp_path / "a.parquet", synthetic.all_records())
-    records = store.records(store.read(first))
-    schema = store.suite_schema()
+    records = store.records(store.read(first, synthetic.suite()))
+    schema = synthetic.suite()
     for row in records:
         check_row(row, schema)
     assert records[0]["samples"] == synthetic.all_records()[0]["samples"] and records[0]["launch"] is None
     assert all(type(value) in (str, int, float, bool, list, type(None)) for row in records for value in row.values())
     again = synthetic.write(tmp_path / "b.parquet", records)
-    pd.testing.assert_frame_equal(store.read(again), store.read(first))
+    pd.testing.assert_frame_equal(store.read(again, synthetic.suite()), store.read(first, synthetic.suite()))

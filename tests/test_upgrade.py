@@ -14,7 +14,8 @@ import pytest
 import synthetic
 from bench import store, upgrade
 from bench.errors import ResultsError
-from bench.upgrade import from_version_1
+from bench.experiments import registry
+from bench.version1 import from_version_1
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -48,7 +49,7 @@ def _assert_samples(rows: pd.DataFrame, unit: str, clock: str) -> None:
 def test_committed_bandwidth_and_launch_file():
     path = committed(BANDWIDTH_LAUNCH)
     assert store.read_metadata(path)["schema_version"] == 1
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert set(rows["experiment"]) == {"bandwidth", "launch"}
     assert str(rows["bytes"].dtype) == "Int64" and str(rows["n_samples"].dtype) == "Int64"
     assert str(rows["verified"].dtype) == "boolean" and str(rows["gated"].dtype) == "boolean"
@@ -63,7 +64,7 @@ def test_committed_bandwidth_and_launch_file():
 
 
 def test_committed_catalog_file():
-    rows = store.read(committed(CATALOG))
+    rows = store.read(committed(CATALOG), synthetic.suite())
     assert set(rows["experiment"]) == {"alloc", "blocking", "graphs", "serialization"}
     by = {name: group for name, group in rows.groupby("experiment")}
 
@@ -86,7 +87,7 @@ def test_committed_graphs_malloc_loop_rows_split_by_launch():
     path = committed(CATALOG)
     raw = pq.read_table(path).to_pandas()
     raw_loops = raw[(raw["experiment"] == "graphs") & (raw["case"] == "malloc-loop")]
-    graphs = store.read(path)
+    graphs = store.read(path, synthetic.suite())
     graphs = graphs[graphs["experiment"] == "graphs"]
     loops = graphs[graphs["case"] == "malloc-loop"]
     assert len(loops) == 2 * len(raw_loops) > 0
@@ -107,7 +108,7 @@ def test_committed_graphs_malloc_loop_rows_split_by_launch():
 
 def test_committed_overlap_file_and_its_version_1_side_table():
     path = committed(OVERLAP)
-    rows = store.read(path)
+    rows = store.read(path, synthetic.suite())
     assert set(rows["experiment"]) == {"overlap"}
     _assert_samples(rows, "ms", "gpu")
     assert str(rows["streams"].dtype) == "Int64" and rows["compute_ratio"].dtype == float
@@ -136,7 +137,7 @@ def test_a_version_1_file_is_converted_on_read(tmp_path):
          "host_ms_samples": [19.0, 20.0, 21.0], "host_ms": 20.0, "status": "ok", "error": "", "verified": None,
          "docs_waits": "false", "matches_docs": ""},
     ])
-    rows = store.read(_version_1(tmp_path / "old.parquet", frame))
+    rows = store.read(_version_1(tmp_path / "old.parquet", frame), synthetic.suite())
     bandwidth, blocking = rows.iloc[0], rows.iloc[1]
     assert list(bandwidth["samples"]) == [0.3, 0.1, 0.2] and bandwidth["median"] == 0.2
     assert (bandwidth["unit"], bandwidth["clock"], bandwidth["n_samples"]) == ("ms", "gpu", 3)
@@ -203,7 +204,7 @@ def test_every_committed_main_table_has_todays_columns_and_plain_readers_drop_no
     """Plain pandas and pyarrow read a directory with one file's schema: a file of fewer columns would lose the
     others' columns. So every committed main table of this schema version has exactly the suite's columns, and a
     column added to the suite fails here until the files are upgraded."""
-    names = store.suite_schema().names
+    names = synthetic.suite().names
     tables = upgrade.main_tables(RESULTS)
     assert len(tables) > 40  # results/ and every _ subdirectory: _quick, _fresh, _full, ...
     stale = [str(path.relative_to(RESULTS)) for path in tables if pq.read_schema(path).names != names]
@@ -240,9 +241,9 @@ def _older(path: Path, dropped: list[str]) -> pa.Table:
 def test_to_suite_schema_adds_empty_columns_and_changes_nothing_else(tmp_path):
     path = synthetic.write(tmp_path / "r.parquet", synthetic.launch_records() + synthetic.bandwidth_records()[:3])
     before = _older(path, ["host_cpus", "nvlinks", "stop_scale"])
-    assert upgrade.to_suite_schema(path) is True
+    assert upgrade.to_suite_schema(path, synthetic.suite()) is True
     after = pq.read_table(path)
-    assert after.column_names == store.suite_schema().names and after.num_rows == before.num_rows == 6
+    assert after.column_names == synthetic.suite().names and after.num_rows == before.num_rows == 6
     for name in before.column_names:
         assert after[name].equals(before[name]), name
         assert after.schema.field(name).equals(before.schema.field(name), check_metadata=True), name
@@ -250,7 +251,7 @@ def test_to_suite_schema_adds_empty_columns_and_changes_nothing_else(tmp_path):
     assert after.schema.metadata[store.METADATA_KEY] == before.schema.metadata[store.METADATA_KEY]
     assert str(pd.read_parquet(path)["n_samples"].dtype) == "Int64"  # pandas' description covers every column
     stamp = path.stat().st_mtime_ns
-    assert upgrade.to_suite_schema(path) is False and path.stat().st_mtime_ns == stamp
+    assert upgrade.to_suite_schema(path, synthetic.suite()) is False and path.stat().st_mtime_ns == stamp
 
 
 def test_to_suite_schema_refuses_a_column_the_suite_lacks_or_types_differently(tmp_path):
@@ -258,11 +259,11 @@ def test_to_suite_schema_refuses_a_column_the_suite_lacks_or_types_differently(t
     table = pq.read_table(path)
     pq.write_table(table.append_column("retired", pa.array([1.0] * table.num_rows)), path)
     with pytest.raises(ResultsError, match="column retired \\(double\\) is not in today's suite schema"):
-        upgrade.to_suite_schema(path)
+        upgrade.to_suite_schema(path, synthetic.suite())
     pq.write_table(table.set_column(table.schema.get_field_index("n_samples"), "n_samples",
                                     table["n_samples"].cast(pa.float64())), path)
     with pytest.raises(ResultsError, match="column n_samples \\(double\\)"):
-        upgrade.to_suite_schema(path)
+        upgrade.to_suite_schema(path, synthetic.suite())
 
 
 def test_the_upgrade_command_rewrites_only_main_tables_of_this_version(tmp_path, capsys):
@@ -271,14 +272,14 @@ def test_the_upgrade_command_rewrites_only_main_tables_of_this_version(tmp_path,
     current = synthetic.write(tmp_path / "20261122T000000Z-a.parquet", synthetic.launch_records())
     side = store.side_table_path(current, "timeline")
     store.write(side, synthetic.overlap_timeline_records(synthetic.overlap_records())[:2],
-                store.table_schema("timeline"), {"run_id": "x", "table": "timeline"})
+                store.table_schema("timeline", registry()), {"run_id": "x", "table": "timeline"})
     (tmp_path / "notes.parquet").write_text("not parquet")
     untouched = {path: path.read_bytes() for path in (current, side, tmp_path / "notes.parquet")}
     assert upgrade.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [f"upgraded {main}", f"{tmp_path}: 1 of 2 main tables upgraded; all have the suite's "
-                                       f"{len(store.suite_schema())} columns"]
-    assert pq.read_schema(main).names == store.suite_schema().names
+                                       f"{len(synthetic.suite())} columns"]
+    assert pq.read_schema(main).names == synthetic.suite().names
     assert {path: path.read_bytes() for path in untouched} == untouched
     assert upgrade.main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == (f"bench: error: {tmp_path / 'missing'} is not a directory (usage: python -m "

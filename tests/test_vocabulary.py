@@ -9,7 +9,7 @@ from bench import catalogs, timing
 from bench.catalogs import cupy_calls, numba_calls, runtime, torch_calls
 from bench.experiments import registry
 from bench.schema import COMMON, SAMPLES
-from bench.vocabulary import Clock, DeviceVerdict, DocsHost, HostVerdict, Status, StopReason, Unit, values
+from bench.vocabulary import PLACEMENTS, Clock, DeviceVerdict, DocsHost, HostVerdict, Status, StopReason, Unit, values
 
 
 def _column(columns, name):
@@ -69,7 +69,7 @@ def test_every_catalog_is_of_the_one_model():
     assert all(call.docs_host in catalogs.LIBRARY_DOCS_HOST for call in catalogs.catalog().values())  # no "maybe"
     assert all(call.category in catalogs.CATEGORIES and call.stream in catalogs.STREAM_USE
                for call in catalogs.catalog().values())
-    assert all(call.api and set(call.placements) <= set(runtime.PLACEMENTS) for call in runtime.CALLS)
+    assert all(call.api and set(call.placements) <= set(PLACEMENTS) for call in runtime.CALLS)
 
 
 def test_one_documented_waits_for_every_catalog():
@@ -84,4 +84,21 @@ def test_one_documented_waits_for_every_catalog():
     with pytest.raises(ValueError):
         catalogs.Call("x", "cupy", "sometimes", "", "", lambda kit, stream: None)
     with pytest.raises(ValueError):
-        catalogs.Call("x", "jax", "never", "", "", lambda kit, stream: None)
+        catalogs.Call("x", "tensorflow", "never", "", "", lambda kit, stream: None)
+
+
+def test_words_both_sides_name_are_defined_once():
+    """An axis whose words the views name too takes them from bench.vocabulary (a subset of an enum's values where
+    the experiment measures only some); so do the catalogs' placements and the spinning streams."""
+    from bench.experiments import batched, bandwidth, hostlinks, hostmemory, roundtrip, zerocopy
+    from bench.measure import columns
+    from bench.vocabulary import SPIN_STREAMS, Direction, HostMemory, HostOperation
+
+    assert catalogs.STREAM_PLACEMENTS == PLACEMENTS[:-1] and PLACEMENTS[-1] == "none"
+    assert columns.SPIN_STREAM.values == SPIN_STREAMS
+    assert bandwidth.DIRECTIONS == values(Direction)
+    for module in (hostlinks, roundtrip, zerocopy):
+        assert set(module.DIRECTIONS) <= set(values(Direction))
+    assert set(hostmemory.COPIES) <= set(values(HostOperation)) and hostmemory.OPERATIONS == values(HostOperation)
+    for kinds in (batched.HOST_KINDS, hostmemory.HOST_KINDS):
+        assert set(kinds) <= set(values(HostMemory))

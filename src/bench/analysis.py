@@ -1,9 +1,11 @@
 """Choosing rows to analyse: the newest measurement of each configuration on each GPU, and one GPU of many; and
-reading the verdict rows of the call catalogs (the report's truth tables, their figures, their answers). pandas only;
-never imports CUDA."""
+reading the verdict rows of the call catalogs (the report's truth tables and their figures). pandas only; never
+imports CUDA, and never an experiment: what identifies a configuration comes in with the experiments' descriptions
+(``experiments``: name -> description, :func:`bench.experiments.registry`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import pandas as pd
@@ -34,11 +36,9 @@ class Gpu(NamedTuple):
         return f"{self.name} {self.tag}".strip()
 
 
-def config_columns(experiment: str) -> list[str]:
-    """The axes that identify a configuration of ``experiment`` (none for an experiment bench does not know)."""
-    from bench.experiments import registry
-
-    known = registry().get(experiment)
+def config_columns(experiment: str, experiments: Mapping) -> list[str]:
+    """The axes that identify a configuration of ``experiment`` (none for an experiment not in ``experiments``)."""
+    known = experiments.get(experiment)
     return list(known.axes) if known else []
 
 
@@ -47,15 +47,15 @@ def key_frame(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return rows[present].astype(object).where(rows[present].notna(), "")
 
 
-def newest(rows: pd.DataFrame) -> pd.DataFrame:
+def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:
     """Of several measurements of a configuration on one GPU, the newest (run ids are UTC timestamps); every GPU
     and host keeps its own. Runs that measured different configurations (a 256 MiB and a 1 GiB overlap run) both
-    stay."""
+    stay. A configuration is its experiment's axes (of ``experiments``)."""
     if not len(rows) or "run_id" not in rows or "experiment" not in rows:
         return rows
     kept = []
     for name, group in rows.groupby("experiment", sort=False):
-        keys = key_frame(group, [*MACHINE, *config_columns(name)])
+        keys = key_frame(group, [*MACHINE, *config_columns(name, experiments)])
         if not len(keys.columns):
             kept.append(group)
             continue
@@ -125,15 +125,3 @@ def short_ms(value: float) -> str:
     if value >= 0.01:
         return f"{value:.2f}"
     return f"{value * 1e3:.0f}µs" if value >= 1e-3 else f"{value * 1e3:.1f}µs"
-
-
-def catalog_answer(rows: pd.DataFrame, verdict: str, what: str) -> str | None:
-    """The answer of an experiment over a call catalog (with ``functools.partial``: an experiment pickles): the
-    calls with ``verdict`` in some placement, which do ``what``."""
-    from bench.experiments import listed
-
-    ok = rows[rows["status"] == "ok"]
-    if not len(ok):
-        return None
-    calls = list(dict.fromkeys(ok.loc[ok["verdict"] == verdict, "call"]))
-    return f"{len(calls)} of {ok['call'].nunique()} calls {what}: {listed(calls)}"

@@ -14,8 +14,9 @@ import pandas as pd
 from bench.catalogs.runtime import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE,
                                     STREAM_PAGE, SYNC_PAGE)
 from bench.catalogs.cupy_calls import DOCS as CUPY_DOCS
+from bench.catalogs.jax_calls import ASYNC as JAX_ASYNC
 from bench.catalogs.torch_calls import DOCS as TORCH_DOCS
-from bench.vocabulary import DeviceVerdict, HostVerdict, Status
+from bench.vocabulary import ClaimVerdict, DeviceVerdict, HostVerdict, Status
 
 TORCH_TO = TORCH_DOCS + "generated/torch.Tensor.to.html"
 TORCH_ITEM = TORCH_DOCS + "generated/torch.Tensor.item.html"
@@ -23,8 +24,9 @@ TORCH_EMPTY_CACHE = TORCH_DOCS + "generated/torch.cuda.empty_cache.html"
 CUPY_ASARRAY = CUPY_DOCS + "cupy.asarray.html"
 CUPY_NDARRAY = CUPY_DOCS + "cupy.ndarray.html"
 
-Judgement = tuple[str, str]  # (what was measured, verdict: "true", "false", "partly")
-LABELS = {"true": "holds", "false": "busted", "partly": "partly", "not measured": "not measured"}  # for the folklore
+Judgement = tuple[str, str]  # (what was measured, verdict: true, false or partly, a ClaimVerdict)
+LABELS = {ClaimVerdict.TRUE: "holds", ClaimVerdict.FALSE: "busted", ClaimVerdict.PARTLY: "partly",
+          ClaimVerdict.NOT_MEASURED: "not measured"}  # for the folklore
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,12 @@ def _waits(call: str, rows: pd.DataFrame) -> Judgement | None:
     waited = mine[mine["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
     if waited.empty:
         return (f"returned while a kernel ran in all {len(mine)} placements × streams; host "
-                f"{_ms_range(mine['host_ms'])}", "false")
+                f"{_ms_range(mine['host_ms'])}", ClaimVerdict.FALSE)
     if len(waited) == len(mine):
-        return f"waited for the running kernel in all {len(mine)} cases; host {_ms_range(mine['host_ms'])}", "true"
+        return (f"waited for the running kernel in all {len(mine)} cases; host {_ms_range(mine['host_ms'])}",
+                ClaimVerdict.TRUE)
     return (f"waited in {len(waited)} of {len(mine)} cases ({_cases(waited)}), host {_ms_range(waited['host_ms'])}",
-            "partly")
+            ClaimVerdict.PARTLY)
 
 
 def _malloc_synchronous(rows: pd.DataFrame) -> Judgement | None:
@@ -75,8 +78,8 @@ def _malloc_synchronous(rows: pd.DataFrame) -> Judgement | None:
     if len(device):
         parts.append(f"kernels on two streams around it: {len(serialized)} of {len(device)} serialized")
     if waited:
-        return "; ".join(parts), "true"
-    return "; ".join(parts), "partly" if len(serialized) else "false"
+        return "; ".join(parts), ClaimVerdict.TRUE
+    return "; ".join(parts), ClaimVerdict.PARTLY if len(serialized) else ClaimVerdict.FALSE
 
 
 def _memcpy_async_returns(rows: pd.DataFrame) -> Judgement | None:
@@ -85,12 +88,12 @@ def _memcpy_async_returns(rows: pd.DataFrame) -> Judgement | None:
         return None
     slow = mine[mine["verdict"] != HostVerdict.RETURNS]
     if slow.empty:
-        return f"returned within {mine['host_ms'].max():.3f} ms in all {len(mine)} cases", "true"
+        return f"returned within {mine['host_ms'].max():.3f} ms in all {len(mine)} cases", ClaimVerdict.TRUE
     pinned = mine[mine["call"].str.contains("pinned")]
     pinned_note = (f"pinned: returned in all {len(pinned)} cases (≤ {pinned['host_ms'].max():.3f} ms); "
                    if len(pinned) and (pinned["verdict"] == HostVerdict.RETURNS).all() else "")
     return (f"{pinned_note}{len(slow)} of {len(mine)} did not return at once: {_cases(slow, limit=4)}",
-            "partly")
+            ClaimVerdict.PARTLY)
 
 
 def _stream_order(rows: pd.DataFrame) -> Judgement | None:
@@ -100,7 +103,7 @@ def _stream_order(rows: pd.DataFrame) -> Judgement | None:
         return None
     trials, wrong = int(mine["trials"].sum()), int(mine["wrong_results"].sum())
     return (f"{wrong} wrong results in {trials} unsynchronized mallocAsync → copy → 2 kernels → copy → freeAsync "
-            f"chains on one stream"), "false" if wrong == 0 else "true"
+            f"chains on one stream"), ClaimVerdict.FALSE if wrong == 0 else ClaimVerdict.TRUE
 
 
 def _sync_in_capture(rows: pd.DataFrame) -> Judgement | None:
@@ -111,8 +114,8 @@ def _sync_in_capture(rows: pd.DataFrame) -> Judgement | None:
     row = mine.iloc[0]
     if row["sync_error"]:
         return (f"the runtime refused the call: {row['sync_error']}; capture {row['capture_state_after_sync']}, "
-                f"ending it: {row['end_capture_error'] or 'no error'}"), "false"
-    return f"the call succeeded; capture {row['capture_state_after_sync']}", "partly"
+                f"ending it: {row['end_capture_error'] or 'no error'}"), ClaimVerdict.FALSE
+    return f"the call succeeded; capture {row['capture_state_after_sync']}", ClaimVerdict.PARTLY
 
 
 def _malloc_async_cheaper(rows: pd.DataFrame) -> Judgement | None:
@@ -133,7 +136,7 @@ def _malloc_async_cheaper(rows: pd.DataFrame) -> Judgement | None:
         parts.append(f"{_size(size)}: malloc {malloc:.1f}, mallocAsync threshold max {pooled:.1f}{trimmed_text}")
     if not verdicts:
         return None
-    verdict = "true" if all(verdicts) else "false" if not any(verdicts) else "partly"
+    verdict = _of(sum(verdicts), len(verdicts))
     return "host µs per (allocate, kernel, free) iteration: " + "; ".join(parts), verdict
 
 
@@ -152,7 +155,7 @@ def _library_waits(calls: tuple[str, ...], placement: str = "same"):
             return None
         waited = mine[mine["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
         described = "; ".join(f"{row['call']}: {row['verdict']} ({row['host_ms']:.3f} ms)" for _, row in mine.iterrows())
-        verdict = "true" if len(waited) == len(mine) else "false" if waited.empty else "partly"
+        verdict = _of(len(waited), len(mine))
         return described, verdict
     return judge
 
@@ -166,8 +169,44 @@ def _non_blocking_async(rows: pd.DataFrame) -> Judgement | None:
     returned = mine[mine["verdict"] == HostVerdict.RETURNS]
     described = "; ".join(f"{row['call'].split(' from ')[-1]}: {row['verdict']} ({row['host_ms']:.3f} ms)"
                           for _, row in mine.iterrows())
-    verdict = "true" if len(returned) == len(mine) else "false" if returned.empty else "partly"
+    verdict = _of(len(returned), len(mine))
     return f"with a kernel running on the copy's stream: {described}", verdict
+
+
+def _of(part: int, whole: int) -> ClaimVerdict:
+    """true where ``part`` is all of ``whole``, false where it is none of it, partly in between."""
+    return ClaimVerdict.TRUE if part == whole else ClaimVerdict.FALSE if part == 0 else ClaimVerdict.PARTLY
+
+
+JAX_DISPATCH = ("jax a * 2 + 1", "jax jitted f(a) (compiled)", "jax jnp.sort(a)", "jax jax.random.normal(key, shape)",
+                "jax a.at[0].set(1.0)")  # operations: the folklore says they return at once
+JAX_READS = ("jax float(a)", "jax a.item()", "jax repr(a)", "jax np.asarray(a)", "jax jax.device_get(a)",
+             "jax a.tolist()")  # reading a value: the folklore says these wait
+
+
+def _jax_async_until_read(rows: pd.DataFrame) -> Judgement | None:
+    """True where JAX's operations returned under the hold and reading a value waited, and nothing else waited;
+    partly where other calls waited too (they read nothing); false where an operation waited or a read did not."""
+    mine = _ok(rows, "library")
+    if not len(mine):
+        return None
+    jax = mine[(mine["library"] == "jax") & (mine["placement"] == "same")]
+    if jax.empty:
+        return None
+    waited = set(jax.loc[jax["verdict"] == HostVerdict.WAITS_FOR_DEVICE, "call"])
+    dispatch = [call for call in JAX_DISPATCH if call in set(jax["call"])]
+    reads = [call for call in JAX_READS if call in set(jax["call"])]
+    dispatch_waited = [call for call in dispatch if call in waited]
+    reads_returned = [call for call in reads if call not in waited]
+    others = sorted(waited - set(reads) - {"jax a.block_until_ready()"})
+    described = (f"with every stream held: {len(dispatch) - len(dispatch_waited)} of {len(dispatch)} operations "
+                 f"returned, {len(reads) - len(reads_returned)} of {len(reads)} reads of a value waited")
+    if dispatch_waited or reads_returned:
+        return described + f"; not as claimed: {', '.join(dispatch_waited + reads_returned)}", "false"
+    if others:
+        named = ", ".join(other.removeprefix("jax ") for other in others)
+        return described + f"; these read no value and waited too: {named}", "partly"
+    return described, "true"
 
 
 def _ms_range(values: pd.Series) -> str:
@@ -226,6 +265,9 @@ CLAIMS = (
     Claim(".item() waits for the GPU",
           "silent: CuPy and PyTorch document it as returning a Python scalar", TORCH_ITEM, ("library",),
           _library_waits(("cupy a.item()", "torch t.item()"))),
+    Claim("JAX work is asynchronous until you read a value",
+          "JAX: operations \"dispatch asynchronously\"; printing, np.asarray or block_until_ready wait for the "
+          "computation", JAX_ASYNC, ("library",), _jax_async_until_read),
     Claim("emptying a memory pool waits for kernels on other streams",
           "silent: CuPy's free_all_blocks \"releases free blocks\", PyTorch's empty_cache \"releases all "
           "unoccupied cached memory\"", TORCH_EMPTY_CACHE, ("library",),
@@ -249,7 +291,7 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for claim in CLAIMS:
         judgement = claim.judge(rows)
-        measured, verdict = judgement if judgement else ("—", "not measured")
+        measured, verdict = judgement if judgement else ("—", ClaimVerdict.NOT_MEASURED)
         lines.append({"claim": claim.text, "docs say": claim.docs, "measured": measured, "verdict": verdict,
                       "source": claim.source})
     return pd.DataFrame(lines)

@@ -1,4 +1,4 @@
-"""``python -m bench {sweep,plot,claims,compare,report,probe,env}``: parse the arguments, call the library, print.
+"""``python -m bench {sweep,plot,claims,compare,report,probe,syncs,env}``: parse the arguments, call the library, print.
 
 A user's mistake (bad argument, no GPU, unreadable results file, a place bench cannot write) is one line on stderr
 and exit status 2, and nothing is written. A sweep interrupted with Ctrl-C (SIGINT) or SIGTERM keeps its finished
@@ -29,8 +29,8 @@ FORMATS = ("text", "json", "markdown")  # compare's and claims' outputs
 DESCRIPTION = """\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
 overlap you really get, copy bandwidth, and what launches and allocations cost; and answers it for your own
-code: does it wait for the GPU? Measuring (sweep, probe) needs an NVIDIA GPU; report, plot, compare and
-claims read results files anywhere."""
+code: does it wait for the GPU, and where? Measuring (sweep, probe, syncs) needs an NVIDIA GPU; report, plot,
+compare and claims read results files anywhere."""
 EXAMPLES = """\
 examples:
   python -m bench sweep --quick            a smoke test of every experiment (seconds)
@@ -38,6 +38,7 @@ examples:
   python -m bench report                   every run in results/ as one HTML file, plots/report.html
   python -m bench compare OLD NEW          what changed between two results (a driver update, a new GPU)
   python -m bench probe mypkg.train:step   does step() wait for the GPU?
+  python -m bench syncs mypkg.train:step   which lines of step() wait for the GPU?
   python -m bench sweep --list             the experiments, what each measures and its axes"""
 
 
@@ -72,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description=DESCRIPTION, epilog=EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help="print the installed version and exit")
-    commands = parser.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,env}")
+    commands = parser.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,syncs,env}")
 
     sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
     size = sweep.add_mutually_exclusive_group()
@@ -150,12 +151,26 @@ def _parser() -> argparse.ArgumentParser:
 
     probe = commands.add_parser("probe", help="does my code block? call MODULE:FUNCTION while the GPU is busy")
     probe.add_argument("target", metavar="MODULE:FUNCTION", help="a function taking no arguments, e.g. mypkg.train:step")
-    probe.add_argument("--stream", choices=("default", "per-thread"), default="default",
-                       help="the stream the spin kernels run on: the legacy default stream (CuPy's and PyTorch's "
-                            "default) or the per-thread default stream")
-    probe.add_argument("--spin-ms", type=_positive_number, default=20.0, help="spin kernel length (default 20)")
+    probe.add_argument("--stream", choices=("all", "default", "per-thread"), default="all",
+                       help="what is held: every stream (the device-wide hold; default), or a spin kernel on the "
+                            "legacy default stream (CuPy's and PyTorch's default) or the per-thread default stream")
+    probe.add_argument("--spin-ms", type=_positive_number, default=20.0, help="hold (spin) length (default 20)")
     probe.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     probe.set_defaults(handler=_probe)
+
+    syncs = commands.add_parser("syncs", help="where does my code wait? every line of MODULE:FUNCTION or a script "
+                                              "that waited for the GPU")
+    syncs.add_argument("target", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
+                       help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run as "
+                            "__main__ with the ARGS that follow it")
+    syncs.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    syncs.add_argument("--settle-ms", type=_positive_number, default=100.0,
+                       help="how long a line stands still under the hold before it counts as waiting (default 100)")
+    syncs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    syncs.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
+    syncs.add_argument("--no-cuda-calls", action="store_true", help="do not name CUDA calls with CUPTI")
+    syncs.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    syncs.set_defaults(handler=_syncs)
 
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
                                           "GPU: the host's, and why there is none)")
@@ -298,16 +313,18 @@ def _print_summary(plans, outcome, console: Console) -> None:
     import pandas as pd
 
     from bench import store
-    from bench.sweep.plan import describe
+    from bench.sweep.plan import describe, experiments_of
+    from bench.views import counts, views
 
-    rows = store.typed(pd.DataFrame(outcome.rows), store.suite_schema([item.experiment for item in plans]))
+    rows = store.typed(pd.DataFrame(outcome.rows), store.suite_schema(experiments_of(plans)))
     for item in plans:
         mine = rows[rows["experiment"] == item.experiment.name] if len(rows) else rows
         if item.label and len(mine):  # one of several GPUs: its own rows
             mine = mine[mine["gpu_index"] == item.devices[0]]
         if not len(mine):
             continue
-        headline = item.experiment.headline(mine)
+        view = views().get(item.experiment.name)
+        headline = view.headline(mine) if view else counts(mine)
         gpus = f" (GPUs {', '.join(map(str, item.devices))})" if len(item.devices) > 1 else (
             f" (GPU {item.devices[0]})" if item.label else "")
         table = Table(title=f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}{gpus}")
@@ -368,16 +385,20 @@ def _unreadable(args: argparse.Namespace):
 
 def _plot(args: argparse.Namespace, console: Console) -> int:
     from bench import analysis, plots, store
+    from bench.experiments import registry
+    from bench.views import in_order
 
+    experiments = registry()
+    schema = store.suite_schema(experiments)
     if args.results:
-        path, rows = args.results, store.read_any(args.results, _unreadable(args))
+        path, rows = args.results, store.read_any(args.results, schema, _unreadable(args))
     else:
-        path, rows = store.read_newest(RESULTS_DIR, _unreadable(args))
+        path, rows = store.read_newest(RESULTS_DIR, schema, _unreadable(args))
     if not len(rows):
         raise UsageError(f"{path} holds no result rows")
-    rows = analysis.select_gpu(analysis.newest(rows), args.gpu)
+    rows = analysis.select_gpu(analysis.newest(rows, experiments), args.gpu)
     store.writable_directory(args.out, "--out")
-    paths = plots.plot_results(rows, args.out, store.side_tables_any(path, _unreadable(args)))
+    paths = plots.plot_results(rows, args.out, in_order(experiments), store.side_tables_any(path, _unreadable(args)))
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
@@ -389,15 +410,18 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
     import pandas as pd
 
     from bench import analysis, claims, store
+    from bench.experiments import registry
 
     needed = claims.needed_experiments()
+    experiments = registry()
+    schema = store.suite_schema(experiments)
     if args.results:
-        rows = store.read_any(args.results, _unreadable(args))
+        rows = store.read_any(args.results, schema, _unreadable(args))
         if not len(rows):
             raise UsageError(f"{args.results} holds no result rows")
-        rows = analysis.newest(rows)
+        rows = analysis.newest(rows, experiments)
     else:
-        rows = store.newest_rows(RESULTS_DIR, needed, _unreadable(args))
+        rows = store.newest_rows(RESULTS_DIR, schema, needed, _unreadable(args))
     rows = analysis.select_gpu(rows, args.gpu)
 
     def judged(rows: pd.DataFrame) -> list:  # each GPU that measured something a claim needs, with its rows
@@ -414,7 +438,7 @@ def _claims(args: argparse.Namespace, console: Console) -> int:
                                command="python -m bench claims --measure"), progress)
         if outcome.interrupted:
             return _exit_status(outcome)
-        rows = pd.concat([rows, store.read(outcome.path)], ignore_index=True)
+        rows = pd.concat([rows, store.read(outcome.path, schema)], ignore_index=True)
         missing = claims.missing_experiments(rows)
     elif missing and args.measure:
         _warn([f"--measure measures for one GPU; the results hold {len(judged(rows))}: choose one with --gpu"])
@@ -476,12 +500,15 @@ def _claims_markdown(groups: list, missing: list[str], console: Console) -> None
 
 def _compare(args: argparse.Namespace, console: Console) -> int:
     from bench import compare, store
+    from bench.experiments import registry
 
-    old, new = store.read_any(args.old, _unreadable(args)), store.read_any(args.new, _unreadable(args))
+    experiments = registry()
+    schema = store.suite_schema(experiments)
+    old, new = store.read_any(args.old, schema, _unreadable(args)), store.read_any(args.new, schema, _unreadable(args))
     for path, rows in ((args.old, old), (args.new, new)):
         if not len(rows):
             raise UsageError(f"{path} holds no result rows")
-    result = compare.compare(old, new, gpu=args.gpu)
+    result = compare.compare(old, new, experiments, gpu=args.gpu)
     if not len(result.table):
         raise UsageError(f"{args.old} and {args.new} have no configuration in common")
     _warn(result.warnings)
@@ -607,12 +634,14 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     import pandas as pd
 
     from bench import analysis, report, store
+    from bench.experiments import registry
 
+    experiments = registry()
     sources = args.results or [RESULTS_DIR]
     if args.out.is_dir():
         raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
     store.write_target(args.out, "--out")
-    frames = [store.read_any(source, _unreadable(args)) for source in sources]
+    frames = [store.read_any(source, store.suite_schema(experiments), _unreadable(args)) for source in sources]
     for source, frame in zip(sources, frames):
         if not len(frame):
             raise UsageError(f"{source} holds no result rows")
@@ -621,33 +650,117 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     for source in sources:
         for name, table in store.side_tables_any(source, _unreadable(args)).items():
             tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
+    syncs = [store.named_tables(source, "syncs") for source in sources if Path(source).is_dir()]
     store.writable_directory(args.out.parent, "--out")
     names = ", ".join(str(source) for source in sources)
-    written = report.write(rows, tables, args.out, source=names if len(sources) < 4 else f"{len(sources)} sources")
+    written = report.write(rows, tables, args.out, experiments,
+                           source=names if len(sources) < 4 else f"{len(sources)} sources",
+                           syncs=pd.concat(syncs, ignore_index=True) if syncs else None)
     console.print(f"wrote {written}", highlight=False)
     return 0
 
 
-def _probe(args: argparse.Namespace, console: Console) -> int:
+def _function(command: str, target: str):
+    """The function MODULE:FUNCTION (or FILE.py:FUNCTION) names, imported with the current directory on the path (a
+    file with its own directory)."""
     import importlib
+    import importlib.util
 
-    module_name, colon, function_name = args.target.partition(":")
+    module_name, colon, function_name = target.rpartition(":")
     if not colon or not module_name or not function_name:
-        raise UsageError(f"probe: {args.target!r} is not MODULE:FUNCTION (e.g. mypkg.train:step)")
+        raise UsageError(f"{command}: {target!r} is not MODULE:FUNCTION (e.g. mypkg.train:step)")
     sys.path.insert(0, "")  # the current directory, as `python -m` does for the user's own modules
     try:
-        function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as error:
-        raise UsageError(f"probe: cannot load {args.target}: {error}") from None
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise UsageError(f"{command}: {path} is not a file")
+            sys.path.insert(0, str(path.resolve().parent))
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+        function = getattr(module, function_name)
+    except UsageError:
+        raise
+    except Exception as error:  # the user's module failed on import: one line, as any mistake
+        raise UsageError(f"{command}: cannot load {target}: {type(error).__name__}: {error}") from None
     if not callable(function):
-        raise UsageError(f"probe: {args.target} is not callable")
+        raise UsageError(f"{command}: {target} is not callable")
+    return function
+
+
+def _script(path: Path, arguments: list[str]):
+    """A function that runs the script as ``__main__`` with its arguments, as ``python SCRIPT ARGS`` would."""
+    import runpy
+
+    if not path.is_file():
+        raise UsageError(f"syncs: {path} is not a file")
+
+    def run() -> None:
+        saved = sys.argv[:]
+        sys.argv = [str(path), *arguments]
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        finally:
+            sys.argv = saved
+            sys.path.remove(str(path.resolve().parent))
+
+    return run
+
+
+def _probe(args: argparse.Namespace, console: Console) -> int:
+    function = _function("probe", args.target)
     from bench.env import gpu_environment, use_device
     from bench.probe import probe
 
     environment = gpu_environment(args.device)
     use_device(args.device)
-    result = probe(function, stream=None if args.stream == "default" else 2, spin_ms=args.spin_ms)
+    stream = {"all": None, "default": 0, "per-thread": 2}[args.stream]
+    result = probe(function, stream=stream, spin_ms=args.spin_ms)
     console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def _syncs(args: argparse.Namespace, console: Console) -> int:
+    from bench.syncs import no_gpu
+
+    script = args.target.endswith(".py")
+    if not script and args.script_args:
+        raise UsageError(f"syncs: arguments follow a script, not {args.target}")
+    if not script and ":" not in args.target:
+        raise UsageError(f"syncs: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
+    if script and not Path(args.target).is_file():
+        raise UsageError(f"syncs: {args.target} is not a file")
+    if args.save is not None:
+        from bench import store
+
+        store.write_target(args.save, "--save")
+        if Path(args.save).exists():
+            raise UsageError(f"--save: {args.save} exists; bench never replaces a results file")
+        store.writable_directory(Path(args.save).parent, "--save")
+    reason = no_gpu()
+    if reason:
+        raise UsageError(f"syncs needs a GPU: {reason}")
+    function = _script(Path(args.target), args.script_args) if script else _function("syncs", args.target)
+    from bench.env import gpu_environment, use_device
+    from bench.syncs import syncs
+
+    environment = gpu_environment(args.device)
+    use_device(args.device)
+    found = syncs(function, settle_ms=args.settle_ms, cuda_calls=not args.no_cuda_calls)
+    if args.save is not None:
+        from bench.syncs import save
+
+        save([(args.target, found)], environment, args.save)
+    if args.json:
+        print(found.to_json())
+    else:
+        console.print(f"{args.target} on {environment.gpu_name}: {found}", highlight=False, soft_wrap=True,
+                      markup=False)
     return 0
 
 

@@ -26,6 +26,7 @@ and claims whose verdict changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -36,7 +37,7 @@ from bench.analysis import Gpu
 from bench.errors import UsageError
 from bench.timing import Summary
 from bench.units import format_size
-from bench.vocabulary import Status
+from bench.vocabulary import Change, Status, values
 
 ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version",
                        "numba_cuda_version")
@@ -47,25 +48,25 @@ SIZE_AXES = ("bytes", "total_bytes")
 NAMED_AXES = ("placement", "spin_stream", "release_threshold", "launch")  # text axes whose values need their name
 TO_MS = {"ms": 1.0, "us": 1e-3}
 COLUMNS = ["experiment", "gpu", "configuration", "unit", "old", "new", "ratio", "verdict", "change"]
-VERDICTS = ("changed", "slower", "faster", "unclear", "same")
+VERDICTS = values(Change)
 
 
 def verdict(old: list[float], new: list[float]) -> str:
     """``same``, ``faster``, ``slower`` or ``unclear`` for two lists of samples of a time."""
     if not len(old) or not len(new):
-        return "unclear"
+        return Change.UNCLEAR
     before, after = Summary.of(old), Summary.of(new)
     if before.median == after.median:
-        return "same"
+        return Change.SAME
     if len(old) < 3 or len(new) < 3 or before.median <= 0:
-        return "unclear"
+        return Change.UNCLEAR
     change = after.median / before.median - 1
     noise = 3 * math.hypot(before.median_relerr, after.median_relerr)
     if abs(change) <= max(SAME_WITHIN, noise):
-        return "same"
+        return Change.SAME
     if before.min <= after.median <= before.max and after.min <= before.median <= after.max:
-        return "unclear"
-    return "slower" if change > 0 else "faster"
+        return Change.UNCLEAR
+    return Change.SLOWER if change > 0 else Change.FASTER
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class Comparison:
     def slower_than(self, percent: float) -> pd.DataFrame:
         """Configurations judged slower by more than ``percent``."""
         table = self.table
-        return table[(table["verdict"] == "slower") & (table["ratio"] - 1 > percent / 100)]
+        return table[(table["verdict"] == Change.SLOWER) & (table["ratio"] - 1 > percent / 100)]
 
     def counts(self) -> dict[str, int]:
         """How many configurations got each verdict (verdicts none got are left out)."""
@@ -112,19 +113,22 @@ class Comparison:
         return {name: int(counts[name]) for name in VERDICTS if name in counts}
 
 
-def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Comparison:
-    """Match the configurations of two results (the newest measurement of each per GPU) and judge each."""
+def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str | None = None) -> Comparison:
+    """Match the configurations of two results (the newest measurement of each per GPU) and judge each, the
+    experiments of ``experiments`` (name -> description: the registry, :func:`bench.experiments.registry`) in its
+    order, a configuration by its experiment's axes."""
     if not len(old) or not len(new):
         return Comparison(pd.DataFrame(columns=COLUMNS))
-    old, new = _select(analysis.newest(old), gpu, "old"), _select(analysis.newest(new), gpu, "new")
-    pairs, warnings = _pairs(old, new)
+    old = _select(analysis.newest(old, experiments), gpu, "old")
+    new = _select(analysis.newest(new, experiments), gpu, "new")
+    pairs, warnings = _pairs(old, new, experiments)
     hosts = len({gpu.host for rows in (old, new) for gpu in analysis.gpus(rows)}) > 1
     pairs = [replace(pair, hosts=hosts) for pair in pairs]
     lines, headlines = [], []
     for pair in pairs:
         mine = [analysis.rows_of(rows, gpu) for rows, gpu in ((old, pair.old), (new, pair.new))]
         mine = [rows[rows["experiment"] == pair.experiment] for rows in mine]
-        found, missing = _compare_pair(pair, *mine)
+        found, missing = _compare_pair(pair, experiments[pair.experiment], *mine)
         lines += found
         warnings += missing
     table = pd.DataFrame(lines, columns=COLUMNS)
@@ -147,12 +151,10 @@ def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
         raise UsageError(f"{side} results: {error}") from None
 
 
-def _pairs(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Pair], list[str]]:
+def _pairs(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping) -> tuple[list[Pair], list[str]]:
     """The (experiment, old GPU, new GPU) pairs to compare, and warnings about GPUs left without a partner."""
-    from bench.experiments import registry
-
     pairs, alone = [], {"old": {}, "new": {}}
-    for name in registry():
+    for name in experiments:
         holding = {side: [gpu for gpu, rows in analysis.by_gpu(frame) if (rows["experiment"] == name).any()]
                    for side, frame in (("old", old), ("new", new))}
         if not holding["old"] or not holding["new"]:
@@ -169,7 +171,7 @@ def _pairs(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Pair], list[str]]
     warnings = [f"{gpu} is only in the {side} results ({', '.join(names)}); not compared"
                 for side, found in alone.items() for gpu, names in found.items()]
     for side, frame, other in (("old", old, new), ("new", new, old)):
-        only = [name for name in registry() if (frame["experiment"] == name).any()
+        only = [name for name in experiments if (frame["experiment"] == name).any()
                 and not (other["experiment"] == name).any()]
         if only:
             warnings.append(f"only in the {side} results, not compared: {', '.join(only)}")
@@ -220,12 +222,9 @@ def _keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
     return dict(zip(map(tuple, keys.itertuples(index=False)), rows.to_dict("records")))
 
 
-def _compare_pair(pair: Pair, old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[dict], list[str]]:
-    """One line per configuration both sides measured, and a warning if either side has configurations the other
-    lacks."""
-    from bench.experiments import registry
-
-    experiment = registry()[pair.experiment]
+def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """One line per configuration both sides measured (of ``experiment``, its description), and a warning if either
+    side has configurations the other lacks."""
     before, after = _keyed(old, list(experiment.axes)), _keyed(new, list(experiment.axes))
     lines = [_judge(pair, experiment, before[key], after[key]) for key in before if key in after]
     only = {side: sum(key not in other for key in mine) for side, mine, other in
@@ -243,12 +242,12 @@ def _judge(pair: Pair, experiment, first: dict, second: dict) -> dict:
     if old_samples and first.get("unit") in TO_MS and unit in TO_MS:
         old_samples = [value * TO_MS[first["unit"]] / TO_MS[unit] for value in old_samples]
     line = {"experiment": pair.experiment, "gpu": pair.label, "configuration": describe(experiment, second),
-            "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": "same", "change": ""}
+            "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": Change.SAME, "change": ""}
     if old_samples and new_samples:
         old_median, new_median = float(np.median(old_samples)), float(np.median(new_samples))
         line.update(old=old_median, new=new_median, verdict=verdict(old_samples, new_samples),
                     ratio=new_median / old_median if old_median else math.nan)
-        if line["verdict"] != "same":
+        if line["verdict"] != Change.SAME:
             line["change"] = _timing_change(pair.experiment, first, second, line)
     columns = ("status", *experiment.outcome)
     was, now = ([_plain(row.get(column)) for column in columns] for row in (first, second))
@@ -258,7 +257,7 @@ def _judge(pair: Pair, experiment, first: dict, second: dict) -> dict:
         error = _plain(second.get("error"))
         if now[0] != Status.OK and error:
             changes.append(str(error).splitlines()[0][:80])
-        line.update(verdict="changed", change="; ".join(changes))
+        line.update(verdict=Change.CHANGED, change="; ".join(changes))
     return line
 
 
@@ -300,9 +299,9 @@ def _headlines(table: pd.DataFrame) -> list[str]:
     def where(line) -> str:
         return f"{line['experiment']} {line['configuration']}" + (f" on {line['gpu']}" if several else "")
 
-    lines = [f"{where(line)}: {line['change']}" for _, line in table[table["verdict"] == "changed"].iterrows()]
+    lines = [f"{where(line)}: {line['change']}" for _, line in table[table["verdict"] == Change.CHANGED].iterrows()]
     for name, group in table.groupby("experiment", sort=False):
-        timed = group[group["verdict"].isin(["slower", "faster"])]
+        timed = group[group["verdict"].isin([Change.SLOWER, Change.FASTER])]
         timed = timed.assign(_size=(timed["ratio"] - 1).abs()).sort_values("_size", ascending=False)
         lines += [f"{where(line)}: {line['verdict']}, {line['change']}"
                   for _, line in timed.head(HEADLINES_PER_EXPERIMENT).iterrows()]

@@ -1,10 +1,11 @@
-"""Results → figures (PNG and SVG), one set per GPU. pandas and matplotlib only; never imports CUDA.
+"""Results → figures (PNG and SVG), one set per GPU. pandas and matplotlib only; never imports CUDA, nor an
+experiment.
 
-Each experiment lists its figures (functions of one GPU's rows and side tables, in its module; the truth table two
-experiments share is here, with the colours figures share); this module picks
-the rows (one GPU at a time, one overlap payload at a time), draws them and writes the files. Files are
-reproducible: re-plotting unchanged results writes the same bytes (fixed SVG ids, no dates), and a file whose bytes
-would not change is left alone.
+Each experiment's view lists its figures (functions of one GPU's rows and side tables, :mod:`bench.views`; the
+truth table two experiments share is here, with the colours and drawing helpers the views share); this module is
+handed the views, in the order to draw them, picks the rows (one GPU at a time, one value of a view's
+``split_axis`` at a time), draws them and writes the files. Files are reproducible: re-plotting unchanged results
+writes the same bytes (fixed SVG ids, no dates), and a file whose bytes would not change is left alone.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pandas as pd
 
 from bench import analysis
 from bench.units import format_size
+from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, Status
 
 DPI = 150
-SPLIT_FIGURES = {"overlap": "total_bytes"}  # experiments whose figures show one value of an axis: one set per value
 
 
 def pyplot():
@@ -91,22 +92,21 @@ def gpu_slug(rows: pd.DataFrame) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
-def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> Iterator[tuple[str, str, object]]:
-    """(experiment, file stem, matplotlib figure) for every figure one GPU's rows (and side tables) support. An
-    experiment in ``SPLIT_FIGURES`` measured at several values of that axis gets one set of figures per value,
+def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping) -> Iterator[tuple[str, str, object]]:
+    """(experiment, file stem, matplotlib figure) for every figure one GPU's rows (and side tables) support, by the
+    ``views`` (experiment -> :class:`bench.views.View`, in the order to draw them: :func:`bench.views.in_order`). An
+    experiment whose view has a ``split_axis``, measured at several values of it, gets one set of figures per value,
     its stems suffixed with the value ('overlap_scaling-1GiB')."""
-    from bench.experiments import registry
-
     drawn = set()
     present = set(rows["experiment"].dropna())
-    for name, experiment in registry().items():
+    for name, view in views.items():
         if name not in present:
             continue
-        for function in experiment.figures:
+        for function in view.figures:
             if function in drawn:  # a figure two experiments share (the truth table)
                 continue
             drawn.add(function)
-            for suffix, part in _split(name, rows):
+            for suffix, part in _split(rows, name, view.split_axis):
                 for stem, figure in function(part, tables):
                     fit_titles(figure)
                     yield name, stem + suffix, figure
@@ -119,24 +119,25 @@ def fit_titles(figure) -> None:
         text.set_wrap(True)
 
 
-def _split(name: str, rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    axis = SPLIT_FIGURES.get(name)
+def _split(rows: pd.DataFrame, name: str, axis: str) -> list[tuple[str, pd.DataFrame]]:
     mine = rows["experiment"] == name
-    values = sorted(rows.loc[mine, axis].dropna().unique()) if axis in rows else []
+    values = sorted(rows.loc[mine, axis].dropna().unique()) if axis and axis in rows else []
     if len(values) < 2:
         return [("", rows)]
     return [(f"-{format_size(int(value)).replace(' ', '')}", rows[~mine | (rows[axis] == value).fillna(False)])
             for value in values]
 
 
-def plot_results(rows: pd.DataFrame, out_dir: Path, tables: Mapping[str, pd.DataFrame] | None = None) -> list[Path]:
-    """Every figure the rows (and side tables) support, one set per GPU: into ``out_dir`` when the rows come from
-    one GPU, else into ``out_dir/<gpu>/``. Returns the files written or found unchanged."""
+def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
+                 tables: Mapping[str, pd.DataFrame] | None = None) -> list[Path]:
+    """Every figure the rows (and side tables) support by the ``views`` (see :func:`draw`), one set per GPU: into
+    ``out_dir`` when the rows come from one GPU, else into ``out_dir/<gpu>/``. Returns the files written or found
+    unchanged."""
     groups = analysis.by_gpu(rows)
     paths: list[Path] = []
     for _, group in groups:
         target = Path(out_dir) if len(groups) == 1 else Path(out_dir) / gpu_slug(group)
-        for _, stem, figure in draw(group, tables_of(tables or {}, group)):
+        for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
             paths += save(figure, target / stem)
     return paths
 
@@ -156,8 +157,10 @@ def tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[st
 # --- figures several experiments share -----------------------------------------------------------------------
 
 DIRECTION_COLORS = {"H2D": "#1f77b4", "D2H": "#d62728", "BIDIR": "#2ca02c", "D2D": "#9467bd"}
-VERDICT_COLORS = {"returns": "#4daf4a", "own-work": "#ffd92f", "waits-for-device": "#e41a1c", "unclear": "#bdbdbd",
-                  "overlaps": "#4daf4a", "partial": "#ff7f00", "serializes": "#e41a1c"}
+VERDICT_COLORS = {HostVerdict.RETURNS: "#4daf4a", HostVerdict.OWN_WORK: "#ffd92f",
+                  HostVerdict.WAITS_FOR_DEVICE: "#e41a1c", HostVerdict.UNCLEAR: "#bdbdbd",
+                  DeviceVerdict.OVERLAPS: "#4daf4a", DeviceVerdict.PARTIAL: "#ff7f00",
+                  DeviceVerdict.SERIALIZES: "#e41a1c"}
 
 
 def _truth_panel(plt, ax, rows: pd.DataFrame, calls: list[str], columns: list[tuple[str, str]], annotate) -> None:
@@ -186,10 +189,8 @@ def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
     """The blocking truth table: does the call hold the host (left), do two kernels around it still overlap
     (right); calls × placement and spinning stream, host ms in each cell."""
     from bench.analysis import short_ms
-    from bench.catalogs.runtime import PLACEMENTS
-    from bench.measure.verdicts import SPIN_MS, SPIN_STREAMS
 
-    panels = [(name, rows[(rows["experiment"] == name) & (rows["status"] == "ok")])
+    panels = [(name, rows[(rows["experiment"] == name) & (rows["status"] == Status.OK)])
               for name in ("blocking", "serialization")]
     panels = [(name, ok) for name, ok in panels if len(ok)]
     if not panels:

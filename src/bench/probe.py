@@ -1,18 +1,20 @@
 """Does *my* code block? Probe any callable the way the truth tables probe library calls.
 
     import bench
-    result = bench.probe(step, batch)            # spin kernels on the legacy default stream
+    result = bench.probe(step, batch)            # the whole GPU held: work on any stream, of any library
     print(result)                                # "waits-for-device: held the host 19.8 ms ..."
-    result = bench.probe(step, batch, stream=s)  # or on the stream your code uses (CuPy, PyTorch, numba or a handle)
+    result = bench.probe(step, batch, stream=s)  # or a spin on one stream (CuPy, PyTorch, numba, a handle; 0: legacy)
 
-:func:`probe` launches a spin kernel of ``spin_ms`` on ``stream``, calls ``fn(*args, **kwargs)`` while it runs and
-times the call on the host; the spin stamps its start and end on the GPU's clock, so the host knows whether it was
-still running when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``,
-the call is also made between two spins on two other non-blocking streams, to see whether they still overlap.
+:func:`probe` holds the GPU for ``spin_ms`` (by default the device-wide hold, :mod:`bench.measure.hold`, which keeps
+every kernel of every stream from starting; with ``stream``, a one-thread spin kernel on that stream), calls
+``fn(*args, **kwargs)`` while it holds and times the call on the host; the host knows whether the hold (or the spin)
+still ran when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``, the call
+is also made between two spins on two other non-blocking streams, to see whether they still overlap.
 
-``stream=None`` means the legacy default stream, which CuPy and PyTorch use unless told otherwise and which waits for
-every blocking stream; the spin runs on a blocking stream, so work your code puts on the default stream queues
-behind it. The callable runs as often as the repeats need (at least ``repeats`` + 1 times): make it repeatable.
+With ``stream``, only work your code queues on that stream waits behind the spin: ``stream=0`` is the legacy default
+stream, where the spin runs on a blocking stream (which that stream waits for). To see where in ``fn`` it waited, use
+:func:`bench.syncs`. The callable runs as often as the repeats need (at least ``repeats`` + 1 times): make it
+repeatable.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ProbeResult:
     verdicts: list[str] = field(default_factory=list)
     serialization: str | None = None  # overlaps, partial or serializes (None: not checked)
     spin_ms: float = DEFAULT_SPIN_MS
+    held: str = "every stream"  # what was held: every stream (the device-wide hold) or one stream
 
     @property
     def waited(self) -> bool:
@@ -46,7 +49,7 @@ class ProbeResult:
                 HostVerdict.OWN_WORK: "did not wait for the GPU, but took a while of its own",
                 HostVerdict.WAITS_FOR_DEVICE: "waited for the GPU"}.get(self.verdict, "could not tell")
         text = (f"{self.verdict}: {what}; held the host {self.host_ms:.3f} ms with a {self.spin_ms:g} ms kernel "
-                f"running ({self.idle_host_ms:.3f} ms with nothing running)")
+                f"running on {self.held} ({self.idle_host_ms:.3f} ms with nothing running)")
         if not self.stable:
             text += f"; repeats disagreed: {', '.join(self.verdicts)}"
         if self.serialization:
@@ -72,6 +75,7 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
+    from bench.measure.hold import device_hold
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
@@ -79,13 +83,18 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     handle = stream_handle(stream)
     owned = [cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream(non_blocking=True),
              cupy.cuda.Stream(non_blocking=True)]
-    spinning = owned[0] if handle is None else StreamRef(handle)
+    spinning = owned[0] if not handle else StreamRef(handle)
     call = lambda: fn(*args, **kwargs)  # noqa: E731
     runtime.deviceSynchronize()
     idle_ms, _ = host_interval(call)
     runtime.deviceSynchronize()
     watch = SpinWatch()
-    measured = repeat_until_settled(lambda: watch.call_during_spin(spinning, spin_ms, call), host_verdict, repeats)
+    if handle is None:
+        hold = device_hold()
+        during = lambda: hold.call_during(spin_ms, call)  # noqa: E731
+    else:
+        during = lambda: watch.call_during_spin(spinning, spin_ms, call)  # noqa: E731
+    measured = repeat_until_settled(during, host_verdict, repeats)
     serializes = None
     if serialization:
         pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
@@ -93,4 +102,5 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
                                DEVICE_VERDICTS)[0]
     busy = [result.spin_running for result in measured.seen]
     return ProbeResult(measured.verdict, Summary.of([result.host_ms for result in measured.seen]).median,
-                       sum(busy) > len(busy) / 2, idle_ms, measured.stable, measured.verdicts, serializes, spin_ms)
+                       sum(busy) > len(busy) / 2, idle_ms, measured.stable, measured.verdicts, serializes, spin_ms,
+                       "every stream" if handle is None else f"stream {handle:#x}")

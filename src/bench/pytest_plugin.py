@@ -1,4 +1,4 @@
-"""bench's pytest plugin: fail a test when a region of code waits for the GPU.
+"""bench's pytest plugin: fail a test when a region of code waits for the GPU, naming the lines that waited.
 
     def test_training_step_never_waits(assert_async):
         with assert_async():
@@ -6,23 +6,28 @@
 
     # or, without the fixture:  from bench.pytest_plugin import assert_async
 
-While the region runs, the stream (by default the legacy default stream, which CuPy and PyTorch use unless told
-otherwise and which every blocking stream waits for) is held behind a gate: a one-thread kernel that spins until the
-host opens it. Work the region enqueues waits behind it, so a region that waits for its results (``.item()``,
-``.cpu()``, a synchronize) cannot return until the gate's watchdog gives up after ``timeout_s``. If the gate was still
-closed when the region returned, the region did not wait; if the watchdog had released it, the region waited, and the
-test fails with the time it waited. Without a GPU the test is skipped, with the reason bench's own GPU tests give
-("needs a GPU: ..."). Registered through the ``pytest11`` entry point; it imports nothing CUDA until a test uses it,
-so installing bench changes nothing for other test suites.
+While the region runs, the device-wide hold (:mod:`bench.measure.hold`) keeps every kernel of every stream and every
+library from starting, so a call that needs the GPU's results cannot return; a watcher thread finds where the
+region's thread stands still (:mod:`bench.measure.waits`), releases the hold and holds again. The test fails with the
+lines that waited; a region that only enqueues work passes. Regions nest (an inner one joins the outer hold), and an
+exception inside releases the GPU at once. ``stream=`` keeps the old meaning: only work queued on that stream (a CuPy,
+PyTorch or numba stream, or a handle; 0 for the legacy default stream) is held, behind a one-thread gate.
+
+Without a GPU the test is skipped, with the reason bench's own GPU tests give ("needs a GPU: ..."). Registered through
+the ``pytest11`` entry point; it imports nothing CUDA until a test uses it, so installing bench changes nothing for
+other test suites.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+
+from bench.syncs import DEFAULT_SETTLE_MS
 
 
 class WaitedForGpu(AssertionError):
@@ -30,18 +35,45 @@ class WaitedForGpu(AssertionError):
 
 
 @contextmanager
-def assert_async(stream=None, timeout_s: float = 1.0) -> Iterator[None]:
-    """Fail (:class:`WaitedForGpu`) if the block waits for work queued on ``stream`` (a CuPy, PyTorch or numba
-    stream, or a handle; None: the legacy default stream). Skips the test where no GPU is usable."""
+def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT_SETTLE_MS) -> Iterator[None]:
+    """Fail (:class:`WaitedForGpu`) if the block waits for the GPU: for work on any stream (the default), or only for
+    work queued on ``stream``. A call that stands still ``settle_ms`` under the hold counts as waiting. Skips the
+    test where no GPU is usable."""
     skip_without_gpu()
+    if stream is not None:
+        with _gated(stream, timeout_s):
+            yield
+        return
+    from bench.syncs import held_region
+
+    with held_region(settle_ms, entry=sys._getframe(2).f_back) as region:
+        yield
+    if region.waits:
+        raise WaitedForGpu(describe(region.waits))
+
+
+def describe(waits) -> str:
+    """'the region waited for the GPU 2 times: test_step.py:14 loss.item() (torch, cuStreamSynchronize) ...'"""
+    lines = [f"the region waited for the GPU {len(waits)} time{'s' * (len(waits) != 1)}:"]
+    for wait in waits:
+        what = ", ".join(part for part in (wait.library, wait.cuda_call) if part)
+        how = ("held the GIL until the hold's watchdog ended the wait (a kernel's first launch loads it, and "
+               "loading waits for the GPU)" if wait.gil_held else f"stood there {wait.held_ms:.0f} ms under the hold")
+        lines.append(f"  {wait.line.file}:{wait.line.line} {wait.line.source}" + (f" ({what})" if what else "")
+                     + f": {how}")
+    return "\n".join(lines)
+
+
+@contextmanager
+def _gated(stream, timeout_s: float) -> Iterator[None]:
+    """The old meaning: a one-thread gate holds ``stream``; the region waited if the gate's watchdog released it."""
     from bench.cuda import runtime
     from bench.measure.memory import StreamRef
     from bench.probe import stream_handle
     from bench.timing import Gate
 
-    handle = stream_handle(stream)
     gate = Gate(timeout_s)
-    gate.close(StreamRef(handle if handle is not None else 0))
+    gate.close(StreamRef(stream_handle(stream)))
     started = time.perf_counter()
     try:
         yield

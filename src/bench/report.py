@@ -3,7 +3,9 @@ newest run's date and commit, and each experiment's answer in a sentence), every
 on, then per GPU (a section each when there are several) each experiment's headline table and figures, the blocking
 and serialization truth tables as HTML tables, and the claims. Of several measurements of a configuration on one
 GPU, the newest is shown. Figures shrink to the page's width; a table column holds one unit, named in its header.
-Opens in a browser from the file alone; never imports CUDA. The same results give the same bytes (the only dates in
+Opens in a browser from the file alone; never imports CUDA, nor an experiment: the experiments' descriptions come in
+as ``experiments`` (name -> description, in the sweep's order: :func:`bench.experiments.registry`), their headlines,
+answers and figures from their views (:mod:`bench.views`). The same results give the same bytes (the only dates in
 it are the runs')."""
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import base64
 import html
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,8 @@ import pandas as pd
 from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.compare import describe, number
-from bench.vocabulary import DeviceVerdict, HostVerdict, Status
+from bench.views import in_order
+from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, ClaimVerdict, DeviceVerdict, HostVerdict, Status
 
 ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version", "numba_cuda_version",
                "git_commit")
@@ -42,7 +45,8 @@ VERDICT_MEANINGS = {
                       (DeviceVerdict.PARTIAL, "they overlapped less than that"),
                       (DeviceVerdict.SERIALIZES, "the second started only after the first ended")),
 }
-CLAIM_CLASSES = {"true": "good", "partly": "fair", "false": "bad", "not measured": "none"}
+CLAIM_CLASSES = {ClaimVerdict.TRUE: "good", ClaimVerdict.PARTLY: "fair", ClaimVerdict.FALSE: "bad",
+                 ClaimVerdict.NOT_MEASURED: "none"}
 DPI = 100  # figure pixels per inch: sharp on a screen of 1.33 device pixels per CSS px, a third of plots/' bytes
 SCALE = 75 / DPI  # CSS px per figure pixel: every figure at one scale, 75 px per inch (matplotlib's 10 pt ≈ 10 px)
 LONG_TABLE = 15  # rows; longer tables scroll inside a box with their header kept in view
@@ -73,31 +77,59 @@ figcaption { color: #555; font-size: 88% } details { margin: .5em 0 }
 """
 
 
-def render(rows: pd.DataFrame, tables: dict, source: str = "") -> str:
+def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str = "",
+           syncs: pd.DataFrame | None = None) -> str:
     """The report of ``rows`` (every row of the input; the newest measurement of each configuration per GPU is
-    shown) and their side tables, as an HTML document."""
-    shown = analysis.newest(rows)
+    shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``syncs``
+    (rows of ``bench syncs --save`` files), a section of the lines of code that waited."""
+    shown = analysis.newest(rows, experiments)
     groups = analysis.by_gpu(shown)
     labels = _labels(groups) if len(groups) > 1 else {}
     parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>"]
     if labels:
-        parts.append(_contents(groups))
-    parts += ["<h2 id='answers'>Answers</h2>", *(_answers(gpu, mine) for gpu, mine in _newest_first(groups)),
+        parts.append(_contents(groups, experiments))
+    parts += ["<h2 id='answers'>Answers</h2>",
+              *(_answers(gpu, mine, experiments) for gpu, mine in _newest_first(groups)),
               "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
+    if syncs is not None and len(syncs):
+        parts.append(syncs_section(syncs))
     for gpu, mine in groups:
-        parts += _gpu_section(gpu, mine, plots.tables_of(tables, mine), labels.get(gpu, ""))
+        parts += _gpu_section(gpu, mine, plots.tables_of(tables, mine), labels.get(gpu, ""), experiments)
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>bench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
             f"{''.join(parts)}</body></html>\n")
 
 
-def write(rows: pd.DataFrame, tables: dict, out: Path, source: str = "") -> Path:
+def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, source: str = "",
+          syncs: pd.DataFrame | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
     from bench.store import write_bytes
 
     out = Path(out)
-    write_bytes(out, render(rows, tables, source).encode("utf-8"))
+    write_bytes(out, render(rows, tables, experiments, source, syncs).encode("utf-8"))
     return out
+
+
+SYNCS_COLUMNS = {"target": "what ran", "file": "file", "line": "line", "source": "code", "library": "library",
+                 "waits": "waits", "natural_ms": "ms on its own", "cuda_calls": "CUDA call"}
+
+
+def syncs_section(syncs: pd.DataFrame) -> str:
+    """Where code waited (``bench syncs``): per GPU, a row per line that waited, the target it ran in; the lines that
+    only stood still on the host are left out."""
+    parts = ["<h2 id='syncs'>Where code waited (bench syncs)</h2>"]
+    waited = syncs[syncs["waited"].fillna(False).astype(bool)] if "waited" in syncs else syncs
+    for (name, uuid), group in syncs.groupby(["gpu_name", "gpu_uuid"], sort=True):
+        mine = waited[(waited["gpu_name"] == name) & (waited["gpu_uuid"] == uuid)]
+        targets = group["target"].nunique()
+        parts.append(f"<h3>{html.escape(str(name))} {html.escape(str(uuid)[:12])}</h3><p>{targets} "
+                     f"target{'s' * (targets != 1)} run, {mine['target'].nunique()} waited at {len(mine)} "
+                     f"line{'s' * (len(mine) != 1)}.</p>")
+        if len(mine):
+            shown = mine[[column for column in SYNCS_COLUMNS if column in mine]].rename(columns=SYNCS_COLUMNS)
+            shown["file"] = shown["file"].map(lambda path: Path(str(path)).name)
+            parts.append(table(shown))
+    return "".join(parts)
 
 
 # --- text and tables -------------------------------------------------------------------------------------------
@@ -166,12 +198,10 @@ def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: 
             f"shown ({len(shown)} rows).")
 
 
-def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> str:
-    from bench.experiments import registry
-
+def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping) -> str:
     items = []
     for gpu, mine in groups:
-        present = [name for name in registry() if (mine["experiment"] == name).any()]
+        present = [name for name in experiments if (mine["experiment"] == name).any()]
         links = ", ".join(f"<a href='#{_anchor(gpu, name)}'>{html.escape(name)}</a>" for name in present)
         items.append(f"<li><a href='#{_anchor(gpu)}'>{html.escape(str(gpu))}</a>: {links}</li>")
     return (f"<nav><ul><li><a href='#answers'>Answers</a></li><li><a href='#runs'>Runs</a></li>{''.join(items)}"
@@ -189,19 +219,17 @@ def _latest(rows: pd.DataFrame) -> str:
     return str(ids.max()) if len(ids) else ""
 
 
-def _answers(gpu: Gpu, rows: pd.DataFrame) -> str:
+def _answers(gpu: Gpu, rows: pd.DataFrame, experiments: Mapping) -> str:
     """One GPU's answers: its newest run (date, commit, driver) and each experiment's answer in a sentence, with the
     date it was measured and a link to its section."""
-    from bench.experiments import registry
-
     latest = _latest(rows)
     newest = rows[rows["run_id"] == latest].iloc[0] if latest else rows.iloc[0]
     about = (f"newest run {_run_date(latest)} ({latest or 'no run id'}), commit {_commit(newest.get('git_commit'))}, "
              f"driver {cell(newest.get('driver_version'))}, CUDA runtime {cell(newest.get('cuda_runtime'))}")
     lines = []
-    for name, experiment in registry().items():
+    for name, view in in_order(experiments).items():
         mine = rows[rows["experiment"] == name]
-        text = experiment.answer(mine) if len(mine) else None
+        text = view.answer(mine) if len(mine) else None
         if text:
             lines.append(f"<tr><td><a href='#{_anchor(gpu, name)}'>{html.escape(name)}</a></td>"
                          f"<td>{html.escape(text)}</td><td>{html.escape(_run_date(_latest(mine)))}</td></tr>")
@@ -254,19 +282,18 @@ def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
 
 # --- one GPU ---------------------------------------------------------------------------------------------------
 
-def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str) -> list[str]:
+def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str, experiments: Mapping) -> list[str]:
     """Every experiment of one GPU: headline table, figures, truth tables; then the claims. With a ``label`` (the
     report has several GPUs) the section has its own heading and every table a GPU column."""
-    from bench.experiments import registry
-
     level = 3 if label else 2
     parts = [f"<h2 id='{_anchor(gpu)}'>{html.escape(str(gpu))}</h2>"] if label else []
     figures: dict[str, list[tuple[str, bytes]]] = {}
     plt = plots.pyplot()
-    for name, stem, figure in plots.draw(rows[~rows["experiment"].isin(list(TRUTH_TABLES))], tables):
+    views = in_order(experiments)
+    for name, stem, figure in plots.draw(rows[~rows["experiment"].isin(list(TRUTH_TABLES))], tables, views):
         figures.setdefault(name, []).append((stem, plots.render(figure, "png", DPI)))
         plt.close(figure)
-    for name, experiment in registry().items():
+    for name, experiment in experiments.items():
         mine = rows[rows["experiment"] == name]
         if not len(mine):
             continue
@@ -274,8 +301,8 @@ def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str) -> list
         parts.append(f"<p>{html.escape(experiment.description)}. {_status(mine)}</p>")
         if name in TRUTH_TABLES:
             parts.append(truth_table(name, mine, label))
-        else:
-            headline = experiment.headline(mine)
+        elif name in views:
+            headline = views[name].headline(mine)
             if len(headline):
                 parts.append(table(headline, label))
         parts += [_figure(stem, png) for stem, png in figures.get(name, [])]
@@ -316,9 +343,6 @@ def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
     """Calls × (spinning stream, placement), each cell coloured by the verdict, with host ms (blocking) or "host"
     where the call held the host (serialization), "!" where the measurement contradicts the documentation, and
     the documentation's statement on hover."""
-    from bench.catalogs.runtime import PLACEMENTS
-    from bench.measure.verdicts import SPIN_MS, SPIN_STREAMS
-
     cells = {(row["call"], row["spin_stream"], row["placement"]): row for _, row in rows.iterrows()}
     groups = {spin: [placement for placement in PLACEMENTS if any(key[1:] == (spin, placement) for key in cells)]
               for spin in SPIN_STREAMS}
@@ -400,7 +424,7 @@ def claims_section(rows: pd.DataFrame, label: str = "", level: int = 2) -> str:
     from bench import claims
 
     judged = claims.table(rows)
-    if (judged["verdict"] == "not measured").all():
+    if (judged["verdict"] == ClaimVerdict.NOT_MEASURED).all():
         return ""
     lines = []
     for _, claim in judged.iterrows():

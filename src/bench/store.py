@@ -11,7 +11,8 @@ table, since both pass over names that start with ``_`` or ``.``)::
 
 Every main table of a schema version has the same columns (:mod:`bench.schema`), so runs of different experiments
 read together; files written before a column was added get it from ``python -m bench.upgrade``. Version 1 files
-(bench before the one-sample schema) are converted on read.
+(bench before the one-sample schema) are converted on read (:mod:`bench.version1`). The suite's columns are those of
+the experiments the caller hands in (the registry, :func:`bench.experiments.registry`): the store imports none.
 
 Writes never leave half a file (a full disk is a :class:`bench.errors.WriteError`), go through symlinks, never
 replace a device, a pipe or a directory, and a new run's file never replaces another file.
@@ -25,7 +26,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -36,6 +37,7 @@ import pyarrow.parquet as pq
 
 from bench.errors import ResultsError, UsageError, WriteError
 from bench.schema import FLAG, INT, Column, check_row, column, schema_of, suite_columns
+from bench.version1 import from_version_1
 
 SCHEMA_VERSION = 2
 METADATA_KEY = b"bench"
@@ -44,12 +46,9 @@ HIDDEN_PREFIXES = ("_", ".")
 
 # --- schemas ---------------------------------------------------------------------------------------------------
 
-def suite_schema(extra: Sequence = ()) -> pa.Schema:
-    """The main table's schema: every column of every registered experiment (and of ``extra`` experiments, such
-    as a test's)."""
-    from bench.experiments import registry
-
-    experiments = {**registry(), **{experiment.name: experiment for experiment in extra}}
+def suite_schema(experiments: Mapping) -> pa.Schema:
+    """The main table's schema: every column of every experiment of ``experiments`` (name -> description: the
+    registry, and a test's own experiments after it). Built once for the same experiments."""
     key = tuple((name, id(experiment)) for name, experiment in experiments.items())
     if key not in _SCHEMAS:
         _SCHEMAS[key] = schema_of(suite_columns(experiment.columns for experiment in experiments.values()))
@@ -59,13 +58,21 @@ def suite_schema(extra: Sequence = ()) -> pa.Schema:
 _SCHEMAS: dict[tuple, pa.Schema] = {}
 
 
-@functools.cache
-def table_schema(name: str) -> pa.Schema:
-    """A side table's schema: the run and the GPU, the experiment and its axes, then the table's own columns."""
-    from bench.experiments import registry
+def table_schema(name: str, experiments: Mapping) -> pa.Schema:
+    """A side table's schema: the run and the GPU, the experiment and its axes, then the table's own columns (of
+    the ``experiments`` that declare the table)."""
+    key = (name, *((label, id(experiment)) for label, experiment in experiments.items()))
+    if key not in _TABLE_SCHEMAS:
+        _TABLE_SCHEMAS[key] = _table_schema(name, experiments.values())
+    return _TABLE_SCHEMAS[key]
 
+
+_TABLE_SCHEMAS: dict[tuple, pa.Schema] = {}
+
+
+def _table_schema(name: str, experiments: Iterable) -> pa.Schema:
     groups: list[Sequence[Column]] = []
-    for experiment in registry().values():
+    for experiment in experiments:
         if name in experiment.tables:
             axes = [item for item in experiment.columns if item.name in experiment.axes]
             groups += [axes, experiment.tables[name]]
@@ -245,6 +252,16 @@ def read_metadata(path: Path) -> dict:
     return metadata
 
 
+def named_tables(directory: Path, name: str) -> pd.DataFrame:
+    """The rows of every results file of table ``name`` (its metadata says so) in ``directory/_<name>/``: a
+    command's own table (``bench syncs --save`` into ``results/_syncs/``), read as written; none where there is no
+    such directory. Files of another table there are passed over."""
+    folder = Path(directory) / f"_{name}"
+    frames = [pd.read_parquet(path) for path in sorted(folder.glob("*.parquet")) if path.is_file()
+              and read_metadata(path).get("table") == name] if folder.is_dir() else []
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
@@ -259,20 +276,17 @@ def _frame(path: Path) -> pd.DataFrame:
 _PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 
 
-def read(path: Path) -> pd.DataFrame:
-    """A results file's main table as one DataFrame, typed: integer columns as ``Int64`` and flags as
-    ``boolean`` (nullable), a version 1 file converted. ResultsError for a side table or a file without rows of
-    bench experiments."""
+def read(path: Path, schema: pa.Schema) -> pd.DataFrame:
+    """A results file's main table as one DataFrame, typed by ``schema`` (the suite's, :func:`suite_schema`):
+    integer columns as ``Int64`` and flags as ``boolean`` (nullable), a version 1 file converted to the suite's
+    columns. ResultsError for a side table or a file without rows of bench experiments."""
     metadata = read_metadata(path)
     if metadata.get("table"):
         raise ResultsError(f"{path} is the side table {metadata['table']!r} of a results file, not a results file")
     rows = _frame(path)
     if len(rows.columns) and not {"experiment", "status"} <= set(rows.columns):
         raise ResultsError(f"{path} holds no bench result rows (no experiment and status columns)")
-    schema = suite_schema()
     if metadata.get("schema_version", 1) < 2:
-        from bench.upgrade import from_version_1
-
         rows = from_version_1(rows).reindex(columns=schema.names)  # exactly today's columns
     return typed(rows, schema)
 
@@ -374,20 +388,20 @@ def _readable(paths: Sequence[Path], reader: Callable[[Path], object],
         yield path, value
 
 
-def read_any(path: Path, on_unreadable: OnUnreadable = None) -> pd.DataFrame:
+def read_any(path: Path, schema: pa.Schema, on_unreadable: OnUnreadable = None) -> pd.DataFrame:
     """A results file, or every results file under a directory (:func:`results_files`: at any depth, but not under
-    ``_`` or ``.`` names) as one frame; the rows carry their hostname, GPU UUID and run_id, so runs from many
-    machines stay apart. ``on_unreadable``: see :data:`OnUnreadable` (a file named itself must be readable).
-    ResultsError if there is nothing bench can read."""
+    ``_`` or ``.`` names) as one frame, typed by ``schema`` (see :func:`read`); the rows carry their hostname, GPU
+    UUID and run_id, so runs from many machines stay apart. ``on_unreadable``: see :data:`OnUnreadable` (a file
+    named itself must be readable). ResultsError if there is nothing bench can read."""
     path = Path(path)
     if not path.exists():
         raise ResultsError(f"cannot read results file {path}: no such file or directory")
     if not path.is_dir():
-        return read(path)
+        return read(path, schema)
     files = results_files(path)
     if not files:
         raise ResultsError(f"no results files (*.parquet) under {path}/")
-    frames = [rows for _, rows in _readable(files, read, on_unreadable)]
+    frames = [rows for _, rows in _readable(files, functools.partial(read, schema=schema), on_unreadable)]
     if not frames:
         raise ResultsError(f"no results file under {path}/ could be read")
     return pd.concat(frames, ignore_index=True)
@@ -419,20 +433,21 @@ def newest(directory: Path) -> Path:
     return candidates[-1]
 
 
-def read_newest(directory: Path, on_unreadable: OnUnreadable = None) -> tuple[Path, pd.DataFrame]:
-    """The newest results file directly in ``directory`` that bench can read, and its rows; ``on_unreadable``
-    hears of each newer one passed over (None: the newest must be readable)."""
+def read_newest(directory: Path, schema: pa.Schema, on_unreadable: OnUnreadable = None) -> tuple[Path, pd.DataFrame]:
+    """The newest results file directly in ``directory`` that bench can read, and its rows (typed by ``schema``);
+    ``on_unreadable`` hears of each newer one passed over (None: the newest must be readable)."""
     newest(directory)  # ResultsError when there is none
-    for path, rows in _readable(_direct_files(directory)[::-1], read, on_unreadable):
+    for path, rows in _readable(_direct_files(directory)[::-1], functools.partial(read, schema=schema), on_unreadable):
         return path, rows
     raise ResultsError(f"no results file in {directory}/ could be read")
 
 
-def newest_rows(directory: Path, experiments: Sequence[str], on_unreadable: OnUnreadable = None) -> pd.DataFrame:
+def newest_rows(directory: Path, schema: pa.Schema, experiments: Sequence[str],
+                on_unreadable: OnUnreadable = None) -> pd.DataFrame:
     """For each experiment, its rows from the newest results file directly in ``directory`` that has any (an empty
-    frame when none has); ``on_unreadable``: see :data:`OnUnreadable`."""
+    frame when none has), typed by ``schema``; ``on_unreadable``: see :data:`OnUnreadable`."""
     found: dict[str, pd.DataFrame] = {}
-    for _, rows in _readable(_direct_files(directory)[::-1], read, on_unreadable):
+    for _, rows in _readable(_direct_files(directory)[::-1], functools.partial(read, schema=schema), on_unreadable):
         for name in [name for name in experiments if name not in found]:
             mine = rows[rows["experiment"] == name] if "experiment" in rows else rows.iloc[0:0]
             if len(mine):

@@ -1,8 +1,13 @@
 """The catalogs of calls whose blocking the experiments measure, each call with what its documentation says: the
 CUDA runtime's (:mod:`bench.catalogs.runtime`, measured by the ``blocking``, ``serialization`` and ``crossgpu``
-experiments) and the library calls users write (CuPy, numba-cuda, PyTorch: :mod:`bench.catalogs.cupy_calls`,
-:mod:`~bench.catalogs.numba_calls`, :mod:`~bench.catalogs.torch_calls`, measured by the ``library`` experiment).
+experiments) and the library calls users write (CuPy, numba-cuda, PyTorch, JAX: :mod:`bench.catalogs.cupy_calls`,
+:mod:`~bench.catalogs.numba_calls`, :mod:`~bench.catalogs.torch_calls`, :mod:`~bench.catalogs.jax_calls`, measured
+by the ``library`` experiment).
 Every catalog is a tuple ``CALLS`` of the one model, :class:`Call`; :func:`catalog` reads them by library.
+:mod:`bench.catalogs.measured` measures the runtime's call by call, for the ``blocking`` and ``serialization``
+experiments. What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`),
+:mod:`bench.cuda`, :mod:`bench.vocabulary` and each other; never an experiment. The measuring tools never import
+the catalogs: the catalogs stand on them.
 
 A call is prepared on a stream before anything runs (buffers, handles; the runtime's on its *placement* stream, a
 library's on its *call stream*, :class:`CallStream`), optionally *armed* right after the spin kernel started (e.g. an
@@ -19,17 +24,19 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.vocabulary import DocsHost, values
+from bench.vocabulary import PLACEMENTS, DocsHost, values
 
 RUNTIME = "cuda-runtime"  # the CUDA runtime's catalog
-LIBRARIES = ("cupy", "numba-cuda", "torch")  # the libraries' catalogs, in the library experiment's order
-MODULES = {RUNTIME: "runtime", "cupy": "cupy_calls", "numba-cuda": "numba_calls", "torch": "torch_calls"}
+LIBRARIES = ("cupy", "numba-cuda", "torch", "jax")  # the libraries' catalogs, in the library experiment's order
+MODULES = {RUNTIME: "runtime", "cupy": "cupy_calls", "numba-cuda": "numba_calls", "torch": "torch_calls",
+           "jax": "jax_calls"}
 
 CATEGORIES = ("scalar", "transfer", "indexing", "reduction", "compute", "allocation", "creation", "compilation",
               "synchronization", "launch")
-STREAM_USE = ("current", "given", "default", "none")  # the library's current stream, a stream argument, the legacy
-# default stream (the call takes none and uses stream 0), or no stream at all (host work)
-STREAM_PLACEMENTS = ("same", "other", "legacy", "per-thread")  # where a runtime call that takes a stream goes
+STREAM_USE = ("current", "given", "default", "none", "own")  # the library's current stream, a stream argument, the
+# legacy default stream (the call takes none and uses stream 0), no stream at all (host work), or the library's own
+# streams, which nobody can name or hold alone (JAX): its calls are held by the device-wide hold
+STREAM_PLACEMENTS = PLACEMENTS[:-1]  # where a runtime call that takes a stream goes (every placement but none)
 
 DOCS_HOST = values(DocsHost)  # what the documentation says a call waits for on the host (see DocsHost)
 LIBRARY_DOCS_HOST = tuple(value for value in DOCS_HOST if value != DocsHost.MAYBE)  # the libraries' ("may": silent)

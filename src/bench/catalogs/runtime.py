@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bench.catalogs import RUNTIME, STREAM_PLACEMENTS, Call, Prepared
+from bench.catalogs import RUNTIME, Call, Prepared
 from bench.catalogs import catalog as _catalogs
 from bench.cuda import runtime
 from bench.measure.memory import touched
@@ -27,7 +27,6 @@ SMALL_BYTES = 4 << 10
 LARGE_BYTES = 64 << 20
 ALLOC_BYTES = 1 << 20
 KIT_MEMORY = (2 * LARGE_BYTES + (16 << 20), 2 * LARGE_BYTES)  # (device, host) bytes a Kit and its calls need
-PLACEMENTS = (*STREAM_PLACEMENTS, "none")
 CUDA_ERROR_NOT_READY = 600
 
 SYNC_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"

@@ -1,10 +1,14 @@
 """PyTorch calls and what PyTorch's documentation says about them. The call runs with its stream as PyTorch's
 current stream (``torch.cuda.stream``). PyTorch is optional (``pip install "cuda-sync-bench[torch]"``): without it
-these calls' rows are skipped with the reason."""
+these calls' rows are skipped with the reason. Two Triton kernels' launches come last: Triton launches on PyTorch's
+current stream; without Triton those two rows fail with the reason."""
 
 from __future__ import annotations
 
-from bench.catalogs import Call, Prepared
+import functools
+import linecache
+
+from bench.catalogs import Call, Prepared, fresh_number
 from bench.cuda import LazyModule
 
 torch = LazyModule("torch")
@@ -46,8 +50,62 @@ def _empty_cache(kit, stream) -> Prepared:
     return Prepared(call=torch.cuda.empty_cache)
 
 
-def _call(name, category, stream, docs, page, prepare, docs_host="silent") -> Call:
-    return Call(f"torch {name}", "torch", docs_host, docs, page, prepare, category=category, stream=stream)
+TRITON_TUTORIAL = "https://triton-lang.org/main/getting-started/tutorials/01-vector-add.html"
+TRITON_JIT = "https://triton-lang.org/main/python-api/generated/triton.jit.html"
+TRITON_BLOCK = 1024
+TRITON_SOURCE = """
+@triton.jit
+def bench_add(x, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x + offsets, tl.load(x + offsets, mask=mask) + {constant}.0, mask=mask)
+"""
+
+
+def _triton_kernel(constant: int):
+    """A Triton kernel adding ``constant`` to a float32 tensor, made from source text: ``triton.jit`` reads a
+    function's source, so the text is registered with linecache under a file name of its own."""
+    try:
+        import triton
+    except ImportError as error:
+        raise ImportError(f"Triton is not installed (it comes with PyTorch's CUDA builds on Linux): {error}") from None
+    name = f"<bench triton kernel {constant}>"
+    source = TRITON_SOURCE.format(constant=constant)
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    namespace = {"__name__": f"bench_triton_{constant}", "triton": triton, "tl": triton.language}
+    exec(compile(source, name, "exec"), namespace)
+    return namespace["bench_add"]
+
+
+@functools.cache
+def _warm_triton_kernel():
+    return _triton_kernel(1)
+
+
+def _triton_launch(kernel) -> Prepared:
+    """``kernel`` over a tensor of its own, launched on PyTorch's current stream (Triton's default)."""
+    data = torch.zeros(SIZE, device="cuda")
+
+    def launch():
+        kernel[(SIZE // TRITON_BLOCK,)](data, SIZE, BLOCK=TRITON_BLOCK)
+    return Prepared(call=launch, keep=data)
+
+
+def _triton_warm(kit, stream) -> Prepared:
+    """The warm kernel, compiled and loaded by a first launch before the measurement."""
+    prepared = _triton_launch(_warm_triton_kernel())
+    prepared.call()
+    return prepared
+
+
+def _triton_fresh(kit, stream) -> Prepared:
+    """A kernel no cache has seen, Triton's on-disk cache included: its source differs by a constant each time."""
+    return _triton_launch(_triton_kernel(fresh_number()))
+
+
+def _call(name, category, stream, docs, page, prepare, docs_host="silent", fresh=False) -> Call:
+    return Call(f"torch {name}", "torch", docs_host, docs, page, prepare, category=category, stream=stream,
+                fresh=fresh)
 
 
 CALLS = (
@@ -87,4 +145,10 @@ CALLS = (
     _call("torch.cuda.synchronize()", "synchronization", "none", "control: \"Wait for all kernels in all streams on "
           "a CUDA device to complete\"", DOCS + "generated/torch.cuda.synchronize.html",
           _simple(lambda kit: lambda: torch.cuda.synchronize()), docs_host="device"),
+    _call("triton kernel launch (warm)", "launch", "current", "the vector-add tutorial: after the launch \"the kernel "
+          "is still running asynchronously\" until torch.cuda.synchronize()", TRITON_TUTORIAL, _triton_warm,
+          docs_host="never"),
+    _call("triton kernel first call", "compilation", "current", "@triton.jit is a \"Decorator for JIT-compiling a "
+          "function using the Triton compiler\" (on its first launch); silent about waiting", TRITON_JIT,
+          _triton_fresh, fresh=True),
 )

@@ -1,12 +1,20 @@
 """Experiments: one module each, found by :func:`registry`. Adding an experiment is adding one module that defines
-``EXPERIMENT``; nothing else changes.
+``EXPERIMENT``, and its view (:mod:`bench.views`: headline, answer, figures) beside the other views; nothing else
+changes.
 
 A module's top is its *description*: name, axes (default sweep, ``quick`` and ``full`` overrides), typed columns,
-headline table, figures, what to compare, expected cost. The analysis commands read only that, so it must import
-no CUDA. Below it, the *measuring code* (``measure``) reaches CuPy and numba-cuda through :mod:`bench.cuda`, which
-imports them on first use: only the sweep's child process ever runs it. An experiment describes what to run; it
-never creates events, reads a clock or computes statistics (:mod:`bench.timing` does) and never writes a file
-(:mod:`bench.sweep` and :mod:`bench.store` do).
+side tables, what to compare, expected cost. The top of the program (the command line, the sweep) reads the
+registry and hands the descriptions down to the analysis side (store, analysis, plots, report, compare), which never
+imports an experiment; so the description imports no CUDA. Below it, the *measuring code* (``measure``) reaches CuPy
+and numba-cuda through :mod:`bench.cuda`, which imports them on first use: only the sweep's child process ever runs
+it. An experiment describes what to run; it never creates events, reads a clock or computes statistics
+(:mod:`bench.timing` does), never writes a file (:mod:`bench.sweep` and :mod:`bench.store` do) and never shows its
+rows (its view does).
+
+What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`, :mod:`bench.cuda`,
+:mod:`bench.catalogs`, :mod:`bench.env`, :mod:`bench.driver`), :mod:`bench.schema`, :mod:`bench.units`,
+:mod:`bench.vocabulary` and the package ``bench`` itself (its version); never another experiment
+(``tests/test_layout.py`` checks), a view or the analysis side.
 
 ``measure(configs, context)`` yields one row (a dict) per configuration, in order: the configuration's axis values
 plus the experiment's columns, with the sample columns of :class:`bench.timing.Samples` where it measured. A row
@@ -35,31 +43,6 @@ def always(config: Config) -> bool:
     return True
 
 
-def no_answer(rows) -> None:
-    return None
-
-
-def listed(names: Sequence[str], limit: int = 6) -> str:
-    """'a, b, c and 4 more': names in a sentence, the first ``limit`` of them ('none' for no names)."""
-    names = list(names)
-    if len(names) <= limit:
-        return ", ".join(names) or "none"
-    return f"{', '.join(names[:limit])} and {len(names) - limit} more"
-
-
-def span(values) -> str:
-    """'2.7–5' for numbers from 2.7 to 5, '95' where they are all 95."""
-    low, high = min(values), max(values)
-    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
-
-
-def numbers(texts):
-    """A headline column's texts as numbers: '1.5×' and '91.3%' read as 1.5 and 91.3, '—' as NaN."""
-    import pandas as pd
-
-    return pd.to_numeric(pd.Series(list(texts), dtype=object).astype(str).str.rstrip("×%"), errors="coerce")
-
-
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -67,16 +50,12 @@ class Experiment:
     axes: Mapping[str, tuple]  # the default sweep, axis by axis, in expansion order
     columns: tuple[Column, ...]  # the axes' and the experiment's own columns, typed
     measure: Callable  # (configurations, bench.timing.Context) -> rows; the only part that touches CUDA
-    headline: Callable  # (this experiment's rows) -> a small DataFrame: the numbers a summary shows
     seconds: Callable  # (configuration) -> expected wall time, for the plan and its budget
     quick: Mapping[str, tuple] = field(default_factory=dict)  # axis values for --quick (a smoke test)
     full: Mapping[str, tuple] = field(default_factory=dict)  # axis values for --full (the exhaustive grid)
     valid: Callable = always  # (configuration) -> bool: drops combinations that make no sense
     lean: Callable = always  # (configuration) -> bool: what the default and quick sweeps keep (--full keeps all)
     memory_needed: Callable = no_memory  # (configurations) -> (device bytes, host bytes) at peak
-    figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
-    answer: Callable = no_answer  # (this experiment's rows of one GPU) -> its answer in one sentence for the
-    # report's summary, or None where the rows cannot give it
     tables: Mapping[str, tuple[Column, ...]] = field(default_factory=dict)  # side tables by name
     outcome: tuple[str, ...] = ()  # columns whose changes compare reports (a verdict, wrong results)
     stop_rules: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # purpose -> StopRule changes

@@ -15,20 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
-import pandas as pd
-
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
 from bench.schema import FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule, Summary
-from bench.units import format_size
+from bench.vocabulary import ALLOC_LOOP, Status
 
 APIS = ("cudaMalloc", "cudaMallocAsync", "cudaHostAlloc", "cudaHostRegister")
 DEVICE_APIS = ("cudaMalloc", "cudaMallocAsync")
 THRESHOLDS = ("none", "0", "max")
 PATTERNS = ("single", "loop")
-LOOP = 50
+LOOP = ALLOC_LOOP  # the views name it too
 HOST_MAX_BYTES = 1 << 30
 LEAN_MAX_BYTES = 32 << 20
 
@@ -79,68 +77,6 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     device = [config["bytes"] for config in configs if config["api"] in DEVICE_APIS]
     host = [config["bytes"] for config in configs if config["api"] not in DEVICE_APIS]
     return max(device, default=0), max(host, default=0)
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per API, threshold and pattern: the cost at the smallest and the largest size measured."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for (api, threshold, pattern), group in ok.groupby(["api", "release_threshold", "pattern"], sort=False):
-        group = group.sort_values("bytes")
-        smallest, largest = group.iloc[0], group.iloc[-1]
-        lines.append({"api": api if threshold == "none" else f"{api} (threshold {threshold})",
-                      "measures": "allocate + free" if pattern == "single" else "(allocate, kernel, free) in a loop",
-                      "smallest size": format_size(int(smallest["bytes"])), "host µs (smallest)":
-                      f"{smallest['median']:.1f}", "largest size": format_size(int(largest["bytes"])),
-                      "host µs (largest)": f"{largest['median']:.1f}"})
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Host µs to allocate and free, per API, from the smallest size to the largest."""
-    table = headline(rows)
-    single = table[table["measures"] == "allocate + free"] if len(table) else table
-    if not len(single):
-        return None
-    return "host µs to allocate and free: " + ", ".join(
-        f"{line['api']} {line['host µs (smallest)']} ({line['smallest size']}) – {line['host µs (largest)']} "
-        f"({line['largest size']})" for _, line in single.iterrows())
-
-
-def alloc_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """Allocation latency vs size (log-log): device allocate+free round trip, pinned host memory, and the loop."""
-    from bench.plots import gpu_label, pyplot, size_axis
-
-    ok = rows[(rows["experiment"] == "alloc") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    single = ok[ok["pattern"] == "single"]
-    panels = (("device: allocate + free round trip", single[single["api"].str.startswith("cudaMalloc")],
-               "host µs (median)"),
-              ("pinned host memory: allocate + free", single[single["api"].str.startswith("cudaHost")],
-               "host µs (median)"),
-              (f"loop: (allocate, kernel, free) × {LOOP}", ok[ok["pattern"] == "loop"],
-               "µs per iteration (solid: host, dotted: GPU)"))
-    figure, axes = plt.subplots(1, 3, figsize=(16, 5), constrained_layout=True)
-    for ax, (title, group, ylabel) in zip(axes, panels):
-        for (api, threshold), line in group.groupby(["api", "release_threshold"], sort=False):
-            line = line.sort_values("bytes")
-            sizes = line["bytes"].astype(float)
-            label = api if threshold == "none" else f"{api}, release threshold {threshold}"
-            drawn = ax.plot(sizes, line["median"], marker="o", markersize=4, label=label)
-            if title.startswith("loop"):
-                ax.plot(sizes, line["gpu_us_per_iteration"], linestyle=":", marker=".", color=drawn[0].get_color())
-        if len(group):
-            size_axis(ax, group["bytes"].to_numpy(dtype=float))
-            ax.set_xlabel("bytes per allocation")
-        ax.set_yscale("log")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    figure.suptitle(f"Allocation costs on {gpu_label(ok)}")
-    return [("alloc", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -215,10 +151,10 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
                     measured = _single(api, nbytes, stream, context)
                 else:
                     measured = _loop(api, nbytes, stream, kernel, context)
-            yield {**config, **measured, "status": "ok", "error": ""}
+            yield {**config, **measured, "status": Status.OK, "error": ""}
         except runtime.CUDARuntimeError as error:
             runtime.deviceSynchronize()
-            status = "skipped" if "memory" in str(error).lower() else "failed"
+            status = Status.SKIPPED if "memory" in str(error).lower() else Status.FAILED
             yield {**config, "status": status, "error": f"{type(error).__name__}: {error}"}
 
 
@@ -231,13 +167,10 @@ EXPERIMENT = Experiment(
     full={"bytes": (1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30, 4 << 30)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     valid=valid,
     lean=lean,
     memory_needed=memory_needed,
-    figures=(alloc_figure,),
     order=60,
     share_s=5,
 )

@@ -21,20 +21,17 @@ from __future__ import annotations
 
 from functools import partial
 
-import pandas as pd
-
-from bench.analysis import catalog_answer, contradicts_docs
 from bench.catalogs import DOCS_HOST, documented_waits
+from bench.catalogs.measured import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
+                                     run_each, takes_placement)
 from bench.catalogs.runtime import Kit, catalog
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
-from bench.measure.catalog import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
-                                   run_each, takes_placement)
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, SPIN_MS, host_columns, host_verdict,
                                     repeat_until_settled, spin_for)
-from bench.plots import truth_table_figure
 from bench.schema import TEXT, column
 from bench.timing import SpinWatch, StopRule
+from bench.vocabulary import HostVerdict
 
 VERDICTS = HOST_VERDICTS
 METRIC = SPIN_METRIC
@@ -53,20 +50,6 @@ def seconds(config: Config, rule: StopRule) -> float:
     return 0.012 + MIN_REPEATS * SPIN_MS / 1e3  # fresh streams, the idle call and the repeats
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Calls that wait for the device, and rows that contradict the documentation."""
-    ok = rows[rows["status"] == "ok"]
-    waits = ok[ok["verdict"] == "waits-for-device"]
-    contradicted = ok[[contradicts_docs(row) for _, row in ok.iterrows()]]
-    lines = []
-    for label, group in (("waits for the device", waits), ("contradicts the docs", contradicted)):
-        for _, row in group.iterrows():
-            lines.append({"finding": label, "call": row["call"], "placement": row["placement"],
-                          "spinning stream": row["spin_stream"], "host ms": f"{row['host_ms']:.3f}",
-                          "verdict": row["verdict"]})
-    return pd.DataFrame(lines)
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
@@ -80,7 +63,8 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
     samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
     return {**catalog_row(config, call, samples), **host_columns(repeats), "idle_host_ms": idle, "spin_ms": spin_ms,
             "docs_host": call.docs_host, "docs_waits": docs_waits,
-            "matches_docs": None if docs_waits is None else docs_waits == (repeats.verdict == "waits-for-device")}
+            "matches_docs": None if docs_waits is None
+            else docs_waits == (repeats.verdict == HostVerdict.WAITS_FOR_DEVICE)}
 
 
 EXPERIMENT = Experiment(
@@ -90,12 +74,9 @@ EXPERIMENT = Experiment(
     quick=QUICK_CALLS,
     columns=COLUMNS,
     measure=partial(run_each, measure_one=_measure),
-    headline=headline,
-    answer=partial(catalog_answer, verdict="waits-for-device", what="wait for a running kernel in some placement"),
     seconds=seconds,
     valid=takes_placement,
     memory_needed=kit_memory,
-    figures=(truth_table_figure,),
     outcome=("verdict",),
     size_axis="",
     order=40,

@@ -19,17 +19,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 
-import pandas as pd
-
 from bench.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
+from bench.vocabulary import CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Connections, Status, StopReason, values
 
-VARIABLE = "CUDA_DEVICE_MAX_CONNECTIONS"
-CONNECTIONS = ("1", "2", "4", "8", "32", "unset", "1 after init")
+VARIABLE = CONNECTIONS_VARIABLE
+CONNECTIONS = values(Connections)
 WORKLOADS = ("spins", "pipeline")
-STREAMS = (2, 4, 8, 16, 32)
+STREAMS = CONNECTIONS_STREAMS  # the views name these too: defined in bench.vocabulary
 SPIN_MS = 5.0
 REPEATS = 3
 PIPELINE_BYTES = 64 << 20
@@ -72,54 +71,6 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     return 4 * PIPELINE_BYTES, 4 * PIPELINE_BYTES
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Spins: the makespan in spin lengths per connection setting and stream count."""
-    spins = rows[(rows["status"] == "ok") & (rows["workload"] == "spins")]
-    if not len(spins):
-        return pd.DataFrame()
-    table = spins.pivot_table(index="connections", columns="streams", values="spin_lengths", aggfunc="first")
-    table = table.reindex([value for value in CONNECTIONS if value in table.index])
-    table.columns = [f"{streams} streams, spin lengths" for streams in table.columns]
-    return table.map(lambda value: f"{value:.1f}" if pd.notna(value) else "—").reset_index()
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """The makespan of the most streams, per connection setting."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    most = table.columns[-1]
-    return (f"{most.split(',')[0]} of two spins each take, in spin lengths (2: all side by side), with {VARIABLE}: "
-            + ", ".join(f"{line['connections']} {line[most]}" for _, line in table.iterrows()))
-
-
-def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "connections") & (rows["status"] == "ok")]
-    spins = ok[ok["workload"] == "spins"]
-    if not len(spins):
-        return []
-    plt = pyplot()
-    figure, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
-    for connections in CONNECTIONS:
-        group = spins[spins["connections"] == connections].sort_values("streams")
-        if len(group):
-            ax.plot(group["streams"], group["spin_lengths"], marker="o", label=f"{VARIABLE}={connections}",
-                    linestyle="--" if connections == "1 after init" else "-")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(STREAMS), [str(value) for value in STREAMS])
-    ax.set_xlabel("streams, two dependent spin kernels each, issued depth-first")
-    ax.set_ylabel("makespan in spin lengths (2 = all streams side by side)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    pipeline = ok[ok["workload"] == "pipeline"]
-    note = "; ".join(f"{row['connections']}: {row['efficiency']:.0%}" for _, row in pipeline.iterrows())
-    ax.set_title(f"Hardware queues ({VARIABLE}) on {gpu_label(spins)}"
-                 + (f"\npipeline efficiency at 8 streams — {note}" if note else ""), fontsize=10)
-    return [("connections", figure)]
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _spins(config: Config, watch: SpinWatch, streams: list) -> Row:
@@ -129,7 +80,7 @@ def _spins(config: Config, watch: SpinWatch, streams: list) -> Row:
         intervals = watch.depth_first(used, 2, SPIN_MS)
         makespans.append(max(end for _, end in intervals))
         peaks.append(peak_concurrency(intervals))
-    samples = Samples(makespans, "ms", "gpu", "makespan of the spins (GPU global timer)", "max_samples")
+    samples = Samples(makespans, "ms", "gpu", "makespan of the spins (GPU global timer)", StopReason.MAX_SAMPLES)
     return {**samples.columns(), "spin_lengths": samples.median / SPIN_MS, "peak_kernels": round(Summary.of(peaks).median)}
 
 
@@ -152,11 +103,12 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(max(STREAMS))]
     watch = SpinWatch(slots=2 * max(STREAMS))
     for config in configs:
-        row = {**config, "status": "ok", "error": ""}
+        row = {**config, "status": Status.OK, "error": ""}
         try:
             measured = _spins(config, watch, streams) if config["workload"] == "spins" else _pipeline(config, context)
         except MeasurementFailed as error:
-            yield {**row, **Samples.missing("ms", "gpu", config["workload"]), "status": "failed", "error": str(error)}
+            yield {**row, **Samples.missing("ms", "gpu", config["workload"]), "status": Status.FAILED,
+                   "error": str(error)}
             continue
         yield {**row, **measured}
 
@@ -168,12 +120,9 @@ EXPERIMENT = Experiment(
     quick={"connections": ("1",), "workload": ("spins",), "streams": (4,)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     lean=lean,
     memory_needed=memory_needed,
-    figures=(connections_figure,),
     process_axis="connections",
     before_cuda=before_cuda,
     size_axis="",

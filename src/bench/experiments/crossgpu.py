@@ -18,17 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import pandas as pd
-
 from bench.catalogs.runtime import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.cuda import on_device, runtime
-from bench.experiments import Config, Experiment, Row, listed
+from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.memory import LEGACY_STREAM, OwnedStream
-from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, SPIN_MS, SPIN_STREAMS, host_columns,
-                                    host_verdict, repeat_until_settled, spin_for)
+from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, host_columns, host_verdict,
+                                    repeat_until_settled, spin_for)
 from bench.schema import INT, TEXT, column
 from bench.timing import CallDuringSpin, Context, SpinWatch, StopRule, host_interval
+from bench.vocabulary import SPIN_MS, SPIN_STREAMS, CrossGpuCall, HostVerdict, Status, values
 
 VERDICTS = HOST_VERDICTS
 METRIC = SPIN_METRIC
@@ -115,8 +114,7 @@ def cross_catalog() -> dict[str, CrossCall]:
     return {call.name: call for call in _calls()}
 
 
-CALL_NAMES = ("(nothing)", "cudaFree", "cudaFreeHost", "cudaMalloc", "cudaDeviceSynchronize",
-              "cudaStreamSynchronize (legacy stream)", "cudaMemcpyPeer 4 KiB")
+CALL_NAMES = values(CrossGpuCall)  # the calls of _calls(), in order
 
 COLUMNS = (
     column("call", TEXT, "the call, made with call_gpu current", CALL_NAMES),
@@ -136,71 +134,6 @@ def placement(config: Config) -> str:
 
 def seconds(config: Config, rule: StopRule) -> float:
     return 0.015 + MIN_REPEATS * SPIN_MS / 1e3
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each call's verdict with the spin on its own GPU and on another."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for (call, spin_stream), group in ok.groupby(["call", "spin_stream"], sort=False):
-        line = {"call": call, "spinning stream": spin_stream}
-        for _, row in group.iterrows():
-            line[f"spin on GPU {row['spin_gpu']}, call on GPU {row['call_gpu']}: verdict (host ms)"] = (
-                f"{row['verdict']} ({row['host_ms']:.3f})")
-        lines.append(line)
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """The calls that wait for a kernel on another GPU, and those that wait for one on their own."""
-    ok = rows[rows["status"] == "ok"]
-    if not len(ok):
-        return None
-    waits = ok[ok["verdict"] == "waits-for-device"]
-    other = list(dict.fromkeys(waits.loc[waits["spin_gpu"] != waits["call_gpu"], "call"]))
-    own = list(dict.fromkeys(waits.loc[waits["spin_gpu"] == waits["call_gpu"], "call"]))
-    return f"wait for a kernel on another GPU: {listed(other)}; on their own GPU: {listed(own)}"
-
-
-def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """Calls × (spin GPU, spinning stream), one panel per call GPU: verdict colours, host ms in each cell."""
-    from bench.analysis import contradicts_docs, short_ms
-    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "crossgpu") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    calls = [call for call in CALL_NAMES if call in set(ok["call"])]
-    call_gpus = sorted(ok["call_gpu"].unique())
-    columns = [(spin_gpu, stream) for spin_gpu in sorted(ok["spin_gpu"].unique()) for stream in SPIN_STREAMS
-               if ((ok["spin_gpu"] == spin_gpu) & (ok["spin_stream"] == stream)).any()]
-    figure, axes = plt.subplots(1, len(call_gpus), figsize=(4.5 * len(call_gpus) + 2, 0.42 * len(calls) + 2.2),
-                                squeeze=False, constrained_layout=True)
-    for ax, call_gpu in zip(axes[0], call_gpus):
-        mine = ok[ok["call_gpu"] == call_gpu]
-        cells = {(row["call"], row["spin_gpu"], row["spin_stream"]): row for _, row in mine.iterrows()}
-        ax.set_xlim(-0.5, len(columns) - 0.5)
-        ax.set_ylim(len(calls) - 0.5, -0.5)
-        for y, call in enumerate(calls):
-            for x, (spin_gpu, stream) in enumerate(columns):
-                row = cells.get((call, spin_gpu, stream))
-                if row is None:
-                    continue
-                ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS[row["verdict"]],
-                                           edgecolor="white", linewidth=1.5))
-                ax.text(x, y, short_ms(row["host_ms"]) + ("!" if contradicts_docs(row) else ""), ha="center", va="center",
-                        fontsize=7)
-        ax.set_xticks(range(len(columns)), [f"spin on GPU {gpu}\n{'same' if gpu == call_gpu else 'other'} GPU\n"
-                                            f"({stream})" for gpu, stream in columns], fontsize=7)
-        ax.xaxis.tick_top()
-        ax.set_yticks(range(len(calls)), calls if ax is axes[0][0] else [""] * len(calls), fontsize=8)
-        ax.set_xlabel(f"call made on GPU {call_gpu}", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLORS[verdict]) for verdict in VERDICTS]
-    figure.legend(handles, list(VERDICTS), loc="outside lower center", ncol=len(handles), fontsize=8)
-    figure.suptitle(f"Does a call on one GPU wait for a {SPIN_MS:g} ms kernel on another? {gpu_label(ok)} "
-                    "(cell: host ms; ! = contradicts the docs)", fontsize=10)
-    return [("crossgpu_truth_table", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -252,8 +185,9 @@ def _measure(config: Config, spinners: dict[int, _Spinner], devices: Sequence[in
     docs_waits = call.docs_waits[where]
     return {**config, **samples.columns(), **host_columns(repeats), "placement": where, "api": call.api,
             "spin_ms": spin_ms, "idle_host_ms": idle, "docs": call.docs, "source": call.source,
-            "docs_waits": docs_waits, "status": "ok", "error": "",
-            "matches_docs": None if docs_waits is None else docs_waits == (repeats.verdict == "waits-for-device")}
+            "docs_waits": docs_waits, "status": Status.OK, "error": "",
+            "matches_docs": None if docs_waits is None
+            else docs_waits == (repeats.verdict == HostVerdict.WAITS_FOR_DEVICE)}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
@@ -269,7 +203,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
                 for device in devices:
                     with on_device(device):
                         runtime.deviceSynchronize()
-                yield {**config, "placement": placement(config), "status": "failed",
+                yield {**config, "placement": placement(config), "status": Status.FAILED,
                        "error": f"{type(error).__name__}: {error}"}
     finally:
         for spinner in spinners.values():
@@ -284,10 +218,7 @@ EXPERIMENT = Experiment(
     quick={"call": ("(nothing)", "cudaFree", "cudaDeviceSynchronize")},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
-    figures=(crossgpu_figure,),
     outcome=("verdict",),
     size_axis="",
     order=92,

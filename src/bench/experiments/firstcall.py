@@ -25,18 +25,17 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import pandas as pd
-
 from bench.cuda import cupy, kernels, runtime
-from bench.experiments import Config, Experiment, Row, listed
+from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.verdicts import HOST_VERDICTS, host_columns, host_verdict, repeat_until_settled, spin_for
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, SpinWatch, StopRule, host_interval
+from bench.vocabulary import FirstCall, ModuleLoading, Status, values
 
 VERDICTS = HOST_VERDICTS
-LOADING = ("lazy", "eager")
-CALLS = ("module-load", "get-function", "first-launch", "second-launch", "numba-first-call", "cupy-first-compile")
+LOADING = values(ModuleLoading)
+CALLS = values(FirstCall)
 COMPILING = ("numba-first-call", "cupy-first-compile")
 KERNEL = 'extern "C" __global__ void untouched(int *out) { if (out) out[0] = 1; }'
 METRIC = "host time of the step while a kernel runs on another stream"
@@ -66,50 +65,6 @@ def seconds(config: Config, rule: StopRule) -> float:
     if config["call"] in COMPILING:
         return 4.0
     return 0.01 + 3 * 0.008
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    if not len(ok):
-        return pd.DataFrame()
-    table = ok.pivot_table(index="call", columns="module_loading", values="verdict", aggfunc="first")
-    return table.reindex([call for call in CALLS if call in table.index]).reset_index()
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """The first-call steps that wait for a kernel running on another stream."""
-    ok = rows[rows["status"] == "ok"]
-    if not len(ok):
-        return None
-    waits = ok[ok["verdict"] == "waits-for-device"]
-    steps = [f"{call} ({', '.join(group['module_loading'])})" for call, group in waits.groupby("call", sort=False)]
-    return f"waits for a kernel on another stream: {listed(steps)}"
-
-
-def firstcall_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "firstcall") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    calls = [call for call in CALLS if call in set(ok["call"])]
-    figure, ax = plt.subplots(figsize=(9, 1 + 0.5 * len(calls)), constrained_layout=True)
-    for x, loading in enumerate(LOADING):
-        for y, call in enumerate(calls):
-            match = ok[(ok["module_loading"] == loading) & (ok["call"] == call)]
-            if not len(match):
-                continue
-            row = match.iloc[0]
-            ax.add_patch(plt.Rectangle((x, y), 1, 1, color=VERDICT_COLORS.get(row["verdict"], "0.8")))
-            ax.text(x + 0.5, y + 0.5, f"{row['verdict']}\n{row['host_ms']:.3g} ms", ha="center", va="center",
-                    fontsize=8)
-    ax.set_xlim(0, len(LOADING))
-    ax.set_ylim(len(calls), 0)
-    ax.set_xticks([x + 0.5 for x in range(len(LOADING))], [f"CUDA_MODULE_LOADING={v.upper()}" for v in LOADING])
-    ax.set_yticks([y + 0.5 for y in range(len(calls))], calls)
-    ax.set_title(f"Does a first call wait for a kernel on another stream? {gpu_label(ok)}", fontsize=10)
-    return [("firstcall", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -186,7 +141,8 @@ def _measure(config: Config, steps: _Steps, watch: SpinWatch, spinning) -> Row:
 
     repeats = repeat_until_settled(once, host_verdict)
     samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
-    return {**config, **samples.columns(), **host_columns(repeats), "idle_host_ms": idle_ms, "spin_ms": spin_ms, "status": "ok", "error": ""}
+    return {**config, **samples.columns(), **host_columns(repeats), "idle_host_ms": idle_ms, "spin_ms": spin_ms,
+            "status": Status.OK, "error": ""}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
@@ -206,11 +162,8 @@ EXPERIMENT = Experiment(
     quick={"module_loading": ("lazy",), "call": ("first-launch", "second-launch")},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     lean=lean,
-    figures=(firstcall_figure,),
     outcome=("verdict",),
     process_axis="module_loading",
     before_cuda=before_cuda,

@@ -22,14 +22,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
-import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import BufferSet, DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, StopRule
-from bench.units import format_size
+from bench.vocabulary import Status
 
 CASES = ("malloc-loop", "sync-in-capture", "stream-order")
 LAUNCHES = ("eager", "graph")
@@ -76,44 +75,6 @@ def seconds(config: Config, rule: StopRule) -> float:
 
 def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     return 3 * max(config["bytes"] * config["iterations"] for config in configs), 0
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for _, row in ok.iterrows():
-        where = f"{row['iterations']} × {format_size(int(row['bytes']))}"
-        gpu_ms = enqueue_ms = ""
-        if row["case"] == "malloc-loop":
-            gpu_ms, enqueue_ms = f"{row['median']:.3f}", f"{row['host_enqueue_ms']:.3f}"
-            outcome = f"graph and eager outputs {'equal' if row['graph_equals_eager'] else 'NOT equal'}"
-        elif row["case"] == "sync-in-capture":
-            outcome = f"{row['sync_error'] or 'no error'}; capture {row['capture_state_after_sync']}"
-        else:
-            outcome = f"{row['wrong_results']} wrong of {row['trials']} trials"
-        lines.append({"case": row["case"], "launch": row["launch"], "size": where, "GPU ms": gpu_ms,
-                      "host ms to enqueue": enqueue_ms, "outcome": outcome})
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Enqueueing an allocating loop eagerly and as a graph, synchronizing in a capture, and stream order."""
-    ok = rows[rows["status"] == "ok"]
-    parts = []
-    loop = ok[ok["case"] == "malloc-loop"]
-    if len(loop):
-        largest = loop[(loop["iterations"] == loop["iterations"].max()) & (loop["bytes"] == loop["bytes"].max())]
-        enqueue = {row["launch"]: row["host_enqueue_ms"] for _, row in largest.iterrows()}
-        parts.append(f"host ms to enqueue {largest['iterations'].iloc[0]} mallocAsync iterations: "
-                     + ", ".join(f"{launch} {ms:.3f}" for launch, ms in enqueue.items()))
-    capture = ok[ok["case"] == "sync-in-capture"]
-    if len(capture):
-        parts.append("synchronizing in a capture: " + ("refused" if capture["sync_error"].iloc[0] else "allowed"))
-    order = ok[ok["case"] == "stream-order"]
-    if len(order):
-        parts.append(f"stream order: {int(order['wrong_results'].sum())} wrong of {int(order['trials'].sum())} "
-                     "unsynchronized chains")
-    return "; ".join(parts) or None
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -189,7 +150,7 @@ def _malloc_loop(config: Config, context: Context, kernel) -> Row:
         timing = context.timer().measure(lambda ops: [once() for _ in range(ops)], [stream], metric=METRIC,
                                          ops_per_batch=1)
     return {**config, **checked, **timing.samples.columns(), "host_enqueue_ms": timing.enqueue_median_ms,
-            "status": "ok", "error": ""}
+            "status": Status.OK, "error": ""}
 
 
 def _capture(stream, enqueue):
@@ -223,7 +184,8 @@ def _sync_in_capture(config: Config, kernel) -> Row:
     stream.synchronize()
     usable = bool(np.array_equal(cupy.asnumpy(data), kernels.mix_reference(np.arange(1024), 3)))
     return {**config, "sync_error": sync_error, "capture_state_after_sync": state,
-            "end_capture_error": end_error, "usable_after": usable, "verified": usable, "status": "ok", "error": ""}
+            "end_capture_error": end_error, "usable_after": usable, "verified": usable, "status": Status.OK,
+            "error": ""}
 
 
 def _stream_order(config: Config, kernel) -> Row:
@@ -240,7 +202,7 @@ def _stream_order(config: Config, kernel) -> Row:
             runtime.freeAsync(ptr, stream.ptr)
         stream.synchronize()
         wrong = buffers.wrong_slots("eager", [sum(CHAIN_ROUNDS)] * buffers.iterations)
-    return {**config, "trials": config["iterations"], "wrong_results": len(wrong), "status": "ok", "error": ""}
+    return {**config, "trials": config["iterations"], "wrong_results": len(wrong), "status": Status.OK, "error": ""}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
@@ -255,7 +217,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
                 yield _stream_order(config, kernel)
         except Exception as error:  # one case's failure is its row, not the end of the others
             runtime.deviceSynchronize()
-            yield {**config, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+            yield {**config, "status": Status.FAILED, "error": f"{type(error).__name__}: {error}"}
 
 
 EXPERIMENT = Experiment(
@@ -265,8 +227,6 @@ EXPERIMENT = Experiment(
     quick={"iterations": (10,), "bytes": (1 << 20,)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     valid=valid,
     memory_needed=memory_needed,

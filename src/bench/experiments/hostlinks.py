@@ -14,16 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import numpy as np
-import pandas as pd
-
 from bench.cuda import on_device
-from bench.experiments import Config, Experiment, Row, span
+from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import CopyBuffers, mismatch
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.units import format_size
+from bench.vocabulary import Status
 
 DIRECTIONS = ("H2D", "D2H")
 LOADS = ("alone", "together")
@@ -53,67 +50,6 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     largest = max(config["bytes"] for config in configs)
     gpus = len({config["device"] for config in configs})
     return 2 * largest + (256 << 20), 2 * largest * gpus
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for (direction, nbytes), group in ok.groupby(["direction", "bytes"], sort=False):
-        line = {"direction": direction, "size": format_size(int(nbytes))}
-        for _, row in group.sort_values(["load", "device"]).iterrows():
-            line[f"GPU {row['device']} {row['load']} GB/s"] = f"{row['gbps']:.1f}"
-        together = group[group["load"] == "together"]
-        if len(together):
-            line["total together GB/s"] = f"{together['total_gbps'].iloc[0]:.1f}"
-        lines.append(line)
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Per direction: GB/s per GPU alone against the total with every GPU copying at once."""
-    ok = rows[rows["status"] == "ok"]
-    parts = []
-    for direction, group in ok.groupby("direction", sort=False):
-        group = group[group["bytes"] == group["bytes"].max()]
-        alone, together = group[group["load"] == "alone"], group[group["load"] == "together"]
-        if len(alone) and len(together):
-            parts.append(f"{direction} {span(alone['gbps'].round(1))} GB/s per GPU alone, "
-                         f"{together['total_gbps'].iloc[0]:.1f} GB/s in total with {together['device'].nunique()} "
-                         "at once")
-    return "; ".join(parts) or None
-
-
-def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """Per direction: each GPU's GB/s alone and with every GPU copying, and the total."""
-    from bench.plots import gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "hostlinks") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    largest = ok[ok["bytes"] == ok["bytes"].max()]
-    plt = pyplot()
-    figure, axes = plt.subplots(1, len(DIRECTIONS), figsize=(11, 4.2), squeeze=False, constrained_layout=True)
-    devices = sorted(largest["device"].unique())
-    for ax, direction in zip(axes[0], DIRECTIONS):
-        group = largest[largest["direction"] == direction]
-        width = 0.38
-        for offset, load, color in ((-width / 2, "alone", "#1f77b4"), (width / 2, "together", "#d62728")):
-            values = [group[(group["load"] == load) & (group["device"] == device)]["gbps"] for device in devices]
-            heights = [float(value.iloc[0]) if len(value) else np.nan for value in values]
-            bars = ax.bar(np.arange(len(devices)) + offset, heights, width, color=color,
-                          label=f"{load} ({'this GPU only' if load == 'alone' else 'every GPU at once'})")
-            ax.bar_label(bars, fmt="%.1f", fontsize=8)
-        together = group[group["load"] == "together"]
-        if len(together):
-            ax.set_title(f"{direction}: all {len(devices)} GPUs together move "
-                         f"{together['total_gbps'].iloc[0]:.1f} GB/s", fontsize=10)
-        ax.set_xticks(range(len(devices)), [f"GPU {device}" for device in devices])
-        ax.set_ylabel("GB/s (10⁹ bytes/s), median")
-        ax.set_ylim(0, 1.3 * np.nanmax(largest["gbps"]))
-        ax.legend(fontsize=8, loc="upper center", ncol=2)
-    figure.suptitle(f"Host links under load: pinned cudaMemcpyAsync, {format_size(int(largest['bytes'].iloc[0]))} "
-                    f"per copy — {gpu_label(ok)}", fontsize=10)
-    return [("hostlinks", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -173,7 +109,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             links[device] = _Link(device, largest)
         for config in configs:
             direction, nbytes, device = config["direction"], config["bytes"], config["device"]
-            row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "verified": False, "status": "failed",
+            row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "verified": False, "status": Status.FAILED,
                    "error": "", "gpus_copying": 1 if config["load"] == "alone" else len(devices)}
             if config["load"] == "alone":
                 timing, problem = _timed([links[device]], direction, nbytes, context)
@@ -189,7 +125,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
                 continue
             samples = Samples(timing.stream_ms[index], "ms", "gpu", METRIC, timing.samples.stop_reason,
                               timing.samples.ops_per_sample, True)
-            yield {**row, **samples.columns(), "verified": True, "status": "ok",
+            yield {**row, **samples.columns(), "verified": True, "status": Status.OK,
                    "gbps": nbytes / (timing.stream_median_ms(index) * 1e6),
                    "total_gbps": len(copying) * nbytes / (timing.median_ms * 1e6)}
     finally:
@@ -205,11 +141,8 @@ EXPERIMENT = Experiment(
     full={"bytes": (16 << 20, 64 << 20, 256 << 20, 1 << 30)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
-    figures=(hostlinks_figure,),
     order=91,
     setup_s=1.0,
     share_s=0,  # multi-GPU: not in a one-GPU sweep's budget

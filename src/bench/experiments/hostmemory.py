@@ -37,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 
 from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
@@ -46,10 +45,10 @@ from bench.measure.copies import POISON, CopyBuffers, by_host_memory, fill_patte
 from bench.measure.memory import WRITE_COMBINED
 from bench.schema import FLAG, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.units import format_size
+from bench.vocabulary import HostOperation, Status, values
 
 HOST_KINDS = ("pinned", WRITE_COMBINED)
-OPERATIONS = ("H2D", "D2H", "cpu-read", "cpu-write")
+OPERATIONS = values(HostOperation)
 COPIES = ("H2D", "D2H")
 WC_READ_LEAN_BYTES = 1 << 20  # the default and quick sweeps read write-combined memory up to this size...
 WC_READ_MAX_BYTES = 64 << 20  # ...and --full up to this one: at ~0.1 GB/s a 64 MiB pass is most of a second
@@ -116,85 +115,6 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     """Two device buffers; one host buffer of one kind at a time."""
     largest = max(config["bytes"] for config in configs)
     return 2 * largest, largest
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per operation: pinned and write-combined GB/s at the largest size both were measured at, and their ratio."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for operation in OPERATIONS:
-        group = ok[ok["operation"] == operation]
-        if not len(group):
-            continue
-        rates = {kind: dict(zip(group.loc[group["host_memory"] == kind, "bytes"].astype(int),
-                                group.loc[group["host_memory"] == kind, "gbps"])) for kind in HOST_KINDS}
-        common = sorted(set(rates["pinned"]) & set(rates["write-combined"]))
-        size = common[-1] if common else int(group["bytes"].max())
-        pinned, combined = rates["pinned"].get(size), rates["write-combined"].get(size)
-        lines.append({
-            "operation": operation,
-            "at": format_size(size),
-            "pinned GB/s": _rate(pinned),
-            "write-combined GB/s": _rate(combined),
-            "write-combined / pinned": f"{combined / pinned:.3g}×" if pinned and combined else "—",
-        })
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Write-combined memory against pinned, per operation."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    return "write-combined / pinned host memory: " + ", ".join(
-        f"{line['operation']} {line['write-combined / pinned']}" for _, line in table.iterrows())
-
-
-def _rate(gbps) -> str:
-    return "—" if gbps is None or pd.isna(gbps) else f"{gbps:.3g}"
-
-
-KIND_STYLES = {"pinned": ("#1f77b4", "-", "o"), "write-combined": ("#d62728", "--", "s")}
-_TITLES = {"H2D": "H2D copy (cudaMemcpyAsync, GPU time)", "D2H": "D2H copy (cudaMemcpyAsync, GPU time)",
-           "cpu-read": "CPU reads the buffer (numpy sum, one thread)",
-           "cpu-write": "CPU writes the buffer (numpy fill, one thread)"}
-
-
-def hostmemory_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """GB/s vs size, one panel per operation, pinned against write-combined (CPU panels on a log scale)."""
-    from bench.plots import gpu_label, pyplot, size_axis
-
-    ok = rows[(rows["experiment"] == "hostmemory") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    figure, axes = plt.subplots(2, 2, figsize=(12, 8.5), constrained_layout=True)
-    for ax, operation in zip(axes.flat, OPERATIONS):
-        group = ok[ok["operation"] == operation]
-        for kind, line in group.groupby("host_memory", sort=False):
-            line = line.sort_values("bytes")
-            sizes = line["bytes"].astype(float)
-            color, linestyle, marker = KIND_STYLES.get(kind, ("k", "-", "o"))
-            ax.plot(sizes, line["gbps"], color=color, linestyle=linestyle, marker=marker, markersize=4, label=kind)
-            # the samples' range (unit ms) as a band: the slowest sample gives the lowest rate
-            ax.fill_between(sizes, sizes / (line["max"] * 1e6), sizes / (line["min"] * 1e6), color=color,
-                            alpha=0.12, linewidth=0)
-        ax.set_title(_TITLES[operation], fontsize=10)
-        ax.set_ylabel("GB/s (10⁹ bytes/s), median")
-        if operation in COPIES:
-            ax.set_ylim(bottom=0)
-        else:
-            ax.set_yscale("log")
-        ax.grid(True, which="major", alpha=0.3)
-        if len(group):
-            size_axis(ax, group["bytes"].to_numpy(dtype=float))
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="0.5")
-    figure.suptitle(f"Pinned vs write-combined host memory on {gpu_label(ok)}")
-    figure.supxlabel("band: min–max of samples. Pinned memory is cached by the CPU (a small buffer is read from "
-                     "its caches); write-combined memory never is.", fontsize=7, color="0.4")
-    return [("hostmemory", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -289,7 +209,7 @@ def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
     copying = operation in COPIES
     metric = "GPU time per copy" if copying else "host time of one pass over the buffer"
     row = {**config, **Samples.missing("ms", "gpu" if copying else "host", metric, True if copying else None),
-           "gbps": np.nan, "verified": False, "status": "failed", "error": ""}
+           "gbps": np.nan, "verified": False, "status": Status.FAILED, "error": ""}
     wrong = problem(operation, buffers, nbytes)
     if wrong:
         row["error"] = wrong
@@ -307,7 +227,7 @@ def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
             return row
     else:
         samples = context.host(host_pass(operation, buffers, nbytes), metric=metric, unit="ms", purpose=CPU_PURPOSE)
-    row.update(samples.columns(), status="ok", gbps=nbytes / (samples.median * 1e6))
+    row.update(samples.columns(), status=Status.OK, gbps=nbytes / (samples.median * 1e6))
     return row
 
 
@@ -324,13 +244,10 @@ EXPERIMENT = Experiment(
     full={"bytes": tuple(1 << p for p in range(16, 31, 2))},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     valid=valid,
     lean=lean,
     memory_needed=memory_needed,
-    figures=(hostmemory_figure,),
     stop_rules={CPU_PURPOSE: {"time_cap_s": CPU_TIME_CAP_S}},
     order=12,
     share_s=3,

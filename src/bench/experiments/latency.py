@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
@@ -25,7 +24,7 @@ from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, t
 from bench.measure.memory import DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.units import format_size
+from bench.vocabulary import Status
 
 MEMORY = ("host-mapped", "device")
 METRIC = CHASE_METRIC
@@ -51,48 +50,12 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     return largest, 2 * largest
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    return pd.DataFrame([{"memory": row["memory"], "working set": format_size(int(row["bytes"])),
-                          "ns per dependent access": f"{row['ns_per_access']:.0f}"} for _, row in ok.iterrows()])
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """ns per dependent access, per memory and working set."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    return "ns per dependent access: " + ", ".join(
-        f"{line['memory']} {line['ns per dependent access']} ({line['working set']})" for _, line in table.iterrows())
-
-
-def latency_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "latency") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    figure, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
-    labels = [f"{row['memory']}, {format_size(int(row['bytes']))}" for _, row in ok.iterrows()]
-    low = ok["min"] * 1e6 / ok["steps"]
-    high = ok["max"] * 1e6 / ok["steps"]
-    ax.barh(labels, ok["ns_per_access"], xerr=[ok["ns_per_access"] - low, high - ok["ns_per_access"]],
-            color=["#d62728" if memory == "host-mapped" else "#1f77b4" for memory in ok["memory"]], capsize=3)
-    for y, value in enumerate(ok["ns_per_access"]):
-        ax.text(value, y, f" {value:.0f} ns", va="bottom")
-    ax.invert_yaxis()
-    ax.set_xlabel(f"ns per dependent load (median of {STEPS}-load chases; whiskers: min–max)")
-    ax.set_title(f"GPU access latency on {gpu_label(ok)}")
-    return [("latency", figure)]
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _measure(config: Config, chase, stream, out, context: Context) -> Row:
     nbytes = config["bytes"]
     row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "steps": STEPS, "ns_per_access": np.nan,
-           "verified": False, "status": "failed", "error": ""}
+           "verified": False, "status": Status.FAILED, "error": ""}
     words = pointer_chain(nbytes)
     expected = chain_end(words, STEPS)
     holder = HostBuffer("pinned", nbytes) if config["memory"] == "host-mapped" else DeviceBuffer("malloc", nbytes)
@@ -120,11 +83,8 @@ EXPERIMENT = Experiment(
     full={"bytes": (1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
-    figures=(latency_figure,),
     order=15,
     share_s=2,
 )

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import pandas as pd
-
 from bench.cuda import cupy, kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure.launches import LAUNCH_METRIC, LAUNCHES, launch_samples, launchers
 from bench.schema import INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
+from bench.vocabulary import Status
 
 PATHS = ("dispatcher", "precompiled", "cupy-raw", "cuda-core", "cuda-bindings", "graph")
 METRIC = LAUNCH_METRIC
@@ -32,38 +31,6 @@ COLUMNS = (
                          "arguments packed once), graph (CUDA graph replay, per kernel in it)", PATHS),
     column("launches_per_sample", INT, "launches timed together for one sample"),
 )
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    return pd.DataFrame({"launch path": ok["path"], "host µs per launch (median)": ok["median"].map("{:.3g}".format)})
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Host µs per launch of each path."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    return "host µs per launch: " + ", ".join(
-        f"{line['launch path']} {line['host µs per launch (median)']}" for _, line in table.iterrows())
-
-
-def launch_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
-
-    launch = rows[(rows["experiment"] == "launch") & (rows["status"] == "ok")]
-    if not len(launch):
-        return []
-    plt = pyplot()
-    figure, ax = plt.subplots(figsize=(7, 3), constrained_layout=True)
-    ax.barh(launch["path"], launch["median"], xerr=[launch["median"] - launch["min"], launch["max"] - launch["median"]],
-            color="#1f77b4", ecolor="0.4", capsize=3)
-    for y, value in enumerate(launch["median"]):
-        ax.text(value, y, f" {value:.3g} µs", va="bottom")
-    ax.set_xlabel("host µs per kernel launch (median; whiskers: min–max of samples)")
-    ax.invert_yaxis()
-    ax.set_title(f"Kernel launch cost from Python on {gpu_label(launch)}")
-    return [("launch", figure)]
 
 
 def seconds(config: Config, rule: StopRule) -> float:
@@ -80,10 +47,10 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
         call = calls[config["path"]]
         if isinstance(call, str):
             yield {**config, **Samples.missing("us", "host", METRIC), "launches_per_sample": LAUNCHES,
-                   "status": "unsupported", "error": call}
+                   "status": Status.UNSUPPORTED, "error": call}
             continue
         samples = launch_samples(context, call, stream)
-        yield {**config, **samples.columns(), "launches_per_sample": LAUNCHES, "status": "ok", "error": ""}
+        yield {**config, **samples.columns(), "launches_per_sample": LAUNCHES, "status": Status.OK, "error": ""}
 
 
 EXPERIMENT = Experiment(
@@ -93,10 +60,7 @@ EXPERIMENT = Experiment(
     axes={"path": PATHS},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
-    figures=(launch_figure,),
     size_axis="",
     order=20,
     share_s=2,

@@ -1,6 +1,9 @@
-"""Which CuPy, numba-cuda and PyTorch calls block the host, and which keep kernels on other streams from
+"""Which CuPy, numba-cuda, PyTorch and JAX calls block the host, and which keep kernels on other streams from
 overlapping: each call in :mod:`bench.catalogs`, measured as the ``blocking`` and ``serialization`` experiments
 measure CUDA runtime calls.
+
+JAX runs its work on streams of its own that nobody can name: its ``same`` placement holds every stream with the
+device-wide hold (:mod:`bench.measure.hold`) instead of a spin on one.
 
 Every call has its own *call stream*, a fresh non-blocking stream that CuPy and PyTorch use as their current stream
 and that numba-cuda calls are given (calls without a stream argument use the legacy default stream). Placements:
@@ -30,26 +33,26 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-import pandas as pd
-
 import bench
 from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, catalog, documented_waits
 from bench.cuda import cupy, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
+from bench.measure.hold import device_hold
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
                                     pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
 from bench.schema import FLAG, FLOAT, TEXT, column
 from bench.timing import Context, SpinWatch, StopRule, host_interval
+from bench.vocabulary import HostVerdict, LibraryPlacement, Status, values
 
-PLACEMENTS = ("same", "other", "between")
+PLACEMENTS = values(LibraryPlacement)
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
 
 COLUMNS = (
     column("call", TEXT, "the library call, as named in bench.catalogs"),
     column("placement", TEXT, "where the spin kernels run: same (the call's stream), other (another stream), between "
                               "(two other streams, the call between them)", PLACEMENTS),
-    column("library", TEXT, "cupy, numba-cuda or torch", LIBRARIES),
+    column("library", TEXT, "cupy, numba-cuda, torch or jax", LIBRARIES),
     column("category", TEXT, "what kind of call it is"),
     column("stream_use", TEXT, "the stream the call uses: the library's current stream, a stream it is given, the "
                                "legacy default stream, or none", STREAM_USE),
@@ -81,92 +84,14 @@ def seconds(config: Config, rule: StopRule) -> float:
     return 0.02 + (1 + MIN_REPEATS) * spin_s * (1.25 if config["placement"] == "between" else 1)
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per library: calls that waited for the GPU on their own stream, on another, that serialized, and that
-    contradict their documentation."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for library, group in ok.groupby("library", sort=False):
-        def calls(mask) -> str:
-            names = sorted({name.split(" ", 1)[1] for name in group[mask]["call"]})
-            return ", ".join(names) or "—"
-
-        waits = group["verdict"] == "waits-for-device"
-        contradicts = group["matches_docs"].eq(False).fillna(False).astype(bool)
-        lines.append({"library": library,
-                      "waits on its own stream": calls(waits & (group["placement"] == "same")),
-                      "waits for other streams": calls(waits & (group["placement"] == "other")),
-                      "serializes kernels": calls(group["verdict"] == "serializes"),
-                      "contradicts its docs": calls(contradicts)})
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """How many library calls wait for the GPU, and how many contradict their documentation."""
-    ok = rows[rows["status"] == "ok"]
-    if not len(ok):
-        return None
-    waits = ok[ok["verdict"] == "waits-for-device"]
-    own, other = (waits.loc[waits["placement"] == placement, "call"].nunique() for placement in ("same", "other"))
-    contradicting = ok.loc[ok["matches_docs"].eq(False).fillna(False).astype(bool), "call"].nunique()
-    return (f"of {ok['call'].nunique()} calls, {own} wait for a kernel on their own stream, {other} for other "
-            f"streams; {contradicting} contradict their documentation")
-
-
-def library_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """The library truth table: one row per call (grouped by library), a column per placement, coloured by verdict,
-    host ms in the cell; ``!`` where the measurement contradicts the library's documentation."""
-    from bench.analysis import short_ms
-    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "library") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    calls = list(dict.fromkeys(ok["call"]))
-    cells = {(row["call"], row["placement"]): row for _, row in ok.iterrows()}
-    figure, ax = plt.subplots(figsize=(10, 0.26 * len(calls) + 2.4), constrained_layout=True)
-    ax.set_xlim(-0.5, len(PLACEMENTS) - 0.5)
-    ax.set_ylim(len(calls) - 0.5, -0.5)
-    for y, call in enumerate(calls):
-        for x, placement in enumerate(PLACEMENTS):
-            row = cells.get((call, placement))
-            if row is None:
-                continue
-            ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(row["verdict"], "w"),
-                                       edgecolor="white", linewidth=1.5))
-            text = "host" if placement == "between" and row["host_waited"] else (
-                "" if placement == "between" else short_ms(row["host_ms"]))
-            contradicts = row["matches_docs"] is not pd.NA and row["matches_docs"] is not None and \
-                not bool(row["matches_docs"])
-            ax.text(x, y, text + ("!" if contradicts else ""), ha="center", va="center", fontsize=6.5)
-    ax.set_xticks(range(len(PLACEMENTS)), ["spin on the call's stream", "spin on another stream",
-                                           "two spins around the call:\ndo they overlap?"], fontsize=8)
-    ax.xaxis.tick_top()
-    ax.set_yticks(range(len(calls)), calls, fontsize=7)
-    for y in range(1, len(calls)):
-        if calls[y].split(" ", 1)[0] != calls[y - 1].split(" ", 1)[0]:
-            ax.axhline(y - 0.5, color="k", linewidth=1.5)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
-    figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=4, fontsize=8)
-    env = ok.iloc[0]
-    spin_ms = ok["spin_ms"].min() if ok["spin_ms"].notna().any() else SPIN_MS  # the run's: runs before differ
-    figure.suptitle(f"Do CuPy, numba-cuda and PyTorch calls block? {gpu_label(ok)}, {env['cupy_version']}, "
-                    f"{env['numba_cuda_version']}; cell: host ms while a kernel of {spin_ms:g} ms (or 4× the call's "
-                    "own time) runs; ! = contradicts the library's docs", fontsize=9)
-    return [("library_truth_table", figure)]
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _kit(library: str):
-    if library == "cupy":
-        from bench.catalogs.cupy_calls import Kit
-    elif library == "numba-cuda":
-        from bench.catalogs.numba_calls import Kit
-    else:
-        from bench.catalogs.torch_calls import Kit
-    return Kit()
+    import importlib
+
+    from bench.catalogs import MODULES
+
+    return importlib.import_module(f"bench.catalogs.{MODULES[library]}").Kit()
 
 
 def torch_missing() -> str | None:
@@ -178,6 +103,24 @@ def torch_missing() -> str | None:
     if not torch.cuda.is_available():
         return "PyTorch is installed without CUDA support"
     return None
+
+
+def jax_missing() -> str | None:
+    """Why JAX rows cannot run here, or None. JAX is told not to take most of the GPU's memory up front: it shares
+    the process with CuPy and PyTorch."""
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+    except ImportError as error:
+        return f"JAX is not installed (pip install \"{bench.DISTRIBUTION}[jax]\"): {error}"
+    if not any(device.platform == "gpu" for device in jax.devices()):
+        return "JAX is installed without CUDA support"
+    return None
+
+
+MISSING = {"torch": torch_missing, "jax": jax_missing}  # optional libraries: why their rows cannot run
 
 
 # Streams PyTorch has used, kept until the process ends: freeing a tensor (or a pinned block a copy read) later
@@ -227,6 +170,7 @@ def _prepared(call, kit, streams: _Streams):
 def _timed(call, kit, streams: _Streams) -> float:
     prepared = _prepared(call, kit, streams)
     with streams.current():
+        prepared.arm()
         ms, _ = host_interval(prepared.call)
     runtime.deviceSynchronize()
     prepared.cleanup()
@@ -240,40 +184,46 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
     spin_ms = spin_for(idle_ms)
     row = {**config, "library": call.library, "category": call.category, "stream_use": call.stream,
            "spin_ms": spin_ms, "idle_host_ms": idle_ms, "first_host_ms": first_ms, "docs": call.docs,
-           "source": call.source, "docs_host": call.docs_host, "status": "ok", "error": ""}
+           "source": call.source, "docs_host": call.docs_host, "status": Status.OK, "error": ""}
     placement = config["placement"]
 
     def once(measure):
         prepared = _prepared(call, kit, streams)
         with streams.current():
-            seen = measure(prepared.call)
+            seen = measure(prepared.call, prepared.arm)
         prepared.cleanup()
         return seen
 
     if placement == "between":
         repeats = repeat_between_spins(lambda: once(
-            lambda made: watch.call_between_spins(streams.other, streams.second, spin_ms, made)), spin_ms)
+            lambda made, arm: watch.call_between_spins(streams.other, streams.second, spin_ms, made, arm)), spin_ms)
         samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], "ms", "gpu", "makespan of the two spins")
         return {**row, **samples.columns(), **pair_columns(repeats)}
-    spinning = streams.spinning(call, placement)
-    repeats = repeat_until_settled(lambda: once(lambda made: watch.call_during_spin(spinning, spin_ms, made)),
-                                   host_verdict, MIN_REPEATS)
+    if call.stream == "own" and placement == "same":  # streams nobody can name: hold them all
+        hold = device_hold()
+        during = lambda made, arm: hold.call_during(spin_ms, made, arm)  # noqa: E731
+    else:
+        spinning = streams.spinning(call, placement)
+        during = lambda made, arm: watch.call_during_spin(spinning, spin_ms, made, arm)  # noqa: E731
+    repeats = repeat_until_settled(lambda: once(during), host_verdict, MIN_REPEATS)
     documented = documented_waits(call, placement)
     samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host",
                               "host time of the call while a kernel runs")
     return {**row, **samples.columns(), **host_columns(repeats), "docs_waits": documented,
-            "matches_docs": None if documented is None else documented == (repeats.verdict == "waits-for-device")}
+            "matches_docs": None if documented is None
+            else documented == (repeats.verdict == HostVerdict.WAITS_FOR_DEVICE)}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     watch = SpinWatch()
     kits: dict[str, object] = {}
-    missing = {"torch": torch_missing()} if any(catalog()[c["call"]].library == "torch" for c in configs) else {}
+    used = {catalog()[config["call"]].library for config in configs}
+    missing = {library: MISSING[library]() for library in used & set(MISSING)}
     seen: set[str] = set()
     for config in configs:
         call = catalog()[config["call"]]
         if missing.get(call.library):
-            yield {**config, "library": call.library, "status": "skipped", "error": missing[call.library]}
+            yield {**config, "library": call.library, "status": Status.SKIPPED, "error": missing[call.library]}
             continue
         try:
             if call.library not in kits:
@@ -283,7 +233,8 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             yield _measure(config, call, kits[call.library], watch, first)
         except Exception as error:  # the library's error for one call must not end the others
             runtime.deviceSynchronize()
-            yield {**config, "library": call.library, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+            yield {**config, "library": call.library, "status": Status.FAILED,
+                   "error": f"{type(error).__name__}: {error}"}
 
 
 def warm() -> None:
@@ -292,7 +243,7 @@ def warm() -> None:
     measures them. Not the ``fresh`` calls: each compiles a kernel nothing has seen, which is what they measure."""
     kits: dict[str, object] = {}
     for call in catalog().values():
-        if call.fresh or (call.library == "torch" and torch_missing()):
+        if call.fresh or (call.library in MISSING and MISSING[call.library]()):
             continue
         try:
             if call.library not in kits:
@@ -304,17 +255,14 @@ def warm() -> None:
 
 EXPERIMENT = Experiment(
     name="library",
-    description="which CuPy, numba-cuda and PyTorch calls block the host or serialize kernels, against their docs",
+    description="which CuPy, numba-cuda, PyTorch and JAX calls block the host or serialize kernels, against their docs",
     axes={"call": tuple(catalog()), "placement": PLACEMENTS},
     # --quick leaves PyTorch to the default sweep: importing it takes 2-4 s of the smoke test's 20 s
     quick={"call": ("cupy a.item()", "cupy cupy.asarray(numpy pageable)", "numba cuda.to_device(pageable)")},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     valid=valid,
-    figures=(library_figure,),
     outcome=("verdict",),
     size_axis="",
     order=55,

@@ -53,15 +53,15 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import groupby
 
 import numpy as np
-import pandas as pd
 
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
 from bench.units import format_size
+from bench.vocabulary import ManagedCase, Status, values
 
-CASES = ("first-touch", "prefetch-then-kernel", "resident")
+CASES = values(ManagedCase)
 ROUNDS = 1  # mix rounds per word: memory-bound
 SPOT_CHECKS = 4096
 MIN_BYTES = 4096  # a page
@@ -142,77 +142,6 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     """The largest managed buffer, as device bytes (and as host bytes: its pages live on the host between samples)."""
     largest = max(config["bytes"] for config in configs)
     return largest, largest
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per size and case: GPU ms, GB/s of the touched bytes, the time against resident, and the prefetch alone."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for nbytes, group in ok.groupby("bytes", sort=True):
-        resident = group.loc[group["case"] == "resident", "median"]
-        for case in CASES:
-            row = group[group["case"] == case]
-            if not len(row):
-                continue
-            row = row.iloc[0]
-            lines.append({
-                "size": format_size(int(nbytes)),
-                "case": case,
-                "GPU ms": f"{row['median']:.3g}",
-                "GB/s": f"{row['gbps']:.3g}",
-                "× resident": f"{row['median'] / resident.iloc[0]:.3g}" if len(resident) else "—",
-                "prefetch alone GB/s": f"{row['prefetch_gbps']:.3g}" if pd.notna(row["prefetch_gbps"]) else "—",
-            })
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """GB/s of a kernel over managed memory on the host, prefetched and resident, at the largest size."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    largest = table[table["size"] == table["size"].iloc[-1]]
-    return (f"a kernel over {largest['size'].iloc[0]} of managed memory, GB/s: "
-            + ", ".join(f"{line['case']} {line['GB/s']}" for _, line in largest.iterrows()))
-
-
-CASE_STYLES = {"first-touch": ("#d62728", "o"), "prefetch-then-kernel": ("#ff7f0e", "s"), "resident": ("#2ca02c", "D")}
-
-
-def managed_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """GB/s of the touched bytes vs size per case (log scale), with the prefetch alone; GPU ms on the right."""
-    from bench.plots import gpu_label, pyplot, size_axis
-
-    ok = rows[(rows["experiment"] == "managed") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    figure, (rate_ax, time_ax) = plt.subplots(1, 2, figsize=(13, 5.2), constrained_layout=True)
-    for case, line in ok.groupby("case", sort=False):
-        line = line.sort_values("bytes")
-        sizes = line["bytes"].astype(float)
-        color, marker = CASE_STYLES.get(case, ("k", "o"))
-        rate_ax.plot(sizes, line["gbps"], color=color, marker=marker, markersize=4, label=case)
-        time_ax.plot(sizes, line["median"], color=color, marker=marker, markersize=4, label=case)
-        time_ax.fill_between(sizes, line["min"], line["max"], color=color, alpha=0.12, linewidth=0)
-        if case == "prefetch-then-kernel" and line["prefetch_gbps"].notna().any():
-            rate_ax.plot(sizes, line["prefetch_gbps"], color=color, linestyle=":", marker=".",
-                         label="cudaMemPrefetchAsync alone (host → device)")
-    for ax, ylabel in ((rate_ax, "GB/s of touched bytes (10⁹ bytes/s), median"),
-                       (time_ax, "GPU ms, median (band: min–max of samples)")):
-        ax.set_yscale("log")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        size_axis(ax, ok["bytes"].to_numpy(dtype=float))
-        ax.set_xlabel("managed bytes the kernel touches")
-        ax.legend(fontsize=8)
-    rate_ax.set_title("Rate", fontsize=10)
-    time_ax.set_title("Time", fontsize=10)
-    mine = rows[rows["experiment"] == "managed"]
-    skipped = int(mine.loc[mine["status"] == "skipped", "bytes"].nunique())
-    figure.suptitle(f"Managed memory on {gpu_label(ok)}: a one-round kernel over pages on the host (first touch), "
-                    "prefetched, or resident" + (f" — {skipped} size(s) skipped" if skipped else ""))
-    return [("managed", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -369,7 +298,7 @@ def _measure(config: Config, managed: _Managed, free_bytes: int, context: Contex
     case = config["case"]
     row = {**config, **Samples.missing("ms", "gpu", METRICS[case], case != "prefetch-then-kernel"), "gbps": np.nan,
            "kernel_ms": np.nan, "prefetch_ms": np.nan, "prefetch_gbps": np.nan, "free_bytes": free_bytes,
-           "verified": False, "status": "failed", "error": ""}
+           "verified": False, "status": Status.FAILED, "error": ""}
     wrong = managed.problem(case)
     if wrong:
         row["error"] = wrong
@@ -380,7 +309,7 @@ def _measure(config: Config, managed: _Managed, free_bytes: int, context: Contex
     except MeasurementFailed as error:
         row["error"] = str(error)
         return row
-    row.update(timing.samples.columns(), **extra, status="ok",
+    row.update(timing.samples.columns(), **extra, status=Status.OK,
                gbps=managed.buffer.nbytes / (timing.median_ms * 1e6))
     return row
 
@@ -394,7 +323,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     """One managed buffer per run of configurations of one size, allocated only if it fits (see too_large)."""
     device = runtime.getDevice()
     if not runtime.deviceGetAttribute(runtime.cudaDevAttrConcurrentManagedAccess, device):
-        yield from _not_measured(configs, "unsupported", "the device lacks concurrent managed access "
+        yield from _not_measured(configs, Status.UNSUPPORTED, "the device lacks concurrent managed access "
                                  "(cudaDevAttrConcurrentManagedAccess is 0): no page faults, no prefetch to it", None)
         return
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -405,7 +334,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
         free_bytes = int(runtime.memGetInfo()[0])
         reason = too_large(nbytes, free_bytes)
         if reason:
-            yield from _not_measured(group, "skipped", reason, free_bytes)
+            yield from _not_measured(group, Status.SKIPPED, reason, free_bytes)
             continue
         with ManagedBuffer(nbytes) as buffer:
             managed = _Managed(buffer, stream, kernel)
@@ -425,12 +354,9 @@ EXPERIMENT = Experiment(
     full={"bytes": (4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     valid=valid,
     memory_needed=memory_needed,
-    figures=(managed_figure,),
     stop_rules={MIGRATE_PURPOSE: MIGRATE_RULE},
     order=14,
     share_s=3,

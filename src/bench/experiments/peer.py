@@ -25,9 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
-
 from bench.cuda import cupy, kernels, on_device, runtime
 from bench.env import gpu_uuid
 from bench.experiments import Config, Experiment, Row
@@ -36,7 +33,7 @@ from bench.measure.copies import POISON, fill_random, timed
 from bench.measure.memory import DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.units import format_size
+from bench.vocabulary import Status
 
 METHODS = ("ce", "sm", "chase")
 SIDES = ("read", "write")
@@ -91,95 +88,6 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     """Per GPU: a source, a destination and a reference copy of the other GPU's source."""
     largest = max(config["bytes"] for config in configs)
     return 3 * largest + (256 << 20), 2 * largest
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per pair: the largest size's GB/s of each copy method, and the chase's latency."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for (src, dst), pair in ok.groupby(["src", "dst"], sort=True):
-        copies = pair[pair["method"] != "chase"]
-        largest = copies[copies["bytes"] == copies["bytes"].max()] if len(copies) else copies
-        line = {"pair": f"GPU {src} → GPU {dst}"}
-        for _, row in largest.iterrows():
-            name = f"{row['method']} {row['side']} {row['direction']}"
-            name += "" if row["peer_access"] == "enabled" else " staged"
-            line[f"{name} GB/s"] = f"{row['gbps']:.1f}"
-        chase = pair[pair["method"] == "chase"]
-        for _, row in chase.iterrows():
-            line[f"chase {format_size(int(row['bytes']))} ns"] = f"{row['ns_per_access']:.0f}"
-        if len(largest):
-            line["size"] = format_size(int(largest["bytes"].iloc[0]))
-        lines.append(line)
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Peak one-way GB/s between GPUs: copy engine with peer access, staged via host, SM kernel."""
-    ok = rows[(rows["status"] == "ok") & (rows["method"] != "chase") & (rows["direction"] == "uni")]
-    kinds = {"copy engine with peer access": (ok["method"] == "ce") & (ok["peer_access"] == "enabled"),
-             "staged via host": ok["peer_access"] == "disabled", "SM kernel": ok["method"] == "sm"}
-    parts = [f"{kind} {ok.loc[chosen, 'gbps'].max():.0f}" for kind, chosen in kinds.items() if chosen.any()]
-    return "peak one-way GB/s between GPUs: " + ", ".join(parts) if parts else None
-
-
-PANELS = (("ce", "read", "enabled", "uni"), ("ce", "write", "enabled", "uni"), ("ce", "read", "enabled", "bidir"),
-          ("ce", "read", "disabled", "uni"), ("sm", "read", "enabled", "uni"), ("sm", "write", "enabled", "uni"))
-
-
-def _panel_title(method: str, side: str, access: str, direction: str) -> str:
-    what = {"ce": "copy engine", "sm": "SM kernel"}[method]
-    how = "staged via host" if access == "disabled" else "peer access"
-    return f"{what}, {side}, {'bidirectional (sum)' if direction == 'bidir' else 'one way'}\n({how})"
-
-
-PANELS_PER_ROW = 3
-
-
-def matrix_figures(rows: pd.DataFrame, tables: dict) -> list:
-    """One figure per size: GPU × GPU matrices of GB/s (row: source, column: destination), a panel per method."""
-    from bench.plots import gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "peer") & (rows["status"] == "ok") & (rows["method"] != "chase")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    gpus = sorted(set(ok["src"]) | set(ok["dst"]))
-    index = {gpu: position for position, gpu in enumerate(gpus)}
-    figures = []
-    for nbytes, at_size in ok.groupby("bytes", sort=True):
-        panels = [panel for panel in PANELS if len(_select(at_size, panel))]
-        columns = min(len(panels), PANELS_PER_ROW)  # at most three abreast: the figure fits a laptop's screen
-        rows_of_panels = -(-len(panels) // columns)
-        figure, axes = plt.subplots(rows_of_panels, columns, figsize=(3.3 * columns, 3.3 * rows_of_panels + 0.4),
-                                    squeeze=False, constrained_layout=True)
-        for ax in axes.flat[len(panels):]:
-            ax.set_visible(False)
-        for ax, panel in zip(axes.flat, panels):
-            matrix = np.full((len(gpus), len(gpus)), np.nan)
-            for _, row in _select(at_size, panel).iterrows():
-                matrix[index[row["src"]], index[row["dst"]]] = row["gbps"]
-            ax.imshow(matrix, cmap="viridis", vmin=0, vmax=np.nanmax(ok["gbps"]))
-            for (y, x), value in np.ndenumerate(matrix):
-                ax.text(x, y, "—" if np.isnan(value) else f"{value:.0f}", ha="center", va="center",
-                        color="k" if np.isnan(value) else "w", fontsize=9)
-            ax.set_xticks(range(len(gpus)), [f"GPU {gpu}" for gpu in gpus], fontsize=8)
-            ax.set_yticks(range(len(gpus)), [f"GPU {gpu}" for gpu in gpus], fontsize=8)
-            ax.set_xlabel("to (destination)", fontsize=8)
-            ax.set_ylabel("from (source)", fontsize=8)
-            ax.set_title(_panel_title(*panel), fontsize=9)
-        links = ok["nvlinks"].iloc[0] if "nvlinks" in ok else None
-        link = f", {int(links)} NVLinks per GPU" if pd.notna(links) and links > 0 else ""
-        figure.suptitle(f"Peer copies, {format_size(int(nbytes))} per copy, GB/s (10⁹ bytes/s), median — "
-                        f"{gpu_label(ok)} × {len(gpus)}{link}", fontsize=10)
-        figures.append((f"peer_matrix_{format_size(int(nbytes)).replace(' ', '').lower()}", figure))
-    return figures
-
-
-def _select(rows: pd.DataFrame, panel: tuple[str, str, str, str]) -> pd.DataFrame:
-    method, side, access, direction = panel
-    return rows[(rows["method"] == method) & (rows["side"] == side) & (rows["peer_access"] == access)
-                & (rows["direction"] == direction)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -295,7 +203,7 @@ def _measure_copy(config: Config, gpus: dict[int, _Gpu], context: Context) -> Ro
     source, target, nbytes = gpus[config["src"]], gpus[config["dst"]], config["bytes"]
     gated = config["peer_access"] == "enabled"
     metric = _metric(config["direction"])
-    row = {**config, **Samples.missing("ms", "gpu", metric, gated), "verified": False, "status": "failed",
+    row = {**config, **Samples.missing("ms", "gpu", metric, gated), "verified": False, "status": Status.FAILED,
            "error": ""}
     copies = [_copy(source, target, config["side"], config["method"], 0)]
     if config["direction"] == "bidir":
@@ -314,7 +222,7 @@ def _measure_copy(config: Config, gpus: dict[int, _Gpu], context: Context) -> Ro
 def _measure_chase(config: Config, gpus: dict[int, _Gpu], context: Context) -> Row:
     """One thread on ``dst`` chasing a chain laid out in ``src``'s memory."""
     owner, reader, nbytes = gpus[config["src"]], gpus[config["dst"]], config["bytes"]
-    row = {**config, **Samples.missing("ms", "gpu", CHASE_METRIC, True), "verified": False, "status": "failed",
+    row = {**config, **Samples.missing("ms", "gpu", CHASE_METRIC, True), "verified": False, "status": Status.FAILED,
            "error": ""}
     words = pointer_chain(nbytes)
     with on_device(owner.device):
@@ -340,7 +248,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             possible = all(runtime.deviceCanAccessPeer(a, b) for a, b in ((source.device, target.device),
                                                                            (target.device, source.device)))
             if wanted and not possible:
-                yield {**config, **uuids, "status": "unsupported",
+                yield {**config, **uuids, "status": Status.UNSUPPORTED,
                        "error": f"GPU {source.device} and GPU {target.device} cannot access each other's memory "
                                 "(cudaDeviceCanAccessPeer)"}
                 continue
@@ -363,12 +271,9 @@ EXPERIMENT = Experiment(
     full={"bytes": tuple(1 << p for p in range(12, 31, 2))},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     valid=valid,
     memory_needed=memory_needed,
-    figures=(matrix_figures,),
     order=90,
     setup_s=1.5,
     share_s=0,  # multi-GPU: not in a one-GPU sweep's budget

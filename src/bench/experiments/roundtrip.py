@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 
 from bench.cuda import cupy
-from bench.experiments import Config, Experiment, Row, numbers, span
+from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import verified_copy
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, Event, MeasurementFailed, Samples, StopRule
-from bench.units import format_size
+from bench.vocabulary import Status
 
 DIRECTIONS = ("H2D", "D2H")
 METRIC = "host time of copy + event record + event synchronize"
@@ -37,55 +36,11 @@ def seconds(config: Config, rule: StopRule) -> float:
     return 0.02 + 1.3 * rule.time_cap_s  # the host samples run to the cap, the GPU ones converge sooner
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    return pd.DataFrame([{"direction": row["direction"], "size": format_size(int(row["bytes"])),
-                          "round trip µs (host)": f"{row['median']:.1f}", "copy µs (GPU)": f"{row['gpu_us']:.2f}"}
-                         for _, row in ok.iterrows()])
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """The host's round trip of a small copy, per direction, over the sizes measured."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    parts = []
-    for direction, group in table.groupby("direction", sort=False):
-        host_us = numbers(group["round trip µs (host)"])
-        parts.append(f"{direction} {span(host_us)}")
-    return (f"host µs per round trip of a small copy ({table['size'].iloc[0]} – {table['size'].iloc[-1]}): "
-            + ", ".join(parts))
-
-
-def roundtrip_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
-
-    ok = rows[(rows["experiment"] == "roundtrip") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    figure, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
-    for direction, group in ok.groupby("direction", sort=False):
-        group = group.sort_values("bytes")
-        sizes = group["bytes"].astype(float)
-        color = DIRECTION_COLORS.get(direction, "k")
-        ax.plot(sizes, group["median"], "-o", color=color, label=f"{direction} round trip (host, from Python)")
-        ax.fill_between(sizes, group["min"], group["max"], color=color, alpha=0.12, linewidth=0)
-        ax.plot(sizes, group["gpu_us"], ":s", color=color, label=f"{direction} the copy alone (GPU)")
-    size_axis(ax, ok["bytes"].to_numpy(dtype=float))
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("µs (median; band: min–max of samples)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"Small-copy round trip on {gpu_label(ok)}")
-    return [("roundtrip", figure)]
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _measure(config: Config, stream, event: Event, context: Context) -> Row:
     row = {**config, **Samples.missing("us", "host", METRIC), "gpu_us": np.nan, "verified": False,
-           "status": "failed", "error": ""}
+           "status": Status.FAILED, "error": ""}
     try:
         with verified_copy(config["direction"], "pinned", config["bytes"], stream) as enqueue:
             row["verified"] = True
@@ -105,7 +60,7 @@ def _measure(config: Config, stream, event: Event, context: Context) -> Row:
     except MeasurementFailed as error:
         row["error"] = str(error)
         return row
-    return {**row, **host.columns(), "gpu_us": gpu.median_ms * 1e3, "status": "ok"}
+    return {**row, **host.columns(), "gpu_us": gpu.median_ms * 1e3, "status": Status.OK}
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
@@ -123,10 +78,7 @@ EXPERIMENT = Experiment(
     full={"bytes": (4, 64, 256, 1024, 4096, 16384, 65536)},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
-    figures=(roundtrip_figure,),
     stop_rules={"default": {"time_cap_s": 0.1, "min_samples": 20}},
     order=16,
     share_s=2,

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 from functools import partial
 
-import pandas as pd
-
-from bench.analysis import catalog_answer
+from bench.catalogs.measured import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
+                                     run_each, takes_placement)
 from bench.catalogs.runtime import GUIDE_IMPLICIT, Kit, catalog, documented_serializes
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
-from bench.measure.catalog import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
-                                   run_each, takes_placement)
 from bench.measure.verdicts import (DEVICE_MIN_REPEATS, DEVICE_VERDICTS, SPIN_MS, pair_columns, repeat_between_spins,
                                     spin_for)
-from bench.plots import truth_table_figure
 from bench.schema import FLAG, FLOAT, FLOATS, column
 from bench.timing import SpinWatch, StopRule
+from bench.vocabulary import DeviceVerdict
 
 VERDICTS = DEVICE_VERDICTS
 MIN_REPEATS = DEVICE_MIN_REPEATS
@@ -51,16 +48,6 @@ def seconds(config: Config, rule: StopRule) -> float:
     return 0.013 + MIN_REPEATS * 1.25 * SPIN_MS / 1e3  # two spins: 1× when they overlap, 2× when serialized
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Calls that kept the two kernels from overlapping, and why."""
-    ok = rows[(rows["status"] == "ok") & (rows["verdict"] != "overlaps")]
-    return pd.DataFrame([{
-        "call": row["call"], "placement": row["placement"], "streams": row["spin_stream"],
-        "overlap ms": f"{row['overlap_ms']:.2f}", "verdict": row["verdict"],
-        "cause": "host waited" if row["host_waited"] else "device",
-    } for _, row in ok.iterrows()])
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
@@ -77,7 +64,7 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
             "overlap_ms_samples": [pair.overlap_ms for pair in repeats.seen], "makespan_ms": samples.median,
             "idle_host_ms": idle,
             "docs_serializes": documented,
-            "matches_docs": None if documented is None else repeats.verdict == "serializes"}
+            "matches_docs": None if documented is None else repeats.verdict == DeviceVerdict.SERIALIZES}
 
 
 EXPERIMENT = Experiment(
@@ -87,13 +74,9 @@ EXPERIMENT = Experiment(
     quick=QUICK_CALLS,
     columns=COLUMNS,
     measure=partial(run_each, measure_one=_measure),
-    headline=headline,
-    answer=partial(catalog_answer, verdict="serializes",
-                   what="keep kernels on two streams from overlapping in some placement"),
     seconds=seconds,
     valid=takes_placement,
     memory_needed=kit_memory,
-    figures=(truth_table_figure,),
     outcome=("verdict",),
     size_axis="",
     order=50,

@@ -17,17 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import pandas as pd
-
 from bench.cuda import cupy, runtime
-from bench.experiments import Config, Experiment, Row, numbers, span
+from bench.experiments import Config, Experiment, Row
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import (ClockPair, Context, Event, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, host_wait,
                           wait_samples)
+from bench.vocabulary import WAIT_SPIN_MS, Status
 
 SCHEDULES = ("auto", "spin", "yield", "blocking-sync")
 WAITS = ("stream", "event", "event-blocking-sync")
-SPIN_MS = 2.0
+SPIN_MS = WAIT_SPIN_MS  # the views name it too
 METRIC = "host return after the kernel's end"
 
 COLUMNS = (
@@ -51,51 +50,12 @@ def seconds(config: Config, rule: StopRule) -> float:
     return max(rule.time_cap_s, (2 + rule.min_samples) * SPIN_MS / 1e3 * 1.5)  # wake-ups run to the cap
 
 
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == "ok"]
-    return pd.DataFrame([{"schedule": row["schedule"], "wait": row["wait"],
-                          "wake-up µs": f"{row['median']:.1f}", "CPU busy": f"{row['cpu_fraction']:.0%}"}
-                         for _, row in ok.iterrows()])
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """How soon waits that spin and waits that sleep wake up after a kernel, and how busy they keep the CPU."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    wake, busy = numbers(table["wake-up µs"]), numbers(table["CPU busy"])
-    parts = [f"{kind} waits wake up in {span(wake[chosen])} µs, the CPU {span(busy[chosen])}% busy"
-             for kind, chosen in (("spinning", busy >= 50), ("sleeping", busy < 50)) if chosen.any()]
-    return "; ".join(parts)
-
-
-def waitmodes_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
-
-    ok = rows[(rows["experiment"] == "waitmodes") & (rows["status"] == "ok")]
-    if not len(ok):
-        return []
-    plt = pyplot()
-    figure, (wake_ax, cpu_ax) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True, sharey=True)
-    labels = [f"{row['schedule']} / {row['wait']}" for _, row in ok.iterrows()]
-    wake_ax.barh(labels, ok["median"], xerr=[ok["median"] - ok["min"], ok["max"] - ok["median"]], capsize=3,
-                 color="#1f77b4")
-    for y, value in enumerate(ok["median"]):
-        wake_ax.text(value, y, f" {value:.1f}", va="bottom", fontsize=8)
-    wake_ax.set_title("µs from the kernel's end to the host's return\n(median; whiskers: min–max)", fontsize=9)
-    cpu_ax.barh(labels, ok["cpu_fraction"] * 100, color="#d62728")
-    cpu_ax.set_title("CPU busy while waiting, % of one core\n(process CPU time / wall time)", fontsize=9)
-    wake_ax.invert_yaxis()
-    figure.suptitle(f"How the host waits, on {gpu_label(ok)} (a {SPIN_MS:g} ms kernel)")
-    return [("waitmodes", figure)]
-
-
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _measure(config: Config, watch: SpinWatch, stream, clock: ClockPair, context: Context,
              in_effect: str) -> Row:
     row = {**config, **Samples.missing("us", "host", METRIC), "schedule_in_effect": in_effect,
-           "cpu_fraction": float("nan"), "wait_ms": float("nan"), "status": "failed", "error": ""}
+           "cpu_fraction": float("nan"), "wait_ms": float("nan"), "status": Status.FAILED, "error": ""}
     try:
         with Event(blocking_sync=config["wait"] == "event-blocking-sync") as event:
             if config["wait"] == "stream":
@@ -109,7 +69,7 @@ def _measure(config: Config, watch: SpinWatch, stream, clock: ClockPair, context
     except MeasurementFailed as error:
         row["error"] = str(error)
         return row
-    return {**row, **samples.columns(), "status": "ok",
+    return {**row, **samples.columns(), "status": Status.OK,
             "cpu_fraction": Summary.of([wait.cpu_ms / wait.wall_ms for wait in waits]).median,
             "wait_ms": Summary.of([wait.wall_ms for wait in waits]).median}
 
@@ -132,13 +92,10 @@ EXPERIMENT = Experiment(
     quick={"schedule": ("blocking-sync",), "wait": ("stream", "event")},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     process_axis="schedule",
     before_cuda=before_cuda,
     size_axis="",
-    figures=(waitmodes_figure,),
     order=17,
     stop_rules={"default": {"time_cap_s": 0.1}},
     setup_s=0.1,  # pairing the clocks

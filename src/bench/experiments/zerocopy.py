@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from bench.cuda import kernels
 from bench.experiments import Config, Experiment, Row
@@ -22,7 +21,7 @@ from bench.measure import columns
 from bench.measure.copies import CopyBuffers, verified_and_timed
 from bench.schema import TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.units import format_size
+from bench.vocabulary import Status
 
 DIRECTIONS = ("H2D", "D2H")
 _TYPICAL_GBPS = 50.0
@@ -46,54 +45,6 @@ def seconds(config: Config, rule: StopRule) -> float:
 def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
     largest = max(config["bytes"] for config in configs)
     return 2 * largest + (256 << 20), 2 * largest
-
-
-def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per direction: the SM copy's peak and its rate at 16 MiB."""
-    ok = rows[rows["status"] == "ok"]
-    lines = []
-    for direction, group in ok.groupby("direction", sort=False):
-        peak = group.loc[group["gbps"].idxmax()]
-        at_16mib = group.loc[group["bytes"] == 16 << 20, "gbps"]
-        lines.append({"direction": direction, "GB/s at 16 MiB": f"{at_16mib.iloc[0]:.1f}" if len(at_16mib) else "—",
-                      "peak GB/s": f"{peak['gbps']:.1f}", "peak at": format_size(int(peak["bytes"]))})
-    return pd.DataFrame(lines)
-
-
-def answer(rows: pd.DataFrame) -> str | None:
-    """Peak GB/s of a kernel reading and writing mapped pinned host memory."""
-    table = headline(rows)
-    if not len(table):
-        return None
-    return "a kernel on mapped pinned host memory, peak GB/s: " + ", ".join(
-        f"{line['direction']} {line['peak GB/s']}" for _, line in table.iterrows())
-
-
-def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
-    """GB/s vs size: SM copies (solid) beside the copy engines' pinned copies from the same run (dashed)."""
-    from bench.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
-
-    sm = rows[(rows["experiment"] == "zerocopy") & (rows["status"] == "ok")]
-    if not len(sm):
-        return []
-    ce = rows[(rows["experiment"] == "bandwidth") & (rows["status"] == "ok") & (rows["host_memory"] == "pinned")]
-    plt = pyplot()
-    figure, ax = plt.subplots(figsize=(9, 5.5), constrained_layout=True)
-    for direction in DIRECTIONS:
-        color = DIRECTION_COLORS[direction]
-        for frame, style, label in ((sm, "-", "SM copy (kernel, mapped host memory)"),
-                                    (ce, "--", "copy engine (cudaMemcpyAsync, pinned)")):
-            group = frame[frame["direction"] == direction].sort_values("bytes")
-            if len(group):
-                ax.plot(group["bytes"].astype(float), group["gbps"], style, marker="o", markersize=3, color=color,
-                        label=f"{direction} {label}")
-    size_axis(ax, sm["bytes"].to_numpy(dtype=float))
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("GB/s (10⁹ bytes/s), median")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"SM copies vs copy engines on {gpu_label(sm)}")
-    return [("zerocopy", figure)]
 
 
 # --- measuring code --------------------------------------------------------------------------------------------
@@ -124,7 +75,7 @@ def _copy(buffers: CopyBuffers, direction: str, kernel) -> _SmCopy:
 
 def _measure(config: Config, copy: _SmCopy, context: Context) -> Row:
     row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "gbps": np.nan, "verified": False,
-           "status": "failed", "error": ""}
+           "status": Status.FAILED, "error": ""}
     verified_and_timed(row, [copy], config["bytes"], context.timer(), METRIC)
     return row
 
@@ -144,11 +95,8 @@ EXPERIMENT = Experiment(
     full={"bytes": tuple(1 << p for p in range(12, 31))},
     columns=COLUMNS,
     measure=measure,
-    headline=headline,
-    answer=answer,
     seconds=seconds,
     memory_needed=memory_needed,
-    figures=(zerocopy_figure,),
     order=11,
     setup_s=1.2,  # compiling the copy kernel (a fresh machine has no cache), 1 GiB buffers filled
     share_s=4,

@@ -8,13 +8,14 @@
 - :mod:`~bench.measure.launches`: the kernel launch paths and their host time per launch;
 - :mod:`~bench.measure.pipeline`: the chunked H2D → kernel → D2H pipeline, its stage times, bound and check;
 - :mod:`~bench.measure.verdicts`: a call made while spin kernels run, its verdicts, repeated until they settle;
-- :mod:`~bench.measure.catalog`: the runtime call catalog measured call by call, on fresh streams each time;
 - :mod:`~bench.measure.columns`: result columns several experiments declare alike.
 
 What a module here may import: :mod:`bench.cuda` (CuPy and numba-cuda, on first use), :mod:`bench.timing`,
-:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, the call catalogs (:mod:`bench.catalogs`), and
-each other. Never :mod:`bench.experiments` or the sweep (:mod:`bench.sweep`): experiments are built from these
-tools, not the other way round, and no experiment imports another (``tests/test_layout.py`` checks). Importing this
+:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, and each other. Never :mod:`bench.experiments` or
+the sweep (:mod:`bench.sweep`): experiments are built from these tools, not the other way round, and no experiment
+imports another; nor the call catalogs (:mod:`bench.catalogs`), which stand on these tools (their calls allocate
+with :mod:`bench.measure.memory`; :mod:`bench.catalogs.measured` measures the runtime's call by call)
+(``tests/test_layout.py`` checks). Importing this
 package imports none of its modules, and none of them imports a CUDA library before it is used, so an experiment's
 description can import them.
 """

@@ -8,9 +8,10 @@ import numpy as np
 
 from bench.cuda import on_device
 from bench.timing import MeasurementFailed
+from bench.vocabulary import CHASE_STEPS, Status
 
 SLOT_BYTES = 256
-STEPS = 4096
+STEPS = CHASE_STEPS  # the views name it too
 CHASE_METRIC = f"GPU time of {STEPS} dependent loads"
 
 
@@ -59,5 +60,5 @@ def timed_chase(row: dict, chase, stream, base: int, out, expected: int, timer, 
                                devices=None if device is None else [device])
     except MeasurementFailed as error:
         return {**row, "verified": True, "error": str(error)}
-    return {**row, **timing.samples.columns(), "verified": True, "status": "ok",
+    return {**row, **timing.samples.columns(), "verified": True, "status": Status.OK,
             "ns_per_access": timing.median_ms * 1e6 / STEPS}

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.catalogs.runtime import PLACEMENTS
-from bench.measure.verdicts import SPIN_STREAMS
 from bench.schema import FLAG, FLOAT, INT, TEXT, TEXTS, Column, column
+from bench.vocabulary import PLACEMENTS, SPIN_STREAMS
 
 # --- copies ----------------------------------------------------------------------------------------------------
 BYTES_PER_COPY = column("bytes", INT, "bytes per copy")

@@ -15,6 +15,7 @@ import numpy as np
 from bench.cuda import cupy, runtime
 from bench.measure.memory import BufferSet, DeviceBuffer, host_buffer
 from bench.timing import MeasurementFailed
+from bench.vocabulary import Status
 
 POISON = 0xA5  # what a destination holds before a copy: no source byte ever does
 FILL_CHUNK = 64 << 20  # fill_random draws this many bytes at a time (its temporaries: a few times this on the device)
@@ -150,7 +151,7 @@ def timed(row: dict, copies: Sequence, nbytes: int, timer, metric: str, gated: b
     except MeasurementFailed as error:
         row["error"] = str(error)
         return None
-    row.update(timing.samples.columns(), status="ok", gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
+    row.update(timing.samples.columns(), status=Status.OK, gbps=len(copies) * nbytes / (timing.median_ms * 1e6))
     return timing
 
 

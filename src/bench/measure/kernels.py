@@ -34,7 +34,12 @@ if config.ENABLE_CUDASIM:
         """Simulator stand-in for a volatile 64-bit load through a raw pointer."""
         return pointer[index]
 
+    def pause(ns):
+        """Simulator stand-in for ``__nanosleep``."""
+        time.sleep(ns / 1e9)
+
 else:
+
     from llvmlite import ir
     from numba import types
     from numba.cuda import cgutils
@@ -121,6 +126,52 @@ def spin_kernel(duration_ns, stamps, slot):
         now = globaltimer_ns()
     stamps[2 * slot + 1] = now
     cuda.threadfence_system()
+
+
+# Hold state (host-mapped int32): what the host and the blocks of one hold write, each tagged with the hold's
+# generation so a new hold needs no reset.
+HOLD_RELEASE = 0  # the host writes the generation it releases
+HOLD_EXPIRED = 1  # block 0 writes the generation whose watchdog ended it
+HOLD_ENDED = 2  # block 0 writes the generation once it lets the blocks go
+HOLD_STARTED = 3  # HOLD_STARTED + block: each block writes the generation once it runs
+
+
+if not config.ENABLE_CUDASIM:
+
+    @cuda.jit(device=True, inline=True)
+    def pause(ns):
+        """``__nanosleep``: let the SM's other warps run a while."""
+        cuda.nanosleep(ns)
+
+
+@cuda.jit(cache=True, **({} if config.ENABLE_CUDASIM else {"max_registers": 32}))  # 2048 threads × 32 = an SM's
+def hold_kernel(state, flag, generation, timeout_ns):
+    """Occupy an SM's every thread slot until the host releases the hold (``state[HOLD_RELEASE] == generation``) or
+    ``timeout_ns`` passes: launched with enough blocks to fill every SM, no block of any other kernel can start.
+
+    Only block 0 reads the host's memory (every 2 µs); it passes the release on through ``flag`` (device memory),
+    which the other blocks read. Each block's first thread also keeps its own watchdog, a millisecond longer. The
+    other threads wait at the barrier, occupying their slots."""
+    if cuda.threadIdx.x == 0:
+        start = globaltimer_ns()
+        state[HOLD_STARTED + cuda.blockIdx.x] = generation
+        cuda.threadfence_system()
+        if cuda.blockIdx.x == 0:
+            while fresh_load(state, HOLD_RELEASE) != generation:
+                if globaltimer_ns() - start > timeout_ns:
+                    state[HOLD_EXPIRED] = generation
+                    break
+                pause(2000)
+            flag[0] = generation
+            cuda.threadfence()
+            state[HOLD_ENDED] = generation
+            cuda.threadfence_system()
+        else:
+            while fresh_load(flag, 0) != generation:
+                if globaltimer_ns() - start > timeout_ns + 1_000_000:
+                    break
+                pause(1000)
+    cuda.syncthreads()
 
 
 def numba_stream(ptr: int):

@@ -21,17 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.timing import CallDuringSpin, SpinPair, Samples, Summary
-from bench.vocabulary import DeviceVerdict, HostVerdict
+from bench.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, StopReason
 
-SPIN_MS = 10.0  # the shortest spin; a slow call gets a longer one (spin_for)
 OWN_WORK_MS = 1.0  # well above what returning calls cost (≤ 0.3 ms on the H200), well below a 64 MiB copy
 MIN_REPEATS = 3  # repeats that must agree (calls between two spins, twice as long, need DEVICE_MIN_REPEATS)
 MAX_REPEATS = 5
 HOST_VERDICTS = tuple(HostVerdict)
 DEVICE_VERDICTS = tuple(DeviceVerdict)
 DEVICE_MIN_REPEATS = 2
-HOST_ORDER = ("unclear", *HOST_VERDICTS[:3])  # ties go to the verdict later in the order
-SPIN_STREAMS = ("blocking", "non-blocking")  # how a spinning stream is created
+HOST_ORDER = (HostVerdict.UNCLEAR, *HOST_VERDICTS[:3])  # ties go to the verdict later in the order
 SPIN_METRIC = "host time of the call while a kernel runs"
 
 
@@ -75,7 +73,8 @@ class Repeats:
 
     def samples(self, values: Sequence[float], unit: str, clock: str, metric: str) -> Samples:
         """Samples of the repeats: converged when they agreed."""
-        return Samples(list(values), unit, clock, metric, "converged" if self.stable else "max_samples")
+        reason = StopReason.CONVERGED if self.stable else StopReason.MAX_SAMPLES
+        return Samples(list(values), unit, clock, metric, reason)
 
 
 def host_verdict(seen: CallDuringSpin) -> str:

@@ -42,6 +42,7 @@ from bench.sweep.processes import (FailedMessage, ReadyMessage, RowMessage, inli
                                    start_processes)
 from bench.sweep.warmup import warm_up
 from bench.timing import Stopwatch
+from bench.vocabulary import Status
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Reporter:
 def not_run(item: Plan, received: set, why: str) -> list[dict]:
     """Rows for the configurations an experiment's failure left unmeasured: skipped when it ran out of memory."""
     out_of_memory = "MemoryAllocation" in why or "out of memory" in why.lower()
-    status = "skipped" if out_of_memory else "failed"
+    status = Status.SKIPPED if out_of_memory else Status.FAILED
     axes = list(item.experiment.axes)
     return [{**config, "status": status,
              "error": f"{'skipped' if out_of_memory else 'not measured'}: the {item.experiment.name} experiment "
@@ -142,7 +143,8 @@ class _Sweep:
         self.earlier = store.records(earlier.rows) if earlier is not None else []
         self.earlier_tables = ({name: store.records(table) for name, table in earlier.tables.items()}
                                if earlier is not None else {})
-        self.schema = store.suite_schema([item.experiment for item in self.plans])
+        self.experiments = planning.experiments_of(self.plans)
+        self.schema = store.suite_schema(self.experiments)
         request = runner.request
         self.metadata = {
             "run_id": checked.run_id,
@@ -181,7 +183,7 @@ class _Sweep:
             self.own_file, self.saved = True, len(rows)
             for name in {*self.tables, *self.earlier_tables}:
                 entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
-                store.write(store.side_table_path(self.path, name), entries, store.table_schema(name),
+                store.write(store.side_table_path(self.path, name), entries, store.table_schema(name, self.experiments),
                             {**stamp, "table": name})
         except WriteError as error:
             raise WriteError(f"{error}; {self.kept()}") from None
@@ -214,8 +216,8 @@ class _Sweep:
         try:
             check_row(row, self.schema)
         except SchemaError as error:  # the experiment's bug: keep the configuration as a failed row, go on
-            row = {"experiment": name, **config, "status": "failed", "error": f"row does not fit the schema: {error}",
-                   **run}
+            row = {"experiment": name, **config, "status": Status.FAILED,
+                   "error": f"row does not fit the schema: {error}", **run}
         self.rows.append(row)
 
     def run(self) -> Outcome:

@@ -315,6 +315,12 @@ def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], concurren
     return [item.scaled(scale) for item in plans]
 
 
+def experiments_of(plans: Sequence[Plan]) -> dict[str, Experiment]:
+    """Every registered experiment and the plans' own (a test's), by name: the experiments whose columns a results
+    file holds, handed down to the store."""
+    return {**registry(), **{item.experiment.name: item.experiment for item in plans}}
+
+
 def describe(experiment: Experiment, config: Mapping) -> str:
     """A configuration in a few words, for the progress bar: 'bandwidth pinned H2D 16 MiB'."""
     words = [format_size(int(config[axis])) if axis == experiment.size_axis else str(config[axis])

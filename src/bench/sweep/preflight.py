@@ -17,7 +17,7 @@ from pathlib import Path
 from bench import env, store
 from bench.errors import UsageError
 from bench.sweep import resume
-from bench.sweep.plan import Plan, Planned, Request
+from bench.sweep.plan import Plan, Planned, Request, experiments_of
 from bench.units import format_size
 
 
@@ -102,7 +102,7 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
     earlier = None
     if request.resume is not None:
-        earlier = resume.read(request.resume)
+        earlier = resume.read(request.resume, store.suite_schema(experiments_of(planned.plans)))
     else:
         store.writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
         if request.out.suffix == ".parquet":

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from bench import store
 from bench.errors import UsageError
@@ -31,14 +32,14 @@ def devices_of(path: Path) -> Sequence[int]:
     return store.read_metadata(path).get("devices") or ()
 
 
-def read(path: Path) -> Earlier:
-    """The file to resume; UsageError for one of an older schema version, or one whose directory takes no file
-    (ResultsError for one that cannot be read)."""
+def read(path: Path, schema: pa.Schema) -> Earlier:
+    """The file to resume, its rows typed by ``schema`` (the suite's); UsageError for one of an older schema version,
+    or one whose directory takes no file (ResultsError for one that cannot be read)."""
     version = store.read_metadata(path).get("schema_version", 1)
     if version != store.SCHEMA_VERSION:
         raise UsageError(f"--resume: {path} was written by an older bench (schema version {version}); start a new "
                          "sweep")
-    earlier = Earlier(path, store.read(path), store.side_tables(path))
+    earlier = Earlier(path, store.read(path, schema), store.side_tables(path))
     store.writable_directory(path.parent, "--resume")
     return earlier
 

@@ -1,16 +1,17 @@
 """The runtime call catalog (:mod:`bench.catalogs.runtime`) measured call by call: the axes of an experiment over
 it, fresh streams for every measurement, and a run over configurations in which one call's failure does not end the
-others. The ``blocking`` and ``serialization`` experiments are built from these."""
+others. The ``blocking`` and ``serialization`` experiments are built from these. It stands on the catalog and on the
+measuring tools (:mod:`bench.measure`), as the catalogs do."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from bench.catalogs.runtime import KIT_MEMORY, PLACEMENTS, Kit, catalog, placement_stream
+from bench.catalogs.runtime import KIT_MEMORY, Kit, catalog, placement_stream
 from bench.cuda import runtime
 from bench.measure.memory import OwnedStream
-from bench.measure.verdicts import SPIN_STREAMS
 from bench.timing import Context, Samples, SpinWatch, host_interval
+from bench.vocabulary import PLACEMENTS, SPIN_STREAMS, Status
 
 QUICK_CALLS = {"call": ("(nothing)", "cudaFree", "cudaMemcpyAsync H2D pageable 64 MiB", "kernel launch")}
 # --quick: a control, a call that waits, one that stages on the host, one that returns
@@ -48,8 +49,8 @@ class Streams:
 
 def catalog_row(config: dict, call, samples: Samples) -> dict:
     """The columns every catalog experiment's rows share."""
-    return {**config, **samples.columns(), "api": call.api, "docs": call.docs, "source": call.source, "status": "ok",
-            "error": ""}
+    return {**config, **samples.columns(), "api": call.api, "docs": call.docs, "source": call.source,
+            "status": Status.OK, "error": ""}
 
 
 def on_fresh_streams(config: dict, kit: Kit, measure: Callable) -> object:
@@ -80,4 +81,4 @@ def run_each(configs: Sequence[dict], context: Context, measure_one: Callable) -
                 yield measure_one(config, kit, watch)
             except Exception as error:  # the runtime's refusal of one call must not end the others
                 runtime.deviceSynchronize()
-                yield {**config, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+                yield {**config, "status": Status.FAILED, "error": f"{type(error).__name__}: {error}"}

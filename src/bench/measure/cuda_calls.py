@@ -1,0 +1,62 @@
+"""The CUDA driver call each thread is in, from CUPTI's callbacks (``cupti-python``, the ``cupti`` extra).
+
+Optional: where CUPTI is missing, unsupported or already taken by another profiler (CUPTI allows one subscriber),
+:func:`open_cuda_calls` says why in one line and bench goes on without naming CUDA calls.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+
+WAITING = re.compile(r"Synchronize|Memcpy|Memset|Free|Unregister|Destroy|cuMemAlloc|cuMemHostAlloc|HostRegister")
+# the driver calls a thread may wait in; launches and queries are left out: a Python callback on each of the
+# thousands of launches of a training step (some from PyTorch's autograd threads) slowed it enough to look like a wait
+
+
+class CudaCalls:
+    """Subscribed to the driver API's callbacks of the calls that may wait (``WAITING``) until :meth:`close`: each
+    runs a short Python callback on entry and exit (a few microseconds)."""
+
+    def __init__(self) -> None:
+        from cupti import cupti
+
+        self._cupti = cupti
+        self._inside: dict[int, list[str]] = {}
+        self._enter = cupti.ApiCallbackSite.API_ENTER
+        self._subscriber = cupti.subscribe(self._callback, None)
+        try:
+            for member in cupti.driver_api_trace_cbid:
+                if WAITING.search(member.name):
+                    cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.DRIVER_API, member.value)
+        except BaseException:
+            cupti.unsubscribe(self._subscriber)
+            raise
+
+    def _callback(self, userdata, domain, callback_id, data) -> None:
+        calls = self._inside.setdefault(threading.get_ident(), [])
+        if data.callback_site == self._enter:
+            calls.append(data.function_name)
+        elif calls:
+            calls.pop()
+
+    def current(self, thread_id: int) -> str:
+        """The innermost driver call ``thread_id`` is in now ('' for none)."""
+        calls = self._inside.get(thread_id)
+        return calls[-1] if calls else ""
+
+    def close(self) -> None:
+        self._cupti.unsubscribe(self._subscriber)
+
+
+def open_cuda_calls() -> tuple[CudaCalls | None, str]:
+    """CUPTI's driver callbacks, or None and the reason in one line."""
+    try:
+        import cupti.cupti  # noqa: F401
+    except ImportError:
+        return None, "CUPTI callbacks unavailable: cupti-python is not installed (pip install \"cuda-sync-bench[cupti]\")"
+    try:
+        return CudaCalls(), ""
+    except Exception as error:  # another subscriber (a profiler), an old driver, no libcupti
+        return None, f"CUPTI callbacks unavailable: {type(error).__name__}: {error}"

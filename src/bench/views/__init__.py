@@ -1,0 +1,92 @@
+"""Views: how each experiment's results are shown, one module each, found by :func:`views`. A module
+``bench/views/<experiment>.py`` defines ``VIEW``, a :class:`View` keyed by the experiment's name: its headline table
+(the numbers a summary shows), its answer in one sentence (the report's first table) and its figures. The helpers
+several views share are here.
+
+The analysis side: a view reads rows (pandas), draws with matplotlib through :mod:`bench.plots`, and may import
+:mod:`bench.analysis`, :mod:`bench.plots`, :mod:`bench.units`, :mod:`bench.vocabulary` (the words and numbers it
+shares with the measuring code), :mod:`bench.schema`, :mod:`bench.errors` and, for a link's theoretical rate,
+:mod:`bench.env`. Never the experiments (:mod:`bench.experiments`), the measuring tools (:mod:`bench.measure`,
+:mod:`bench.timing`, :mod:`bench.cuda`), the catalogs or the sweep: what an experiment measures is handed down to
+whoever needs it, never reached up to (``tests/test_layout.py`` checks).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.vocabulary import Status
+
+
+def no_answer(rows: pd.DataFrame) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class View:
+    name: str  # the experiment's name
+    headline: Callable[[pd.DataFrame], pd.DataFrame]  # (this experiment's rows) -> the numbers a summary shows
+    answer: Callable[[pd.DataFrame], str | None] = no_answer  # (its rows of one GPU) -> its answer in one sentence
+    # for the report's summary, or None where the rows cannot give it
+    figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
+    split_axis: str = ""  # an axis whose every value gets a set of figures of its own (where several were measured)
+
+
+@functools.cache
+def views() -> dict[str, View]:
+    """Every view module's ``VIEW``, by experiment name."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        view = getattr(importlib.import_module(f"{__name__}.{info.name}"), "VIEW", None)
+        if isinstance(view, View):
+            found[view.name] = view
+    return found
+
+
+def in_order(experiments: Iterable[str]) -> dict[str, View]:
+    """The views of ``experiments`` (their names, in order: the registry's, :func:`bench.experiments.registry`,
+    handed down from the top), in that order; an experiment without a view is left out."""
+    known = views()
+    return {name: known[name] for name in experiments if name in known}
+
+
+def counts(rows: pd.DataFrame) -> pd.DataFrame:
+    """The headline of an experiment without a view (a test's): how many configurations, how many of them ok."""
+    return pd.DataFrame({"configurations": [len(rows)], "ok": [int((rows["status"] == Status.OK).sum())]})
+
+
+# --- what several views share ----------------------------------------------------------------------------------
+
+def listed(names: Sequence[str], limit: int = 6) -> str:
+    """'a, b, c and 4 more': names in a sentence, the first ``limit`` of them ('none' for no names)."""
+    names = list(names)
+    if len(names) <= limit:
+        return ", ".join(names) or "none"
+    return f"{', '.join(names[:limit])} and {len(names) - limit} more"
+
+
+def span(values) -> str:
+    """'2.7–5' for numbers from 2.7 to 5, '95' where they are all 95."""
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
+
+
+def numbers(texts):
+    """A headline column's texts as numbers: '1.5×' and '91.3%' read as 1.5 and 91.3, '—' as NaN."""
+    return pd.to_numeric(pd.Series(list(texts), dtype=object).astype(str).str.rstrip("×%"), errors="coerce")
+
+
+def catalog_answer(rows: pd.DataFrame, verdict: str, what: str) -> str | None:
+    """The answer of an experiment over a call catalog (with ``functools.partial``): the calls with ``verdict`` in
+    some placement, which do ``what``."""
+    ok = rows[rows["status"] == Status.OK]
+    if not len(ok):
+        return None
+    calls = list(dict.fromkeys(ok.loc[ok["verdict"] == verdict, "call"]))
+    return f"{len(calls)} of {ok['call'].nunique()} calls {what}: {listed(calls)}"

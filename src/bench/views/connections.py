@@ -1,0 +1,62 @@
+"""The ``connections`` experiment's view: the makespan of depth-first spins per connection setting and stream count."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.views import View
+from bench.vocabulary import CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Connections, Status, values
+
+CONNECTIONS = values(Connections)  # in this order: a line each
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Spins: the makespan in spin lengths per connection setting and stream count."""
+    spins = rows[(rows["status"] == Status.OK) & (rows["workload"] == "spins")]
+    if not len(spins):
+        return pd.DataFrame()
+    table = spins.pivot_table(index="connections", columns="streams", values="spin_lengths", aggfunc="first")
+    table = table.reindex([value for value in CONNECTIONS if value in table.index])
+    table.columns = [f"{streams} streams, spin lengths" for streams in table.columns]
+    return table.map(lambda value: f"{value:.1f}" if pd.notna(value) else "—").reset_index()
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """The makespan of the most streams, per connection setting."""
+    table = headline(rows)
+    if not len(table):
+        return None
+    most = table.columns[-1]
+    return (f"{most.split(',')[0]} of two spins each take, in spin lengths (2: all side by side), with "
+            f"{CONNECTIONS_VARIABLE}: "
+            + ", ".join(f"{line['connections']} {line[most]}" for _, line in table.iterrows()))
+
+
+def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
+    from bench.plots import gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "connections") & (rows["status"] == Status.OK)]
+    spins = ok[ok["workload"] == "spins"]
+    if not len(spins):
+        return []
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
+    for connections in CONNECTIONS:
+        group = spins[spins["connections"] == connections].sort_values("streams")
+        if len(group):
+            ax.plot(group["streams"], group["spin_lengths"], marker="o", label=f"{CONNECTIONS_VARIABLE}={connections}",
+                    linestyle="--" if connections == Connections.ONE_AFTER_INIT else "-")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(CONNECTIONS_STREAMS), [str(value) for value in CONNECTIONS_STREAMS])
+    ax.set_xlabel("streams, two dependent spin kernels each, issued depth-first")
+    ax.set_ylabel("makespan in spin lengths (2 = all streams side by side)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    pipeline = ok[ok["workload"] == "pipeline"]
+    note = "; ".join(f"{row['connections']}: {row['efficiency']:.0%}" for _, row in pipeline.iterrows())
+    ax.set_title(f"Hardware queues ({CONNECTIONS_VARIABLE}) on {gpu_label(spins)}"
+                 + (f"\npipeline efficiency at 8 streams — {note}" if note else ""), fontsize=10)
+    return [("connections", figure)]
+
+
+VIEW = View("connections", headline, answer, (connections_figure,))

@@ -1,0 +1,95 @@
+"""The ``library`` experiment's view: which CuPy, numba-cuda, PyTorch and JAX calls wait for the GPU; their truth
+table."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.views import View
+from bench.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, LibraryPlacement, Status, values
+
+PLACEMENTS = values(LibraryPlacement)  # a column each: the spin on the call's stream, on another, around it
+
+
+def headline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per library: calls that waited for the GPU on their own stream, on another, that serialized, and that
+    contradict their documentation."""
+    ok = rows[rows["status"] == Status.OK]
+    lines = []
+    for library, group in ok.groupby("library", sort=False):
+        def calls(mask) -> str:
+            names = sorted({name.split(" ", 1)[1] for name in group[mask]["call"]})
+            return ", ".join(names) or "—"
+
+        waits = group["verdict"] == HostVerdict.WAITS_FOR_DEVICE
+        contradicts = group["matches_docs"].eq(False).fillna(False).astype(bool)
+        lines.append({"library": library,
+                      "waits on its own stream": calls(waits & (group["placement"] == "same")),
+                      "waits for other streams": calls(waits & (group["placement"] == "other")),
+                      "serializes kernels": calls(group["verdict"] == DeviceVerdict.SERIALIZES),
+                      "contradicts its docs": calls(contradicts)})
+    return pd.DataFrame(lines)
+
+
+def answer(rows: pd.DataFrame) -> str | None:
+    """How many library calls wait for the GPU, and how many contradict their documentation."""
+    ok = rows[rows["status"] == Status.OK]
+    if not len(ok):
+        return None
+    waits = ok[ok["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
+    own, other = (waits.loc[waits["placement"] == placement, "call"].nunique() for placement in ("same", "other"))
+    contradicting = ok.loc[ok["matches_docs"].eq(False).fillna(False).astype(bool), "call"].nunique()
+    return (f"of {ok['call'].nunique()} calls, {own} wait for a kernel on their own stream, {other} for other "
+            f"streams; {contradicting} contradict their documentation")
+
+
+def library_figure(rows: pd.DataFrame, tables: dict) -> list:
+    """The library truth table: one row per call (grouped by library), a column per placement, coloured by verdict,
+    host ms in the cell; ``!`` where the measurement contradicts the library's documentation."""
+    from bench.analysis import short_ms
+    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
+
+    ok = rows[(rows["experiment"] == "library") & (rows["status"] == Status.OK)]
+    if not len(ok):
+        return []
+    plt = pyplot()
+    calls = list(dict.fromkeys(ok["call"]))
+    cells = {(row["call"], row["placement"]): row for _, row in ok.iterrows()}
+    figure, ax = plt.subplots(figsize=(10, 0.26 * len(calls) + 2.4), constrained_layout=True)
+    ax.set_xlim(-0.5, len(PLACEMENTS) - 0.5)
+    ax.set_ylim(len(calls) - 0.5, -0.5)
+    for y, call in enumerate(calls):
+        for x, placement in enumerate(PLACEMENTS):
+            row = cells.get((call, placement))
+            if row is None:
+                continue
+            ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(row["verdict"], "w"),
+                                       edgecolor="white", linewidth=1.5))
+            text = "host" if placement == "between" and row["host_waited"] else (
+                "" if placement == "between" else short_ms(row["host_ms"]))
+            contradicts = row["matches_docs"] is not pd.NA and row["matches_docs"] is not None and \
+                not bool(row["matches_docs"])
+            ax.text(x, y, text + ("!" if contradicts else ""), ha="center", va="center", fontsize=6.5)
+    ax.set_xticks(range(len(PLACEMENTS)), ["spin on the call's stream", "spin on another stream",
+                                           "two spins around the call:\ndo they overlap?"], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(calls)), calls, fontsize=7)
+    for y in range(1, len(calls)):
+        if calls[y].split(" ", 1)[0] != calls[y - 1].split(" ", 1)[0]:
+            ax.axhline(y - 0.5, color="k", linewidth=1.5)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
+    figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=4, fontsize=8)
+    env = ok.iloc[0]
+    spin_ms = ok["spin_ms"].min() if ok["spin_ms"].notna().any() else SPIN_MS  # the run's: runs before differ
+    names = [NAMES[library] for library in NAMES if library in set(ok["library"])]
+    held = "; JAX's own streams: every SM held" if "jax" in set(ok["library"]) else ""
+    libraries = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    figure.suptitle(f"Do {libraries} calls block? {gpu_label(ok)}, "
+                    f"{env['cupy_version']}, {env['numba_cuda_version']}; cell: host ms while a kernel of {spin_ms:g} "
+                    f"ms (or 4× the call's own time) runs{held}; ! = contradicts the library's docs", fontsize=9)
+    return [("library_truth_table", figure)]
+
+
+NAMES = {"cupy": "CuPy", "numba-cuda": "numba-cuda", "torch": "PyTorch", "jax": "JAX"}  # in the figure's title
+
+VIEW = View("library", headline, answer, (library_figure,))

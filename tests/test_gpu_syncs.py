@@ -1,0 +1,138 @@
+"""The device-wide hold, ``bench.syncs``, ``assert_async`` and ``probe`` on every stream, on a real GPU (CuPy only:
+PyTorch's and JAX's cases run in scripts/syncs_cases.py). Skipped (with the reason) where no GPU is visible."""
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cupy():
+    import cupy
+
+    return cupy
+
+
+@pytest.fixture(scope="module")
+def busy(cupy):
+    """A few ms of matrix products on a non-blocking stream, queued by each call."""
+    matrix = cupy.random.random((2048, 2048))
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def queue():
+        with stream:
+            for _ in range(4):
+                matrix @ matrix
+        return stream
+
+    return queue
+
+
+def test_the_hold_fills_every_sm_and_keeps_other_streams_waiting(cupy):
+    from bench.cuda import runtime
+    from bench.measure.hold import device_hold
+
+    hold = device_hold()
+    properties = runtime.getDeviceProperties(runtime.getDevice())
+    assert hold.shape.blocks * hold.shape.threads == (properties["multiProcessorCount"]
+                                                      * properties["maxThreadsPerMultiProcessor"])
+    other = cupy.cuda.Stream(non_blocking=True)
+    done = cupy.zeros(1)
+    done += 1  # loads the kernel: a first launch waits for the GPU to be idle (lazy loading)
+    hold.launch(2.0)
+    try:
+        hold.wait_full()
+        with other:
+            done += 1
+            event = other.record()
+        time.sleep(0.05)
+        assert not event.done and hold.holding()  # a kernel of another stream could not start
+    finally:
+        hold.finish()
+    event.synchronize()
+    assert float(done[0]) == 2 and not hold.expired()
+
+
+def test_syncs_names_the_line_that_waited_on_a_non_blocking_stream(cupy, busy):
+    from bench import syncs
+
+    def region():
+        stream = busy()
+        with stream:
+            total = cupy.ones(1 << 20).sum()
+        return float(total)  # noqa: the line that waits
+
+    found = syncs(region, cuda_calls=False)
+    assert found.waited and len(found.places) == 1, str(found)
+    place = found.places[0]
+    assert place.source == "return float(total)  # noqa: the line that waits" and place.library == "cupy"
+    assert place.count == 1 and place.hold_ms < 250  # finding it cost at most 0.25 s of hold
+    assert "region" in place.calls[-1]
+
+
+def test_syncs_passes_a_region_that_only_enqueues(cupy, busy):
+    from bench import syncs
+
+    found = syncs(lambda: busy(), cuda_calls=False)
+    assert not found.waited and not found.own_work, str(found)
+    assert str(found).startswith("no waits")
+
+
+def test_regions_nest_and_an_exception_releases_the_gpu(cupy, busy):
+    from bench.pytest_plugin import WaitedForGpu, assert_async
+
+    with assert_async():
+        busy()
+        with assert_async():
+            busy()
+    with pytest.raises(WaitedForGpu, match="inner_wait"):
+        with assert_async():
+            busy()
+            with assert_async():
+                inner_wait = float(cupy.ones(4).sum())  # noqa: F841
+    with pytest.raises(KeyError):
+        with assert_async():
+            busy()
+            raise KeyError("inside")
+    started = time.perf_counter()
+    cupy.cuda.runtime.deviceSynchronize()
+    assert time.perf_counter() - started < 0.5  # the hold was released at once, not by its watchdog
+
+
+def test_probe_holds_every_stream_by_default(cupy, busy):
+    from bench import probe
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    data = cupy.ones(1 << 20)
+
+    def on_side_stream():
+        with stream:
+            return float(data.sum())
+
+    held = probe(on_side_stream, serialization=False)
+    assert held.verdict == "waits-for-device" and held.held == "every stream", str(held)
+    legacy = probe(on_side_stream, stream=0, serialization=False)  # the old meaning: the legacy stream alone
+    assert legacy.verdict != "waits-for-device", str(legacy)
+
+
+def test_jax_and_triton_calls_in_the_library_truth_table(cupy):
+    """JAX's calls, held by the device-wide hold (its streams have no names), and Triton's launch."""
+    pytest.importorskip("jax")
+    from gpu_rows import rows_of
+
+    configs = [{"call": call, "placement": "same"} for call in (
+        "jax float(a)", "jax a * 2 + 1", "jax jitted f(a) (compiled)", "jax a[boolean mask]",
+        "jax a.copy_to_host_async()")]
+    frame = rows_of("library", configs).set_index("call")
+    assert (frame["status"] == "ok").all(), frame["error"].tolist()
+    verdicts = frame["verdict"].to_dict()
+    assert verdicts["jax float(a)"] == "waits-for-device" and verdicts["jax a[boolean mask]"] == "waits-for-device"
+    assert verdicts["jax a * 2 + 1"] == "returns" and verdicts["jax jitted f(a) (compiled)"] == "returns"
+    assert verdicts["jax a.copy_to_host_async()"] != "waits-for-device"
+    assert frame.loc["jax float(a)", "matches_docs"]
+    if pytest.importorskip("torch").cuda.is_available():
+        pytest.importorskip("triton")
+        triton = rows_of("library", [{"call": "torch triton kernel launch (warm)", "placement": "same"}])
+        assert triton["status"].tolist() == ["ok"] and triton["verdict"].tolist() == ["returns"], triton["error"]
