@@ -477,8 +477,13 @@ def test_probe_catches_item_and_passes_an_async_copy_into_pinned_memory(cupy):
 
     data = cupy.arange(1 << 20, dtype=cupy.float32)  # CuPy's current stream: the legacy default stream
     pinned = cupyx.empty_pinned(data.shape, data.dtype)
-    waited = probe(lambda: data[:1].item())
+    (data * 2)[:1].item()  # its kernel loaded (a first launch waits for an idle GPU)
+    waited = probe(lambda: (data * 2)[:1].item())  # the whole GPU held: the product cannot run, .item() waits
     assert waited.verdict == "waits-for-device" and not waited.gpu_busy_after and waited.host_ms > 10, str(waited)
+    ready = probe(lambda: data[:1].item())  # nothing queued before it: the copy engines are not held
+    assert ready.verdict != "waits-for-device", str(ready)
+    behind = probe(lambda: data[:1].item(), stream=0)  # the old meaning: a spin ahead of it on its stream
+    assert behind.verdict == "waits-for-device" and behind.held == "stream 0x0", str(behind)
     returned = probe(lambda: data.get(out=pinned, blocking=False))
     assert returned.verdict == "returns" and returned.gpu_busy_after and returned.host_ms < 1, str(returned)
     assert returned.serialization == "overlaps" and "returned while the GPU was busy" in str(returned)

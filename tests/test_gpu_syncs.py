@@ -27,6 +27,8 @@ def busy(cupy):
                 matrix @ matrix
         return stream
 
+    queue()  # cuBLAS loads its kernels on their first call, and loading waits for an idle GPU: not under a hold
+    stream.synchronize()
     return queue
 
 

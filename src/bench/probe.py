@@ -11,8 +11,10 @@ every kernel of every stream from starting; with ``stream``, a one-thread spin k
 still ran when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``, the call
 is also made between two spins on two other non-blocking streams, to see whether they still overlap.
 
-With ``stream``, only work your code queues on that stream waits behind the spin: ``stream=0`` is the legacy default
-stream, where the spin runs on a blocking stream (which that stream waits for). To see where in ``fn`` it waited, use
+Under the hold nothing is queued on your streams before the call: the call waits only for work it queued itself, or
+for the whole device (a ``.item()`` of a result computed before the probe returns: the copy engines are not held).
+With ``stream``, the spin is queued ahead of the call on that stream, and only work on that stream waits behind it:
+``stream=0`` is the legacy default stream, where the spin runs on a blocking stream (which that stream waits for). To see where in ``fn`` it waited, use
 :func:`bench.syncs`. The callable runs as often as the repeats need (at least ``repeats`` + 1 times): make it
 repeatable.
 """
