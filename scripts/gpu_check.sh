@@ -230,7 +230,7 @@ EOF
     read -r -a words <<< "$step"
     echo "== $(date -u +%T) $step"
     case "${words[0]}" in
-      tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" 2>&1 | grep -v Warning | tail -80 ;;
+      tests) timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider "${words[@]:1}" > "results/_logs/$stamp-tests.txt" 2>&1; grep -v Warning "results/_logs/$stamp-tests.txt" | tail -80 ;;
       startup) python3 scripts/startup.py ;;
       torch-import) python3 -c "import time; t = time.perf_counter(); import torch; a = time.perf_counter(); \
 torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_available() {time.perf_counter() - a:.2f} s')" ;;
