@@ -2,6 +2,7 @@
 one table per GPU, a row per case, bench syncs beside the independent methods.
 
     python scripts/syncs_findings.py results/_syncs/A-syncs.json [B-syncs.json ...]
+    python scripts/syncs_findings.py results/A.parquet      # a sweep's JAX and Triton rows of the library table
 """
 
 from __future__ import annotations
@@ -38,9 +39,35 @@ def table(summary: dict, source: Path) -> str:
     return "\n".join(lines)
 
 
+def library_table(results: Path) -> str:
+    """The JAX and Triton rows of a sweep's library experiment: verdict (host ms) per placement."""
+    import pandas as pd
+
+    rows = pd.read_parquet(results)
+    mine = rows[(rows["experiment"] == "library") & (rows["status"] == "ok")
+                & (rows["library"].eq("jax") | rows["call"].str.contains("triton"))]
+    lines = [f"From `{results.as_posix()}` (commit {mine['git_commit'].iloc[0]}).", "",
+             "| call | all streams held (JAX) / its stream spun | another stream spun | kernels around it | docs |",
+             "|---|---|---|---|---|"]
+    for call, group in mine.groupby("call", sort=False):
+        cells = {row["placement"]: row for _, row in group.iterrows()}
+
+        def cell(placement: str) -> str:
+            row = cells.get(placement)
+            if row is None:
+                return ""
+            if placement == "between":
+                return str(row["verdict"])
+            return f"{row['verdict']} ({row['host_ms']:.3g} ms)"
+
+        docs = cells.get("same", group.iloc[0])["docs_host"]
+        lines.append(f"| {call} | {cell('same')} | {cell('other')} | {cell('between')} | {docs} |")
+    return "\n".join(lines)
+
+
 def main(paths: list[str]) -> None:
     for path in map(Path, paths):
-        print(table(json.loads(path.read_text()), path))
+        print(library_table(path) if path.suffix == ".parquet" else table(json.loads(path.read_text()), path))
         print()
 
 

@@ -4,5 +4,6 @@ __version__ = "0.1.0"
 DISTRIBUTION = "cuda-sync-bench"  # the name pip installs bench by (PyPI's "bench" is another project)
 
 from bench.probe import ProbeResult, probe  # noqa: E402  (the public API: does my code block?)
+from bench.syncs import SyncsResult, syncs  # noqa: E402  (and where does it wait?)
 
-__all__ = ["ProbeResult", "probe", "__version__"]
+__all__ = ["ProbeResult", "SyncsResult", "probe", "syncs", "__version__"]
