@@ -1,3 +1,6 @@
+import contextlib
+import fcntl
+
 import pytest
 
 from bench.env import gpu_skip_reason, missing_libraries, no_gpu_reason
@@ -37,3 +40,32 @@ def no_gpu():
     if not _NO_GPU:
         pytest.skip("a GPU is visible here, so the no-GPU path cannot be exercised")
     return _NO_GPU
+
+
+@contextlib.contextmanager
+def _whole_gpu(tmp_path_factory):
+    """An inter-process lock that tests needing the GPU to themselves take turns on: those that hold every SM (the
+    device-wide hold) and those whose numbers need it alone (overlap speedups). GPU test modules run at once in
+    processes of their own, and a context that holds the GPU takes time slices from the others (an overlap test ran
+    at 0.64 of its speed beside a held region); the other GPU tests run beside them as before."""
+    lock = tmp_path_factory.getbasetemp().parent / "bench-whole-gpu.lock"  # shared by the session's workers
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def whole_gpu(tmp_path_factory):
+    """The GPU to this test alone, among the tests that ask (see :func:`_whole_gpu`)."""
+    with _whole_gpu(tmp_path_factory):
+        yield
+
+
+@pytest.fixture(scope="module")
+def whole_gpu_module(tmp_path_factory):
+    """The GPU to this module's tests alone, among the tests that ask (see :func:`_whole_gpu`)."""
+    with _whole_gpu(tmp_path_factory):
+        yield

@@ -200,7 +200,7 @@ def test_launch_paths_cost_what_they_should(cupy):
     assert (rows["unit"] == "us").all() and (rows["clock"] == "host").all()
 
 
-def test_overlap_small_pipeline(cupy):
+def test_overlap_small_pipeline(cupy, whole_gpu):
     from bench.sweep import plan
     from bench.experiments import registry
 

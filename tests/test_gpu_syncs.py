@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("whole_gpu_module")]  # the hold takes time slices from others
 
 
 @pytest.fixture(scope="module")
