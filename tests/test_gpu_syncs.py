@@ -130,7 +130,8 @@ def test_jax_and_triton_calls_in_the_library_truth_table(cupy):
     assert (frame["status"] == "ok").all(), frame["error"].tolist()
     verdicts = frame["verdict"].to_dict()
     assert verdicts["jax float(a)"] == "waits-for-device" and verdicts["jax a[boolean mask]"] == "waits-for-device"
-    assert verdicts["jax a * 2 + 1"] == "returns" and verdicts["jax jitted f(a) (compiled)"] == "returns"
+    for dispatch in ("jax a * 2 + 1", "jax jitted f(a) (compiled)"):  # returns (or own-work: slow, never a wait)
+        assert verdicts[dispatch] != "waits-for-device", (dispatch, frame.loc[dispatch, "host_ms"])
     assert verdicts["jax a.copy_to_host_async()"] != "waits-for-device"
     assert frame.loc["jax float(a)", "matches_docs"]
     if pytest.importorskip("torch").cuda.is_available():
