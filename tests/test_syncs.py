@@ -102,6 +102,7 @@ def test_places_group_by_line_and_tell_host_work_from_waits():
     result = SyncsResult(waited, own, region_ms=50.0)
     text = str(result)
     assert "2 waits at 1 line" in text and "/u/train.py:10" in text and "not a wait: /u/train.py:20" in text
+    assert "/u/train.py:10 waited in: /site/torch/x.py:9 in f" in text
     rows = result.rows()
     assert [(row["line"], row["waited"]) for row in rows] == [(10, True), (20, False)]
     assert waited[0].hold_ms == pytest.approx(200.0)  # released 0.1 s after first seen, twice

@@ -98,6 +98,8 @@ class SyncsResult:
             widths = [max(len(row[column]) for row in rows) for column in range(5)]
             text += "\n".join("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
                               for row in rows)
+            text += "".join(f"\n  {place.where} waited in: {place.collapsed()}" for place in self.places
+                            if place.into_library)
         for place in self.own_work:
             text += (f"\nnot a wait: {place.where} stood still {place.held_ms:.0f} ms under the hold and "
                      f"{place.natural_ms:.0f} ms without it (host work): {place.source}")

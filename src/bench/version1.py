@@ -9,17 +9,18 @@ and a clock, nullable booleans, and one row per launch way. pandas and numpy onl
 
 from __future__ import annotations
 
+from bench.vocabulary import Clock, Unit
 import numpy as np
 import pandas as pd
 
 # experiment -> (v1 samples column, unit, clock, metric, v1 median/min/max columns)
 _SAMPLES = {
-    "bandwidth": ("samples_ms", "ms", "gpu", "GPU time per copy", ("median_ms", "min_ms", "max_ms")),
-    "overlap": ("samples_ms", "ms", "gpu", "GPU time of one pipeline run (makespan)",
+    "bandwidth": ("samples_ms", Unit.MS, Clock.GPU, "GPU time per copy", ("median_ms", "min_ms", "max_ms")),
+    "overlap": ("samples_ms", Unit.MS, Clock.GPU, "GPU time of one pipeline run (makespan)",
                 ("median_ms", "min_ms", "max_ms")),
-    "launch": ("host_us_samples", "us", "host", "host time per kernel launch", ("host_us_per_launch", "min_us",
+    "launch": ("host_us_samples", Unit.US, Clock.HOST, "host time per kernel launch", ("host_us_per_launch", "min_us",
                                                                                  "max_us")),
-    "blocking": ("host_ms_samples", "ms", "host", "host time of the call while a kernel runs", ("host_ms",)),
+    "blocking": ("host_ms_samples", Unit.MS, Clock.HOST, "host time of the call while a kernel runs", ("host_ms",)),
 }
 _TEXT_FLAGS = ("docs_waits", "matches_docs", "docs_serializes")
 
@@ -47,7 +48,7 @@ def _convert(name: str, rows: pd.DataFrame) -> pd.DataFrame:
     elif name == "alloc":
         single = rows["pattern"] == "single"
         samples = rows["cycle_us_samples"].where(single, rows.get("host_us_per_iteration_samples"))
-        _set_samples(rows, samples, "us", "host", None)
+        _set_samples(rows, samples, Unit.US, Clock.HOST, None)
         rows["metric"] = np.where(single, "host time of one allocate + free round trip",
                                   "host time per (allocate, kernel, free) iteration")
         rows = rows.drop(columns=[c for c in ("cycle_us_samples", "host_us_per_iteration_samples") if c in rows])

@@ -20,7 +20,7 @@ from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
 from bench.schema import FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule, Summary
-from bench.vocabulary import ALLOC_LOOP, Status
+from bench.vocabulary import ALLOC_LOOP, Clock, Status, Unit
 
 APIS = ("cudaMalloc", "cudaMallocAsync", "cudaHostAlloc", "cudaHostRegister")
 DEVICE_APIS = ("cudaMalloc", "cudaMallocAsync")
@@ -96,8 +96,8 @@ def _single(api: str, nbytes: int, stream, context: Context) -> Row:
     else:
         steps = [("alloc", lambda: runtime.hostRegister(memory.ctypes.data, nbytes, 0)),
                  ("free", lambda: runtime.hostUnregister(memory.ctypes.data))]
-    per_step, reason = context.host_steps(steps, unit="us")
-    samples = Samples(per_step["total"], "us", "host", "host time of one allocate + free round trip", reason)
+    per_step, reason = context.host_steps(steps, unit=Unit.US)
+    samples = Samples(per_step["total"], Unit.US, Clock.HOST, "host time of one allocate + free round trip", reason)
     return {**samples.columns(), "alloc_us": Summary.of(per_step["alloc"]).median,
             "free_us": Summary.of(per_step["free"]).median, "alloc_us_samples": per_step["alloc"],
             "free_us_samples": per_step["free"]}
@@ -126,7 +126,7 @@ def _loop(api: str, nbytes: int, stream, kernel, context: Context) -> Row:
 
     timing = context.timer().measure(enqueue, [stream], metric="GPU time of the loop", gated=False,
                                      ops_per_batch=1)
-    host = Samples([ms * 1e3 / LOOP for ms in timing.wall_ms], "us", "host",
+    host = Samples([ms * 1e3 / LOOP for ms in timing.wall_ms], Unit.US, Clock.HOST,
                    "host time per (allocate, kernel, free) iteration", timing.samples.stop_reason)
     gpu = [ms * 1e3 / LOOP for ms in timing.samples.values]
     return {**host.columns(), "iterations": LOOP, "gpu_us_per_iteration": Summary.of(gpu).median,

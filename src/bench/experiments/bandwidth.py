@@ -23,7 +23,7 @@ from bench.measure.copies import FILL_CHUNK, CopyBuffers, by_host_memory, verifi
 from bench.measure.memory import HOST_MEMORY
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Direction, Status, values
+from bench.vocabulary import Clock, Direction, Status, Unit, values
 
 DIRECTIONS = values(Direction)
 HOST_KINDS = (*HOST_MEMORY, "device")  # a D2D copy touches no host memory: its host_memory is "device"
@@ -82,7 +82,7 @@ def _metric(direction: str) -> str:
 def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
     nbytes, direction = config["bytes"], config["direction"]
     gated = config["host_memory"] != "pageable"
-    row = {**config, **Samples.missing("ms", "gpu", _metric(direction), gated), "gbps": np.nan, "h2d_gbps": np.nan,
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU, _metric(direction), gated), "gbps": np.nan, "h2d_gbps": np.nan,
            "d2h_gbps": np.nan, "verified": False, "status": Status.FAILED, "error": ""}
     timing = verified_and_timed(row, buffers.copies(direction), nbytes, context.timer("default" if gated else "pageable"),
                                 _metric(direction), gated)

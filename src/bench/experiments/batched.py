@@ -57,7 +57,7 @@ from bench.measure.copies import FILL_CHUNK, POISON, fill_random
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import AccessOrder, Status, values
+from bench.vocabulary import AccessOrder, Clock, Status, Unit, values
 
 HOST_KINDS = ("pinned", "pageable")
 ACCESS_ORDERS = values(AccessOrder)
@@ -328,7 +328,7 @@ def mismatch(work: _Work, buffers: _Buffers) -> str | None:
 
 
 def _row(config: Config, status: str, error: str, entry_point: str = "") -> Row:
-    return {**config, **Samples.missing("ms", "gpu", METRIC, False), "gbps": np.nan, "host_ms": np.nan,
+    return {**config, **Samples.missing(Unit.MS, Clock.GPU, METRIC, False), "gbps": np.nan, "host_ms": np.nan,
             "host_ms_samples": [], "entry_point": entry_point, "verified": False, "status": status, "error": error}
 
 

@@ -31,7 +31,7 @@ from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, SPI
                                     repeat_until_settled, spin_for)
 from bench.schema import TEXT, column
 from bench.timing import SpinWatch, StopRule
-from bench.vocabulary import HostVerdict
+from bench.vocabulary import Clock, HostVerdict, Unit
 
 VERDICTS = HOST_VERDICTS
 METRIC = SPIN_METRIC
@@ -60,7 +60,7 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
     repeats = repeat_until_settled(lambda: on_fresh_streams(config, kit, lambda streams, prepared: (
         watch.call_during_spin(streams.spinning, spin_ms, prepared.call, prepared.arm))), host_verdict)
     docs_waits = documented_waits(call, config["placement"], spin_blocking)
-    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], Unit.MS, Clock.HOST, METRIC)
     return {**catalog_row(config, call, samples), **host_columns(repeats), "idle_host_ms": idle, "spin_ms": spin_ms,
             "docs_host": call.docs_host, "docs_waits": docs_waits,
             "matches_docs": None if docs_waits is None

@@ -23,7 +23,8 @@ from bench.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
-from bench.vocabulary import CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Connections, Status, StopReason, values
+from bench.vocabulary import (CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Clock, Connections, Status, StopReason, Unit,
+                              values)
 
 VARIABLE = CONNECTIONS_VARIABLE
 CONNECTIONS = values(Connections)
@@ -80,7 +81,7 @@ def _spins(config: Config, watch: SpinWatch, streams: list) -> Row:
         intervals = watch.depth_first(used, 2, SPIN_MS)
         makespans.append(max(end for _, end in intervals))
         peaks.append(peak_concurrency(intervals))
-    samples = Samples(makespans, "ms", "gpu", "makespan of the spins (GPU global timer)", StopReason.MAX_SAMPLES)
+    samples = Samples(makespans, Unit.MS, Clock.GPU, "makespan of the spins (GPU global timer)", StopReason.MAX_SAMPLES)
     return {**samples.columns(), "spin_lengths": samples.median / SPIN_MS, "peak_kernels": round(Summary.of(peaks).median)}
 
 
@@ -107,7 +108,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
         try:
             measured = _spins(config, watch, streams) if config["workload"] == "spins" else _pipeline(config, context)
         except MeasurementFailed as error:
-            yield {**row, **Samples.missing("ms", "gpu", config["workload"]), "status": Status.FAILED,
+            yield {**row, **Samples.missing(Unit.MS, Clock.GPU, config["workload"]), "status": Status.FAILED,
                    "error": str(error)}
             continue
         yield {**row, **measured}

@@ -27,7 +27,7 @@ from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, hos
                                     repeat_until_settled, spin_for)
 from bench.schema import INT, TEXT, column
 from bench.timing import CallDuringSpin, Context, SpinWatch, StopRule, host_interval
-from bench.vocabulary import SPIN_MS, SPIN_STREAMS, CrossGpuCall, HostVerdict, Status, values
+from bench.vocabulary import Clock, CrossGpuCall, HostVerdict, SPIN_MS, SPIN_STREAMS, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
 METRIC = SPIN_METRIC
@@ -181,7 +181,7 @@ def _measure(config: Config, spinners: dict[int, _Spinner], devices: Sequence[in
     spin_ms = spin_for(idle)
     repeats = repeat_until_settled(lambda: _once(call, call_gpu, other_gpu, spinners[spin_gpu],
                                                  config["spin_stream"], spin_ms), host_verdict)
-    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], Unit.MS, Clock.HOST, METRIC)
     docs_waits = call.docs_waits[where]
     return {**config, **samples.columns(), **host_columns(repeats), "placement": where, "api": call.api,
             "spin_ms": spin_ms, "idle_host_ms": idle, "docs": call.docs, "source": call.source,

@@ -31,7 +31,7 @@ from bench.measure import columns
 from bench.measure.verdicts import HOST_VERDICTS, host_columns, host_verdict, repeat_until_settled, spin_for
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, SpinWatch, StopRule, host_interval
-from bench.vocabulary import FirstCall, ModuleLoading, Status, values
+from bench.vocabulary import Clock, FirstCall, ModuleLoading, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
 LOADING = values(ModuleLoading)
@@ -140,7 +140,7 @@ def _measure(config: Config, steps: _Steps, watch: SpinWatch, spinning) -> Row:
         return watch.call_during_spin(spinning, spin_ms, step.call)
 
     repeats = repeat_until_settled(once, host_verdict)
-    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host", METRIC)
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], Unit.MS, Clock.HOST, METRIC)
     return {**config, **samples.columns(), **host_columns(repeats), "idle_host_ms": idle_ms, "spin_ms": spin_ms,
             "status": Status.OK, "error": ""}
 

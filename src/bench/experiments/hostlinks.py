@@ -20,7 +20,7 @@ from bench.measure import columns
 from bench.measure.copies import CopyBuffers, mismatch
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 DIRECTIONS = ("H2D", "D2H")
 LOADS = ("alone", "together")
@@ -109,7 +109,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             links[device] = _Link(device, largest)
         for config in configs:
             direction, nbytes, device = config["direction"], config["bytes"], config["device"]
-            row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "verified": False, "status": Status.FAILED,
+            row = {**config, **Samples.missing(Unit.MS, Clock.GPU, METRIC, True), "verified": False, "status": Status.FAILED,
                    "error": "", "gpus_copying": 1 if config["load"] == "alone" else len(devices)}
             if config["load"] == "alone":
                 timing, problem = _timed([links[device]], direction, nbytes, context)
@@ -123,7 +123,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             if timing is None:
                 yield {**row, "error": problem}
                 continue
-            samples = Samples(timing.stream_ms[index], "ms", "gpu", METRIC, timing.samples.stop_reason,
+            samples = Samples(timing.stream_ms[index], Unit.MS, Clock.GPU, METRIC, timing.samples.stop_reason,
                               timing.samples.ops_per_sample, True)
             yield {**row, **samples.columns(), "verified": True, "status": Status.OK,
                    "gbps": nbytes / (timing.stream_median_ms(index) * 1e6),

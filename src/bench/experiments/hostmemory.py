@@ -45,7 +45,7 @@ from bench.measure.copies import POISON, CopyBuffers, by_host_memory, fill_patte
 from bench.measure.memory import WRITE_COMBINED
 from bench.schema import FLAG, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import HostOperation, Status, values
+from bench.vocabulary import Clock, HostOperation, Status, Unit, values
 
 HOST_KINDS = ("pinned", WRITE_COMBINED)
 OPERATIONS = values(HostOperation)
@@ -208,7 +208,7 @@ def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
     nbytes, operation = config["bytes"], config["operation"]
     copying = operation in COPIES
     metric = "GPU time per copy" if copying else "host time of one pass over the buffer"
-    row = {**config, **Samples.missing("ms", "gpu" if copying else "host", metric, True if copying else None),
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU if copying else "host", metric, True if copying else None),
            "gbps": np.nan, "verified": False, "status": Status.FAILED, "error": ""}
     wrong = problem(operation, buffers, nbytes)
     if wrong:
@@ -226,7 +226,7 @@ def _measure(config: Config, buffers: CopyBuffers, context: Context) -> Row:
             row["error"] = str(error)
             return row
     else:
-        samples = context.host(host_pass(operation, buffers, nbytes), metric=metric, unit="ms", purpose=CPU_PURPOSE)
+        samples = context.host(host_pass(operation, buffers, nbytes), metric=metric, unit=Unit.MS, purpose=CPU_PURPOSE)
     row.update(samples.columns(), status=Status.OK, gbps=nbytes / (samples.median * 1e6))
     return row
 

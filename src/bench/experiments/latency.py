@@ -24,7 +24,7 @@ from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, t
 from bench.measure.memory import DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 MEMORY = ("host-mapped", "device")
 METRIC = CHASE_METRIC
@@ -54,7 +54,7 @@ def memory_needed(configs: Sequence[Config]) -> tuple[int, int]:
 
 def _measure(config: Config, chase, stream, out, context: Context) -> Row:
     nbytes = config["bytes"]
-    row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "steps": STEPS, "ns_per_access": np.nan,
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU, METRIC, True), "steps": STEPS, "ns_per_access": np.nan,
            "verified": False, "status": Status.FAILED, "error": ""}
     words = pointer_chain(nbytes)
     expected = chain_end(words, STEPS)

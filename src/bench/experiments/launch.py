@@ -20,7 +20,7 @@ from bench.experiments import Config, Experiment, Row
 from bench.measure.launches import LAUNCH_METRIC, LAUNCHES, launch_samples, launchers
 from bench.schema import INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 PATHS = ("dispatcher", "precompiled", "cupy-raw", "cuda-core", "cuda-bindings", "graph")
 METRIC = LAUNCH_METRIC
@@ -46,7 +46,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     for config in configs:
         call = calls[config["path"]]
         if isinstance(call, str):
-            yield {**config, **Samples.missing("us", "host", METRIC), "launches_per_sample": LAUNCHES,
+            yield {**config, **Samples.missing(Unit.US, Clock.HOST, METRIC), "launches_per_sample": LAUNCHES,
                    "status": Status.UNSUPPORTED, "error": call}
             continue
         samples = launch_samples(context, call, stream)

@@ -43,7 +43,7 @@ from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, hos
                                     pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
 from bench.schema import FLAG, FLOAT, TEXT, column
 from bench.timing import Context, SpinWatch, StopRule, host_interval
-from bench.vocabulary import HostVerdict, LibraryPlacement, Status, values
+from bench.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit, values
 
 PLACEMENTS = values(LibraryPlacement)
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
@@ -197,7 +197,7 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
     if placement == "between":
         repeats = repeat_between_spins(lambda: once(
             lambda made, arm: watch.call_between_spins(streams.other, streams.second, spin_ms, made, arm)), spin_ms)
-        samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], "ms", "gpu", "makespan of the two spins")
+        samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], Unit.MS, Clock.GPU, "makespan of the two spins")
         return {**row, **samples.columns(), **pair_columns(repeats)}
     if call.stream == "own" and placement == "same":  # streams nobody can name: hold them all
         hold = device_hold()
@@ -207,7 +207,7 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
         during = lambda made, arm: watch.call_during_spin(spinning, spin_ms, made, arm)  # noqa: E731
     repeats = repeat_until_settled(lambda: once(during), host_verdict, MIN_REPEATS)
     documented = documented_waits(call, placement)
-    samples = repeats.samples([seen.host_ms for seen in repeats.seen], "ms", "host",
+    samples = repeats.samples([seen.host_ms for seen in repeats.seen], Unit.MS, Clock.HOST,
                               "host time of the call while a kernel runs")
     return {**row, **samples.columns(), **host_columns(repeats), "docs_waits": documented,
             "matches_docs": None if documented is None

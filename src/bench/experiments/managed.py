@@ -59,7 +59,7 @@ from bench.experiments import Config, Experiment, Row
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
 from bench.units import format_size
-from bench.vocabulary import ManagedCase, Status, values
+from bench.vocabulary import Clock, ManagedCase, Status, Unit, values
 
 CASES = values(ManagedCase)
 ROUNDS = 1  # mix rounds per word: memory-bound
@@ -296,7 +296,7 @@ TIMED: dict[str, Callable[[_Managed, Context], tuple[GpuTiming, dict]]] = {
 
 def _measure(config: Config, managed: _Managed, free_bytes: int, context: Context) -> Row:
     case = config["case"]
-    row = {**config, **Samples.missing("ms", "gpu", METRICS[case], case != "prefetch-then-kernel"), "gbps": np.nan,
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU, METRICS[case], case != "prefetch-then-kernel"), "gbps": np.nan,
            "kernel_ms": np.nan, "prefetch_ms": np.nan, "prefetch_gbps": np.nan, "free_bytes": free_bytes,
            "verified": False, "status": Status.FAILED, "error": ""}
     wrong = managed.problem(case)

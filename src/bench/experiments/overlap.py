@@ -50,7 +50,7 @@ from bench.measure.pipeline import POISON_WORD, Payload, Pipeline, Runner, captu
 from bench.measure.pipeline import mismatch as pipeline_mismatch
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule, concurrency
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 METRIC = "GPU time of one pipeline run (makespan)"
 
@@ -141,7 +141,7 @@ def _measure(runner: Runner, config: Config, payload: Payload, expected_error: s
     gated = host_memory != "pageable"
     streams = payload.streams[: config["streams"]]
     chunks = config["streams"] * config["chunks_per_stream"]
-    base = {**config, **Samples.missing("ms", "gpu", METRIC, gated), "chunks": chunks, "verified": False,
+    base = {**config, **Samples.missing(Unit.MS, Clock.GPU, METRIC, gated), "chunks": chunks, "verified": False,
             "status": Status.FAILED, "_timeline": []}
     if payload.total_bytes % 4 or payload.total_bytes // 4 < chunks:
         return {**base, "error": f"{payload.total_bytes} bytes do not split into {chunks} chunks of whole "

@@ -33,7 +33,7 @@ from bench.measure.copies import POISON, fill_random, timed
 from bench.measure.memory import DeviceBuffer
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 METHODS = ("ce", "sm", "chase")
 SIDES = ("read", "write")
@@ -203,7 +203,7 @@ def _measure_copy(config: Config, gpus: dict[int, _Gpu], context: Context) -> Ro
     source, target, nbytes = gpus[config["src"]], gpus[config["dst"]], config["bytes"]
     gated = config["peer_access"] == "enabled"
     metric = _metric(config["direction"])
-    row = {**config, **Samples.missing("ms", "gpu", metric, gated), "verified": False, "status": Status.FAILED,
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU, metric, gated), "verified": False, "status": Status.FAILED,
            "error": ""}
     copies = [_copy(source, target, config["side"], config["method"], 0)]
     if config["direction"] == "bidir":
@@ -222,7 +222,7 @@ def _measure_copy(config: Config, gpus: dict[int, _Gpu], context: Context) -> Ro
 def _measure_chase(config: Config, gpus: dict[int, _Gpu], context: Context) -> Row:
     """One thread on ``dst`` chasing a chain laid out in ``src``'s memory."""
     owner, reader, nbytes = gpus[config["src"]], gpus[config["dst"]], config["bytes"]
-    row = {**config, **Samples.missing("ms", "gpu", CHASE_METRIC, True), "verified": False, "status": Status.FAILED,
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU, CHASE_METRIC, True), "verified": False, "status": Status.FAILED,
            "error": ""}
     words = pointer_chain(nbytes)
     with on_device(owner.device):

@@ -19,7 +19,7 @@ from bench.measure import columns
 from bench.measure.copies import verified_copy
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, Event, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 DIRECTIONS = ("H2D", "D2H")
 METRIC = "host time of copy + event record + event synchronize"
@@ -39,7 +39,7 @@ def seconds(config: Config, rule: StopRule) -> float:
 # --- measuring code --------------------------------------------------------------------------------------------
 
 def _measure(config: Config, stream, event: Event, context: Context) -> Row:
-    row = {**config, **Samples.missing("us", "host", METRIC), "gpu_us": np.nan, "verified": False,
+    row = {**config, **Samples.missing(Unit.US, Clock.HOST, METRIC), "gpu_us": np.nan, "verified": False,
            "status": Status.FAILED, "error": ""}
     try:
         with verified_copy(config["direction"], "pinned", config["bytes"], stream) as enqueue:
@@ -50,7 +50,7 @@ def _measure(config: Config, stream, event: Event, context: Context) -> Row:
                 event.record(stream)
                 event.synchronize()
 
-            host = context.host(round_trip, metric=METRIC, unit="us", warmup=20)
+            host = context.host(round_trip, metric=METRIC, unit=Unit.US, warmup=20)
 
             def copies(ops: int) -> None:
                 for _ in range(ops):

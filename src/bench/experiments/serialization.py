@@ -26,7 +26,7 @@ from bench.measure.verdicts import (DEVICE_MIN_REPEATS, DEVICE_VERDICTS, SPIN_MS
                                     spin_for)
 from bench.schema import FLAG, FLOAT, FLOATS, column
 from bench.timing import SpinWatch, StopRule
-from bench.vocabulary import DeviceVerdict
+from bench.vocabulary import Clock, DeviceVerdict, Unit
 
 VERDICTS = DEVICE_VERDICTS
 MIN_REPEATS = DEVICE_MIN_REPEATS
@@ -58,7 +58,7 @@ def _measure(config: Config, kit: Kit, watch: SpinWatch) -> Row:
     repeats = repeat_between_spins(lambda: on_fresh_streams(config, kit, lambda streams, prepared: (
         watch.call_between_spins(streams.spinning, streams.second, spin_ms, prepared.call, prepared.arm))), spin_ms)
     documented = documented_serializes(call, config["placement"], spin_blocking)
-    samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], "ms", "gpu", METRIC)
+    samples = repeats.samples([pair.makespan_ms for pair in repeats.seen], Unit.MS, Clock.GPU, METRIC)
     return {**catalog_row(config, call, samples), **pair_columns(repeats), "spin_ms": spin_ms,
             "docs": call.docs if call.guide_serializes else "", "source": GUIDE_IMPLICIT if documented else "",
             "overlap_ms_samples": [pair.overlap_ms for pair in repeats.seen], "makespan_ms": samples.median,

@@ -22,7 +22,7 @@ from bench.experiments import Config, Experiment, Row
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import (ClockPair, Context, Event, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, host_wait,
                           wait_samples)
-from bench.vocabulary import WAIT_SPIN_MS, Status
+from bench.vocabulary import Clock, Status, Unit, WAIT_SPIN_MS
 
 SCHEDULES = ("auto", "spin", "yield", "blocking-sync")
 WAITS = ("stream", "event", "event-blocking-sync")
@@ -54,7 +54,7 @@ def seconds(config: Config, rule: StopRule) -> float:
 
 def _measure(config: Config, watch: SpinWatch, stream, clock: ClockPair, context: Context,
              in_effect: str) -> Row:
-    row = {**config, **Samples.missing("us", "host", METRIC), "schedule_in_effect": in_effect,
+    row = {**config, **Samples.missing(Unit.US, Clock.HOST, METRIC), "schedule_in_effect": in_effect,
            "cpu_fraction": float("nan"), "wait_ms": float("nan"), "status": Status.FAILED, "error": ""}
     try:
         with Event(blocking_sync=config["wait"] == "event-blocking-sync") as event:

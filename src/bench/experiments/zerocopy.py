@@ -21,7 +21,7 @@ from bench.measure import columns
 from bench.measure.copies import CopyBuffers, verified_and_timed
 from bench.schema import TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Status
+from bench.vocabulary import Clock, Status, Unit
 
 DIRECTIONS = ("H2D", "D2H")
 _TYPICAL_GBPS = 50.0
@@ -74,7 +74,7 @@ def _copy(buffers: CopyBuffers, direction: str, kernel) -> _SmCopy:
 
 
 def _measure(config: Config, copy: _SmCopy, context: Context) -> Row:
-    row = {**config, **Samples.missing("ms", "gpu", METRIC, True), "gbps": np.nan, "verified": False,
+    row = {**config, **Samples.missing(Unit.MS, Clock.GPU, METRIC, True), "gbps": np.nan, "verified": False,
            "status": Status.FAILED, "error": ""}
     verified_and_timed(row, [copy], config["bytes"], context.timer(), METRIC)
     return row

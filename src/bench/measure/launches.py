@@ -11,6 +11,7 @@ import numpy as np
 
 from bench.cuda import cupy, kernels, numba_cuda, runtime
 from bench.timing import Context, Samples
+from bench.vocabulary import Unit
 
 EMPTY = 'extern "C" __global__ void empty(unsigned int *data, long long count, int rounds) {}'
 LAUNCHES = 100
@@ -114,4 +115,4 @@ def _cuda_bindings(stream, data):
 
 def launch_samples(context: Context, call, stream) -> Samples:
     """Host µs per launch of ``call`` (one of :func:`launchers`), waiting for the stream untimed after each."""
-    return context.host(call, metric=LAUNCH_METRIC, unit="us", per_sample=LAUNCHES, after=stream.synchronize)
+    return context.host(call, metric=LAUNCH_METRIC, unit=Unit.US, per_sample=LAUNCHES, after=stream.synchronize)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 POLL_S = 0.0005
-GIL_FREE_S = 0.001  # a poll that overslept by more found the GIL taken (Python hands it over every 5 ms)
+GIL_FREE_S = 0.8 * sys.getswitchinterval()  # a poll that overslept by more found the GIL taken: a thread running
+# Python hands it over only after the switch interval (5 ms); a busy machine's scheduler oversleeps by less
 GPU_LIBRARIES = {"torch": "torch", "cupy": "cupy", "cupyx": "cupy", "cupy_backends": "cupy", "jax": "jax",
                  "jaxlib": "jax", "numba": "numba-cuda", "numba_cuda": "numba-cuda", "triton": "triton",
                  "flax": "jax", "optax": "jax"}  # top-level package -> the library it belongs to

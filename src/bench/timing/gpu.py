@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bench.cuda import kernels, numba_cuda, on_device, runtime
 from bench.timing.host import host_samples, host_steps, sample_until
 from bench.timing.stats import MeasurementFailed, Samples, StopRule
+from bench.vocabulary import Clock, Unit
 
 
 class Gate:
@@ -216,7 +217,7 @@ class Timer:
             return max(stream_ms) / ops
 
         values, reason = sample_until(self.rule, sample)
-        return GpuTiming(Samples(values, "ms", "gpu", metric, reason, ops, gated), per_stream, enqueue_ms, wall_ms)
+        return GpuTiming(Samples(values, Unit.MS, Clock.GPU, metric, reason, ops, gated), per_stream, enqueue_ms, wall_ms)
 
     def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
         """One batch of one operation, outside the stop rule: a verification run, or one that records its own

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.timing.stats import UNITS, Samples, StopRule
-from bench.vocabulary import StopReason
+from bench.vocabulary import Clock, StopReason, Unit
 
 
 class RuleBoundSampling:
@@ -53,7 +53,7 @@ def host_interval(call: Callable[[], object], unit: str = "ms") -> tuple[float, 
     return seconds * UNITS[unit], result
 
 
-def host_samples(call: Callable[[], None], rule: StopRule, *, metric: str, unit: str = "us", per_sample: int = 1,
+def host_samples(call: Callable[[], None], rule: StopRule, *, metric: str, unit: str = Unit.US, per_sample: int = 1,
                  warmup: int = 2, after: Callable[[], None] | None = None) -> Samples:
     """Host wall-clock time of ``call()`` until the stop rule is met: work whose host cost is the point (launch
     overhead, allocation). Each sample is one call divided by ``per_sample`` (the operations it makes); ``after``
@@ -68,10 +68,10 @@ def host_samples(call: Callable[[], None], rule: StopRule, *, metric: str, unit:
     for _ in range(warmup):
         sample()
     values, reason = sample_until(rule, sample)
-    return Samples(values, unit, "host", metric, reason, per_sample)
+    return Samples(values, unit, Clock.HOST, metric, reason, per_sample)
 
 
-def host_steps(steps: Sequence[tuple[str, Callable[[], None]]], rule: StopRule, *, unit: str = "us",
+def host_steps(steps: Sequence[tuple[str, Callable[[], None]]], rule: StopRule, *, unit: str = Unit.US,
                warmup: int = 1) -> tuple[dict[str, list[float]], str]:
     """Host time of each of several calls made in turn (allocate, free, synchronize), round after round until the
     stop rule is met on the rounds' totals. Returns each step's samples, and ``"total"``: the sum per round."""

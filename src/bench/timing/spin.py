@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from bench.cuda import kernels, numba_cuda, on_device, runtime
 from bench.timing.host import sample_until
 from bench.timing.stats import MeasurementFailed, Samples, StopRule
+from bench.vocabulary import Clock, Unit
 
 
 @dataclass(frozen=True)
@@ -192,4 +193,4 @@ def wait_samples(once: Callable[[], HostWait], rule: StopRule, *, warmup: int = 
         return waits[-1].wake_us
 
     values, reason = sample_until(rule, sample)
-    return Samples(values, "us", "host", "host return after the kernel's end", reason), waits
+    return Samples(values, Unit.US, Clock.HOST, "host return after the kernel's end", reason), waits
