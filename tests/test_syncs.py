@@ -33,6 +33,9 @@ class FakeHold:
     def ended(self) -> bool:
         return self.gpu.is_set()
 
+    def beat(self) -> None:
+        pass
+
     def full(self) -> bool:
         return True
 

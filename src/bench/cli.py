@@ -676,16 +676,16 @@ def _function(command: str, target: str):
             if not path.is_file():
                 raise UsageError(f"{command}: {path} is not a file")
             sys.path.insert(0, str(path.resolve().parent))
-            spec = importlib.util.spec_from_file_location(path.stem, path)
+            spec = importlib.util.spec_from_file_location("__bench_target__", path)  # never shadows a real module
             module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module
+            sys.modules[spec.name] = module
             spec.loader.exec_module(module)
         else:
             module = importlib.import_module(module_name)
         function = getattr(module, function_name)
     except UsageError:
         raise
-    except Exception as error:  # the user's module failed on import: one line, as any mistake
+    except (Exception, SystemExit) as error:  # the user's module failed (or exited) on import: one line
         raise UsageError(f"{command}: cannot load {target}: {type(error).__name__}: {error}") from None
     if not callable(function):
         raise UsageError(f"{command}: {target} is not callable")
@@ -705,6 +705,9 @@ def _script(path: Path, arguments: list[str]):
         sys.path.insert(0, str(path.resolve().parent))
         try:
             runpy.run_path(str(path), run_name="__main__")
+        except SystemExit as exit:  # sys.exit() ends the script, not bench: 0 is a normal end
+            if exit.code not in (None, 0):
+                raise UsageError(f"syncs: {path} exited with status {exit.code}") from None
         finally:
             sys.argv = saved
             sys.path.remove(str(path.resolve().parent))
@@ -720,7 +723,12 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
     environment = gpu_environment(args.device)
     use_device(args.device)
     stream = {"all": None, "default": 0, "per-thread": 2}[args.stream]
-    result = probe(function, stream=stream, spin_ms=args.spin_ms)
+    from bench.timing import MeasurementFailed
+
+    try:
+        result = probe(function, stream=stream, spin_ms=args.spin_ms)
+    except MeasurementFailed as error:
+        raise UsageError(f"probe: {error}") from None
     console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True)
     return 0
 
@@ -730,7 +738,8 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
 
     script = args.target.endswith(".py")
     if not script and args.script_args:
-        raise UsageError(f"syncs: arguments follow a script, not {args.target}")
+        raise UsageError(f"syncs: {' '.join(args.script_args)}: options go before the target (arguments follow only "
+                         "a script)")
     if not script and ":" not in args.target:
         raise UsageError(f"syncs: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
     if script and not Path(args.target).is_file():
@@ -751,7 +760,12 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
 
     environment = gpu_environment(args.device)
     use_device(args.device)
-    found = syncs(function, settle_ms=args.settle_ms, cuda_calls=not args.no_cuda_calls)
+    from bench.timing import MeasurementFailed
+
+    try:
+        found = syncs(function, settle_ms=args.settle_ms, cuda_calls=not args.no_cuda_calls)
+    except MeasurementFailed as error:  # the hold could not fill this GPU (shared, MPS): one line
+        raise UsageError(f"syncs: {error}") from None
     if args.save is not None:
         from bench.syncs import save
 

@@ -54,7 +54,8 @@ def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT
 
 def describe(waits) -> str:
     """'the region waited for the GPU 2 times: test_step.py:14 loss.item() (torch, cuStreamSynchronize) ...'"""
-    lines = [f"the region waited for the GPU {len(waits)} time{'s' * (len(waits) != 1)}:"]
+    lines = [f"the region waited for the GPU {len(waits)} time{'s' * (len(waits) != 1)} (a line that stood still as "
+             "long on the host, a sleep, I/O or a lock, counts too: python -m bench syncs tells them apart):"]
     for wait in waits:
         what = ", ".join(part for part in (wait.library, wait.cuda_call) if part)
         how = ("held the GIL until the hold's watchdog ended the wait (a kernel's first launch loads it, and "

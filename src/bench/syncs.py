@@ -152,6 +152,8 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
         yield region
         region.waits = outer.waits[region.start:]
         return
+    if _ACTIVE:
+        raise UsageError("a held region is already running in another thread: the GPU has one hold")
     from bench.cuda import runtime
     from bench.measure.hold import device_hold
     from bench.measure.waits import Watcher
@@ -159,21 +161,27 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
     hold = device_hold()
     runtime.deviceSynchronize()
     hold.launch(HOLD_TIMEOUT_S)
-    hold.wait_full()
     watcher = Watcher(thread_id, hold=hold, settle_s=settle_ms / 1e3, hold_timeout_s=HOLD_TIMEOUT_S,
-                      cuda_calls=cuda_calls, entry=entry if entry is not None else sys._getframe(2).f_back)
+                      cuda_calls=cuda_calls, entry=entry if entry is not None else sys._getframe(2).f_back,
+                      device=hold.device)
     region = Region(watcher, 0)
     _ACTIVE[thread_id] = watcher
-    watcher.start()
+    finished = False
     try:
+        hold.wait_full()
+        watcher.start()
         yield region
+        finished = True
     finally:
-        watcher.stop()
-        del _ACTIVE[thread_id]
-        hold.finish()
+        try:
+            hold.release()  # the GPU is free at once, whatever ended the region
+            watcher.stop()
+        finally:
+            del _ACTIVE[thread_id]
+            hold.finish()
         region.waits = list(watcher.waits)
-        if watcher.error is not None:
-            raise watcher.error
+    if watcher.error is not None and finished:  # the region's own exception comes first
+        raise watcher.error
 
 
 def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
@@ -189,6 +197,8 @@ def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
         runtime.deviceSynchronize()
     finally:
         watcher.stop()
+    if watcher.error is not None:
+        raise watcher.error
     return dict(watcher.dwell.ms), (time.perf_counter() - started) * 1e3
 
 

@@ -43,8 +43,8 @@ class CudaCalls:
 
     def current(self, thread_id: int) -> str:
         """The innermost driver call ``thread_id`` is in now ('' for none)."""
-        calls = self._inside.get(thread_id)
-        return calls[-1] if calls else ""
+        calls = self._inside.get(thread_id) or []
+        return (calls[-1:] or [""])[0]  # its own thread may pop the list meanwhile
 
     def close(self) -> None:
         self._cupti.unsubscribe(self._subscriber)

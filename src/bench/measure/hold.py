@@ -49,7 +49,8 @@ class Hold:
     def __init__(self) -> None:
         import numpy as np
 
-        self.shape = HoldShape.of(runtime.getDeviceProperties(runtime.getDevice()))
+        self.device = runtime.getDevice()
+        self.shape = HoldShape.of(runtime.getDeviceProperties(self.device))
         self.state = numba_cuda.mapped_array(kernels.HOLD_STARTED + self.shape.blocks, dtype=np.int32)
         self.state[:] = 0
         self.flag = numba_cuda.to_device(np.zeros(1, dtype=np.int32))
@@ -58,7 +59,8 @@ class Hold:
         self.launched_s = 0.0  # perf_counter of the newest launch
 
     def launch(self, timeout_s: float) -> None:
-        """Start a hold that ends when :meth:`release` is called or after ``timeout_s``, whichever comes first."""
+        """Start a hold that ends when :meth:`release` is called, or once :meth:`beat` has not been called for
+        ``timeout_s`` (a hold nobody beats lasts ``timeout_s``)."""
         import numpy as np
 
         self.generation += 1
@@ -96,6 +98,10 @@ class Hold:
     def release(self) -> None:
         self.state[kernels.HOLD_RELEASE] = self.generation
 
+    def beat(self) -> None:
+        """The host still watches: the hold's watchdog counts from the newest beat."""
+        self.state[kernels.HOLD_BEAT] = (int(self.state[kernels.HOLD_BEAT]) + 1) & 0x3FFFFFFF
+
     def finish(self) -> None:
         """Release the newest hold and wait for its blocks to leave."""
         self.release()
@@ -107,12 +113,15 @@ class Hold:
         ``call()`` on the host and see whether the hold still ran when it returned. Waits for the device before
         returning."""
         self.launch(hold_ms / 1e3)
-        self.wait_full()
-        arm()
-        started = time.perf_counter()
-        call()
-        returned = time.perf_counter()
-        holding = not self.ended()
+        try:
+            self.wait_full()
+            arm()
+            started = time.perf_counter()
+            call()
+            returned = time.perf_counter()
+            holding = not self.ended()
+        finally:
+            self.release()  # the hold has done its part (or the call raised): the GPU is free at once
         self.stream.synchronize()
         runtime.deviceSynchronize()
         return CallDuringSpin((returned - started) * 1e3, hold_ms - (started - self.launched_s) * 1e3, holding)

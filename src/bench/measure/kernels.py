@@ -133,7 +133,9 @@ def spin_kernel(duration_ns, stamps, slot):
 HOLD_RELEASE = 0  # the host writes the generation it releases
 HOLD_EXPIRED = 1  # block 0 writes the generation whose watchdog ended it
 HOLD_ENDED = 2  # block 0 writes the generation once it lets the blocks go
-HOLD_STARTED = 3  # HOLD_STARTED + block: each block writes the generation once it runs
+HOLD_BEAT = 3  # the host's heartbeat: a count it keeps raising while it watches
+HOLD_STARTED = 4  # HOLD_STARTED + block: each block writes the generation once it runs
+HOLD_CAP_NS = 60_000_000_000  # no hold lasts longer, heartbeat or not
 
 
 if not config.ENABLE_CUDASIM:
@@ -147,18 +149,27 @@ if not config.ENABLE_CUDASIM:
 @cuda.jit(cache=True, **({} if config.ENABLE_CUDASIM else {"max_registers": 32}))  # 2048 threads × 32 = an SM's
 def hold_kernel(state, flag, generation, timeout_ns):
     """Occupy an SM's every thread slot until the host releases the hold (``state[HOLD_RELEASE] == generation``) or
-    ``timeout_ns`` passes: launched with enough blocks to fill every SM, no block of any other kernel can start.
+    its heartbeat (``state[HOLD_BEAT]``) stops changing for ``timeout_ns`` (a watchdog: a host that dies or stops
+    watching ends the hold; one that never beats gets a hold of ``timeout_ns``): launched with enough blocks to fill
+    every SM, no block of any other kernel can start.
 
-    Only block 0 reads the host's memory (every 2 µs); it passes the release on through ``flag`` (device memory),
-    which the other blocks read. Each block's first thread also keeps its own watchdog, a millisecond longer. The
-    other threads wait at the barrier, occupying their slots."""
+    Only block 0 reads the host's memory (every 2 µs); it passes the end on through ``flag`` (device memory), which
+    the other blocks read. Every block also ends after ``HOLD_CAP_NS``. The other threads wait at the barrier,
+    occupying their slots."""
     if cuda.threadIdx.x == 0:
         start = globaltimer_ns()
         state[HOLD_STARTED + cuda.blockIdx.x] = generation
         cuda.threadfence_system()
         if cuda.blockIdx.x == 0:
+            beat = fresh_load(state, HOLD_BEAT)
+            since = start
             while fresh_load(state, HOLD_RELEASE) != generation:
-                if globaltimer_ns() - start > timeout_ns:
+                now = globaltimer_ns()
+                seen = fresh_load(state, HOLD_BEAT)
+                if seen != beat:
+                    beat = seen
+                    since = now
+                elif now - since > timeout_ns or now - start > HOLD_CAP_NS:
                     state[HOLD_EXPIRED] = generation
                     break
                 pause(2000)
@@ -168,7 +179,7 @@ def hold_kernel(state, flag, generation, timeout_ns):
             cuda.threadfence_system()
         else:
             while fresh_load(flag, 0) != generation:
-                if globaltimer_ns() - start > timeout_ns + 1_000_000:
+                if globaltimer_ns() - start > HOLD_CAP_NS + 1_000_000:
                     break
                 pause(1000)
     cuda.syncthreads()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 POLL_S = 0.0005
+STARVED_WITHIN_S = 0.1  # a thread that let the GIL go this soon after the hold's watchdog ended it waited for it
 GIL_FREE_S = 0.8 * sys.getswitchinterval()  # a poll that overslept by more found the GIL taken: a thread running
 # Python hands it over only after the switch interval (5 ms); a busy machine's scheduler oversleeps by less
 GPU_LIBRARIES = {"torch": "torch", "cupy": "cupy", "cupyx": "cupy", "cupy_backends": "cupy", "jax": "jax",
@@ -162,13 +163,14 @@ class Watcher:
     before :meth:`start`), finds waits; without, measures dwell."""
 
     def __init__(self, thread_id: int, *, hold=None, settle_s: float = 0.1, hold_timeout_s: float = 1.0,
-                 cuda_calls=None, entry=None) -> None:
+                 cuda_calls=None, entry=None, device: int | None = None) -> None:
         self.thread_id = thread_id
         self.hold = hold
         self.settle_s = settle_s
         self.hold_timeout_s = hold_timeout_s
         self.cuda_calls = cuda_calls
         self.entry = entry  # the frame that entered the region: stacks stop above it
+        self.device = device  # the GPU the hold is on, made current in the watcher's thread
         self.waits: list[Wait] = []
         self.dwell = Dwell()
         self.error: BaseException | None = None
@@ -181,13 +183,18 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _frame(self):
         return sys._current_frames().get(self.thread_id)
 
     def _run(self) -> None:
         try:
+            if self.device is not None:  # this thread launches holds: on the hold's GPU
+                from bench.env import use_device
+
+                use_device(self.device)
             self._watch()
         except BaseException as error:  # handed to the region's thread, which raises it
             self.error = error
@@ -198,21 +205,24 @@ class Watcher:
         last, since, line = None, time.perf_counter(), None
         seen, seen_line = None, 0  # the newest frame seen, and its line then
         while not self._stop.is_set():
+            if self.hold is not None:
+                self.hold.beat()
             before = time.perf_counter()
             time.sleep(POLL_S)
             frame = self._frame()
             now = time.perf_counter()
-            where = position(frame)
+            where, end = position(frame), now
             if now - before > POLL_S + GIL_FREE_S:  # the GIL was taken: the thread runs Python, it does not stand
-                if self.hold is not None and now - before >= self.settle_s and self.hold.expired() and seen:
+                if self.hold is not None and now - before >= self.settle_s and self.hold.expired() and seen and \
+                        now - (before + self.hold_timeout_s) < STARVED_WITHIN_S:
                     self._starved(seen, seen_line, before, now)  # ...or it waited holding the GIL
                 elif self.hold is None and now - before >= self.settle_s / 2 and seen:  # as long, with no hold
                     self.dwell.add((seen.f_code.co_filename, seen_line), now - before)
-                where = None
+                where, end = None, before
             seen, seen_line = frame, (frame.f_lineno or 0) if frame is not None else 0
             if where != last or where is None:
                 if line is not None:
-                    self.dwell.add(line, now - since)
+                    self.dwell.add(line, max(0.0, end - since))
                 last, since, line = where, now, None
             elif self.hold is None:
                 line = (frame.f_code.co_filename, frame.f_lineno or 0)
@@ -225,8 +235,9 @@ class Watcher:
 
     def _starved(self, frame, line: int, since: float, now: float) -> None:
         """A wait the thread made holding the GIL (a CuPy launch that loads its kernel lazily waits for the GPU to be
-        idle): the watcher could not run until the hold's watchdog ended it. Its place: where the thread was last
-        seen before."""
+        idle): the watcher could not run (nor beat) until the hold's watchdog ended it, and the thread let the GIL go
+        within ``STARVED_WITHIN_S`` of that (host work that holds the GIL ends when it ends, not when the hold does).
+        Its place: where the thread was last seen before."""
         frames = stack_of(frame, self.entry)
         if frames:
             frames = (*frames[:-1], Frame(frames[-1].file, line, frames[-1].function, frames[-1].library))
