@@ -205,8 +205,9 @@ def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
 def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], list[Place]]:
     """The waits grouped by the user's line, first waited first: (waits for the GPU, host work). ``natural``: ms
     stood still at each place without the hold (:class:`bench.measure.waits.Dwell`). A line is host work where,
-    at the places it stood, it stood still without the hold nearly as long as under it (within half a settle per
-    wait)."""
+    at the places it stood, it stood still without the hold nearly as long as under it (less than half a settle
+    longer: one wait for the GPU adds about a settle, host work adds nothing). A place where JAX waits and then
+    works on the host for long is still a wait: a rule of half a settle per wait missed one on an H200."""
     grouped: dict[tuple[str, int], list] = {}
     for wait in waits:
         grouped.setdefault((wait.line.file, wait.line.line), []).append(wait)
@@ -221,7 +222,7 @@ def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], l
                       tuple(dict.fromkeys(wait.cuda_call for wait in group if wait.cuda_call)),
                       tuple(str(frame) for frame in first.into_library),
                       tuple(str(frame) for frame in first.frames[:first.frames.index(first.line) + 1]))
-        (waited if held - place.natural_ms >= len(group) * settle_ms / 2 else own).append(place)
+        (waited if held - place.natural_ms >= settle_ms / 2 else own).append(place)
     return waited, own
 
 
