@@ -734,7 +734,7 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
 
 
 def _syncs(args: argparse.Namespace, console: Console) -> int:
-    from bench.syncs import no_gpu
+    from bench.env import no_gpu_reason
 
     script = args.target.endswith(".py")
     if not script and args.script_args:
@@ -751,7 +751,7 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
         if Path(args.save).exists():
             raise UsageError(f"--save: {args.save} exists; bench never replaces a results file")
         store.writable_directory(Path(args.save).parent, "--save")
-    reason = no_gpu()
+    reason = no_gpu_reason()
     if reason:
         raise UsageError(f"syncs needs a GPU: {reason}")
     function = _script(Path(args.target), args.script_args) if script else _function("syncs", args.target)

@@ -134,13 +134,6 @@ class Region:
 _ACTIVE: dict[int, object] = {}  # thread id -> the outermost region's watcher
 
 
-def no_gpu() -> str | None:
-    """Why there is no usable GPU here (one line), or None."""
-    from bench.env import no_gpu_reason
-
-    return no_gpu_reason()
-
-
 @contextmanager
 def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=None) -> Iterator[Region]:
     """Hold the GPU and watch this thread until the block ends; the region's ``waits`` once it ended. Inside another
@@ -230,7 +223,9 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
           **kwargs) -> SyncsResult:
     """Every line of ``fn(*args, **kwargs)`` that waited for the GPU (see the module docstring). Raises
     :class:`bench.errors.UsageError` where no GPU is usable."""
-    reason = no_gpu()
+    from bench.env import no_gpu_reason
+
+    reason = no_gpu_reason()
     if reason:
         raise UsageError(f"bench syncs needs a GPU: {reason}")
     from bench.cuda import runtime

@@ -98,6 +98,13 @@ def library_on_line(frame) -> str:
     return ""
 
 
+def waited_in(frames: tuple[Frame, ...], frame) -> str:
+    """The GPU library a thread waits in: the first GPU library's frame below the user's line, else the one the
+    line's names belong to (``frame``: the innermost frame, whose line it is)."""
+    below = frames[user_index(frames) + 1:]
+    return next((f.library for f in below if f.library in GPU_LIBRARIES.values()), "") or library_on_line(frame)
+
+
 def user_index(frames: tuple[Frame, ...]) -> int:
     """The index of the innermost frame of the user's own code (the last frame where there is none)."""
     for index in range(len(frames) - 1, -1, -1):
@@ -241,15 +248,12 @@ class Watcher:
         frames = stack_of(frame, self.entry)
         if frames:
             frames = (*frames[:-1], Frame(frames[-1].file, line, frames[-1].function, frames[-1].library))
-        below = frames[user_index(frames) + 1:]
-        library = next((f.library for f in below if f.library in GPU_LIBRARIES.values()), "") or library_on_line(frame)
+        library = waited_in(frames, frame)
         self.waits.append(Wait(frames, library, "", since, now, now, True, gil_held=True))
 
     def _found(self, frame, where, since: float) -> None:
         frames = stack_of(frame, self.entry)
-        below = frames[user_index(frames) + 1:]
-        library = next((f.library for f in below if f.library in GPU_LIBRARIES.values()), "")
-        library = library or library_on_line(frame)
+        library = waited_in(frames, frame)
         cuda_call = self.cuda_calls.current(self.thread_id) if self.cuda_calls is not None else ""
         full = self.hold.full()
         self.hold.release()
