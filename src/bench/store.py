@@ -254,8 +254,8 @@ def read_metadata(path: Path) -> dict:
 
 def named_tables(directory: Path, name: str) -> pd.DataFrame:
     """The rows of every results file of table ``name`` (its metadata says so) in ``directory/_<name>/``: a
-    command's own table (``bench syncs --save`` into ``results/_syncs/``), read as a side table is; none where there is no
-    such directory. Files of another table there are passed over."""
+    command's own table (``bench syncs --save`` into ``results/_syncs/``), read as a side table is; none where there
+    is no such directory. Files of another table there are passed over."""
     folder = Path(directory) / f"_{name}"
     frames = [_frame(path) for path in sorted(folder.glob("*.parquet")) if path.is_file()
               and read_metadata(path).get("table") == name] if folder.is_dir() else []
