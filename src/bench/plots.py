@@ -220,3 +220,42 @@ def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
                     "columns: the call's stream (the spinning stream's kind); ! = contradicts the CUDA documentation",
                     fontsize=10)
     return [("blocking_truth_table", figure)]
+
+
+# --- a trace's timeline ----------------------------------------------------------------------------------------------
+
+TRACE_COLORS = {"kernel": "#4c72b0", "memset": "#8172b3", "H2D": "#55a868", "D2H": "#dd8452", "D2D": "#937860",
+                "H2H": "#da8bc3", "P2P": "#8c8c8c", "idle": "#c44e52", "wait": "#c44e52"}
+
+
+def trace_figure(rows: pd.DataFrame, title: str):
+    """One trace's timeline (rows of a ``trace`` table of one target): a lane per stream with its kernels and each
+    copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and the host's waits below."""
+    plt = pyplot()
+    from matplotlib.patches import Patch
+
+    work = rows[rows["stream"] >= 0]
+    streams = sorted(work["stream"].unique())
+    lanes = {stream: index for index, stream in enumerate(streams)}
+    lanes[-1], lanes[-2] = len(streams), len(streams) + 1
+    figure, ax = plt.subplots(figsize=(11, 1.2 + 0.42 * len(lanes)))
+    for _, row in rows.iterrows():
+        lane = lanes.get(int(row["stream"]))
+        if lane is None:
+            continue
+        pageable = row.get("host_memory") == "pageable"
+        ax.broken_barh([(row["start_ms"], max(row["end_ms"] - row["start_ms"], 1e-4))], (lane - 0.4, 0.8),
+                       facecolors=TRACE_COLORS.get(row["op"], "#999999"), edgecolor="black" if pageable else "none",
+                       linewidth=0.4, hatch="//" if pageable else None, alpha=0.55 if row["op"] == "wait" else 1)
+    ax.set_yticks(range(len(lanes)), [f"stream {stream}" for stream in streams] + ["GPU idle", "host waits"])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms from the first GPU start")
+    shown = [op for op in TRACE_COLORS if op in set(rows["op"]) and op != "wait"]
+    handles = [Patch(facecolor=TRACE_COLORS[op], label=op) for op in shown]
+    if (work["host_memory"] == "pageable").any():
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="pageable copy"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 5 else -0.12),
+              ncol=len(handles), frameon=False, fontsize=8)
+    ax.set_title(title, fontsize=10, loc="left")
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,232 @@
+"""bench trace on pipelines as users write them, and on bench's own overlap pipeline against the overlap experiment.
+
+    python scripts/trace_cases.py RESULTS_DIR PLOTS_DIR
+
+Cases: a PyTorch and a CuPy stream pipeline (8 chunks of 64 MiB over 4 streams: upload, three matrix products,
+download), each with pinned and with pageable host memory. Each pipeline records CUDA events on its streams (a start
+event before the first upload, an end event per stream), so every run, traced or not, has an event makespan: the
+independent check of CUPTI's makespan (same runs) and the tracing overhead on GPU time (traced runs' event makespan
+against the untraced runs'). Each output is checked once against the same work done on the GPU directly.
+
+Then the overlap experiment's pipeline (256 MiB, compute ratio 1, 4 streams × 4 chunks, malloc, eager), pinned and
+pageable: the experiment's own measuring code gives its makespan and efficiency, and bench.trace traces the same
+pipeline object. Writes the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines
+into PLOTS_DIR/<gpu>/; prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CHUNKS, STREAMS, ROWS, WIDTH = 8, 4, 16384, 1024  # a chunk: 16384 × 1024 float32 = 64 MiB
+
+
+class EventMakespans:
+    """A start event on the first stream, an end event per stream; the makespan of every call, in call order."""
+
+    def __init__(self, make_event, elapsed_ms) -> None:
+        self.make_event, self.elapsed_ms = make_event, elapsed_ms
+        self.pending: list = []
+        self.ms: list[float] = []
+
+    def bracket(self, streams, enqueue) -> None:
+        start = self.make_event()
+        start.record(streams[0])
+        for stream in streams[1:]:
+            stream.wait_event(start)
+        enqueue()
+        ends = []
+        for stream in streams:
+            end = self.make_event()
+            end.record(stream)
+            ends.append(end)
+        self.pending.append((start, ends))
+
+    def read(self) -> list[float]:
+        for start, ends in self.pending:
+            for end in ends:
+                end.synchronize()
+            self.ms.append(max(self.elapsed_ms(start, end) for end in ends))
+        self.pending = []
+        return self.ms
+
+
+def torch_case(pinned: bool):
+    import torch
+
+    torch.manual_seed(0)
+    streams = [torch.cuda.Stream() for _ in range(STREAMS)]
+    host_in = torch.rand(CHUNKS, ROWS, WIDTH, pin_memory=pinned)
+    host_out = torch.empty(CHUNKS, ROWS, WIDTH, pin_memory=pinned)
+    weight = torch.rand(WIDTH, WIDTH, device="cuda") / WIDTH
+    events = EventMakespans(lambda: torch.cuda.Event(enable_timing=True), lambda a, b: a.elapsed_time(b))
+
+    def pipeline() -> None:
+        for chunk in range(CHUNKS):
+            with torch.cuda.stream(streams[chunk % STREAMS]):
+                x = host_in[chunk].to("cuda", non_blocking=True)
+                y = torch.relu(x @ weight @ weight @ weight)
+                host_out[chunk].copy_(y, non_blocking=True)
+
+    def step() -> None:
+        events.bracket(streams, pipeline)
+
+    def check() -> str:
+        step()
+        torch.cuda.synchronize()
+        expected = torch.relu(host_in[CHUNKS - 1].cuda() @ weight @ weight @ weight).cpu()
+        same = torch.allclose(host_out[CHUNKS - 1], expected, rtol=1e-4, atol=1e-5)
+        return "" if same else "the last chunk's output differs from the same work done directly"
+
+    return step, events, check
+
+
+def cupy_case(pinned: bool):
+    import cupy
+    import cupyx
+
+    rng = np.random.default_rng(0)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
+    shape = (CHUNKS, ROWS, WIDTH)
+    host_in = cupyx.empty_pinned(shape, np.float32) if pinned else np.empty(shape, np.float32)
+    host_in[...] = rng.random(shape, dtype=np.float32)
+    host_out = cupyx.empty_pinned(shape, np.float32) if pinned else np.empty(shape, np.float32)
+    host_out.fill(np.nan)
+    weight = cupy.asarray(rng.random((WIDTH, WIDTH), dtype=np.float32) / WIDTH)
+    inputs = [cupy.empty((ROWS, WIDTH), np.float32) for _ in range(STREAMS)]
+    events = EventMakespans(lambda: cupy.cuda.Event(), lambda a, b: cupy.cuda.get_elapsed_time(a, b))
+
+    def pipeline() -> None:
+        for chunk in range(CHUNKS):
+            stream = streams[chunk % STREAMS]
+            with stream:
+                x = inputs[chunk % STREAMS]
+                x.set(host_in[chunk], stream=stream)
+                y = cupy.maximum(x @ weight @ weight @ weight, 0)
+                y.get(stream=stream, out=host_out[chunk])
+
+    def step() -> None:
+        events.bracket(streams, pipeline)
+
+    def check() -> str:
+        step()
+        cupy.cuda.Device().synchronize()
+        x = cupy.asarray(host_in[CHUNKS - 1])
+        expected = cupy.asnumpy(cupy.maximum(x @ weight @ weight @ weight, 0))
+        same = np.allclose(host_out[CHUNKS - 1], expected, rtol=1e-4, atol=1e-5)
+        return "" if same else "the last chunk's output differs from the same work done directly"
+
+    return step, events, check
+
+
+def user_case(name: str, make, pinned: bool, results) -> dict:
+    from bench.trace import DEFAULT_RUNS, trace
+
+    step, events, check = make(pinned)
+    problem = check()
+    if problem:
+        raise SystemExit(f"{name}: {problem}")
+    events.read()
+    events.ms.clear()
+    found = trace(step, results=results, target=name)
+    spans = events.read()  # the warm-up, then untraced and traced runs alternately
+    untraced, traced = spans[1::2], spans[2::2]
+    assert len(traced) == DEFAULT_RUNS, len(spans)
+    chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(DEFAULT_RUNS - 1) // 2]
+    return {"case": name, "result": found, "events_traced_ms": traced, "events_untraced_ms": untraced,
+            "cupti_vs_events": found.makespans_ms[chosen] / traced[chosen] - 1,
+            "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1}
+
+
+def overlap_case(host_memory: str, results) -> dict:
+    """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects."""
+    from bench.experiments import overlap
+    from bench.measure.pipeline import Payload, Pipeline, Runner
+    from bench.timing import Context, StopRule
+    from bench.trace import trace
+
+    config = {"total_bytes": 256 << 20, "compute_ratio": 1.0, "host_memory": host_memory, "allocator": "malloc",
+              "launch": "eager", "chunks_per_stream": 4, "streams": 4}
+    context = Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()})
+    runner = Runner(context)
+    try:
+        with Payload(config["total_bytes"], sorted({"pinned", host_memory}), config["streams"]) as payload:
+            rounds = runner.calibrate(payload, config["compute_ratio"])[0]
+            row = overlap._measure(runner, config, payload, runner.prepare_expected(payload, rounds))
+            if row["status"] != "ok":
+                raise SystemExit(f"overlap {host_memory}: {row['status']}: {row['error']}")
+            pipeline = Pipeline(runner.kernel, payload, payload.streams[:config["streams"]], host_memory, "malloc",
+                                config["streams"] * config["chunks_per_stream"], row["kernel_rounds"])
+            found = trace(lambda: pipeline.enqueue(None), results=results, target=f"overlap {host_memory}")
+    finally:
+        runner.timeline.close()
+    return {"case": f"overlap {host_memory}", "result": found, "experiment_makespan_ms": row["makespan_ms"],
+            "experiment_efficiency": row["efficiency"], "experiment_bound_ms": row["bound_ms"],
+            "makespan_vs_experiment": found.makespan_ms / row["makespan_ms"] - 1,
+            "efficiency_pp": 100 * (found.efficiency - row["efficiency"])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="where the results file and the JSON go (results/_trace)")
+    parser.add_argument("plots", type=Path, help="where the timelines go, a folder per GPU (plots)")
+    arguments = parser.parse_args()
+    import pandas as pd
+
+    from bench import plots, store
+    from bench.env import gpu_environment
+    from bench.experiments import registry
+    from bench.trace import save
+
+    environment = gpu_environment(0)
+    slug = plots.gpu_slug(pd.DataFrame([environment.as_dict()]))
+    results_dir = Path("results")
+    schema = store.suite_schema(registry())
+    results = pd.concat([store.read(path, schema) for path in sorted(results_dir.glob("*.parquet"))]
+                        or [pd.DataFrame()], ignore_index=True)  # their bandwidth rows of this GPU, if any
+    cases = []
+    for library, make in (("torch", torch_case), ("cupy", cupy_case)):
+        for pinned in (True, False):
+            name = f"{library} {'pinned' if pinned else 'pageable'}"
+            print(f"-- {name}", flush=True)
+            cases.append(user_case(name, make, pinned, results))
+    for host_memory in ("pinned", "pageable"):
+        print(f"-- overlap {host_memory}", flush=True)
+        cases.append(overlap_case(host_memory, results))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    arguments.out.mkdir(parents=True, exist_ok=True)
+    save([(case["case"], case["result"]) for case in cases], environment, arguments.out / f"{stamp}-{slug}.parquet")
+    document = []
+    for case in cases:
+        result = case.pop("result")
+        rows = pd.DataFrame(result.table())
+        title = (f"{case['case']} on {environment.gpu_name}: makespan {result.makespan_ms:.2f} ms, "
+                 f"bound {result.bound_ms:.2f} ms ({result.efficiency:.0%}), copies hidden "
+                 f"{(result.hidden or 0):.0%}")
+        plots.save(plots.trace_figure(rows, title),
+                   arguments.plots / slug / f"trace-{case['case'].replace(' ', '-')}")
+        document.append({**case, "summary": result.summary(), "text": str(result)})
+        print(f"\n== {case['case']}\n{result}", flush=True)
+    (arguments.out / f"{stamp}-{slug}-cases.json").write_text(json.dumps(
+        {"gpu": environment.as_dict(), "cases": document}, indent=2, default=float))
+    print("\ncase               makespan  bound  eff  hidden  CUPTI-vs-events  GPU-overhead  vs-experiment")
+    for entry in document:
+        summary = entry["summary"]
+        check = (f"{entry['cupti_vs_events']:+.2%}" if "cupti_vs_events" in entry else "")
+        overhead = (f"{entry['gpu_overhead']:+.2%}" if "gpu_overhead" in entry else "")
+        versus = (f"makespan {entry['makespan_vs_experiment']:+.2%}, eff {entry['efficiency_pp']:+.2f} pp"
+                  if "makespan_vs_experiment" in entry else "")
+        print(f"{entry['case']:<18} {summary['makespan_ms']:8.3f} {summary['bound_ms']:6.2f} "
+              f"{summary['efficiency']:4.0%} {summary['hidden'] or 0:6.0%}  {check:>15}  {overhead:>12}  {versus}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""What ran on the GPU, from CUPTI (``cupti-python``, the ``cupti`` extra): activity records of every kernel, copy
+and memset with its stream and its start and end on the GPU (execution times: a copy's record begins when its engine
+starts it, not when it was enqueued), and callbacks on the driver calls that may wait (:data:`WAITING`), each with
+its host start and end on the same clock and, where it took long or copied, the Python stack that made it.
+
+:class:`Recorder` is opened once (:func:`open_recorder`, which says in one line why it cannot be: no cupti-python,
+no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder.start` and :meth:`Recorder.stop`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+
+from bench.measure.cuda_calls import WAITING
+from bench.measure.waits import Frame, stack_of
+from bench.vocabulary import Word
+
+FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
+BUFFER_BYTES = 8 << 20
+
+
+class Op(Word):
+    """What one activity record did."""
+
+    KERNEL = "kernel"
+    MEMSET = "memset"
+    H2D = "H2D"
+    D2H = "D2H"
+    D2D = "D2D"
+    H2H = "H2H"
+    P2P = "P2P"
+
+
+COPIES = (Op.H2D, Op.D2H, Op.D2D, Op.H2H, Op.P2P)
+
+
+class TraceUnavailable(RuntimeError):
+    """CUPTI cannot trace here; the message is one line that says why."""
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One kernel, copy or memset as the GPU ran it (CUPTI's clock, ns)."""
+
+    op: Op
+    stream: int
+    start_ns: int
+    end_ns: int
+    bytes: int = 0  # copies and memsets
+    host_memory: str = ""  # a copy's host side: pinned, pageable, managed; device for D2D; "" for kernels
+    name: str = ""  # a kernel's name
+    correlation: int = 0  # the driver call that enqueued it (:attr:`HostCall.correlation`)
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """One watched driver call on the host (CUPTI's clock, ns), and where in Python it was made."""
+
+    call: str
+    start_ns: int
+    end_ns: int
+    correlation: int
+    thread: int
+    frames: tuple[Frame, ...] = ()  # outermost first; empty for short calls that copied nothing
+
+    @property
+    def ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+@dataclass
+class Recording:
+    """What one recorded stretch collected."""
+
+    activities: list[Activity]
+    calls: list[HostCall]
+
+
+_SINK: list | None = None  # where the activity buffer callback puts records while a recorder records
+_REGISTERED = False
+
+
+def _memory_kinds(cupti) -> dict[int, str]:
+    kinds = cupti.ActivityMemoryKind
+    names = {"PAGEABLE": "pageable", "PINNED": "pinned", "MANAGED": "managed", "MANAGED_STATIC": "managed",
+             "DEVICE": "device", "DEVICE_STATIC": "device", "ARRAY": "array"}
+    return {int(getattr(kinds, name)): value for name, value in names.items() if hasattr(kinds, name)}
+
+
+def _copy_ops(cupti) -> dict[int, Op]:
+    kinds = cupti.ActivityMemcpyKind
+    names = {"HTOD": Op.H2D, "HTOA": Op.H2D, "DTOH": Op.D2H, "ATOH": Op.D2H, "DTOD": Op.D2D, "DTOA": Op.D2D,
+             "ATOD": Op.D2D, "ATOA": Op.D2D, "HTOH": Op.H2H, "PTOP": Op.P2P}
+    return {int(getattr(kinds, name)): op for name, op in names.items() if hasattr(kinds, name)}
+
+
+class Recorder:
+    """CUPTI subscribed (callbacks of the driver calls that may wait) with its activity buffers registered, until
+    :meth:`close`. ``stop_frame``: the frame whose callees' stacks are kept (the region's caller)."""
+
+    def __init__(self) -> None:
+        from cupti import cupti
+
+        self._cupti = cupti
+        self._memory = _memory_kinds(cupti)
+        self._copy = _copy_ops(cupti)
+        self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        self._open: dict[int, list[tuple[str, int, int]]] = {}
+        self._calls: list[HostCall] | None = None
+        self._records: list = []
+        self.stop_frame = None
+        self._subscriber = self._subscribe()
+        try:
+            _register(cupti)
+        except BaseException:
+            cupti.unsubscribe(self._subscriber)
+            raise
+
+    def _subscribe(self) -> int:
+        cupti = self._cupti
+        params = cupti.SubscriberParams()
+        params.struct_size = cupti.SUBSCRIBER_PARAMS_SIZE
+        params.subscriber_name = "bench trace"
+        try:
+            subscriber = cupti.subscribe_v2(self._callback, None, params.ptr)
+        except cupti.cuptiError as error:
+            if getattr(error, "status", None) == cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+                holder = getattr(params, "old_subscriber_name", "") or "another profiler"
+                raise TraceUnavailable(f"CUPTI is taken by {holder}: run bench trace outside the profiler") from None
+            raise
+        try:
+            for member in cupti.driver_api_trace_cbid:
+                if WAITING.search(member.name):
+                    cupti.enable_callback(1, subscriber, cupti.CallbackDomain.DRIVER_API, member.value)
+        except BaseException:
+            cupti.unsubscribe(subscriber)
+            raise
+        return subscriber
+
+    def _callback(self, userdata, domain, callback_id, data) -> None:
+        calls = self._calls
+        if calls is None:
+            return
+        now = self._cupti.get_timestamp()
+        thread = threading.get_ident()
+        stack = self._open.setdefault(thread, [])
+        if data.callback_site == self._cupti.ApiCallbackSite.API_ENTER:
+            stack.append((data.function_name, now, data.correlation_id))
+            return
+        if not stack:
+            return
+        name, start, correlation = stack.pop()
+        frames = ()
+        if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
+            caller = sys._getframe().f_back  # the Python code that made the call (None on a thread without any)
+            frames = stack_of(caller, self.stop_frame) if caller is not None else ()
+        calls.append(HostCall(name, start, now, correlation, thread, frames))
+
+    def start(self) -> None:
+        """Record from now: activity records and watched calls."""
+        global _SINK
+        self._records, self._calls, self._open = [], [], {}
+        _SINK = self._records
+        for kind in self._kinds:
+            self._cupti.activity_enable(kind)
+
+    def stop(self) -> Recording:
+        """Stop recording (after the GPU finished the region's work) and return what was recorded."""
+        global _SINK
+        try:
+            self._cupti.activity_flush_all(1)
+        finally:
+            for kind in self._kinds:
+                self._cupti.activity_disable(kind)
+            _SINK = None
+        calls, self._calls = self._calls or [], None
+        return Recording([self._activity(record) for record in self._records], calls)
+
+    def _activity(self, record) -> Activity:
+        kind = self._cupti.ActivityKind
+        if record.kind == kind.MEMCPY:
+            op = self._copy.get(int(record.copy_kind), Op.D2D)
+            host_side = record.src_kind if op == Op.H2D else record.dst_kind if op == Op.D2H else record.dst_kind
+            return Activity(op, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
+                            self._memory.get(int(host_side), "unknown"), "", int(record.correlation_id))
+        if record.kind == kind.MEMSET:
+            return Activity(Op.MEMSET, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
+                            "", "", int(record.correlation_id))
+        return Activity(Op.KERNEL, int(record.stream_id), int(record.start), int(record.end), 0, "",
+                        str(record.name), int(record.correlation_id))
+
+    def close(self) -> None:
+        global _SINK
+        _SINK, self._calls = None, None
+        self._cupti.unsubscribe(self._subscriber)
+
+
+class _Record:
+    """The fields of one activity record, copied out of CUPTI's buffer before the buffer is reused."""
+
+    __slots__ = ("kind", "copy_kind", "src_kind", "dst_kind", "stream_id", "start", "end", "bytes", "name",
+                 "correlation_id")
+
+    def __init__(self, record, kinds) -> None:
+        self.kind = record.kind
+        self.stream_id, self.start, self.end = record.stream_id, record.start, record.end
+        self.correlation_id = record.correlation_id
+        self.copy_kind = self.src_kind = self.dst_kind = self.bytes = 0
+        self.name = ""
+        if record.kind == kinds.MEMCPY:
+            self.copy_kind, self.src_kind, self.dst_kind = record.copy_kind, record.src_kind, record.dst_kind
+            self.bytes = record.bytes
+        elif record.kind == kinds.MEMSET:
+            self.bytes = record.bytes
+        else:
+            self.name = record.name
+
+
+def _register(cupti) -> None:
+    """CUPTI's activity buffer callbacks, once per process (records go to the recording recorder's list)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    kinds = cupti.ActivityKind
+    wanted = (kinds.CONCURRENT_KERNEL, kinds.KERNEL, kinds.MEMCPY, kinds.MEMSET)
+
+    def requested():
+        return BUFFER_BYTES, 0
+
+    def completed(activities: list) -> None:
+        sink = _SINK
+        if sink is not None:
+            sink.extend(_Record(record, kinds) for record in activities if record.kind in wanted)
+
+    cupti.activity_register_callbacks(requested, completed)
+    _REGISTERED = True
+
+
+def open_recorder() -> Recorder:
+    """CUPTI ready to record, or :class:`TraceUnavailable` saying why in one line."""
+    try:
+        import cupti.cupti  # noqa: F401
+    except ImportError:
+        raise TraceUnavailable("tracing needs CUPTI: cupti-python is not installed "
+                               "(pip install \"cuda-sync-bench[cupti]\")") from None
+    try:
+        return Recorder()
+    except TraceUnavailable:
+        raise
+    except Exception as error:  # no libcupti, an old driver
+        raise TraceUnavailable(f"CUPTI cannot trace here: {type(error).__name__}: {error}") from None

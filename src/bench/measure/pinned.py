@@ -1,0 +1,89 @@
+"""What pinned copies take on this GPU: the reference a trace's bound and its pageable copies are judged against.
+
+Each copy is verified once (poisoned destination, random source) and timed with CUDA events behind the gate
+(:class:`bench.timing.Timer`). Sizes above :data:`LARGEST` are measured at that size and scaled by bytes: a copy that
+large runs at the link's steady rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.cuda import runtime
+from bench.measure.copies import CopyBuffers, mismatch
+from bench.timing import MeasurementFailed, StopRule, Timer
+
+LARGEST = 256 << 20
+RULE = StopRule(min_samples=5, time_cap_s=0.25)
+
+
+@dataclass(frozen=True)
+class CopyEngines:
+    """The region's copy volume at pinned speed: each direction alone and both at once (fastest samples, ms)."""
+
+    h2d_ms: float
+    d2h_ms: float
+    h2d_duplex_ms: float  # the uploads while the downloads run too (both directions' bytes at once)
+    d2h_duplex_ms: float
+    engines: int  # asyncEngineCount
+
+    def bound_ms(self) -> float:
+        """The least time the copies can take: with two or more copy engines the two directions at once, else one
+        after the other (the overlap experiment's rule, :func:`bench.measure.pipeline.bound_ms`)."""
+        if self.engines >= 2:
+            return max(self.h2d_duplex_ms, self.d2h_duplex_ms)
+        return self.h2d_ms + self.d2h_ms
+
+
+def _scaled(nbytes: int) -> tuple[int, float]:
+    measured = min(nbytes, LARGEST)
+    return measured, nbytes / measured if measured else 0.0
+
+
+def _timed(copies, sizes: list[int], timer: Timer) -> list[float]:
+    """Each copy's fastest time (ms), all of them enqueued together once per operation."""
+    for copy, size in zip(copies, sizes):
+        problem = mismatch([copy], size)
+        if problem:
+            raise MeasurementFailed(f"pinned reference copy: {problem}")
+
+    def enqueue(ops: int) -> None:
+        for _ in range(ops):
+            for copy, size in zip(copies, sizes):
+                copy.enqueue(size)
+
+    timing = timer.measure(enqueue, [copy.stream for copy in copies], metric="pinned reference copy")
+    return [timing.stream_fastest_ms(index) for index in range(len(copies))]
+
+
+def copy_engines(h2d_bytes: int, d2h_bytes: int) -> CopyEngines:
+    """The pinned times of ``h2d_bytes`` up and ``d2h_bytes`` down, alone and at once."""
+    engines = int(runtime.getDeviceProperties(runtime.getDevice())["asyncEngineCount"])
+    scale = max(1.0, max(h2d_bytes, d2h_bytes) / LARGEST)  # both directions shrunk alike: their proportion kept
+    up, down = round(h2d_bytes / scale), round(d2h_bytes / scale)
+    up_scale, down_scale = (h2d_bytes / up if up else 0.0), (d2h_bytes / down if down else 0.0)
+    timer = Timer(RULE)
+    with CopyBuffers("pinned", max(up, down, 1)) as buffers:
+        h2d, d2h = buffers.copies("BIDIR")
+        alone_up = _timed([h2d], [up], timer)[0] * up_scale if up else 0.0
+        alone_down = _timed([d2h], [down], timer)[0] * down_scale if down else 0.0
+        if up and down:
+            both_up, both_down = _timed([h2d, d2h], [up, down], timer)
+            both_up, both_down = both_up * up_scale, both_down * down_scale
+        else:
+            both_up, both_down = alone_up, alone_down
+    return CopyEngines(alone_up, alone_down, both_up, both_down, engines)
+
+
+def pinned_copy_ms(direction: str, nbytes: int) -> float:
+    """The median time of one pinned ``direction`` (H2D or D2H) copy of ``nbytes``."""
+    measured, scale = _scaled(nbytes)
+    timer = Timer(RULE)
+    with CopyBuffers("pinned", measured) as buffers:
+        (copy,) = buffers.copies(direction)
+        problem = mismatch([copy], measured)
+        if problem:
+            raise MeasurementFailed(f"pinned reference copy: {problem}")
+        timing = timer.measure(lambda ops: [copy.enqueue(measured) for _ in range(ops)], [copy.stream],
+                               metric="pinned reference copy")
+    return timing.median_ms * scale
