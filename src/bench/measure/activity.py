@@ -111,6 +111,8 @@ class Recorder:
         self._calls: list[HostCall] | None = None
         self._records: list = []
         self.stop_frame = None
+        self._scratch: int | None = None
+        self._since = 0
         self._subscriber = self._subscribe()
         try:
             _register(cupti)
@@ -159,12 +161,21 @@ class Recorder:
         calls.append(HostCall(name, start, now, correlation, thread, frames))
 
     def start(self) -> None:
-        """Record from now: activity records and watched calls."""
+        """Record from now: activity records and watched calls. A 4-byte memset first makes CUPTI take its first
+        activity buffer (a Python callback that would otherwise stall the region's first call); it and everything
+        before it are dropped."""
         global _SINK
+        from bench.cuda import runtime
+
         self._records, self._calls, self._open = [], [], {}
         _SINK = self._records
         for kind in self._kinds:
             self._cupti.activity_enable(kind)
+        if self._scratch is None:
+            self._scratch = runtime.malloc(4)
+        runtime.memset(self._scratch, 0, 4)
+        runtime.deviceSynchronize()
+        self._since = self._cupti.get_timestamp()
 
     def stop(self) -> Recording:
         """Stop recording (after the GPU finished the region's work) and return what was recorded."""
@@ -175,8 +186,8 @@ class Recorder:
             for kind in self._kinds:
                 self._cupti.activity_disable(kind)
             _SINK = None
-        calls, self._calls = self._calls or [], None
-        return Recording([self._activity(record) for record in self._records], calls)
+        calls, self._calls = [call for call in self._calls or [] if call.start_ns >= self._since], None
+        return Recording([self._activity(record) for record in self._records if record.start >= self._since], calls)
 
     def _activity(self, record) -> Activity:
         kind = self._cupti.ActivityKind
@@ -195,6 +206,11 @@ class Recorder:
         global _SINK
         _SINK, self._calls = None, None
         self._cupti.unsubscribe(self._subscriber)
+        if self._scratch is not None:
+            from bench.cuda import runtime
+
+            runtime.free(self._scratch)
+            self._scratch = None
 
 
 class _Record:

@@ -13,6 +13,7 @@ place that stood still under the hold was only busy on the host.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import re
 import sys
@@ -52,8 +53,9 @@ class Frame:
         return f"{self.file}:{self.line} in {self.function}"
 
 
+@functools.lru_cache(maxsize=8192)
 def library_of(file: str) -> str:
-    """The library a source file belongs to: a GPU library's name ('torch', 'cupy', 'jax', 'numba-cuda'), another
+    """The library a source file belongs to (remembered per file: a trace asks in CUPTI's callbacks): a GPU library's name ('torch', 'cupy', 'jax', 'numba-cuda'), another
     installed package's top-level name, 'python' for the standard library, 'bench', or '' for the user's code."""
     if file.startswith("<"):
         return "python" if file.startswith("<frozen") else ""
