@@ -5,5 +5,6 @@ DISTRIBUTION = "cuda-sync-bench"  # the name pip installs bench by (PyPI's "benc
 
 from bench.probe import ProbeResult, probe  # noqa: E402  (the public API: does my code block?)
 from bench.syncs import SyncsResult, syncs  # noqa: E402  (and where does it wait?)
+from bench.trace import TraceResult, trace, tracing  # noqa: E402  (and how much does it overlap?)
 
-__all__ = ["ProbeResult", "SyncsResult", "probe", "syncs", "__version__"]
+__all__ = ["ProbeResult", "SyncsResult", "TraceResult", "probe", "syncs", "trace", "tracing", "__version__"]

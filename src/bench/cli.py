@@ -1,4 +1,4 @@
-"""``python -m bench {sweep,plot,claims,compare,report,probe,syncs,env}``: parse the arguments, call the library, print.
+"""``python -m bench {sweep,plot,claims,compare,report,probe,syncs,trace,env}``: parse the arguments, call the library, print.
 
 A user's mistake (bad argument, no GPU, unreadable results file, a place bench cannot write) is one line on stderr
 and exit status 2, and nothing is written. A sweep interrupted with Ctrl-C (SIGINT) or SIGTERM keeps its finished
@@ -39,6 +39,7 @@ examples:
   python -m bench compare OLD NEW          what changed between two results (a driver update, a new GPU)
   python -m bench probe mypkg.train:step   does step() wait for the GPU?
   python -m bench syncs mypkg.train:step   which lines of step() wait for the GPU?
+  python -m bench trace mypkg.train:step   how much of step()'s copying hides behind its kernels?
   python -m bench sweep --list             the experiments, what each measures and its axes"""
 
 
@@ -54,6 +55,16 @@ def _positive_number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return value
 
 
@@ -73,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description=DESCRIPTION, epilog=EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help="print the installed version and exit")
-    commands = parser.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,syncs,env}")
+    commands = parser.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,syncs,trace,env}")
 
     sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
     size = sweep.add_mutually_exclusive_group()
@@ -171,6 +182,23 @@ def _parser() -> argparse.ArgumentParser:
     syncs.add_argument("--no-cuda-calls", action="store_true", help="do not name CUDA calls with CUPTI")
     syncs.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     syncs.set_defaults(handler=_syncs)
+
+    trace = commands.add_parser("trace", help="how much does my code overlap? the GPU timeline of MODULE:FUNCTION or "
+                                              "a script, its copies hidden behind kernels, idle gaps and bound")
+    trace.add_argument("target", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
+                       help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run as "
+                            "__main__ with the ARGS that follow it")
+    trace.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    trace.add_argument("--runs", type=_positive_int, default=5,
+                       help="traced runs (and as many untraced, for the overhead); the median one is shown (default 5)")
+    trace.add_argument("--json", action="store_true", help="print JSON instead of text")
+    trace.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
+    trace.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the timeline (PNG or SVG)")
+    trace.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+                       help="results whose pinned bandwidth rows of this GPU stand in for measuring pinned copies "
+                            "(default results/)")
+    trace.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    trace.set_defaults(handler=_trace)
 
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
                                           "GPU: the host's, and why there is none)")
@@ -651,11 +679,13 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         for name, table in store.side_tables_any(source, _unreadable(args)).items():
             tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
     syncs = [store.named_tables(source, "syncs") for source in sources if Path(source).is_dir()]
+    traces = [store.named_tables(source, "trace") for source in sources if Path(source).is_dir()]
     store.writable_directory(args.out.parent, "--out")
     names = ", ".join(str(source) for source in sources)
     written = report.write(rows, tables, args.out, experiments,
                            source=names if len(sources) < 4 else f"{len(sources)} sources",
-                           syncs=pd.concat(syncs, ignore_index=True) if syncs else None)
+                           syncs=pd.concat(syncs, ignore_index=True) if syncs else None,
+                           traces=pd.concat(traces, ignore_index=True) if traces else None)
     console.print(f"wrote {written}", highlight=False)
     return 0
 
@@ -692,12 +722,12 @@ def _function(command: str, target: str):
     return function
 
 
-def _script(path: Path, arguments: list[str]):
+def _script(path: Path, arguments: list[str], command: str = "syncs"):
     """A function that runs the script as ``__main__`` with its arguments, as ``python SCRIPT ARGS`` would."""
     import runpy
 
     if not path.is_file():
-        raise UsageError(f"syncs: {path} is not a file")
+        raise UsageError(f"{command}: {path} is not a file")
 
     def run() -> None:
         saved = sys.argv[:]
@@ -707,7 +737,7 @@ def _script(path: Path, arguments: list[str]):
             runpy.run_path(str(path), run_name="__main__")
         except SystemExit as exit:  # sys.exit() ends the script, not bench: 0 is a normal end
             if exit.code not in (None, 0):
-                raise UsageError(f"syncs: {path} exited with status {exit.code}") from None
+                raise UsageError(f"{command}: {path} exited with status {exit.code}") from None
         finally:
             sys.argv = saved
             sys.path.remove(str(path.resolve().parent))
@@ -733,28 +763,36 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _syncs(args: argparse.Namespace, console: Console) -> int:
+def _target(command: str, args: argparse.Namespace):
+    """Check the target and --save before anything runs; the function to run (a script's as ``__main__``)."""
     from bench.env import no_gpu_reason
 
     script = args.target.endswith(".py")
     if not script and args.script_args:
-        raise UsageError(f"syncs: {' '.join(args.script_args)}: options go before the target (arguments follow only "
-                         "a script)")
+        raise UsageError(f"{command}: {' '.join(args.script_args)}: options go before the target (arguments follow "
+                         "only a script)")
     if not script and ":" not in args.target:
-        raise UsageError(f"syncs: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
+        raise UsageError(f"{command}: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
     if script and not Path(args.target).is_file():
-        raise UsageError(f"syncs: {args.target} is not a file")
-    if args.save is not None:
-        from bench import store
+        raise UsageError(f"{command}: {args.target} is not a file")
+    for option, path in (("--save", args.save), ("--plot", getattr(args, "plot", None))):
+        if path is not None:
+            from bench import store
 
-        store.write_target(args.save, "--save")
-        if Path(args.save).exists():
-            raise UsageError(f"--save: {args.save} exists; bench never replaces a results file")
-        store.writable_directory(Path(args.save).parent, "--save")
+            store.write_target(path, option)
+            if option == "--save" and Path(path).exists():
+                raise UsageError(f"--save: {path} exists; bench never replaces a results file")
+            store.writable_directory(Path(path).parent, option)
+    if getattr(args, "plot", None) is not None and Path(args.plot).suffix not in (".png", ".svg"):
+        raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
     reason = no_gpu_reason()
     if reason:
-        raise UsageError(f"syncs needs a GPU: {reason}")
-    function = _script(Path(args.target), args.script_args) if script else _function("syncs", args.target)
+        raise UsageError(f"{command} needs a GPU: {reason}")
+    return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
+
+
+def _syncs(args: argparse.Namespace, console: Console) -> int:
+    function = _target("syncs", args)
     from bench.env import gpu_environment, use_device
     from bench.syncs import syncs
 
@@ -774,6 +812,53 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
         print(found.to_json())
     else:
         console.print(f"{args.target} on {environment.gpu_name}: {found}", highlight=False, soft_wrap=True,
+                      markup=False)
+    return 0
+
+
+def _trace(args: argparse.Namespace, console: Console) -> int:
+    function = _target("trace", args)
+    from bench.env import gpu_environment, use_device
+    from bench.trace import TraceUnavailable, trace
+
+    environment = gpu_environment(args.device)
+    use_device(args.device)
+    results = None
+    if args.results is not None and Path(args.results).is_dir():
+        import pandas as pd
+
+        from bench import store
+        from bench.experiments import registry
+
+        schema = store.suite_schema(registry())
+        frames = [store.read(path, schema) for path in sorted(Path(args.results).glob("*.parquet"))]
+        results = pd.concat(frames, ignore_index=True) if frames else None
+    from bench.timing import MeasurementFailed
+
+    try:
+        found = trace(function, runs=args.runs, results=results, target=args.target)
+    except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
+        raise UsageError(f"trace: {error}") from None
+    if args.save is not None:
+        from bench.trace import save
+
+        save([(args.target, found)], environment, args.save)
+    if args.plot is not None:
+        import pandas as pd
+
+        from bench import plots
+
+        figure = plots.trace_figure(pd.DataFrame(found.table()), f"{args.target} on {environment.gpu_name}")
+        try:
+            from bench.store import write_bytes
+
+            write_bytes(args.plot, plots.render(figure, Path(args.plot).suffix[1:]))
+        finally:
+            plots.pyplot().close(figure)
+    if args.json:
+        print(found.to_json())
+    else:
+        console.print(f"{args.target} on {environment.gpu_name}:\n{found}", highlight=False, soft_wrap=True,
                       markup=False)
     return 0
 

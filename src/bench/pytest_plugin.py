@@ -1,8 +1,14 @@
-"""bench's pytest plugin: fail a test when a region of code waits for the GPU, naming the lines that waited.
+"""bench's pytest plugin: fail a test when a region of code waits for the GPU, naming the lines that waited, or when
+its copies do not hide behind its kernels.
 
     def test_training_step_never_waits(assert_async):
         with assert_async():
             step(batch)
+
+    def test_input_pipeline_overlaps(assert_overlap):
+        pipeline()  # warm up: a first call's loading would be in the trace
+        with assert_overlap(min_hidden=0.8):
+            pipeline()
 
     # or, without the fixture:  from bench.pytest_plugin import assert_async
 
@@ -88,6 +94,40 @@ def _gated(stream, timeout_s: float) -> Iterator[None]:
                            f"after the gate holding the stream was released by its {timeout_s:g} s watchdog")
 
 
+class DidNotOverlap(AssertionError):
+    """The traced region's copies hid less behind its kernels, or it ran further from its bound, than required."""
+
+
+@contextmanager
+def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None = None) -> Iterator[None]:
+    """Trace one run of the block (:func:`bench.tracing`) and fail unless at least ``min_hidden`` of its H2D and D2H
+    copy time ran while a kernel ran and, with ``min_efficiency``, it took at most bound / ``min_efficiency``. The
+    failure gives the numbers and the copies exposed longest, with the lines that made them. A region without
+    copies fails a ``min_hidden``: there is nothing to hide."""
+    from bench.trace import tracing
+
+    for name, value in (("min_hidden", min_hidden), ("min_efficiency", min_efficiency)):
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(f"{name} must be between 0 and 1")
+    with tracing() as traced:
+        yield
+    result = traced.result
+    problems = []
+    if min_hidden is not None and (result.hidden is None or result.hidden < min_hidden):
+        shown = "no H2D or D2H copies ran" if result.hidden is None else f"{result.hidden:.0%} of its copy time"
+        problems.append(f"copies hidden behind kernels: {shown} (at least {min_hidden:.0%} required)")
+    if min_efficiency is not None and (result.efficiency is None or result.efficiency < min_efficiency):
+        shown = "no bound" if result.efficiency is None else f"{result.efficiency:.0%} of its bound"
+        problems.append(f"ran at {shown} (at least {min_efficiency:.0%} required)")
+    if problems:
+        worst = [f"{activity.op} {activity.bytes} bytes ({activity.host_memory}) exposed {exposed:.3f} ms"
+                 + (f" at {result.line_of(activity)}" if result.line_of(activity) else "")
+                 for activity, exposed in result.worst_copies()]
+        raise DidNotOverlap("; ".join(problems) + f". Makespan {result.makespan_ms:.3f} ms, bound "
+                            f"{result.bound_ms or float('nan'):.3f} ms. Copies exposed longest: "
+                            + ("; ".join(worst) or "none"))
+
+
 def skip_without_gpu() -> None:
     """Skip the running test where no GPU is usable, saying why."""
     from bench.env import gpu_skip_reason
@@ -102,3 +142,10 @@ def assert_async_fixture():
     """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable."""
     skip_without_gpu()
     return assert_async
+
+
+@pytest.fixture(name="assert_overlap")
+def assert_overlap_fixture():
+    """:func:`assert_overlap`, as a fixture; skips the test where no GPU is usable."""
+    skip_without_gpu()
+    return assert_overlap

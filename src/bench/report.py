@@ -78,10 +78,11 @@ figcaption { color: #555; font-size: 88% } details { margin: .5em 0 }
 
 
 def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str = "",
-           syncs: pd.DataFrame | None = None) -> str:
+           syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None) -> str:
     """The report of ``rows`` (every row of the input; the newest measurement of each configuration per GPU is
     shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``syncs``
-    (rows of ``bench syncs --save`` files), a section of the lines of code that waited."""
+    (rows of ``bench syncs --save`` files), a section of the lines of code that waited; with ``traces`` (rows of
+    ``bench trace --save`` files), one of how much code overlapped."""
     shown = analysis.newest(rows, experiments)
     groups = analysis.by_gpu(shown)
     labels = _labels(groups) if len(groups) > 1 else {}
@@ -93,6 +94,8 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
               "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
     if syncs is not None and len(syncs):
         parts.append(syncs_section(syncs))
+    if traces is not None and len(traces):
+        parts.append(trace_section(traces))
     for gpu, mine in groups:
         parts += _gpu_section(gpu, mine, plots.tables_of(tables, mine), labels.get(gpu, ""), experiments)
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>bench report</title>"
@@ -101,12 +104,12 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
 
 
 def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, source: str = "",
-          syncs: pd.DataFrame | None = None) -> Path:
+          syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
     from bench.store import write_bytes
 
     out = Path(out)
-    write_bytes(out, render(rows, tables, experiments, source, syncs).encode("utf-8"))
+    write_bytes(out, render(rows, tables, experiments, source, syncs, traces).encode("utf-8"))
     return out
 
 
@@ -129,6 +132,30 @@ def syncs_section(syncs: pd.DataFrame) -> str:
             shown = mine[[column for column in SYNCS_COLUMNS if column in mine]].rename(columns=SYNCS_COLUMNS)
             shown["file"] = shown["file"].map(lambda path: Path(str(path)).name)
             parts.append(table(shown))
+    return "".join(parts)
+
+
+TRACE_COLUMNS = {"target": "what ran", "makespan_ms": "makespan ms", "bound_ms": "bound ms", "efficiency": "efficiency",
+                 "hidden": "copies hidden", "idle_ms": "idle ms", "pageable_cost_ms": "pageable cost ms",
+                 "overhead": "tracing overhead", "git_commit": "commit"}
+
+
+def trace_section(traces: pd.DataFrame) -> str:
+    """How much code overlapped (``bench trace``): per GPU, a row per traced target and its timeline; of several
+    traces of one target, the newest."""
+    parts = ["<h2 id='trace'>How much code overlapped (bench trace)</h2>"]
+    for (name, uuid), group in traces.groupby(["gpu_name", "gpu_uuid"], sort=True):
+        newest = group[group["traced_at"] == group.groupby("target")["traced_at"].transform("max")]
+        summary = newest.drop_duplicates("target")
+        parts.append(f"<h3>{html.escape(str(name))} {html.escape(str(uuid)[:12])}</h3>")
+        parts.append(table(summary[[column for column in TRACE_COLUMNS if column in summary]]
+                           .rename(columns=TRACE_COLUMNS)))
+        for target, rows in newest.groupby("target", sort=False):
+            figure = plots.trace_figure(rows, f"{target} on {name}")
+            try:
+                parts.append(_figure(f"trace {target}", plots.render(figure, "png", DPI)))
+            finally:
+                plots.pyplot().close(figure)
     return "".join(parts)
 
 

@@ -509,6 +509,7 @@ def columns() -> tuple:
 
     return (
         column("target", TEXT, "what was traced: MODULE:FUNCTION, a script, or a name the caller gave"),
+        column("traced_at", TEXT, "when the results file was written (UTC, ISO 8601)"),
         column("op", TEXT, "kernel, memset, H2D, D2H, D2D, H2H, P2P; idle (a gap of the GPU) or wait (a host call)"),
         column("stream", INT, "the CUDA stream's id (idle: -1, wait: -2)"),
         column("start_ms", FLOAT, "start, ms after the run's first GPU start (CUPTI's clock)"),
@@ -543,10 +544,13 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
     from bench import store
     from bench.schema import schema_of
 
+    import datetime
+
+    traced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for target, result in found:
         summary = result.summary()
         shared_columns = {name: summary[name] for name in SUMMARY}
-        rows += [{"target": target, "runs": len(result.makespans_ms), **shared_columns, **environment.as_dict(),
+        rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns, **environment.as_dict(),
                   **row} for row in result.table()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)

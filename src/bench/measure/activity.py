@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from bench.measure.cuda_calls import WAITING
-from bench.measure.waits import Frame, stack_of
+from bench.measure.waits import Frame, library_of
 from bench.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
@@ -97,10 +97,10 @@ def _copy_ops(cupti) -> dict[int, Op]:
 
 
 class Recorder:
-    """CUPTI subscribed (callbacks of the driver calls that may wait) with its activity buffers registered, until
-    :meth:`close`. ``stop_frame``: the frame whose callees' stacks are kept (the region's caller)."""
+    """CUPTI's activity buffers registered and, with ``calls``, CUPTI subscribed to the driver calls that may wait,
+    until :meth:`close`. ``stop_frame``: the frame whose callees' stacks are kept (the region's caller)."""
 
-    def __init__(self) -> None:
+    def __init__(self, calls: bool = True) -> None:
         from cupti import cupti
 
         self._cupti = cupti
@@ -113,12 +113,17 @@ class Recorder:
         self.stop_frame = None
         self._scratch: int | None = None
         self._since = 0
-        self._subscriber = self._subscribe()
+        self._subscriber = self._subscribe() if calls else None
         try:
             _register(cupti)
         except BaseException:
-            cupti.unsubscribe(self._subscriber)
+            self._unsubscribe()
             raise
+
+    def _unsubscribe(self) -> None:
+        if self._subscriber is not None:
+            self._cupti.unsubscribe(self._subscriber)
+            self._subscriber = None
 
     def _subscribe(self) -> int:
         cupti = self._cupti
@@ -156,8 +161,7 @@ class Recorder:
         name, start, correlation = stack.pop()
         frames = ()
         if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
-            caller = sys._getframe().f_back  # the Python code that made the call (None on a thread without any)
-            frames = stack_of(caller, self.stop_frame) if caller is not None else ()
+            frames = _to_user_line(sys._getframe().f_back, self.stop_frame)
         calls.append(HostCall(name, start, now, correlation, thread, frames))
 
     def start(self) -> None:
@@ -205,12 +209,26 @@ class Recorder:
     def close(self) -> None:
         global _SINK
         _SINK, self._calls = None, None
-        self._cupti.unsubscribe(self._subscriber)
+        self._unsubscribe()
         if self._scratch is not None:
             from bench.cuda import runtime
 
             runtime.free(self._scratch)
             self._scratch = None
+
+
+def _to_user_line(frame, stop) -> tuple[Frame, ...]:
+    """The frames from the innermost one out to the user's own line (or to ``stop``), outermost first: as much of the
+    stack as names the line, kept short because it is taken inside the call (a pageable copy's GPU waits meanwhile)."""
+    frames = []
+    while frame is not None and frame is not stop:
+        file = frame.f_code.co_filename
+        library = library_of(file)
+        frames.append(Frame(file, frame.f_lineno or 0, frame.f_code.co_name, library))
+        if library == "":
+            break
+        frame = frame.f_back
+    return tuple(reversed(frames))
 
 
 class _Record:
@@ -254,15 +272,16 @@ def _register(cupti) -> None:
     _REGISTERED = True
 
 
-def open_recorder() -> Recorder:
-    """CUPTI ready to record, or :class:`TraceUnavailable` saying why in one line."""
+def open_recorder(calls: bool = True) -> Recorder:
+    """CUPTI ready to record (``calls``: the driver calls too), or :class:`TraceUnavailable` saying why in one
+    line."""
     try:
         import cupti.cupti  # noqa: F401
     except ImportError:
         raise TraceUnavailable("tracing needs CUPTI: cupti-python is not installed "
                                "(pip install \"cuda-sync-bench[cupti]\")") from None
     try:
-        return Recorder()
+        return Recorder(calls)
     except TraceUnavailable:
         raise
     except Exception as error:  # no libcupti, an old driver

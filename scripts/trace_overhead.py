@@ -1,0 +1,94 @@
+"""What tracing costs a region's GPU time: CUDA-event makespans of the same pipelines untraced, with CUPTI's activity
+records only, and with the driver-call callbacks too (bench trace's default), interleaved round by round.
+
+    python scripts/trace_overhead.py OUT.json [--rounds N]
+
+Pipelines: the trace cases' PyTorch ones (pinned, pageable) and the overlap experiment's (256 MiB, compute ratio 1,
+4 streams × 4 chunks), pinned and pageable, enqueued without a gate and bracketed by events as the overlap experiment
+times pageable rows (a start event just before the first enqueue, an end event per stream).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trace_cases import EventMakespans, torch_case  # noqa: E402
+
+MODES = ("untraced", "activity records", "records and callbacks")
+
+
+def overlap_pipeline(host_memory: str, stack):
+    import cupy
+
+    from bench.experiments import overlap
+    from bench.measure.pipeline import Payload, Pipeline, Runner
+    from bench.timing import Context, StopRule
+
+    context = Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()})
+    runner = Runner(context)
+    stack.callback(runner.timeline.close)
+    payload = stack.enter_context(Payload(256 << 20, sorted({"pinned", host_memory}), 4))
+    rounds = runner.calibrate(payload, 1.0)[0]
+    pipeline = Pipeline(runner.kernel, payload, payload.streams[:4], host_memory, "malloc", 16, rounds)
+    events = EventMakespans(lambda: cupy.cuda.Event(), lambda a, b: cupy.cuda.get_elapsed_time(a, b))
+    return (lambda: events.bracket(pipeline.streams, lambda: pipeline.enqueue(None))), events
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rounds", type=int, default=9)
+    arguments = parser.parse_args()
+    from contextlib import ExitStack
+
+    from bench.cuda import runtime
+    from bench.env import gpu_environment
+    from bench.measure.activity import open_recorder
+
+    environment = gpu_environment(0)
+    report = {"gpu": environment.as_dict(), "rounds": arguments.rounds, "cases": {}}
+    with ExitStack() as stack:
+        cases = {"torch pinned": torch_case(True)[:2], "torch pageable": torch_case(False)[:2],
+                 "overlap pinned": overlap_pipeline("pinned", stack),
+                 "overlap pageable": overlap_pipeline("pageable", stack)}
+        for name, (step, events) in cases.items():
+            recorders = {MODES[1]: open_recorder(calls=False)}
+            spans: dict[str, list[float]] = {mode: [] for mode in MODES}
+            try:
+                step()  # warm-up
+                runtime.deviceSynchronize()
+                events.read()
+                for _ in range(arguments.rounds):
+                    for mode in MODES:
+                        recorder = recorders.get(mode)
+                        if mode == MODES[2]:
+                            recorder = open_recorder(calls=True)
+                        if recorder:
+                            recorder.start()
+                        step()
+                        runtime.deviceSynchronize()
+                        if recorder:
+                            recorder.stop()
+                        if mode == MODES[2]:
+                            recorder.close()
+                        spans[mode].append(events.read()[-1])
+            finally:
+                recorders[MODES[1]].close()
+            medians = {mode: statistics.median(values) for mode, values in spans.items()}
+            report["cases"][name] = {"makespans_ms": spans, "median_ms": medians,
+                                     "overhead": {mode: medians[mode] / medians[MODES[0]] - 1 for mode in MODES[1:]}}
+            print(f"{name:<18} " + "  ".join(f"{mode} {medians[mode]:.3f} ms" for mode in MODES)
+                  + "  |  " + "  ".join(f"{mode} {report['cases'][name]['overhead'][mode]:+.2%}"
+                                        for mode in MODES[1:]), flush=True)
+    arguments.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""``bench.trace``, ``tracing`` and ``assert_overlap`` on a real GPU with CUPTI (CuPy pipelines; PyTorch's run in
+scripts/trace_cases.py). Skipped (with the reason) where no GPU is visible; CUPTI missing is a failure here, since the
+GPU check installs it."""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("whole_gpu_module")]  # timings: no other context meanwhile
+
+CHUNKS, STREAMS, ROWS = 8, 4, 4096  # a chunk: 4096 × 1024 float32 = 16 MiB
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    """A CuPy stream pipeline: pinned uploads, two matrix products, pinned downloads; ``overlapped`` False enqueues
+    everything on one stream (nothing can overlap)."""
+    import cupy
+    import cupyx
+    import numpy as np
+
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
+    host_in = cupyx.empty_pinned((CHUNKS, ROWS, 1024), np.float32)
+    host_in[...] = np.random.default_rng(0).random(host_in.shape, dtype=np.float32)
+    host_out = cupyx.empty_pinned(host_in.shape, np.float32)
+    weight = cupy.asarray(np.random.default_rng(1).random((1024, 1024), dtype=np.float32) / 1024)
+    inputs = [cupy.empty((ROWS, 1024), np.float32) for _ in range(STREAMS)]
+
+    def run(overlapped: bool = True) -> None:
+        for chunk in range(CHUNKS):
+            index = chunk % STREAMS if overlapped else 0
+            with streams[index]:
+                inputs[index].set(host_in[chunk], stream=streams[index])
+                result = inputs[index] @ weight @ weight
+                result.get(stream=streams[index], out=host_out[chunk], blocking=False)
+
+    run()
+    run(False)
+    cupy.cuda.Device().synchronize()
+    expected = cupy.asnumpy(cupy.asarray(host_in[-1]) @ weight @ weight)
+    assert np.allclose(host_out[-1], expected, rtol=1e-4, atol=1e-5)
+    return run
+
+
+def test_trace_counts_what_ran_and_finds_the_overlap(pipeline):
+    from bench import trace
+
+    found = trace(pipeline, runs=3)
+    ops = [activity.op for activity in found.activities]
+    assert ops.count("kernel") == 2 * CHUNKS and ops.count("H2D") == CHUNKS and ops.count("D2H") == CHUNKS
+    assert {activity.bytes for activity in found.activities if activity.op in ("H2D", "D2H")} == {ROWS * 1024 * 4}
+    assert {activity.host_memory for activity in found.activities if activity.op in ("H2D", "D2H")} == {"pinned"}
+    assert len(found.makespans_ms) == 3 and found.makespan_ms == sorted(found.makespans_ms)[1]
+    assert found.hidden is not None and found.hidden > 0.5  # four streams: most copy time runs beside a kernel
+    assert 0.3 < found.efficiency <= 1.02 and found.bound_ms <= found.makespan_ms * 1.02
+    assert found.busy_ms["compute"] <= found.makespan_ms and not found.pageable
+    assert found.overhead is not None and len(found.untraced_ms) == 3
+
+
+def test_one_stream_hides_nothing_and_assert_overlap_fails_naming_the_copies(pipeline):
+    from bench.pytest_plugin import DidNotOverlap, assert_overlap
+
+    with pytest.raises(DidNotOverlap, match=r"copies hidden behind kernels: \d+% .*test_gpu_trace.py:\d+"):
+        with assert_overlap(min_hidden=0.5):
+            pipeline(False)
+    with assert_overlap(min_hidden=0.5):
+        pipeline(True)
+
+
+def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line():
+    import cupy
+    import numpy as np
+
+    from bench import tracing
+
+    host = np.random.default_rng(2).random(4 << 20, dtype=np.float32)  # 16 MiB of pageable memory
+    device = cupy.empty(host.shape, np.float32)
+    device.set(host)
+    cupy.cuda.Device().synchronize()
+    with tracing() as traced:
+        device.set(host)  # the pageable upload
+        device *= 2
+    result = traced.result
+    (group,) = result.pageable
+    assert group.op == "H2D" and group.bytes == host.nbytes and group.count == 1
+    assert group.line.endswith(f"test_gpu_trace.py:{_line_of('device.set(host)  # the pageable upload')}")
+    assert 0 < group.pinned_ms < group.ms and group.host_ms >= group.ms * 0.5
+    assert float(device[0]) == pytest.approx(2 * host[0])
+
+
+def _line_of(text: str) -> int:
+    with open(__file__) as source:
+        return next(number for number, line in enumerate(source, 1) if text in line and "_line_of" not in line)
