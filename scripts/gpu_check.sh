@@ -42,10 +42,14 @@
 #   "syncs-cases"               bench syncs on users' code (PyTorch, CuPy, JAX, timm, transformers) against independent
 #                               methods (scripts/syncs_cases.py) into results/_syncs/
 #   "syncs TARGET [args]"       python -m bench syncs TARGET, its rows into results/_syncs/
+#   "trace-cases"               bench trace on PyTorch and CuPy stream pipelines and on the overlap experiment's own
+#                               (scripts/trace_cases.py) into results/_trace/, timelines into $PLOTS/<gpu>/
+#   "trace-overhead"            the same pipelines' event makespans untraced and traced (scripts/trace_overhead.py)
+#   "trace TARGET [args]"       python -m bench trace TARGET, its rows into results/_trace/
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 out=${OUT:-gpu-out}
-mkdir -p "$out" results/_logs results/_references results/_syncs
+mkdir -p "$out" results/_logs results/_references results/_syncs results/_trace
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0  # never NVLink multicast (NVLS), whatever a library would choose
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="results/_logs/$stamp-gpu_check.log"
@@ -277,6 +281,14 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
       syncs)
         name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
         timeout 300 python3 -m bench syncs --save "results/_syncs/$stamp-$name-$(basename "${words[1]%%:*}" .py).parquet" \
+          "${words[@]:1}" ;;
+      trace-cases) timeout 480 python3 scripts/trace_cases.py results/_trace "${PLOTS:-plots}" ;;
+      trace-overhead)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
+        timeout 300 python3 scripts/trace_overhead.py "results/_trace/$stamp-$name-overhead.json" ;;
+      trace)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
+        timeout 300 python3 -m bench trace --save "results/_trace/$stamp-$name-$(basename "${words[1]%%:*}" .py).parquet" \
           "${words[@]:1}" ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
