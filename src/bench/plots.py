@@ -254,8 +254,8 @@ def trace_figure(rows: pd.DataFrame, title: str):
     handles = [Patch(facecolor=TRACE_COLORS[op], label=op) for op in shown]
     if (work["host_memory"] == "pageable").any():
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="pageable copy"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 5 else -0.12),
-              ncol=len(handles), frameon=False, fontsize=8)
+    figure.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.1 / figure.get_figheight()),
+                  ncol=len(handles), frameon=False, fontsize=8)
     ax.set_title(title, fontsize=10, loc="left")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.4 / figure.get_figheight(), 1, 1))  # the legend's row below the axis label
     return figure

@@ -190,7 +190,8 @@ class Recorder:
             for kind in self._kinds:
                 self._cupti.activity_disable(kind)
             _SINK = None
-        calls, self._calls = [call for call in self._calls or [] if call.start_ns >= self._since], None
+        calls = [call for call in self._calls or [] if call.start_ns >= self._since and not _own(call)]
+        self._calls = None
         return Recording([self._activity(record) for record in self._records if record.start >= self._since], calls)
 
     def _activity(self, record) -> Activity:
@@ -215,6 +216,11 @@ class Recorder:
 
             runtime.free(self._scratch)
             self._scratch = None
+
+
+def _own(call: HostCall) -> bool:
+    """A call bench itself made (the synchronize that ends a traced region): every frame of its stack is bench's."""
+    return bool(call.frames) and all(frame.library == "bench" for frame in call.frames)
 
 
 def _to_user_line(frame, stop) -> tuple[Frame, ...]:
