@@ -11,8 +11,8 @@ CHUNKS, STREAMS, ROWS = 8, 4, 4096  # a chunk: 4096 × 1024 float32 = 16 MiB
 
 @pytest.fixture(scope="module")
 def pipeline():
-    """A CuPy stream pipeline: pinned uploads, two matrix products, pinned downloads; ``overlapped`` False enqueues
-    everything on one stream (nothing can overlap)."""
+    """A CuPy stream pipeline: pinned uploads, four matrix products (longer than a chunk's two copies), pinned
+    downloads; ``overlapped`` False enqueues everything on one stream (nothing can overlap)."""
     import cupy
     import cupyx
     import numpy as np
@@ -29,13 +29,13 @@ def pipeline():
             index = chunk % STREAMS if overlapped else 0
             with streams[index]:
                 inputs[index].set(host_in[chunk], stream=streams[index])
-                result = inputs[index] @ weight @ weight
+                result = inputs[index] @ weight @ weight @ weight @ weight
                 result.get(stream=streams[index], out=host_out[chunk], blocking=False)
 
     run()
     run(False)
     cupy.cuda.Device().synchronize()
-    expected = cupy.asnumpy(cupy.asarray(host_in[-1]) @ weight @ weight)
+    expected = cupy.asnumpy(cupy.asarray(host_in[-1]) @ weight @ weight @ weight @ weight)
     assert np.allclose(host_out[-1], expected, rtol=1e-4, atol=1e-5)
     return run
 

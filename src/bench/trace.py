@@ -11,8 +11,8 @@
   the GPU has one, else measured);
 - the bound: the least time the same work can take with perfect overlap, ``max(compute busy, the copies at pinned
   speed with both directions at once where there are two copy engines, D2D busy)``, the overlap experiment's rule
-  (:mod:`bench.experiments.overlap`), fill and drain not in it; the efficiency is bound / makespan. ``fill_ms`` (the
-  first kernel's start) and ``drain_ms`` (after the last kernel) say what the pipeline's ends cost.
+  (:mod:`bench.experiments.overlap`), fill and drain not in it; the efficiency is bound / makespan. ``fill_ms`` (until
+  compute first ran) and ``drain_ms`` (after compute last ran) say what the pipeline's ends cost.
 
 ``fn`` runs once to warm up, then ``runs`` times without tracing and ``runs`` times traced, alternately: the traced run
 of median makespan is the one described, and the host time of the traced runs against the untraced ones is the
@@ -23,6 +23,7 @@ its engine. :func:`tracing` records one run of a ``with`` block (the pytest help
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -179,7 +180,7 @@ class TraceResult:
 
     @property
     def efficiency(self) -> float | None:
-        return self.bound_ms / self.makespan_ms if self.bound_ms and self.makespan_ms else None
+        return self.bound_ms / self.makespan_ms if self.bound_ms is not None and self.makespan_ms else None
 
     @property
     def idle_ms(self) -> float:
@@ -268,7 +269,7 @@ class TraceResult:
 
 
 def _finite(value):
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {key: _finite(item) for key, item in value.items()}
@@ -433,10 +434,11 @@ def _usable() -> None:
 
 
 def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, results=None, target: str = "",
-          **kwargs) -> TraceResult:
+          leave_out: Callable[[Activity], bool] | None = None, **kwargs) -> TraceResult:
     """Trace ``fn(*args, **kwargs)`` (see the module docstring). ``results``: rows of results files whose pinned
-    bandwidth rows of this GPU stand in for measuring the pinned reference. :class:`TraceUnavailable` (one line)
-    without a GPU or CUPTI."""
+    bandwidth rows of this GPU stand in for measuring the pinned reference. ``leave_out``: records that are not the
+    region's own (a gate kernel the region's work waits behind). :class:`TraceUnavailable` (one line) without a GPU
+    or CUPTI."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
@@ -459,6 +461,8 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
                 recordings.append(recorder.stop())
     finally:
         recorder.close()
+    if leave_out is not None:
+        recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
     copy_bound, pinned = _references(results)
     return result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
                      target=target)
@@ -525,8 +529,8 @@ def columns() -> tuple:
             ("bound_ms", "the least time the same work can take with perfect overlap on this GPU"),
             ("efficiency", "bound_ms / makespan_ms"),
             ("hidden", "share of H2D and D2H copy time during which compute ran"),
-            ("fill_ms", "from the first GPU start to the first kernel's"),
-            ("drain_ms", "from the last kernel's end to the last GPU end"),
+            ("fill_ms", "from the first GPU start until a kernel or memset first ran"),
+            ("drain_ms", "from the last kernel's or memset's end to the last GPU end"),
             ("busy_compute_ms", "time kernels or memsets ran"), ("busy_H2D_ms", "time H2D copies ran"),
             ("busy_D2H_ms", "time D2H copies ran"), ("busy_D2D_ms", "time D2D copies ran"),
             ("copy_ms", "time H2D or D2H copies ran"), ("hidden_ms", "of copy_ms, the time compute ran too"),

@@ -1,0 +1,387 @@
+"""``bench trace`` without a GPU: the overlap arithmetic, the bound, the gaps joined with the host calls that caused
+them, the pageable copies and host waits, on recordings built by hand (times in ns on CUPTI's clock); the rows, the
+results file, the report section and the figure; the command line's refusals and ``assert_overlap``'s arguments."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import synthetic
+from bench import cli, plots, report, store
+from bench.measure.activity import Activity, HostCall, Op, Recording
+from bench.measure.waits import Frame
+from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
+from paths import with_path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+US = 1_000  # ns
+MS = 1_000_000
+MIB = 1 << 20
+
+
+# --- building recordings -------------------------------------------------------------------------------------------
+
+def kernel(stream, start, end, name="k", correlation=0):
+    return Activity(Op.KERNEL, stream, start, end, name=name, correlation=correlation)
+
+
+def copy(op, stream, start, end, nbytes=MIB, memory="pinned", correlation=0):
+    return Activity(op, stream, start, end, bytes=nbytes, host_memory=memory, correlation=correlation)
+
+
+def at(file, line):
+    """The frames of a call made at ``file:line`` in the user's code, through a library below it."""
+    return (Frame("/u/main.py", 1, "<module>", ""), Frame(file, line, "step", ""),
+            Frame("/site-packages/torch/cuda/__init__.py", 900, "synchronize", "torch"))
+
+
+def call(name, start, end, correlation=0, frames=()):
+    return HostCall(name, start, end, correlation, thread=1, frames=frames)
+
+
+def analysed(activities, calls=(), copy_bound=None, pinned=None, **kwargs):
+    """The result of one recording; ``copy_bound`` and ``pinned`` fail the test unless given."""
+    def unexpected(*args):
+        raise AssertionError(f"not expected to be asked: {args}")
+
+    return result_of([Recording(list(activities), list(calls))], copy_bound=copy_bound or unexpected,
+                     pinned=pinned or unexpected, **kwargs)
+
+
+# µs: H2D s1 0-100; kernels s2 50-150 and s1 100-300; D2H s2 150-250; memset s3 300-320; a gap of exactly GAP_NS;
+# D2D s3 330-380; a gap of 5 µs; H2D s1 385-400 beside D2H s2 390-420.
+PIPELINE = [copy(Op.H2D, 1, 0, 100 * US), kernel(2, 50 * US, 150 * US), kernel(1, 100 * US, 300 * US),
+            copy(Op.D2H, 2, 150 * US, 250 * US), Activity(Op.MEMSET, 3, 300 * US, 320 * US, bytes=4096),
+            copy(Op.D2D, 3, 330 * US, 380 * US, 4 * MIB, "device"), copy(Op.H2D, 1, 385 * US, 400 * US, 2 * MIB),
+            copy(Op.D2H, 2, 390 * US, 420 * US, 3 * MIB)]
+
+
+# --- the overlap arithmetic and the bound ----------------------------------------------------------------------------
+
+def test_overlap_arithmetic_of_a_pipeline():
+    found = analysed(PIPELINE, copy_bound=lambda h2d, d2h: (0.2, 2))
+    assert found.makespan_ms == 0.42 and found.makespans_ms == [0.42] and found.origin_ns == 0
+    assert found.busy_ms == {"compute": 0.27, "H2D": 0.115, "D2H": 0.13, "D2D": 0.05}  # compute: 50-320, memset too
+    assert found.copy_ms == 0.235  # 0-100, 150-250, 385-420
+    assert found.hidden_ms == 0.15 and found.hidden == pytest.approx(0.15 / 0.235)  # 50-100 and 150-250
+    assert found.duplex_ms == 0.01 and found.concurrent_kernels_ms == 0.05
+    assert found.fill_ms == 0.05 and found.drain_ms == 0.1  # compute ends with the memset at 320
+    assert [(gap.start_ns, gap.end_ns, gap.wait) for gap in found.gaps] == [(320 * US, 330 * US, None)]
+    assert GAP_NS == 10 * US and found.idle_ms == pytest.approx(0.01)  # the 5 µs gap is launch latency
+
+
+@pytest.mark.parametrize("idle_ns, gaps", [(GAP_NS - 1, 0), (GAP_NS, 1)])
+def test_gaps_shorter_than_gap_ns_are_not_gaps(idle_ns, gaps):
+    found = analysed([kernel(1, 0, 100 * US), kernel(1, 100 * US + idle_ns, 200 * US + idle_ns)])
+    assert len(found.gaps) == gaps and found.busy_ms["compute"] == 0.2
+
+
+@pytest.mark.parametrize("copies_ms, engines, bound", [(0.2, 2, 0.27), (0.3, 1, 0.3)])
+def test_the_bound_is_the_largest_of_compute_the_copies_and_d2d(copies_ms, engines, bound):
+    asked = []
+    found = analysed(PIPELINE, copy_bound=lambda h2d, d2h: asked.append((h2d, d2h)) or (copies_ms, engines))
+    assert asked == [(3 * MIB, 4 * MIB)]  # the bytes of each direction, D2D not among them
+    assert found.bound_terms == {"compute": 0.27, "copies": copies_ms, "D2D": 0.05}
+    assert found.bound_ms == bound and found.efficiency == bound / 0.42 and found.copy_engines == engines
+
+
+def test_d2d_can_be_the_bound():
+    found = analysed([kernel(1, 0, 100 * US), copy(Op.D2D, 2, 0, 500 * US, memory="device")])
+    assert found.bound_terms == {"compute": 0.1, "D2D": 0.5} and found.bound_ms == 0.5 and found.efficiency == 1.0
+
+
+def test_without_copies_the_bound_is_compute_and_copy_bound_is_not_asked():
+    found = analysed([kernel(1, 0, 100 * US), kernel(1, 150 * US, 250 * US)])
+    assert found.bound_terms == {"compute": 0.2} and found.bound_ms == 0.2 and found.efficiency == 0.2 / 0.25
+    assert found.copy_engines is None and found.hidden is None and found.copy_ms == 0
+
+
+def test_copies_without_a_copy_bound_have_no_bound():
+    found = result_of([Recording(PIPELINE, [])], copy_bound=None, pinned=lambda op, nbytes: (0.0, "measured"))
+    assert found.bound_ms is None and found.efficiency is None and found.bound_terms == {"compute": 0.27, "D2D": 0.05}
+    assert found.hidden_ms == 0.15  # the rest is measured as before
+    assert not any(line.startswith("runs at") for line in describe(found))
+
+
+def test_nothing_recorded_is_a_result_of_nothing():
+    found = analysed([])
+    assert found.makespan_ms == 0 and found.bound_ms is None and found.efficiency is None and found.gaps == []
+    assert describe(found) == ["makespan 0.000 ms: 0 kernels, 0 copies on 0 streams", "busy ms: nothing ran",
+                               "idle 0.000 ms in 0 gaps"]
+
+
+def test_describe_says_the_numbers():
+    found = analysed(PIPELINE, copy_bound=lambda h2d, d2h: (0.2, 2))
+    assert describe(found) == [
+        "makespan 0.420 ms: 2 kernels, 5 copies on 3 streams",
+        "runs at 64% of what its copies and kernels allow: bound 0.270 ms (compute 0.270, copies 0.200, D2D 0.050); "
+        "fill 0.050 ms, drain 0.100 ms",
+        "busy ms: compute 0.270, H2D 0.115, D2H 0.130, D2D 0.050",
+        "copies hidden behind compute: 64% (0.150 of 0.235 ms); H2D and D2H at once 0.010 ms; kernels at once "
+        "0.050 ms",
+        "idle 0.010 ms in 1 gap"]
+    assert str(found) == "\n".join(describe(found))
+
+
+# --- several runs ----------------------------------------------------------------------------------------------------
+
+def test_the_run_of_median_makespan_is_described():
+    recordings = [Recording([kernel(1, start, start + ms * MS, name=f"run{ms}")], [])
+                  for start, ms in ((10 * MS, 5), (20 * MS, 9), (30 * MS, 7))]
+    found = result_of(recordings, copy_bound=None, pinned=None, untraced_ms=[2.0, 4.0, 3.0],
+                      traced_ms=[3.0, 3.6, 3.3])
+    assert found.makespans_ms == [5.0, 9.0, 7.0] and found.makespan_ms == 7.0
+    assert [activity.name for activity in found.activities] == ["run7"] and found.origin_ns == 30 * MS
+    assert found.overhead == pytest.approx(3.3 / 3.0 - 1)
+    summary = found.summary()
+    assert (summary["makespan_min_ms"], summary["makespan_max_ms"], summary["runs"]) == (5.0, 9.0, 3)
+    assert (summary["untraced_host_ms"], summary["traced_host_ms"]) == (3.0, 3.3)
+
+
+# --- gaps joined with the host's calls -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("start, end, joined", [
+    (50 * US, 900 * US, True),  # under way when the GPU ran dry at 100 µs, returned before it resumed
+    (0, 100 * US - JOIN_NS, True),  # returned just JOIN_NS before: still the call it waited in
+    (0, 100 * US - JOIN_NS - 1, False),  # returned earlier: the host ran Python meanwhile
+    (50 * US, 1000 * US + 1, False),  # returned after the gap ended: not what the GPU waited for
+    (150 * US, 900 * US, False),  # began after the GPU ran dry
+])
+def test_a_gap_is_joined_with_the_call_the_host_was_in(start, end, joined):
+    waited = call("cuStreamSynchronize", start, end, frames=at("/u/train.py", 12))
+    found = analysed([kernel(1, 0, 100 * US), kernel(1, 1000 * US, 1100 * US)], [waited])
+    assert [(gap.start_ns, gap.end_ns) for gap in found.gaps] == [(100 * US, 1000 * US)]
+    assert found.gaps[0].wait == (waited if joined else None)
+    assert found.summary()["gaps_after_waits"] == joined
+    idle = [row for row in found.table() if row["op"] == "idle"]
+    assert [(row["call"], row["line"]) for row in idle] == [
+        ("cuStreamSynchronize", "/u/train.py:12") if joined else ("", "")]  # the innermost user frame
+
+
+def test_of_the_calls_under_way_the_last_to_return_is_joined():
+    first = call("cuMemcpyDtoH", 20 * US, 400 * US, frames=at("/u/a.py", 3))
+    last = call("cuCtxSynchronize", 60 * US, 800 * US, frames=at("/u/a.py", 4))
+    found = analysed([kernel(1, 0, 100 * US), kernel(1, 1000 * US, 1100 * US)], [last, first])
+    assert found.gaps[0].wait == last
+    assert any(line == "  0.900 ms after cuCtxSynchronize (0.740 ms) at /u/a.py:4" for line in describe(found))
+
+
+# --- pageable copies and host waits ----------------------------------------------------------------------------------
+
+def test_pageable_copies_group_by_direction_size_and_line():
+    here, there = at("/u/load.py", 7), at("/u/load.py", 9)
+    activities = [copy(Op.H2D, 1, 0, 300 * US, MIB, "pageable", correlation=1),
+                  copy(Op.H2D, 1, 300 * US, 600 * US, MIB, "pageable", correlation=2),
+                  copy(Op.H2D, 1, 600 * US, 1000 * US, 2 * MIB, "pageable", correlation=3),
+                  copy(Op.H2D, 1, 1000 * US, 1200 * US, MIB, "pageable", correlation=4),
+                  copy(Op.D2H, 1, 1200 * US, 1500 * US, MIB, "pageable", correlation=5),
+                  copy(Op.H2D, 1, 1500 * US, 1600 * US, MIB, "pinned", correlation=6)]
+    calls = [call("cuMemcpyHtoD", 0, 350 * US, 1, here), call("cuMemcpyHtoD", 350 * US, 700 * US, 2, here),
+             call("cuMemcpyHtoD", 700 * US, 1100 * US, 3, here), call("cuMemcpyHtoD", 1100 * US, 1250 * US, 4, there),
+             call("cuMemcpyDtoH", 1250 * US, 1600 * US, 5, here), call("cuMemcpyHtoD", 1600 * US, 1610 * US, 6, here)]
+    asked = []
+    found = analysed(activities, calls, copy_bound=lambda h2d, d2h: (1.0, 2),
+                     pinned=lambda op, nbytes: asked.append((op, nbytes)) or (0.1 * nbytes / MIB, "measured"))
+    groups = {(group.op, group.bytes, group.line): group for group in found.pageable}
+    assert set(groups) == {(Op.H2D, MIB, "/u/load.py:7"), (Op.H2D, 2 * MIB, "/u/load.py:7"),
+                           (Op.H2D, MIB, "/u/load.py:9"), (Op.D2H, MIB, "/u/load.py:7")}  # the pinned copy: none
+    assert sorted(asked) == sorted((op, nbytes) for op, nbytes, _ in groups)  # one reference per group
+    pair = groups[(Op.H2D, MIB, "/u/load.py:7")]
+    assert (pair.count, pair.pinned_ms, pair.reference) == (2, 0.1, "measured")
+    assert pair.ms == pytest.approx(0.6) and pair.host_ms == pytest.approx(0.7)
+    assert pair.cost_ms == pytest.approx(0.6 - 2 * 0.1)
+    larger = groups[(Op.H2D, 2 * MIB, "/u/load.py:7")]
+    assert (larger.count, larger.ms, larger.pinned_ms, larger.host_ms) == (1, 0.4, 0.2, 0.4)
+    assert found.pageable_cost_ms == pytest.approx(0.4 + 0.2 + 0.1 + 0.2)
+    assert found.summary()["pageable_copies"] == 5
+
+
+def test_host_waits_group_by_line_and_leave_short_calls_out():
+    calls = [call("cuStreamSynchronize", 0, 100 * US, frames=at("/u/a.py", 3)),
+             call("cuCtxSynchronize", 200 * US, 260 * US, frames=at("/u/a.py", 3)),
+             call("cuStreamSynchronize", 300 * US, 300 * US + WAIT_NS, frames=at("/u/b.py", 8)),
+             call("cuMemcpyHtoD", 400 * US, 400 * US + WAIT_NS - 1, frames=at("/u/a.py", 3))]
+    found = analysed([kernel(1, 0, 1000 * US)], calls)
+    assert found.waits == [HostWait("/u/a.py:3", "", "cuCtxSynchronize, cuStreamSynchronize", 2, pytest.approx(0.16)),
+                           HostWait("/u/b.py:8", "", "cuStreamSynchronize", 1, 0.05)]  # the longest first
+
+
+# --- rows, JSON and the copies exposed longest -----------------------------------------------------------------------
+
+ORIGIN = 7 * 10**12  # CUPTI's clock is far from zero
+
+
+def timeline():
+    """A kernel and a copy beside it on two streams, a gap of 100 µs after a host wait, a second kernel."""
+    sync = call("cuStreamSynchronize", ORIGIN + 90 * US, ORIGIN + 180 * US, 3, at("/u/x.py", 9))
+    upload = call("cuMemcpyHtoDAsync", ORIGIN + 10 * US, ORIGIN + 15 * US, 2, at("/u/x.py", 5))
+    activities = [kernel(7, ORIGIN + 200 * US, ORIGIN + 250 * US, "add", 4),
+                  copy(Op.H2D, 8, ORIGIN + 20 * US, ORIGIN + 60 * US, 4096, "pinned", 2),
+                  kernel(7, ORIGIN, ORIGIN + 100 * US, "gemm", 1)]
+    return analysed(activities, [upload, sync], copy_bound=lambda h2d, d2h: (0.04, 2), target="x.py:step")
+
+
+def row(op, stream, start_ms, end_ms, nbytes=0, memory="", name="", made="", line=""):
+    return {"op": op, "stream": stream, "start_ms": start_ms, "end_ms": end_ms, "bytes": nbytes,
+            "host_memory": memory, "name": name, "call": made, "line": line}
+
+
+def test_the_table_has_a_row_per_activity_gap_and_wait_from_the_first_gpu_start():
+    assert timeline().table() == [
+        row("kernel", 7, 0.0, 0.1, name="gemm"),
+        row("H2D", 8, 0.02, 0.06, 4096, "pinned", made="cuMemcpyHtoDAsync", line="/u/x.py:5"),
+        row("kernel", 7, 0.2, 0.25, name="add"),
+        row("idle", -1, 0.1, 0.2, made="cuStreamSynchronize", line="/u/x.py:9"),
+        row("wait", -2, 0.09, 0.18, made="cuStreamSynchronize", line="/u/x.py:9")]
+
+
+def test_json_has_no_nan():
+    def no_constants(name):
+        raise AssertionError(f"{name} in the JSON")
+
+    found = analysed([copy(Op.H2D, 1, 0, 100 * US, MIB, "pageable")], copy_bound=lambda h2d, d2h: (0.05, 2),
+                     pinned=lambda op, nbytes: (float("nan"), "measured"))  # a reference that could not be had
+    assert found.pageable[0].cost_ms != found.pageable[0].cost_ms
+    parsed = json.loads(found.to_json(), parse_constant=no_constants)
+    assert parsed["pageable"][0]["pinned_ms"] is None and parsed["pageable"][0]["cost_ms"] is None
+    assert parsed["pageable_cost_ms"] is None and parsed["overhead"] is None and parsed["hidden"] == 0.0
+    assert parsed["activities"] == found.table() and parsed["makespan_ms"] == 0.1
+    whole = json.loads(timeline().to_json(), parse_constant=no_constants)
+    assert whole["target"] == "x.py:step" and whole["gaps_list"] == [
+        {"start_ms": 0.1, "ms": 0.1, "call": "cuStreamSynchronize", "line": "/u/x.py:9"}]
+    assert whole["waits"] == [{"line": "/u/x.py:9", "source": "", "calls": "cuStreamSynchronize", "count": 1,
+                               "ms": 0.09}]
+
+
+def test_worst_copies_are_ordered_by_time_exposed_outside_compute():
+    hidden = copy(Op.H2D, 1, 0, 80 * US, correlation=1)  # all of it beside the kernel
+    exposed = copy(Op.D2H, 2, 50 * US, 200 * US, correlation=2)  # 50 of its 150 µs beside the kernel
+    partly = copy(Op.H2D, 1, 300 * US, 340 * US, correlation=3)  # 20 of its 40 µs beside the memset
+    download = call("cuMemcpyDtoHAsync", 40 * US, 45 * US, 2, at("/u/x.py", 3))
+    found = analysed([kernel(3, 0, 100 * US), Activity(Op.MEMSET, 3, 250 * US, 320 * US, bytes=64), hidden, exposed,
+                      partly, copy(Op.D2D, 2, 400 * US, 900 * US, memory="device")], [download],
+                     copy_bound=lambda h2d, d2h: (0.1, 2))
+    assert found.worst_copies() == [(exposed, 0.1), (partly, 0.02), (hidden, 0.0)]  # D2D is no link copy
+    assert found.worst_copies(1) == [(exposed, 0.1)]
+    assert found.line_of(exposed) == "/u/x.py:3" and found.line_of(hidden) == ""
+
+
+# --- the results file, the report and the figure ---------------------------------------------------------------------
+
+@pytest.fixture
+def saved(tmp_path):
+    """The timeline saved as results/_trace/x.parquet: (its path, the rows read back)."""
+    path = tmp_path / "_trace" / "x.parquet"
+    assert save([("x.py:step", timeline())], synthetic.environment(), path) == path
+    return path, store.named_tables(tmp_path, "trace")
+
+
+def test_saved_rows_read_back_and_a_second_save_never_replaces_the_file(saved, tmp_path):
+    from bench.schema import environment_columns
+    from bench.trace import columns
+
+    path, rows = saved
+    names = [column.name for column in columns()]
+    assert len(names) == len(set(names)) and set(rows.columns) == set(names)
+    assert {column.name for column in environment_columns()} <= set(names)
+    assert rows["op"].tolist() == ["kernel", "H2D", "kernel", "idle", "wait"]
+    assert set(rows["target"]) == {"x.py:step"} and set(rows["makespan_ms"]) == {0.25} and set(rows["runs"]) == {1}
+    assert set(rows["efficiency"]) == {0.15 / 0.25} and set(rows["gpu_uuid"]) == {synthetic.ENV["gpu_uuid"]}
+    first = path.read_bytes()
+    again = save([("x.py:step", timeline())], synthetic.environment(), path)
+    assert again == path.with_name("x_2.parquet") and path.read_bytes() == first  # beside it, never over it
+
+
+def test_the_report_section_names_the_target_and_embeds_the_timeline(saved):
+    section = report.trace_section(saved[1])
+    assert "How much code overlapped (bench trace)" in section and "x.py:step" in section
+    assert section.count("data:image/png;base64,") == 1
+
+
+def test_the_figure_has_a_lane_per_stream_and_for_idle_and_waits(saved):
+    figure = plots.trace_figure(saved[1], "x.py:step on Test GPU")
+    try:
+        ticks = [label.get_text() for label in figure.axes[0].get_yticklabels()]
+    finally:
+        plots.pyplot().close(figure)
+    assert ticks == ["stream 7", "stream 8", "GPU idle", "host waits"]
+
+
+# --- the command line and the pytest helper --------------------------------------------------------------------------
+
+@pytest.fixture
+def main(tmp_path, monkeypatch, capsys):
+    """``bench`` in this process, in an empty directory: (exit status, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        status = cli.main(list(args))
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return run
+
+
+def assert_refused(status, stderr, said, directory, before=()):
+    """Exit 2, one line on stderr saying ``said``, nothing written to ``directory`` beyond ``before``."""
+    assert status == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench: error: ") and said in lines[0], stderr
+    assert sorted(path.name for path in Path(directory).iterdir()) == sorted(before)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["train"], "trace: 'train' is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py"),
+    (["json:dumps", "--fast"], "trace: --fast: options go before the target (arguments follow only a script)"),
+    (["missing.py"], "trace: missing.py is not a file"),
+    (["--runs", "0", "json:dumps"], "argument --runs: '0' is not a positive whole number"),
+    (["--plot", "out.txt", "json:dumps"], "--plot: out.txt is not a .png or .svg file"),
+])
+def test_trace_refuses_bad_arguments_before_looking_for_a_gpu(main, tmp_path, args, said):
+    status, out, err = main("trace", *args)
+    assert_refused(status, err, said, tmp_path)
+    assert "needs a GPU" not in err
+
+
+def test_trace_never_replaces_a_results_file(main, tmp_path):
+    (tmp_path / "r.parquet").write_bytes(b"results")
+    status, out, err = main("trace", "--save", "r.parquet", "json:dumps")
+    assert_refused(status, err, "--save: r.parquet exists; bench never replaces a results file", tmp_path,
+                   ["r.parquet"])
+    assert (tmp_path / "r.parquet").read_bytes() == b"results"
+
+
+def test_trace_without_a_gpu(main, tmp_path, no_gpu):
+    status, out, err = main("trace", "--save", "t.parquet", "--plot", "t.png", "json:dumps")
+    assert_refused(status, err, f"trace needs a GPU: {no_gpu}", tmp_path)
+
+
+def test_trace_refuses_from_a_real_process(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "bench", "trace", "train"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": with_path(SRC)})
+    assert_refused(result.returncode, result.stderr, "is not MODULE:FUNCTION", tmp_path)
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("arguments, said", [({"min_hidden": 1.5}, "min_hidden must be between 0 and 1"),
+                                             ({"min_efficiency": -0.1}, "min_efficiency must be between 0 and 1")])
+def test_assert_overlap_refuses_shares_outside_0_to_1_before_tracing(arguments, said):
+    from bench.pytest_plugin import assert_overlap
+
+    with pytest.raises(ValueError, match=said):  # with or without a GPU: not TraceUnavailable, nothing traced
+        with assert_overlap(**arguments):
+            raise AssertionError("the block ran")
+
+
+def test_bench_exposes_trace_and_importing_it_loads_no_gpu_library():
+    script = ("import sys\nimport bench\nimport bench.trace\n"
+              "print(all(hasattr(bench, name) for name in ('trace', 'tracing', 'TraceResult')))\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'numba', 'torch', 'cupti')))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": with_path(SRC)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["True", "[]"]
