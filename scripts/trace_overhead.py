@@ -3,9 +3,10 @@ records only, and with the driver-call callbacks too (bench trace's default), in
 
     python scripts/trace_overhead.py OUT.json [--rounds N]
 
-Pipelines: the trace cases' PyTorch ones (pinned, pageable) and the overlap experiment's (256 MiB, compute ratio 1,
-4 streams × 4 chunks), pinned and pageable, enqueued without a gate and bracketed by events as the overlap experiment
-times pageable rows (a start event just before the first enqueue, an end event per stream).
+Pipelines: the trace cases' PyTorch ones (pinned, pageable), bracketed by events (a start event before the first
+upload, an end event per stream), and the overlap experiment's (256 MiB, compute ratio 1, 4 streams × 4 chunks),
+pinned and pageable, each run timed as the experiment times it (pinned behind the gate); for those, the experiment's
+own sampled median of the same pipeline, untraced, too.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ MODES = ("untraced", "activity records", "records and callbacks")
 
 
 def overlap_pipeline(host_memory: str, stack):
-    import cupy
-
+    """The overlap experiment's pipeline, each run timed as the experiment times it (pinned behind the gate, pageable
+    from a start event before the first enqueue); also its own sampled median (Timer.measure), kept per call."""
     from bench.experiments import overlap
     from bench.measure.pipeline import Payload, Pipeline, Runner
     from bench.timing import Context, StopRule
@@ -36,8 +37,26 @@ def overlap_pipeline(host_memory: str, stack):
     payload = stack.enter_context(Payload(256 << 20, sorted({"pinned", host_memory}), 4))
     rounds = runner.calibrate(payload, 1.0)[0]
     pipeline = Pipeline(runner.kernel, payload, payload.streams[:4], host_memory, "malloc", 16, rounds)
-    events = EventMakespans(lambda: cupy.cuda.Event(), lambda a, b: cupy.cuda.get_elapsed_time(a, b))
-    return (lambda: events.bracket(pipeline.streams, lambda: pipeline.enqueue(None))), events
+    gated = host_memory != "pageable"
+
+    class Spans:
+        def __init__(self) -> None:
+            self.ms: list[float] = []
+
+        def read(self) -> list[float]:
+            return self.ms
+
+    spans = Spans()
+
+    def step() -> None:
+        spans.ms.append(max(runner.timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams,
+                                                  gated=gated)))
+
+    def sampled() -> float:
+        return runner.timer.measure(lambda ops: [pipeline.enqueue(None) for _ in range(ops)], pipeline.streams,
+                                    metric="makespan", gated=gated, ops_per_batch=1).median_ms
+
+    return step, spans, sampled
 
 
 def main() -> int:
@@ -54,10 +73,10 @@ def main() -> int:
     environment = gpu_environment(0)
     report = {"gpu": environment.as_dict(), "rounds": arguments.rounds, "cases": {}}
     with ExitStack() as stack:
-        cases = {"torch pinned": torch_case(True)[:2], "torch pageable": torch_case(False)[:2],
+        cases = {"torch pinned": (*torch_case(True)[:2], None), "torch pageable": (*torch_case(False)[:2], None),
                  "overlap pinned": overlap_pipeline("pinned", stack),
                  "overlap pageable": overlap_pipeline("pageable", stack)}
-        for name, (step, events) in cases.items():
+        for name, (step, events, sampled) in cases.items():
             recorders = {MODES[1]: open_recorder(calls=False)}
             spans: dict[str, list[float]] = {mode: [] for mode in MODES}
             try:
@@ -81,9 +100,11 @@ def main() -> int:
             finally:
                 recorders[MODES[1]].close()
             medians = {mode: statistics.median(values) for mode, values in spans.items()}
+            if sampled is not None:  # the experiment's own sampling of the same pipeline, untraced
+                medians["experiment's sampling"] = sampled()
             report["cases"][name] = {"makespans_ms": spans, "median_ms": medians,
                                      "overhead": {mode: medians[mode] / medians[MODES[0]] - 1 for mode in MODES[1:]}}
-            print(f"{name:<18} " + "  ".join(f"{mode} {medians[mode]:.3f} ms" for mode in MODES)
+            print(f"{name:<18} " + "  ".join(f"{mode} {ms:.3f} ms" for mode, ms in medians.items())
                   + "  |  " + "  ".join(f"{mode} {report['cases'][name]['overhead'][mode]:+.2%}"
                                         for mode in MODES[1:]), flush=True)
     arguments.out.write_text(json.dumps(report, indent=2))
