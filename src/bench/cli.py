@@ -197,6 +197,9 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
                        help="results whose pinned bandwidth rows of this GPU stand in for measuring pinned copies "
                             "(default results/)")
+    trace.add_argument("--no-lines", action="store_true",
+                       help="leave out the driver-call callbacks: no host waits or lines, less overhead on code whose "
+                            "every call blocks (pageable copies)")
     trace.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     trace.set_defaults(handler=_trace)
 
@@ -836,7 +839,7 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     from bench.timing import MeasurementFailed
 
     try:
-        found = trace(function, runs=args.runs, results=results, target=args.target)
+        found = trace(function, runs=args.runs, results=results, target=args.target, lines=not args.no_lines)
     except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
         raise UsageError(f"trace: {error}") from None
     if args.save is not None:

@@ -434,17 +434,18 @@ def _usable() -> None:
 
 
 def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, results=None, target: str = "",
-          leave_out: Callable[[Activity], bool] | None = None, **kwargs) -> TraceResult:
+          leave_out: Callable[[Activity], bool] | None = None, lines: bool = True, **kwargs) -> TraceResult:
     """Trace ``fn(*args, **kwargs)`` (see the module docstring). ``results``: rows of results files whose pinned
     bandwidth rows of this GPU stand in for measuring the pinned reference. ``leave_out``: records that are not the
-    region's own (a gate kernel the region's work waits behind). :class:`TraceUnavailable` (one line) without a GPU
-    or CUPTI."""
+    region's own (a gate kernel the region's work waits behind). ``lines=False`` leaves out the driver-call callbacks:
+    no host waits, no lines, less overhead where every call blocks (pageable copies). :class:`TraceUnavailable` (one
+    line) without a GPU or CUPTI."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
     from bench.measure.activity import open_recorder
 
-    recorder = open_recorder()
+    recorder = open_recorder(calls=lines)
     recordings: list[Recording] = []
     untraced: list[float] = []
     traced: list[float] = []
