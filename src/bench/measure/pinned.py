@@ -14,7 +14,7 @@ from bench.measure.copies import CopyBuffers, mismatch
 from bench.timing import MeasurementFailed, StopRule, Timer
 
 LARGEST = 256 << 20
-RULE = StopRule(min_samples=5, time_cap_s=0.25)
+RULE = StopRule(min_samples=10, time_cap_s=1.0)  # the overlap experiment's stage rule: its bound's copies alike
 
 
 @dataclass(frozen=True)
