@@ -12,7 +12,7 @@ against the untraced runs'). Each output is checked once against the same work d
 Then the overlap experiment's pipeline (256 MiB, compute ratio 1, 4 streams × 4 chunks, malloc, eager), pinned and
 pageable: the experiment's own measuring code gives its makespan and efficiency, and bench.trace traces the same
 pipeline object enqueued as the experiment times it (pinned behind the gate, whose kernel is left out of the trace;
-pageable without), each run also timed by the experiment's events, in 9 runs; the experiment measures once before
+pageable without), each run also timed by the experiment's events, in 21 runs; the experiment measures once before
 and once after the trace, and the trace is compared with the mean of the two (their difference is the experiment's
 own repeatability). Writes the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines
 into PLOTS_DIR/<gpu>/; prints a table.
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 CHUNKS, STREAMS, ROWS, WIDTH = 8, 4, 16384, 1024  # a chunk: 16384 × 1024 float32 = 64 MiB
-OVERLAP_RUNS = 9  # traced runs of the overlap pipeline: pageable makespans spread by several percent
+OVERLAP_RUNS = 21  # traced runs of the overlap pipeline (and as many untraced): pageable makespans spread widely
 
 
 class EventMakespans:
