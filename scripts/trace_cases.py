@@ -14,7 +14,8 @@ pageable: the experiment's own measuring code gives its makespan and efficiency,
 pipeline object enqueued as the experiment times it (pinned behind the gate, whose kernel is left out of the trace;
 pageable without), each run also timed by the experiment's events, in 21 runs; the experiment measures once before
 and once after the trace, and the trace is compared with the mean of the two (their difference is the experiment's
-own repeatability). Writes the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines
+own repeatability). The overlap cases run once with the driver-call callbacks (the default) and once without
+(``--no-lines``): on a pageable pipeline, whose every copy blocks the host, the callbacks cost a few percent. Writes the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines
 into PLOTS_DIR/<gpu>/; prints a table.
 """
 
@@ -150,8 +151,9 @@ def user_case(name: str, make, pinned: bool, results) -> dict:
             "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1}
 
 
-def overlap_case(host_memory: str, results) -> dict:
-    """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects."""
+def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
+    """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects (``lines``
+    False: CUPTI's records without the driver-call callbacks, ``--no-lines``)."""
     from bench.experiments import overlap
     from bench.measure.pipeline import Payload, Pipeline, Runner
     from bench.timing import Context, StopRule
@@ -177,7 +179,8 @@ def overlap_case(host_memory: str, results) -> dict:
                                                        gated=gated)))
 
             spans: list[float] = []
-            found = trace(run, results=results, target=f"overlap {host_memory}", runs=OVERLAP_RUNS,
+            name = f"overlap {host_memory}" + ("" if lines else " --no-lines")
+            found = trace(run, results=results, target=name, runs=OVERLAP_RUNS, lines=lines,
                           leave_out=lambda activity: "gate_kernel" in activity.name)
             again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability
     finally:
@@ -186,7 +189,7 @@ def overlap_case(host_memory: str, results) -> dict:
     chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(len(traced) - 1) // 2]
     makespan = (row["makespan_ms"] + again["makespan_ms"]) / 2
     efficiency = (row["efficiency"] + again["efficiency"]) / 2
-    return {"case": f"overlap {host_memory}", "result": found, "events_traced_ms": traced,
+    return {"case": name, "result": found, "events_traced_ms": traced,
             "events_untraced_ms": untraced, "cupti_vs_events": found.makespans_ms[chosen] / traced[chosen] - 1,
             "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1,
             "untraced_vs_experiment": statistics.median(untraced) / makespan - 1,
@@ -223,8 +226,9 @@ def main() -> int:
         print(f"-- {name}", flush=True)
         cases.append(user_case(name, make, pinned, results))
     for host_memory in ("pinned", "pageable"):
-        print(f"-- overlap {host_memory}", flush=True)
-        cases.append(overlap_case(host_memory, results))
+        for lines in (True, False):
+            print(f"-- overlap {host_memory}{'' if lines else ' --no-lines'}", flush=True)
+            cases.append(overlap_case(host_memory, results, lines))
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     arguments.out.mkdir(parents=True, exist_ok=True)
     save([(case["case"], case["result"]) for case in cases], environment, arguments.out / f"{stamp}-{slug}.parquet")
