@@ -215,9 +215,7 @@ def main() -> int:
     environment = gpu_environment(0)
     slug = plots.gpu_slug(pd.DataFrame([environment.as_dict()]))
     results_dir = Path("results")
-    schema = store.suite_schema(registry())
-    results = pd.concat([store.read(path, schema) for path in sorted(results_dir.glob("*.parquet"))]
-                        or [pd.DataFrame()], ignore_index=True)  # their bandwidth rows of this GPU, if any
+    results = store.read_any(results_dir, store.suite_schema(registry()), print)  # bandwidth rows of this GPU
     cases = []
     variants = [("torch pinned", torch_case, True), ("torch pageable", torch_case, False),
                 ("cupy pinned", cupy_case, True), ("cupy pageable", cupy_case, False),

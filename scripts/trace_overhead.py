@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--rounds", type=int, default=9)
     arguments = parser.parse_args()
+    if arguments.rounds < 1:
+        parser.error("--rounds must be at least 1")
     from contextlib import ExitStack
 
     from bench.cuda import runtime
@@ -85,17 +87,17 @@ def main() -> int:
                 events.read()
                 for _ in range(arguments.rounds):
                     for mode in MODES:
-                        recorder = recorders.get(mode)
-                        if mode == MODES[2]:
-                            recorder = open_recorder(calls=True)
-                        if recorder:
-                            recorder.start()
-                        step()
-                        runtime.deviceSynchronize()
-                        if recorder:
-                            recorder.stop()
-                        if mode == MODES[2]:
-                            recorder.close()
+                        recorder = open_recorder(calls=True) if mode == MODES[2] else recorders.get(mode)
+                        try:
+                            if recorder:
+                                recorder.start()
+                            step()
+                            runtime.deviceSynchronize()
+                            if recorder:
+                                recorder.stop()
+                        finally:
+                            if mode == MODES[2]:
+                                recorder.close()
                         spans[mode].append(events.read()[-1])
             finally:
                 recorders[MODES[1]].close()

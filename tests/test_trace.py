@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import synthetic
@@ -40,7 +41,7 @@ def at(file, line):
 
 
 def call(name, start, end, correlation=0, frames=()):
-    return HostCall(name, start, end, correlation, thread=1, frames=frames)
+    return HostCall(name, start, end, correlation, frames=frames)
 
 
 def analysed(activities, calls=(), copy_bound=None, pinned=None, **kwargs):
@@ -200,6 +201,13 @@ def test_pageable_copies_group_by_direction_size_and_line():
     assert found.summary()["pageable_copies"] == 5
 
 
+def test_without_the_driver_calls_a_pageable_copys_host_time_is_unknown_not_zero():
+    found = analysed([copy(Op.H2D, 1, 0, 300 * US, MIB, "pageable", correlation=1)],
+                     copy_bound=lambda h2d, d2h: (1.0, 2), pinned=lambda op, nbytes: (0.1, "measured"))  # --no-lines
+    assert found.pageable[0].host_ms is None and "host" not in str(found).split("pageable cop")[1].splitlines()[1]
+    assert json.loads(found.to_json())["pageable"][0]["host_ms"] is None
+
+
 def test_host_waits_group_by_line_and_leave_short_calls_out():
     calls = [call("cuStreamSynchronize", 0, 100 * US, frames=at("/u/a.py", 3)),
              call("cuCtxSynchronize", 200 * US, 260 * US, frames=at("/u/a.py", 3)),
@@ -253,7 +261,7 @@ def test_json_has_no_nan():
     whole = json.loads(timeline().to_json(), parse_constant=no_constants)
     assert whole["target"] == "x.py:step" and whole["gaps_list"] == [
         {"start_ms": 0.1, "ms": 0.1, "call": "cuStreamSynchronize", "line": "/u/x.py:9"}]
-    assert whole["waits"] == [{"line": "/u/x.py:9", "source": "", "calls": "cuStreamSynchronize", "count": 1,
+    assert whole["waits"] == [{"line": "/u/x.py:9", "source": "", "call_names": "cuStreamSynchronize", "count": 1,
                                "ms": 0.09}]
 
 
@@ -385,3 +393,11 @@ def test_bench_exposes_trace_and_importing_it_loads_no_gpu_library():
                             env={**os.environ, "PYTHONPATH": with_path(SRC)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["True", "[]"]
+
+
+def test_a_trace_of_nothing_draws_an_empty_timeline():
+    figure = plots.trace_figure(pd.DataFrame(analysed([]).table()), "nothing")
+    try:
+        assert plots.render(figure, "png").startswith(b"\x89PNG")
+    finally:
+        plots.pyplot().close(figure)

@@ -189,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run as "
                             "__main__ with the ARGS that follow it")
     trace.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
-    trace.add_argument("--runs", type=_positive_int, default=5,
+    trace.add_argument("--runs", type=_positive_int, default=5,  # bench.trace.DEFAULT_RUNS
                        help="traced runs (and as many untraced, for the overhead); the median one is shown (default 5)")
     trace.add_argument("--json", action="store_true", help="print JSON instead of text")
     trace.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
@@ -820,50 +820,62 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
 
 
 def _trace(args: argparse.Namespace, console: Console) -> int:
+    if args.results != RESULTS_DIR and not Path(args.results).exists():
+        raise UsageError(f"--results: {args.results} does not exist")
     function = _target("trace", args)
     from bench.env import gpu_environment, use_device
     from bench.trace import TraceUnavailable, trace
 
     environment = gpu_environment(args.device)
     use_device(args.device)
-    results = None
-    if args.results is not None and Path(args.results).is_dir():
-        import pandas as pd
-
-        from bench import store
-        from bench.experiments import registry
-
-        schema = store.suite_schema(registry())
-        frames = [store.read(path, schema) for path in sorted(Path(args.results).glob("*.parquet"))]
-        results = pd.concat(frames, ignore_index=True) if frames else None
+    results = _reference_rows(args.results)
     from bench.timing import MeasurementFailed
 
     try:
         found = trace(function, runs=args.runs, results=results, target=args.target, lines=not args.no_lines)
     except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
         raise UsageError(f"trace: {error}") from None
-    if args.save is not None:
-        from bench.trace import save
-
-        save([(args.target, found)], environment, args.save)
+    figure = None
     if args.plot is not None:
         import pandas as pd
 
         from bench import plots
 
-        figure = plots.trace_figure(pd.DataFrame(found.table()), f"{args.target} on {environment.gpu_name}")
+        drawn = plots.trace_figure(pd.DataFrame(found.table()), f"{args.target} on {environment.gpu_name}")
         try:
-            from bench.store import write_bytes
-
-            write_bytes(args.plot, plots.render(figure, Path(args.plot).suffix[1:]))
+            figure = plots.render(drawn, Path(args.plot).suffix[1:])
         finally:
-            plots.pyplot().close(figure)
+            plots.pyplot().close(drawn)
+    if args.save is not None:
+        from bench.trace import save
+
+        save([(args.target, found)], environment, args.save)
+    if figure is not None:
+        from bench.store import write_bytes
+
+        write_bytes(args.plot, figure)
     if args.json:
         print(found.to_json())
     else:
         console.print(f"{args.target} on {environment.gpu_name}:\n{found}", highlight=False, soft_wrap=True,
                       markup=False)
     return 0
+
+
+def _reference_rows(results: Path):
+    """The rows of the results under ``results`` (pinned bandwidth rows stand in for reference copies), or None;
+    a file bench cannot read is passed over with a warning."""
+    if not Path(results).exists():
+        return None
+    from bench import store
+    from bench.experiments import registry
+
+    warn = lambda error: _warn([f"skipped a file: {error}"])  # noqa: E731
+    try:
+        return store.read_any(results, store.suite_schema(registry()), warn)
+    except store.ResultsError as error:
+        _warn([f"--results: {error}; pinned copies are measured"])
+        return None
 
 
 def _env(args: argparse.Namespace, console: Console) -> int:

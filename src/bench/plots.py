@@ -234,6 +234,12 @@ def trace_figure(rows: pd.DataFrame, title: str):
     plt = pyplot()
     from matplotlib.patches import Patch
 
+    if not len(rows):
+        figure, ax = plt.subplots(figsize=(11, 1.5))
+        ax.text(0.5, 0.5, "nothing ran on the GPU", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        ax.set_title(title, fontsize=10, loc="left")
+        return figure
     work = rows[rows["stream"] >= 0]
     streams = sorted(work["stream"].unique())
     lanes = {stream: index for index, stream in enumerate(streams)}

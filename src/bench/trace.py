@@ -3,7 +3,8 @@
 
 - the makespan (first start to last end on the GPU) and the busy time of each engine: ``compute`` (kernels and
   memsets), ``H2D``, ``D2H`` and ``D2D`` copies;
-- the copy time hidden behind compute: of the time an H2D or D2H copy ran, the share during which a kernel ran too;
+- the copy time hidden behind compute: of the time an H2D or D2H copy ran, the share during which a kernel or memset
+  ran too;
   the time both directions copied at once; the time two or more kernels ran at once;
 - the GPU's idle gaps of :data:`GAP_NS` or more, each joined with the driver call the host was in when the GPU ran
   dry (the line that made it, from the call's Python stack), where there was one;
@@ -22,18 +23,17 @@ its engine. :func:`tracing` records one run of a ``with`` block (the pytest help
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import statistics
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from bench.measure.activity import COPIES, Activity, HostCall, Op, Recording, TraceUnavailable
 from bench.measure.waits import Frame, user_index
-from bench.timing import gaps, length, shared, union
-from bench.timing.intervals import concurrent
+from bench.timing import concurrent, gaps, length, shared, union
 
 DEFAULT_RUNS = 5
 GAP_NS = 10_000  # shorter idle stretches are launch latency, not a gap
@@ -129,7 +129,7 @@ class PageableCopies:
     ms: float  # their execution time, in all
     pinned_ms: float  # one pinned copy of the size on this GPU
     reference: str  # where pinned_ms comes from: "results" (the bandwidth experiment) or "measured"
-    host_ms: float  # the host time of the driver calls that made them
+    host_ms: float | None  # the host time of the driver calls that made them (None: traced without the calls)
     line: str
 
     @property
@@ -143,7 +143,7 @@ class HostWait:
 
     line: str
     source: str
-    calls: str
+    call_names: str
     count: int
     ms: float
 
@@ -152,7 +152,7 @@ class HostWait:
 class TraceResult:
     """What :func:`trace` found (times in ms; shares from 0 to 1; None where there is nothing to share)."""
 
-    activities: list[Activity]  # of the described run, its GPU start at 0 (see :meth:`table`)
+    activities: list[Activity]  # of the described run, on CUPTI's clock (:meth:`table` starts them at 0)
     calls: list[HostCall]
     origin_ns: int
     makespans_ms: list[float]  # every traced run's
@@ -309,8 +309,9 @@ def describe(result: TraceResult) -> list[str]:
         lines.append(f"{count} pageable cop{'ies' if count != 1 else 'y'} cost {result.pageable_cost_ms:.3f} ms "
                      "against pinned memory:")
         for group in sorted(result.pageable, key=lambda group: -group.cost_ms):
+            host = "" if group.host_ms is None else f"; host {group.host_ms:.3f} ms"
             lines.append(f"  {group.count} × {group.op} {_size(group.bytes)}: {group.ms:.3f} ms, pinned "
-                         f"{group.count * group.pinned_ms:.3f} ms ({group.reference}); host {group.host_ms:.3f} ms"
+                         f"{group.count * group.pinned_ms:.3f} ms ({group.reference}){host}"
                          f"{'  ' + group.line if group.line else ''}")
     waited = [gap for gap in result.gaps if gap.wait]
     lines.append(f"idle {result.idle_ms:.3f} ms in {len(result.gaps)} gap{'s' * (len(result.gaps) != 1)}"
@@ -318,9 +319,9 @@ def describe(result: TraceResult) -> list[str]:
     for gap in sorted(waited, key=lambda gap: -gap.ms)[:5]:
         lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) at {_line(gap.wait.frames)}")
     if result.waits:
-        lines.append("host waits (driver calls of 50 µs or more):")
+        lines.append(f"host waits (driver calls of {WAIT_NS / 1000:g} µs or more):")
     for wait in result.waits[:5]:
-        lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.calls} at {wait.line}")
+        lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} at {wait.line}")
     if result.overhead is not None:
         lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run "
                      f"({statistics.median(result.traced_ms):.3f} traced vs "
@@ -349,7 +350,7 @@ def _pageable(activities: Sequence[Activity], calls: Sequence[HostCall],
     found = []
     for (op, nbytes, line), group in groups.items():
         pinned_ms, reference = pinned(op, nbytes)
-        host_ms = sum(made[a.correlation].ms for a in group if a.correlation in made)
+        host_ms = sum(made[a.correlation].ms for a in group if a.correlation in made) if calls else None
         found.append(PageableCopies(op, nbytes, len(group), sum((a.end_ns - a.start_ns) / 1e6 for a in group),
                                     pinned_ms, reference, host_ms, line))
     return found
@@ -388,16 +389,18 @@ def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int
 
 # --- running on the GPU --------------------------------------------------------------------------------------------
 
-def _references(results=None):
-    """The GPU-side references: the copies' bound and one pinned copy's time, from ``results`` (rows of results
-    files: the bandwidth experiment's pinned copies on this GPU) where they hold the size, else measured."""
-    from bench.env import gpu_environment
+def _references(results=None, bound: bool = True):
+    """The GPU-side references: the copies' bound (None without ``bound``) and one pinned copy's time, from
+    ``results`` (rows of results files: the bandwidth experiment's pinned copies on this GPU) where they hold the
+    size, else measured."""
     from bench.measure.pinned import copy_engines, pinned_copy_ms
-    from bench.cuda import runtime
 
-    uuid = gpu_environment(runtime.getDevice()).gpu_uuid
     known: dict[tuple[str, int], float] = {}
     if results is not None and len(results) and {"experiment", "gpu_uuid", "direction", "bytes"} <= set(results):
+        from bench.cuda import runtime
+        from bench.env import gpu_environment
+
+        uuid = gpu_environment(runtime.getDevice()).gpu_uuid
         mine = results[(results["experiment"] == "bandwidth") & (results["gpu_uuid"] == uuid)
                        & (results["host_memory"] == "pinned") & (results["status"] == "ok")]
         for _, row in mine.sort_values("run_id").iterrows():  # the newest run last: it wins
@@ -412,16 +415,16 @@ def _references(results=None):
             return known[(str(op), nbytes)], "results"
         return pinned_copy_ms(str(op), nbytes), "measured"
 
-    return copy_bound, pinned
+    return (copy_bound if bound else None), pinned
 
 
-def _run_synchronized(call: Callable[[], object]) -> float:
-    """The host time (ms) of ``call()`` from an idle GPU until the GPU is idle again."""
+def _run_synchronized(call: Callable[[], object], synchronize: Callable[[], None]) -> float:
+    """The host time (ms) of ``call()`` from an idle GPU until ``synchronize()`` found the GPU idle again."""
     from bench.cuda import runtime
     from bench.timing import host_interval
 
     runtime.deviceSynchronize()
-    ms, _ = host_interval(lambda: (call(), runtime.deviceSynchronize()))
+    ms, _ = host_interval(lambda: (call(), synchronize()))
     return ms
 
 
@@ -443,21 +446,25 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
+    from bench.cuda import runtime
     from bench.measure.activity import open_recorder
 
     recorder = open_recorder(calls=lines)
     recordings: list[Recording] = []
     untraced: list[float] = []
     traced: list[float] = []
+
+    def run() -> None:
+        fn(*args, **kwargs)
+
     try:
-        recorder.stop_frame = sys._getframe()
         if warmup:
-            _run_synchronized(lambda: fn(*args, **kwargs))
+            _run_synchronized(run, runtime.deviceSynchronize)
         for _ in range(runs):
-            untraced.append(_run_synchronized(lambda: fn(*args, **kwargs)))
+            untraced.append(_run_synchronized(run, runtime.deviceSynchronize))
             recorder.start()
             try:
-                traced.append(_run_synchronized(lambda: fn(*args, **kwargs)))
+                traced.append(_run_synchronized(run, recorder.synchronize))
             finally:
                 recordings.append(recorder.stop())
     finally:
@@ -476,27 +483,26 @@ class Traced:
 
 
 @contextmanager
-def tracing(target: str = "") -> Iterator[Traced]:
-    """Trace one run of the ``with`` block (warm it up first: a first call's loading is in the trace otherwise)."""
+def tracing(target: str = "", bound: bool = True) -> Iterator[Traced]:
+    """Trace one run of the ``with`` block (warm it up first: a first call's loading is in the trace otherwise).
+    ``bound=False`` skips measuring the copies' bound (seconds of pinned copies): no bound, no efficiency."""
     _usable()
+    from bench.cuda import runtime
     from bench.measure.activity import open_recorder
 
     recorder = open_recorder()
     box = Traced()
     try:
-        recorder.stop_frame = sys._getframe(2).f_back  # the with block's caller: the block's own lines stay in stacks
-        from bench.cuda import runtime
-
         runtime.deviceSynchronize()
         recorder.start()
         try:
             yield box
-            runtime.deviceSynchronize()
+            recorder.synchronize()
         finally:
             recording = recorder.stop()
     finally:
         recorder.close()
-    copy_bound, pinned = _references()
+    copy_bound, pinned = _references(bound=bound)
     box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target)
 
 
@@ -520,16 +526,18 @@ def columns() -> tuple:
         column("start_ms", FLOAT, "start, ms after the run's first GPU start (CUPTI's clock)"),
         column("end_ms", FLOAT, "end, ms after the run's first GPU start"),
         column("bytes", INT, "bytes a copy or memset moved"),
-        column("host_memory", TEXT, "a copy's host memory: pinned, pageable, managed (device for D2D)"),
+        column("host_memory", TEXT, "a copy's host memory: pinned, pageable, managed; device, array or unknown for "
+                                    "copies without a host side"),
         column("name", TEXT, "a kernel's name"),
         column("call", TEXT, "the driver call that made it, or that the host was in (idle, wait)"),
         column("line", TEXT, "the user's line of that call (FILE:LINE), where its stack was kept"),
         column("runs", INT, "traced runs; the one of median makespan is described"),
         *(column(name, FLOAT, doc) for name, doc in (
-            ("makespan_ms", "first start to last end on the GPU (median of the traced runs)"),
+            ("makespan_ms", "first start to last end on the GPU of the described run: the traced run of median "
+                            "makespan (the lower middle one of an even count)"),
             ("bound_ms", "the least time the same work can take with perfect overlap on this GPU"),
             ("efficiency", "bound_ms / makespan_ms"),
-            ("hidden", "share of H2D and D2H copy time during which compute ran"),
+            ("hidden", "share of H2D and D2H copy time during which a kernel or memset ran"),
             ("fill_ms", "from the first GPU start until a kernel or memset first ran"),
             ("drain_ms", "from the last kernel's or memset's end to the last GPU end"),
             ("busy_compute_ms", "time kernels or memsets ran"), ("busy_H2D_ms", "time H2D copies ran"),
@@ -537,7 +545,7 @@ def columns() -> tuple:
             ("copy_ms", "time H2D or D2H copies ran"), ("hidden_ms", "of copy_ms, the time compute ran too"),
             ("duplex_ms", "time H2D and D2H copies ran at once"),
             ("concurrent_kernels_ms", "time two or more kernels ran at once"),
-            ("idle_ms", "time nothing ran, in gaps of 10 µs or more"),
+            ("idle_ms", f"time nothing ran, in gaps of {GAP_NS / 1000:g} µs or more"),
             ("pageable_cost_ms", "pageable copies' time beyond pinned copies of their sizes"),
             ("overhead", "traced runs' host time over untraced runs', less one"))),
         *environment_columns(),
@@ -548,8 +556,6 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
     """Write each (target, result)'s rows to a new results file ``path`` (table ``trace``)."""
     from bench import store
     from bench.schema import schema_of
-
-    import datetime
 
     traced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []

@@ -9,6 +9,7 @@ no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from dataclasses import dataclass
@@ -62,7 +63,6 @@ class HostCall:
     start_ns: int
     end_ns: int
     correlation: int
-    thread: int
     frames: tuple[Frame, ...] = ()  # outermost first; empty for short calls that copied nothing
 
     @property
@@ -98,7 +98,8 @@ def _copy_ops(cupti) -> dict[int, Op]:
 
 class Recorder:
     """CUPTI's activity buffers registered and, with ``calls``, CUPTI subscribed to the driver calls that may wait,
-    until :meth:`close`. ``stop_frame``: the frame whose callees' stacks are kept (the region's caller)."""
+    until :meth:`close`; records and callbacks are on only between :meth:`start` and :meth:`stop`. Every CUPTI
+    error is :class:`TraceUnavailable`."""
 
     def __init__(self, calls: bool = True) -> None:
         from cupti import cupti
@@ -107,23 +108,20 @@ class Recorder:
         self._memory = _memory_kinds(cupti)
         self._copy = _copy_ops(cupti)
         self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        self._waiting = [member.value for member in cupti.driver_api_trace_cbid if WAITING.search(member.name)]
         self._open: dict[int, list[tuple[str, int, int]]] = {}
         self._calls: list[HostCall] | None = None
         self._records: list = []
-        self.stop_frame = None
+        self._error: BaseException | None = None  # raised in a callback (an interrupt), re-raised by stop()
         self._scratch: int | None = None
         self._since = 0
         self._subscriber = self._subscribe() if calls else None
         try:
-            _register(cupti)
+            with _cupti_errors():
+                _register(cupti)
         except BaseException:
             self._unsubscribe()
             raise
-
-    def _unsubscribe(self) -> None:
-        if self._subscriber is not None:
-            self._cupti.unsubscribe(self._subscriber)
-            self._subscriber = None
 
     def _subscribe(self) -> int:
         cupti = self._cupti
@@ -131,38 +129,44 @@ class Recorder:
         params.struct_size = cupti.SUBSCRIBER_PARAMS_SIZE
         params.subscriber_name = "bench trace"
         try:
-            subscriber = cupti.subscribe_v2(self._callback, None, params.ptr)
+            return cupti.subscribe_v2(self._callback, None, params.ptr)
         except cupti.cuptiError as error:
             if getattr(error, "status", None) == cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
                 holder = getattr(params, "old_subscriber_name", "") or "another profiler"
                 raise TraceUnavailable(f"CUPTI is taken by {holder}: run bench trace outside the profiler") from None
-            raise
-        try:
-            for member in cupti.driver_api_trace_cbid:
-                if WAITING.search(member.name):
-                    cupti.enable_callback(1, subscriber, cupti.CallbackDomain.DRIVER_API, member.value)
-        except BaseException:
-            cupti.unsubscribe(subscriber)
-            raise
-        return subscriber
+            raise TraceUnavailable(f"CUPTI: {error}") from None
+
+    def _unsubscribe(self) -> None:
+        if self._subscriber is not None:
+            self._cupti.unsubscribe(self._subscriber)
+            self._subscriber = None
+
+    def _watch(self, on: bool) -> None:
+        """The callbacks of the driver calls that may wait, on or off (off outside recording: no cost there)."""
+        if self._subscriber is not None:
+            for callback_id in self._waiting:
+                self._cupti.enable_callback(int(on), self._subscriber, self._cupti.CallbackDomain.DRIVER_API,
+                                            callback_id)
 
     def _callback(self, userdata, domain, callback_id, data) -> None:
-        calls = self._calls
-        if calls is None:
-            return
-        now = self._cupti.get_timestamp()
-        thread = threading.get_ident()
-        stack = self._open.setdefault(thread, [])
-        if data.callback_site == self._cupti.ApiCallbackSite.API_ENTER:
-            stack.append((data.function_name, now, data.correlation_id))
-            return
-        if not stack:
-            return
-        name, start, correlation = stack.pop()
-        frames = ()
-        if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
-            frames = _to_user_line(sys._getframe().f_back, self.stop_frame)
-        calls.append(HostCall(name, start, now, correlation, thread, frames))
+        try:
+            calls = self._calls
+            if calls is None:
+                return
+            now = self._cupti.get_timestamp()
+            stack = self._open.setdefault(threading.get_ident(), [])
+            if data.callback_site == self._cupti.ApiCallbackSite.API_ENTER:
+                stack.append((data.function_name, now, data.correlation_id))
+                return
+            if not stack:
+                return
+            name, start, correlation = stack.pop()
+            frames = ()
+            if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
+                frames = _to_user_line(sys._getframe().f_back)
+            calls.append(HostCall(name, start, now, correlation, frames))
+        except BaseException as error:  # never into CUPTI: an interrupt that lands here is raised by stop()
+            self._error = self._error or error
 
     def start(self) -> None:
         """Record from now: activity records and watched calls. A 4-byte memset first makes CUPTI take its first
@@ -171,34 +175,61 @@ class Recorder:
         global _SINK
         from bench.cuda import runtime
 
-        self._records, self._calls, self._open = [], [], {}
+        self._records, self._open, self._error = [], {}, None
         _SINK = self._records
-        for kind in self._kinds:
-            self._cupti.activity_enable(kind)
-        if self._scratch is None:
-            self._scratch = runtime.malloc(4)
-        runtime.memset(self._scratch, 0, 4)
-        runtime.deviceSynchronize()
-        self._since = self._cupti.get_timestamp()
+        try:
+            with _cupti_errors():
+                for kind in self._kinds:
+                    self._cupti.activity_enable(kind)
+                if self._scratch is None:
+                    self._scratch = runtime.malloc(4)
+                runtime.memset(self._scratch, 0, 4)
+                runtime.deviceSynchronize()
+                self._since = self._cupti.get_timestamp()
+                self._watch(True)
+        except BaseException:
+            self._disable()
+            raise
+        self._calls = []
+
+    def synchronize(self) -> None:
+        """Wait for the GPU to finish the region's work: bench's own wait, not one of the region's."""
+        from bench.cuda import runtime
+
+        calls, self._calls = self._calls, None
+        try:
+            runtime.deviceSynchronize()
+        finally:
+            self._calls = calls
 
     def stop(self) -> Recording:
-        """Stop recording (after the GPU finished the region's work) and return what was recorded."""
-        global _SINK
+        """Stop recording (after :meth:`synchronize`) and return what was recorded."""
+        calls, self._calls = self._calls or [], None
         try:
-            self._cupti.activity_flush_all(1)
+            with _cupti_errors():
+                self._watch(False)
+                self._cupti.activity_flush_all(1)
         finally:
-            for kind in self._kinds:
+            self._disable()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return Recording([self._activity(record) for record in self._records if record.start >= self._since],
+                         [call for call in calls if call.start_ns >= self._since])
+
+    def _disable(self) -> None:
+        global _SINK
+        for kind in self._kinds:
+            with contextlib.suppress(Exception):
                 self._cupti.activity_disable(kind)
+        if _SINK is self._records:
             _SINK = None
-        calls = [call for call in self._calls or [] if call.start_ns >= self._since and not _own(call)]
-        self._calls = None
-        return Recording([self._activity(record) for record in self._records if record.start >= self._since], calls)
 
     def _activity(self, record) -> Activity:
         kind = self._cupti.ActivityKind
         if record.kind == kind.MEMCPY:
             op = self._copy.get(int(record.copy_kind), Op.D2D)
-            host_side = record.src_kind if op == Op.H2D else record.dst_kind if op == Op.D2H else record.dst_kind
+            host_side = record.src_kind if op == Op.H2D else record.dst_kind
             return Activity(op, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
                             self._memory.get(int(host_side), "unknown"), "", int(record.correlation_id))
         if record.kind == kind.MEMSET:
@@ -208,8 +239,8 @@ class Recorder:
                         str(record.name), int(record.correlation_id))
 
     def close(self) -> None:
-        global _SINK
-        _SINK, self._calls = None, None
+        self._calls = None
+        self._disable()
         self._unsubscribe()
         if self._scratch is not None:
             from bench.cuda import runtime
@@ -218,16 +249,22 @@ class Recorder:
             self._scratch = None
 
 
-def _own(call: HostCall) -> bool:
-    """A call bench itself made (the synchronize that ends a traced region): every frame of its stack is bench's."""
-    return bool(call.frames) and all(frame.library == "bench" for frame in call.frames)
+@contextlib.contextmanager
+def _cupti_errors():
+    """CUPTI's errors as :class:`TraceUnavailable`, one line."""
+    from cupti import cupti
+
+    try:
+        yield
+    except cupti.cuptiError as error:
+        raise TraceUnavailable(f"CUPTI: {error}") from None
 
 
-def _to_user_line(frame, stop) -> tuple[Frame, ...]:
-    """The frames from the innermost one out to the user's own line (or to ``stop``), outermost first: as much of the
-    stack as names the line, kept short because it is taken inside the call (a pageable copy's GPU waits meanwhile)."""
+def _to_user_line(frame) -> tuple[Frame, ...]:
+    """The frames from the innermost one out to the user's own line, outermost first: as much of the stack as names
+    the line, kept short because it is taken inside the call (a pageable copy's GPU waits meanwhile)."""
     frames = []
-    while frame is not None and frame is not stop:
+    while frame is not None:
         file = frame.f_code.co_filename
         library = library_of(file)
         frames.append(Frame(file, frame.f_lineno or 0, frame.f_code.co_name, library))
@@ -264,7 +301,7 @@ def _register(cupti) -> None:
     if _REGISTERED:
         return
     kinds = cupti.ActivityKind
-    wanted = (kinds.CONCURRENT_KERNEL, kinds.KERNEL, kinds.MEMCPY, kinds.MEMSET)
+    wanted = (kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET)
 
     def requested():
         return BUFFER_BYTES, 0
