@@ -89,3 +89,14 @@ def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line():
 def _line_of(text: str) -> int:
     with open(__file__) as source:
         return next(number for number, line in enumerate(source, 1) if text in line and "_line_of" not in line)
+
+
+def test_bench_s_own_synchronize_is_never_a_wait_of_the_region(pipeline):
+    from bench import trace, tracing
+
+    found = trace(pipeline, runs=2)
+    with tracing(bound=False) as traced:
+        pipeline()
+    for result in (found, traced.result):
+        assert not [call for call in result.calls if any(frame.library == "bench" for frame in call.frames[-1:])]
+        assert all("trace.py" not in wait.line for wait in result.waits)

@@ -420,10 +420,9 @@ def _references(results=None, bound: bool = True):
 
 def _run_synchronized(call: Callable[[], object], synchronize: Callable[[], None]) -> float:
     """The host time (ms) of ``call()`` from an idle GPU until ``synchronize()`` found the GPU idle again."""
-    from bench.cuda import runtime
     from bench.timing import host_interval
 
-    runtime.deviceSynchronize()
+    synchronize()
     ms, _ = host_interval(lambda: (call(), synchronize()))
     return ms
 
