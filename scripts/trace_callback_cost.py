@@ -1,0 +1,68 @@
+"""What bench trace's driver-call callbacks cost one call: host µs per cudaMemcpyAsync, untraced, with CUPTI's
+activity records only, and with the records and the callbacks, for a 4 KiB pinned copy (the call's own cost) and a
+16 MiB pageable copy (a call that blocks the host while it copies).
+
+    python scripts/trace_callback_cost.py [--calls N]
+
+Prints one line per copy and mode: the median host µs per call over N calls, after as many warm-up calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    arguments = parser.parse_args()
+    if arguments.calls < 1:
+        parser.error("--calls must be at least 1")
+    import numpy as np
+
+    from bench.cuda import cupy, runtime
+    from bench.env import gpu_environment
+    from bench.measure.activity import open_recorder
+    from bench.measure.memory import host_buffer
+
+    environment = gpu_environment(0)
+    print(f"{environment.gpu_name} {environment.gpu_uuid} {environment.git_commit}")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    cases = {}
+    for name, kind, nbytes in (("4 KiB pinned H2D", "pinned", 4096), ("16 MiB pageable H2D", "pageable", 16 << 20)):
+        host = host_buffer(kind, nbytes)
+        host.array.view(np.uint8)[:] = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
+        device = cupy.empty(nbytes, cupy.uint8)
+        cases[name] = (host, device, nbytes)
+    for name, (host, device, nbytes) in cases.items():
+        for mode in ("untraced", "records only", "records and callbacks"):
+            recorder = None if mode == "untraced" else open_recorder(calls=mode == "records and callbacks")
+            try:
+                if recorder:
+                    recorder.start()
+                samples = []
+                for index in range(2 * arguments.calls):
+                    began = time.perf_counter()
+                    runtime.memcpyAsync(device.data.ptr, host.ptr, nbytes, runtime.memcpyHostToDevice, stream.ptr)
+                    ended = time.perf_counter()
+                    stream.synchronize()
+                    if index >= arguments.calls:
+                        samples.append((ended - began) * 1e6)
+                if recorder:
+                    recorder.synchronize()
+                    recorder.stop()
+            finally:
+                if recorder:
+                    recorder.close()
+            print(f"{name:<20} {mode:<22} {statistics.median(samples):9.2f} µs per call "
+                  f"(min {min(samples):.2f}, max {max(samples):.2f})", flush=True)
+    for host, device, _ in cases.values():
+        host.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
