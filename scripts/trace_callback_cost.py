@@ -1,6 +1,6 @@
 """What bench trace's driver-call callbacks cost one call: host µs per cudaMemcpyAsync, untraced, with CUPTI's
-activity records only, and with the records and the callbacks, for a 4 KiB pinned copy (the call's own cost) and a
-16 MiB pageable copy (a call that blocks the host while it copies).
+activity records only, with the records and the callbacks, and with the callbacks but no Python stack taken, for a
+4 KiB pinned copy (the call's own cost) and a 16 MiB pageable copy (a call that blocks the host while it copies).
 
     python scripts/trace_callback_cost.py [--calls N]
 
@@ -25,12 +25,14 @@ def main() -> int:
 
     from bench.cuda import cupy, runtime
     from bench.env import gpu_environment
+    from bench.measure import activity
     from bench.measure.activity import open_recorder
     from bench.measure.memory import host_buffer
 
     environment = gpu_environment(0)
     print(f"{environment.gpu_name} {environment.gpu_uuid} {environment.git_commit}")
     stream = cupy.cuda.Stream(non_blocking=True)
+    user_line = activity._to_user_line
     cases = {}
     for name, kind, nbytes in (("4 KiB pinned H2D", "pinned", 4096), ("16 MiB pageable H2D", "pageable", 16 << 20)):
         host = host_buffer(kind, nbytes)
@@ -38,8 +40,9 @@ def main() -> int:
         device = cupy.empty(nbytes, cupy.uint8)
         cases[name] = (host, device, nbytes)
     for name, (host, device, nbytes) in cases.items():
-        for mode in ("untraced", "records only", "records and callbacks"):
-            recorder = None if mode == "untraced" else open_recorder(calls=mode == "records and callbacks")
+        for mode in ("untraced", "records only", "records and callbacks", "callbacks, no stacks"):
+            recorder = None if mode == "untraced" else open_recorder(calls=mode != "records only")
+            activity._to_user_line = (lambda frame: ()) if mode == "callbacks, no stacks" else user_line
             try:
                 if recorder:
                     recorder.start()
