@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_cases import EventMakespans, torch_case  # noqa: E402
+from trace_cases import torch_case  # noqa: E402
 
 MODES = ("untraced", "activity records", "records and callbacks")
 

@@ -1,4 +1,5 @@
-"""``python -m bench {sweep,plot,claims,compare,report,probe,syncs,trace,env}``: parse the arguments, call the library, print.
+"""``python -m bench {sweep,plot,claims,compare,report,probe,syncs,trace,env}``: parse the arguments, call the
+library, print.
 
 A user's mistake (bad argument, no GPU, unreadable results file, a place bench cannot write) is one line on stderr
 and exit status 2, and nothing is written. A sweep interrupted with Ctrl-C (SIGINT) or SIGTERM keeps its finished

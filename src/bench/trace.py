@@ -297,7 +297,8 @@ def describe(result: TraceResult) -> list[str]:
     if result.efficiency is not None:
         terms = ", ".join(f"{term} {ms:.3f}" for term, ms in result.bound_terms.items())
         lines.append(f"runs at {result.efficiency:.0%} of what its copies and kernels allow: bound "
-                     f"{result.bound_ms:.3f} ms ({terms}); fill {result.fill_ms:.3f} ms, drain {result.drain_ms:.3f} ms")
+                     f"{result.bound_ms:.3f} ms ({terms}); fill {result.fill_ms:.3f} ms, "
+                     f"drain {result.drain_ms:.3f} ms")
     busy = ", ".join(f"{engine} {ms:.3f}" for engine, ms in result.busy_ms.items() if ms)
     lines.append(f"busy ms: {busy or 'nothing ran'}")
     if result.hidden is not None:
@@ -561,6 +562,6 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
     for target, result in found:
         summary = result.summary()
         shared_columns = {name: summary[name] for name in SUMMARY}
-        rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns, **environment.as_dict(),
-                  **row} for row in result.table()]
+        rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
+                  **environment.as_dict(), **row} for row in result.table()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
