@@ -401,3 +401,19 @@ def test_a_trace_of_nothing_draws_an_empty_timeline():
         assert plots.render(figure, "png").startswith(b"\x89PNG")
     finally:
         plots.pyplot().close(figure)
+
+
+def test_pinned_references_come_from_this_gpus_newest_pinned_bandwidth_rows():
+    from bench.trace import pinned_results
+
+    def row(uuid, memory, direction, nbytes, ms, run, status="ok", experiment="bandwidth"):
+        return {"experiment": experiment, "gpu_uuid": uuid, "host_memory": memory, "direction": direction,
+                "bytes": nbytes, "median_ms": ms, "status": status, "run_id": run}
+
+    rows = pd.DataFrame([row("GPU-a", "pinned", "H2D", MIB, 0.4, "2"), row("GPU-a", "pinned", "H2D", MIB, 0.5, "1"),
+                         row("GPU-a", "pageable", "H2D", MIB, 0.9, "2"), row("GPU-b", "pinned", "H2D", MIB, 0.1, "2"),
+                         row("GPU-a", "pinned", "D2H", MIB, 0.6, "2", status="failed"),
+                         row("GPU-a", "pinned", "D2H", 2 * MIB, 0.7, "2"),
+                         row("GPU-a", "pinned", "H2D", 4 * MIB, 0.2, "2", experiment="zerocopy")])
+    assert pinned_results(rows, "GPU-a") == {("H2D", MIB): 0.4, ("D2H", 2 * MIB): 0.7}
+    assert pinned_results(rows, "GPU-c") == {} and pinned_results(pd.DataFrame({"x": [1]}), "GPU-a") == {}

@@ -390,6 +390,17 @@ def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int
 
 # --- running on the GPU --------------------------------------------------------------------------------------------
 
+def pinned_results(results, gpu_uuid: str) -> dict[tuple[str, int], float]:
+    """(direction, bytes) -> median ms of the bandwidth experiment's pinned, ok rows of GPU ``gpu_uuid`` in
+    ``results`` (rows of results files); of several runs, the newest."""
+    if not {"experiment", "gpu_uuid", "host_memory", "direction", "bytes", "status", "median_ms"} <= set(results):
+        return {}
+    mine = results[(results["experiment"] == "bandwidth") & (results["gpu_uuid"] == gpu_uuid)
+                   & (results["host_memory"] == "pinned") & (results["status"] == "ok")]
+    order = mine.sort_values("run_id") if "run_id" in mine else mine  # the newest run last: it wins
+    return {(str(row["direction"]), int(row["bytes"])): float(row["median_ms"]) for _, row in order.iterrows()}
+
+
 def _references(results=None, bound: bool = True):
     """The GPU-side references: the copies' bound (None without ``bound``) and one pinned copy's time, from
     ``results`` (rows of results files: the bandwidth experiment's pinned copies on this GPU) where they hold the
@@ -397,15 +408,11 @@ def _references(results=None, bound: bool = True):
     from bench.measure.pinned import copy_engines, pinned_copy_ms
 
     known: dict[tuple[str, int], float] = {}
-    if results is not None and len(results) and {"experiment", "gpu_uuid", "direction", "bytes"} <= set(results):
+    if results is not None and len(results):
         from bench.cuda import runtime
         from bench.env import gpu_environment
 
-        uuid = gpu_environment(runtime.getDevice()).gpu_uuid
-        mine = results[(results["experiment"] == "bandwidth") & (results["gpu_uuid"] == uuid)
-                       & (results["host_memory"] == "pinned") & (results["status"] == "ok")]
-        for _, row in mine.sort_values("run_id").iterrows():  # the newest run last: it wins
-            known[(str(row["direction"]), int(row["bytes"]))] = float(row["median_ms"])
+        known = pinned_results(results, gpu_environment(runtime.getDevice()).gpu_uuid)
 
     def copy_bound(h2d_bytes: int, d2h_bytes: int) -> tuple[float, int]:
         engines = copy_engines(h2d_bytes, d2h_bytes)
