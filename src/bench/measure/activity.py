@@ -109,9 +109,6 @@ class Recorder:
         self._copy = _copy_ops(cupti)
         self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
         self._waiting = [member.value for member in cupti.driver_api_trace_cbid if WAITING.search(member.name)]
-        self._copies = {member.value for member in cupti.driver_api_trace_cbid if "Memcpy" in member.name}
-        self._names: dict[int, str] = {}  # callback id -> the driver call's name, as the first callback gave it
-        self._timestamp, self._enter = cupti.get_timestamp, int(cupti.ApiCallbackSite.API_ENTER)
         self._open: dict[int, list[tuple[str, int, int]]] = {}
         self._calls: list[HostCall] | None = None
         self._records: list = []
@@ -156,17 +153,16 @@ class Recorder:
             calls = self._calls
             if calls is None:
                 return
-            now = self._timestamp()
+            now = self._cupti.get_timestamp()
             stack = self._open.setdefault(threading.get_ident(), [])
-            if data.callback_site == self._enter:
-                stack.append((callback_id, now, data.correlation_id))
+            if data.callback_site == self._cupti.ApiCallbackSite.API_ENTER:
+                stack.append((data.function_name, now, data.correlation_id))
                 return
             if not stack:
                 return
-            callback_id, start, correlation = stack.pop()
-            name = self._names.get(callback_id) or self._names.setdefault(callback_id, data.function_name)
+            name, start, correlation = stack.pop()
             frames = ()
-            if now - start >= FRAMES_AFTER_NS or callback_id in self._copies:
+            if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
                 frames = _to_user_line(sys._getframe().f_back)
             calls.append(HostCall(name, start, now, correlation, frames))
         except BaseException as error:  # never into CUPTI: an interrupt that lands here is raised by stop()
