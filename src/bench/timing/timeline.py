@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from bench.cuda import runtime
+from bench.timing.intervals import concurrent
 
 
 class Timeline:
@@ -62,15 +63,8 @@ def concurrency(intervals: Sequence[tuple[float, float]]) -> float:
     """Share of the makespan (0 to the last end) during which two or more intervals overlap."""
     if not intervals:
         return float("nan")
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
     makespan = max(end for _, end in intervals)
-    active, previous, overlapped = 0, 0.0, 0.0
-    for moment, change in edges:
-        if active >= 2:
-            overlapped += moment - previous
-        active += change
-        previous = moment
-    return overlapped / makespan if makespan > 0 else float("nan")
+    return concurrent(intervals) / makespan if makespan > 0 else float("nan")
 
 
 def peak_concurrency(intervals: Sequence[tuple[float, float]]) -> int:
