@@ -32,7 +32,7 @@ def main() -> int:
     environment = gpu_environment(0)
     print(f"{environment.gpu_name} {environment.gpu_uuid} {environment.git_commit}")
     stream = cupy.cuda.Stream(non_blocking=True)
-    user_line = activity._to_user_line
+    user_line = activity.stack_of
     cases = {}
     for name, kind, nbytes in (("4 KiB pinned H2D", "pinned", 4096), ("16 MiB pageable H2D", "pageable", 16 << 20)):
         host = host_buffer(kind, nbytes)
@@ -42,7 +42,7 @@ def main() -> int:
     for name, (host, device, nbytes) in cases.items():
         for mode in ("untraced", "records only", "records and callbacks", "callbacks, no stacks"):
             recorder = None if mode == "untraced" else open_recorder(calls=mode != "records only")
-            activity._to_user_line = (lambda frame: ()) if mode == "callbacks, no stacks" else user_line
+            activity.stack_of = (lambda frame, **options: ()) if mode == "callbacks, no stacks" else user_line
             try:
                 if recorder:
                     recorder.start()

@@ -417,3 +417,21 @@ def test_pinned_references_come_from_this_gpus_newest_pinned_bandwidth_rows():
                          row("GPU-a", "pinned", "H2D", 4 * MIB, 0.2, "2", experiment="zerocopy")])
     assert pinned_results(rows, "GPU-a") == {("H2D", MIB): 0.4, ("D2H", 2 * MIB): 0.7}
     assert pinned_results(rows, "GPU-c") == {} and pinned_results(pd.DataFrame({"x": [1]}), "GPU-a") == {}
+
+
+def test_a_stack_to_the_user_line_stops_at_the_innermost_frame_of_the_users_code():
+    from bench.measure.waits import stack_of
+
+    taken = {}
+
+    def hook(document):  # called from json's own Python frames, below this test's
+        caller = sys._getframe().f_back
+        taken["short"], taken["whole"] = stack_of(caller, to_user_line=True), stack_of(caller)
+        return document
+
+    json.loads("{}", object_hook=hook)
+    short, whole = taken["short"], taken["whole"]
+    assert short[0].library == "" and len(short) > 1 and {frame.library for frame in short[1:]} == {"python"}
+    assert short[0].function == (
+        "test_a_stack_to_the_user_line_stops_at_the_innermost_frame_of_the_users_code")
+    assert whole[-len(short):] == short and len(whole) > len(short)

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 
 from bench.measure.cuda_calls import WAITING
-from bench.measure.waits import Frame, library_of
+from bench.measure.waits import Frame, stack_of
 from bench.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
@@ -163,7 +163,7 @@ class Recorder:
             name, start, correlation = stack.pop()
             frames = ()
             if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
-                frames = _to_user_line(sys._getframe().f_back)
+                frames = stack_of(sys._getframe().f_back, to_user_line=True)  # short: the call is waiting
             calls.append(HostCall(name, start, now, correlation, frames))
         except BaseException as error:  # never into CUPTI: an interrupt that lands here is raised by stop()
             self._error = self._error or error
@@ -258,20 +258,6 @@ def _cupti_errors():
         yield
     except cupti.cuptiError as error:
         raise TraceUnavailable(f"CUPTI: {error}") from None
-
-
-def _to_user_line(frame) -> tuple[Frame, ...]:
-    """The frames from the innermost one out to the user's own line, outermost first: as much of the stack as names
-    the line, kept short because it is taken inside the call (a pageable copy's GPU waits meanwhile)."""
-    frames = []
-    while frame is not None:
-        file = frame.f_code.co_filename
-        library = library_of(file)
-        frames.append(Frame(file, frame.f_lineno or 0, frame.f_code.co_name, library))
-        if library == "":
-            break
-        frame = frame.f_back
-    return tuple(reversed(frames))
 
 
 class _Record:

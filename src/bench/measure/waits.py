@@ -73,12 +73,15 @@ def library_of(file: str) -> str:
     return ""
 
 
-def stack_of(frame, stop=None) -> tuple[Frame, ...]:
-    """The frames from ``stop``'s callee (or the outermost) down to ``frame``, outermost first."""
+def stack_of(frame, stop=None, *, to_user_line: bool = False) -> tuple[Frame, ...]:
+    """The frames from ``stop``'s callee (or the outermost) down to ``frame``, outermost first; ``to_user_line``: only
+    out to the innermost frame of the user's own code (as much as names the line, and quicker to take)."""
     frames = []
     while frame is not None and frame is not stop:
         frames.append(Frame(frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name,
                             library_of(frame.f_code.co_filename)))
+        if to_user_line and frames[-1].library == "":
+            break
         frame = frame.f_back
     return tuple(reversed(frames))
 
