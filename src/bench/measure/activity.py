@@ -1,6 +1,6 @@
 """What ran on the GPU, from CUPTI (``cupti-python``, the ``cupti`` extra): activity records of every kernel, copy
 and memset with its stream and its start and end on the GPU (execution times: a copy's record begins when its engine
-starts it, not when it was enqueued), and callbacks on the driver calls that may wait (:data:`WAITING`), each with
+starts it, not when it was enqueued), and callbacks on the driver calls that may wait (:data:`bench.measure.cuda_calls.WAITING`), each with
 its host start and end on the same clock and, where it took long or copied, the Python stack that made it.
 
 :class:`Recorder` is opened once (:func:`open_recorder`, which says in one line why it cannot be: no cupti-python,
@@ -14,7 +14,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from bench.measure.cuda_calls import WAITING
+from bench.measure.cuda_calls import waiting_callback_ids
 from bench.measure.waits import Frame, stack_of
 from bench.vocabulary import Word
 
@@ -108,7 +108,7 @@ class Recorder:
         self._memory = _memory_kinds(cupti)
         self._copy = _copy_ops(cupti)
         self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
-        self._waiting = [member.value for member in cupti.driver_api_trace_cbid if WAITING.search(member.name)]
+        self._waiting = waiting_callback_ids(cupti)
         self._open: dict[int, list[tuple[str, int, int]]] = {}
         self._calls: list[HostCall] | None = None
         self._records: list = []

@@ -15,6 +15,11 @@ WAITING = re.compile(r"Synchronize|Memcpy|Memset|Free|Unregister|Destroy|cuMemAl
 # thousands of launches of a training step (some from PyTorch's autograd threads) slowed it enough to look like a wait
 
 
+def waiting_callback_ids(cupti) -> list[int]:
+    """The driver API callback ids of the calls that may wait (``WAITING``)."""
+    return [member.value for member in cupti.driver_api_trace_cbid if WAITING.search(member.name)]
+
+
 class CudaCalls:
     """Subscribed to the driver API's callbacks of the calls that may wait (``WAITING``) until :meth:`close`: each
     runs a short Python callback on entry and exit (a few microseconds)."""
@@ -27,9 +32,8 @@ class CudaCalls:
         self._enter = cupti.ApiCallbackSite.API_ENTER
         self._subscriber = cupti.subscribe(self._callback, None)
         try:
-            for member in cupti.driver_api_trace_cbid:
-                if WAITING.search(member.name):
-                    cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.DRIVER_API, member.value)
+            for callback_id in waiting_callback_ids(cupti):
+                cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.DRIVER_API, callback_id)
         except BaseException:
             cupti.unsubscribe(self._subscriber)
             raise
