@@ -1,7 +1,8 @@
 """What ran on the GPU, from CUPTI (``cupti-python``, the ``cupti`` extra): activity records of every kernel, copy
 and memset with its stream and its start and end on the GPU (execution times: a copy's record begins when its engine
-starts it, not when it was enqueued), and callbacks on the driver calls that may wait (:data:`bench.measure.cuda_calls.WAITING`), each with
-its host start and end on the same clock and, where it took long or copied, the Python stack that made it.
+starts it, not when it was enqueued), and callbacks on the driver calls that may wait
+(:data:`bench.measure.cuda_calls.WAITING`), each with its host start and end on the same clock and, where it took
+long or copied, the Python stack that made it.
 
 :class:`Recorder` is opened once (:func:`open_recorder`, which says in one line why it cannot be: no cupti-python,
 no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder.start` and :meth:`Recorder.stop`.
