@@ -40,12 +40,15 @@ def _scaled(nbytes: int) -> tuple[int, float]:
     return measured, nbytes / measured if measured else 0.0
 
 
+def _verified(copy, size: int) -> None:
+    """Poison, copy once, compare: MeasurementFailed if the data did not arrive."""
+    problem = mismatch([copy], size)
+    if problem:
+        raise MeasurementFailed(f"pinned reference copy: {problem}")
+
+
 def _timed(copies, sizes: list[int], timer: Timer) -> list[float]:
-    """Each copy's fastest time (ms), all of them enqueued together once per operation."""
-    for copy, size in zip(copies, sizes):
-        problem = mismatch([copy], size)
-        if problem:
-            raise MeasurementFailed(f"pinned reference copy: {problem}")
+    """Each (verified) copy's fastest time (ms), all of them enqueued together once per operation."""
 
     def enqueue(ops: int) -> None:
         for _ in range(ops):
@@ -65,6 +68,9 @@ def copy_engines(h2d_bytes: int, d2h_bytes: int) -> CopyEngines:
     timer = Timer(RULE)
     with CopyBuffers("pinned", max(up, down, 1)) as buffers:
         h2d, d2h = buffers.copies("BIDIR")
+        for copy, size in ((h2d, up), (d2h, down)):
+            if size:
+                _verified(copy, size)
         alone_up = _timed([h2d], [up], timer)[0] * up_scale if up else 0.0
         alone_down = _timed([d2h], [down], timer)[0] * down_scale if down else 0.0
         if up and down:
@@ -81,9 +87,7 @@ def pinned_copy_ms(direction: str, nbytes: int) -> float:
     timer = Timer(RULE)
     with CopyBuffers("pinned", measured) as buffers:
         (copy,) = buffers.copies(direction)
-        problem = mismatch([copy], measured)
-        if problem:
-            raise MeasurementFailed(f"pinned reference copy: {problem}")
+        _verified(copy, measured)
         timing = timer.measure(lambda ops: [copy.enqueue(measured) for _ in range(ops)], [copy.stream],
                                metric="pinned reference copy")
     return timing.median_ms * scale
