@@ -124,9 +124,11 @@ def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None
         shown = "no bound" if result.efficiency is None else f"{result.efficiency:.0%} of its bound"
         problems.append(f"ran at {shown} (at least {min_efficiency:.0%} required)")
     if problems:
-        worst = [f"{activity.op} {activity.bytes} bytes ({activity.host_memory}) exposed {exposed:.3f} ms"
-                 + (f" at {result.line_of(activity)}" if result.line_of(activity) else "")
-                 for activity, exposed in result.worst_copies()]
+        worst = []
+        for activity, exposed in result.worst_copies():
+            line = result.line_of(activity)
+            worst.append(f"{activity.op} {activity.bytes} bytes ({activity.host_memory}) exposed {exposed:.3f} ms"
+                         + (f" at {line}" if line else ""))
         bound = "not measured" if result.bound_ms is None else f"{result.bound_ms:.3f} ms"
         raise DidNotOverlap("; ".join(problems) + f". Makespan {result.makespan_ms:.3f} ms, bound {bound}. Copies "
                             "exposed longest: " + ("; ".join(worst) or "none"))

@@ -24,6 +24,7 @@ its engine. :func:`tracing` records one run of a ``with`` block (the pytest help
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import statistics
@@ -206,10 +207,12 @@ class TraceResult:
 
     def line_of(self, activity: Activity) -> str:
         """The line that enqueued ``activity`` (known for copies)."""
-        made = self._by_correlation().get(activity.correlation)
+        made = self.made_by.get(activity.correlation)
         return _line(made.frames) if made else ""
 
-    def _by_correlation(self) -> dict[int, HostCall]:
+    @functools.cached_property
+    def made_by(self) -> dict[int, HostCall]:
+        """The watched call that enqueued each record, by correlation id."""
         return {call.correlation: call for call in self.calls}
 
     def summary(self) -> dict:
@@ -236,7 +239,7 @@ class TraceResult:
         def ms(ns: int) -> float:
             return (ns - self.origin_ns) / 1e6
 
-        made = self._by_correlation()
+        made = self.made_by
         rows = [{"op": str(a.op), "stream": a.stream, "start_ms": ms(a.start_ns), "end_ms": ms(a.end_ns),
                  "bytes": a.bytes, "host_memory": a.host_memory, "name": a.name,
                  "call": made[a.correlation].call if a.correlation in made else "",
