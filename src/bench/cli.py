@@ -21,6 +21,7 @@ from rich.table import Table
 
 from bench import arrow_threads
 from bench.errors import UsageError
+from bench.trace import DEFAULT_RUNS
 from bench.units import format_size, parse_sizes
 from bench.vocabulary import Status
 
@@ -57,6 +58,14 @@ def _positive_number(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
     return value
+
+
+def _target_arguments(command: argparse.ArgumentParser) -> None:
+    """The target of syncs and trace: a function, or a script and the arguments that follow it."""
+    command.add_argument("target", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
+                         help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run "
+                              "as __main__ with the ARGS that follow it")
+    command.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
 
 
 def _positive_int(text: str) -> int:
@@ -172,10 +181,7 @@ def _parser() -> argparse.ArgumentParser:
 
     syncs = commands.add_parser("syncs", help="where does my code wait? every line of MODULE:FUNCTION or a script "
                                               "that waited for the GPU")
-    syncs.add_argument("target", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
-                       help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run as "
-                            "__main__ with the ARGS that follow it")
-    syncs.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    _target_arguments(syncs)
     syncs.add_argument("--settle-ms", type=_positive_number, default=100.0,
                        help="how long a line stands still under the hold before it counts as waiting (default 100)")
     syncs.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -186,12 +192,10 @@ def _parser() -> argparse.ArgumentParser:
 
     trace = commands.add_parser("trace", help="how much does my code overlap? the GPU timeline of MODULE:FUNCTION or "
                                               "a script, its copies hidden behind kernels, idle gaps and bound")
-    trace.add_argument("target", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
-                       help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run as "
-                            "__main__ with the ARGS that follow it")
-    trace.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
-    trace.add_argument("--runs", type=_positive_int, default=5,  # bench.trace.DEFAULT_RUNS
-                       help="traced runs (and as many untraced, for the overhead); the median one is shown (default 5)")
+    _target_arguments(trace)
+    trace.add_argument("--runs", type=_positive_int, default=DEFAULT_RUNS,
+                       help="traced runs (and as many untraced, for the overhead); the median one is shown "
+                            f"(default {DEFAULT_RUNS})")
     trace.add_argument("--json", action="store_true", help="print JSON instead of text")
     trace.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
     trace.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the timeline (PNG or SVG)")
