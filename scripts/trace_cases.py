@@ -151,40 +151,56 @@ def user_case(name: str, make, pinned: bool, results) -> dict:
             "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1}
 
 
-def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
-    """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects (``lines``
-    False: CUPTI's records without the driver-call callbacks, ``--no-lines``)."""
+def overlap_config(host_memory: str) -> dict:
+    """The overlap experiment's configuration the cases trace."""
+    return {"total_bytes": 256 << 20, "compute_ratio": 1.0, "host_memory": host_memory, "allocator": "malloc",
+            "launch": "eager", "chunks_per_stream": 4, "streams": 4}
+
+
+def overlap_pipeline(config: dict, stack):
+    """The overlap experiment's runner (its stop rules), payload and calibrated pipeline for ``config``, released by
+    ``stack``, and the function that runs the pipeline once timed as the experiment times it (pinned behind the
+    gate, pageable from a start event before the first enqueue), each makespan appended to the list it also
+    returns."""
     from bench.experiments import overlap
     from bench.measure.pipeline import Payload, Pipeline, Runner
     from bench.timing import Context, StopRule
+
+    runner = Runner(Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()}))
+    runner.launch_us = {"precompiled": float("nan"), "graph": float("nan")}  # a column of the row, not used here
+    stack.callback(runner.timeline.close)
+    host_memory = config["host_memory"]
+    payload = stack.enter_context(Payload(config["total_bytes"], sorted({"pinned", host_memory}), config["streams"]))
+    rounds = runner.calibrate(payload, config["compute_ratio"])[0]
+    pipeline = Pipeline(runner.kernel, payload, payload.streams[:config["streams"]], host_memory, config["allocator"],
+                        config["streams"] * config["chunks_per_stream"], rounds)
+    spans: list[float] = []
+
+    def run() -> None:
+        spans.append(max(runner.timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams,
+                                               gated=host_memory != "pageable")))
+
+    return runner, payload, pipeline, run, spans
+
+
+def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
+    """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects (``lines``
+    False: CUPTI's records without the driver-call callbacks, ``--no-lines``)."""
+    from contextlib import ExitStack
+
+    from bench.experiments import overlap
     from bench.trace import trace
 
-    config = {"total_bytes": 256 << 20, "compute_ratio": 1.0, "host_memory": host_memory, "allocator": "malloc",
-              "launch": "eager", "chunks_per_stream": 4, "streams": 4}
-    context = Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()})
-    runner = Runner(context)
-    runner.launch_us = {"precompiled": float("nan"), "graph": float("nan")}  # a column of the row, not used here
-    try:
-        with Payload(config["total_bytes"], sorted({"pinned", host_memory}), config["streams"]) as payload:
-            rounds = runner.calibrate(payload, config["compute_ratio"])[0]
-            row = overlap._measure(runner, config, payload, runner.prepare_expected(payload, rounds))
-            if row["status"] != "ok":
-                raise SystemExit(f"overlap {host_memory}: {row['status']}: {row['error']}")
-            pipeline = Pipeline(runner.kernel, payload, payload.streams[:config["streams"]], host_memory, "malloc",
-                                config["streams"] * config["chunks_per_stream"], row["kernel_rounds"])
-            gated = host_memory != "pageable"  # as the experiment times it: pinned behind the gate
-
-            def run() -> None:
-                spans.append(max(runner.timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams,
-                                                       gated=gated)))
-
-            spans: list[float] = []
-            name = f"overlap {host_memory}" + ("" if lines else " --no-lines")
-            found = trace(run, results=results, target=name, runs=OVERLAP_RUNS, lines=lines,
-                          leave_out=lambda activity: "gate_kernel" in activity.name)
-            again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability
-    finally:
-        runner.timeline.close()
+    config = overlap_config(host_memory)
+    with ExitStack() as stack:
+        runner, payload, pipeline, run, spans = overlap_pipeline(config, stack)
+        row = overlap._measure(runner, config, payload, runner.prepare_expected(payload, pipeline.rounds))
+        if row["status"] != "ok":
+            raise SystemExit(f"overlap {host_memory}: {row['status']}: {row['error']}")
+        name = f"overlap {host_memory}" + ("" if lines else " --no-lines")
+        found = trace(run, results=results, target=name, runs=OVERLAP_RUNS, lines=lines,
+                      leave_out=lambda activity: "gate_kernel" in activity.name)
+        again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability
     untraced, traced = spans[1::2], spans[2::2]
     chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(len(traced) - 1) // 2]
     makespan = (row["makespan_ms"] + again["makespan_ms"]) / 2

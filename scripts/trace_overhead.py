@@ -19,44 +19,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_cases import torch_case  # noqa: E402
+from trace_cases import overlap_config, overlap_pipeline, torch_case  # noqa: E402
 
 MODES = ("untraced", "activity records", "records and callbacks")
 
 
-def overlap_pipeline(host_memory: str, stack):
-    """The overlap experiment's pipeline, each run timed as the experiment times it (pinned behind the gate, pageable
-    from a start event before the first enqueue); also its own sampled median (Timer.measure), kept per call."""
-    from bench.experiments import overlap
-    from bench.measure.pipeline import Payload, Pipeline, Runner
-    from bench.timing import Context, StopRule
+def overlap_case(host_memory: str, stack):
+    """The overlap experiment's pipeline, each run timed as the experiment times it, and the experiment's own
+    sampled median of it (Timer.measure)."""
+    runner, _, pipeline, run, spans = overlap_pipeline(overlap_config(host_memory), stack)
 
-    context = Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()})
-    runner = Runner(context)
-    stack.callback(runner.timeline.close)
-    payload = stack.enter_context(Payload(256 << 20, sorted({"pinned", host_memory}), 4))
-    rounds = runner.calibrate(payload, 1.0)[0]
-    pipeline = Pipeline(runner.kernel, payload, payload.streams[:4], host_memory, "malloc", 16, rounds)
-    gated = host_memory != "pageable"
-
-    class Spans:
-        def __init__(self) -> None:
-            self.ms: list[float] = []
-
+    class Spans:  # what the other cases' events give: the makespans so far
         def read(self) -> list[float]:
-            return self.ms
-
-    spans = Spans()
-
-    def step() -> None:
-        spans.ms.append(max(runner.timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams,
-                                                  gated=gated)))
+            return spans
 
     def sampled() -> float:
         return runner.timer.measure(lambda ops: [pipeline.enqueue(None) for _ in range(ops)], pipeline.streams,
-                                    metric="makespan", gated=gated, ops_per_batch=1).median_ms
+                                    metric="makespan", gated=host_memory != "pageable", ops_per_batch=1).median_ms
 
-    return step, spans, sampled
+    return run, Spans(), sampled
 
 
 def main() -> int:
@@ -76,8 +57,8 @@ def main() -> int:
     report = {"gpu": environment.as_dict(), "rounds": arguments.rounds, "cases": {}}
     with ExitStack() as stack:
         cases = {"torch pinned": (*torch_case(True)[:2], None), "torch pageable": (*torch_case(False)[:2], None),
-                 "overlap pinned": overlap_pipeline("pinned", stack),
-                 "overlap pageable": overlap_pipeline("pageable", stack)}
+                 "overlap pinned": overlap_case("pinned", stack),
+                 "overlap pageable": overlap_case("pageable", stack)}
         for name, (step, events, sampled) in cases.items():
             recorders = {MODES[1]: open_recorder(calls=False)}
             spans: dict[str, list[float]] = {mode: [] for mode in MODES}
