@@ -847,10 +847,7 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
         from bench import plots
 
         drawn = plots.trace_figure(pd.DataFrame(found.table()), f"{args.target} on {environment.gpu_name}")
-        try:
-            figure = plots.render(drawn, Path(args.plot).suffix[1:])
-        finally:
-            plots.pyplot().close(drawn)
+        figure = plots.rendered(drawn, Path(args.plot).suffix[1:])
     if args.save is not None:
         from bench.trace import save
 

@@ -57,6 +57,14 @@ def render(figure, fmt: str, dpi: float = DPI) -> bytes:
     return sink.getvalue()
 
 
+def rendered(figure, fmt: str, dpi: float = DPI) -> bytes:
+    """:func:`render`, then the figure closed (also when rendering failed): a figure drawn to be shown once."""
+    try:
+        return render(figure, fmt, dpi)
+    finally:
+        pyplot().close(figure)
+
+
 def _write_if_changed(path: Path, content: bytes) -> None:
     if path.is_file() and path.read_bytes() == content:
         return

@@ -151,11 +151,8 @@ def trace_section(traces: pd.DataFrame) -> str:
         parts.append(table(summary[[column for column in TRACE_COLUMNS if column in summary]]
                            .rename(columns=TRACE_COLUMNS)))
         for target, rows in newest.groupby("target", sort=False):
-            figure = plots.trace_figure(rows, f"{target} on {name}")
-            try:
-                parts.append(_figure(f"trace {target}", plots.render(figure, "png", DPI)))
-            finally:
-                plots.pyplot().close(figure)
+            parts.append(_figure(f"trace {target}", plots.rendered(plots.trace_figure(rows, f"{target} on {name}"),
+                                                                   "png", DPI)))
     return "".join(parts)
 
 
@@ -315,11 +312,9 @@ def _gpu_section(gpu: Gpu, rows: pd.DataFrame, tables: dict, label: str, experim
     level = 3 if label else 2
     parts = [f"<h2 id='{_anchor(gpu)}'>{html.escape(str(gpu))}</h2>"] if label else []
     figures: dict[str, list[tuple[str, bytes]]] = {}
-    plt = plots.pyplot()
     views = in_order(experiments)
     for name, stem, figure in plots.draw(rows[~rows["experiment"].isin(list(TRUTH_TABLES))], tables, views):
-        figures.setdefault(name, []).append((stem, plots.render(figure, "png", DPI)))
-        plt.close(figure)
+        figures.setdefault(name, []).append((stem, plots.rendered(figure, "png", DPI)))
     for name, experiment in experiments.items():
         mine = rows[rows["experiment"] == name]
         if not len(mine):
