@@ -1,5 +1,7 @@
 """What bench trace's driver-call callbacks cost one call: host µs per cudaMemcpyAsync, untraced, with CUPTI's
-activity records only, with the records and the callbacks, and with the callbacks but no Python stack taken, for a
+activity records only, with the records and the callbacks (bench trace's default), with the callbacks but no Python
+stack taken, and with the records and an empty callback entered the two ways there are: cupti-python's ``subscribe`` (which builds a
+Python object of CUPTI's record per call) and bench's ctypes one (:mod:`bench.measure.driver_callbacks`), for a
 4 KiB pinned copy (the call's own cost) and a 16 MiB pageable copy (a call that blocks the host while it copies).
 
     python scripts/trace_callback_cost.py [--calls N]
@@ -13,6 +15,39 @@ import argparse
 import statistics
 import sys
 import time
+
+
+class EmptyCupti:
+    """cupti-python's own subscription with a callback that does nothing, on the calls bench trace watches."""
+
+    def __init__(self) -> None:
+        from cupti import cupti
+
+        from bench.measure.cuda_calls import waiting_callback_ids
+
+        self.cupti, self.ids = cupti, list(waiting_callback_ids(cupti))
+        self.handle = cupti.subscribe(lambda *arguments: None, None)
+
+    def watch(self, on: bool) -> None:
+        for callback_id in self.ids:
+            self.cupti.enable_callback(int(on), self.handle, self.cupti.CallbackDomain.DRIVER_API, callback_id)
+
+    def close(self) -> None:
+        self.cupti.unsubscribe(self.handle)
+
+
+def empty_callbacks(mode: str):
+    """An empty callback on the watched calls, entered cupti-python's way or bench's ctypes way (None: neither)."""
+    if mode == "empty callbacks, cupti-python":
+        return EmptyCupti()
+    if mode == "empty callbacks, ctypes":
+        from cupti import cupti
+
+        from bench.measure.cuda_calls import waiting_callback_ids
+        from bench.measure.driver_callbacks import DriverCallbacks
+
+        return DriverCallbacks(cupti, "bench empty", waiting_callback_ids(cupti), lambda *arguments: None)
+    return None
 
 
 def main() -> int:
@@ -32,7 +67,7 @@ def main() -> int:
     environment = gpu_environment(0)
     print(f"{environment.gpu_name} {environment.gpu_uuid} {environment.git_commit}")
     stream = cupy.cuda.Stream(non_blocking=True)
-    user_line = activity.stack_of
+    user_line = activity.places_of
     cases = {}
     for name, kind, nbytes in (("4 KiB pinned H2D", "pinned", 4096), ("16 MiB pageable H2D", "pageable", 16 << 20)):
         host = host_buffer(kind, nbytes)
@@ -40,12 +75,17 @@ def main() -> int:
         device = cupy.empty(nbytes, cupy.uint8)
         cases[name] = (host, device, nbytes)
     for name, (host, device, nbytes) in cases.items():
-        for mode in ("untraced", "records only", "records and callbacks", "callbacks, no stacks"):
-            recorder = None if mode == "untraced" else open_recorder(calls=mode != "records only")
-            activity.stack_of = (lambda frame, **options: ()) if mode == "callbacks, no stacks" else user_line
+        for mode in ("untraced", "records only", "records and callbacks", "callbacks, no stacks",
+                     "empty callbacks, cupti-python", "empty callbacks, ctypes"):
+            recorder = None if mode == "untraced" else open_recorder(calls=mode in ("records and callbacks",
+                                                                                    "callbacks, no stacks"))
+            activity.places_of = (lambda frame, **options: ()) if mode == "callbacks, no stacks" else user_line
+            empty = empty_callbacks(mode)
             try:
                 if recorder:
                     recorder.start()
+                if empty:
+                    empty.watch(True)
                 samples = []
                 for index in range(2 * arguments.calls):
                     began = time.perf_counter()
@@ -58,6 +98,8 @@ def main() -> int:
                     recorder.synchronize()
                     recorder.stop()
             finally:
+                if empty:
+                    empty.close()
                 if recorder:
                     recorder.close()
             print(f"{name:<20} {mode:<22} {statistics.median(samples):9.2f} µs per call "

@@ -11,12 +11,12 @@ no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder
 from __future__ import annotations
 
 import contextlib
-import sys
-import threading
 from dataclasses import dataclass
+from threading import get_ident
 
 from bench.measure.cuda_calls import waiting_callback_ids
-from bench.measure.waits import Frame, stack_of
+from bench.measure.driver_callbacks import DriverCallbacks, SubscribeFailed, caller_frame
+from bench.measure.waits import Frame, frames_of, places_of
 from bench.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
@@ -109,9 +109,11 @@ class Recorder:
         self._memory = _memory_kinds(cupti)
         self._copy = _copy_ops(cupti)
         self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
-        self._waiting = waiting_callback_ids(cupti)
-        self._open: dict[int, list[tuple[str, int, int]]] = {}
-        self._calls: list[HostCall] | None = None
+        self._names = waiting_callback_ids(cupti)
+        self._copying = {callback_id for callback_id, name in self._names.items() if "Memcpy" in name}
+        self._timestamp = cupti.get_timestamp
+        self._open: dict[int, list[tuple[int, int, int]]] = {}
+        self._calls: list[tuple] | None = None  # (callback id, start, end, correlation, places) while recording
         self._records: list = []
         self._error: BaseException | None = None  # raised in a callback (an interrupt), re-raised by stop()
         self._scratch: int | None = None
@@ -124,48 +126,47 @@ class Recorder:
             self._unsubscribe()
             raise
 
-    def _subscribe(self) -> int:
-        cupti = self._cupti
-        params = cupti.SubscriberParams()
-        params.struct_size = cupti.SUBSCRIBER_PARAMS_SIZE
-        params.subscriber_name = "bench trace"
+    def _subscribe(self) -> DriverCallbacks:
         try:
-            return cupti.subscribe_v2(self._callback, None, params.ptr)
-        except cupti.cuptiError as error:
-            if getattr(error, "status", None) == cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-                holder = getattr(params, "old_subscriber_name", "") or "another profiler"
-                raise TraceUnavailable(f"CUPTI is taken by {holder}: run bench trace outside the profiler") from None
+            return DriverCallbacks(self._cupti, "bench trace", self._names, self._on_call)
+        except SubscribeFailed as error:
+            if error.holder is not None:
+                raise TraceUnavailable(f"CUPTI is taken by {error.holder or 'another profiler'}: run bench trace "
+                                       "outside the profiler") from None
             raise TraceUnavailable(f"CUPTI: {error}") from None
 
     def _unsubscribe(self) -> None:
         if self._subscriber is not None:
-            self._cupti.unsubscribe(self._subscriber)
+            self._subscriber.close()
             self._subscriber = None
 
     def _watch(self, on: bool) -> None:
         """The callbacks of the driver calls that may wait, on or off (off outside recording: no cost there)."""
         if self._subscriber is not None:
-            for callback_id in self._waiting:
-                self._cupti.enable_callback(int(on), self._subscriber, self._cupti.CallbackDomain.DRIVER_API,
-                                            callback_id)
+            try:
+                self._subscriber.watch(on)
+            except SubscribeFailed as error:
+                raise TraceUnavailable(f"CUPTI: {error}") from None
 
-    def _callback(self, userdata, domain, callback_id, data) -> None:
+    def _on_call(self, callback_id: int, entering: bool, correlation: int) -> None:
         try:
             calls = self._calls
             if calls is None:
                 return
-            now = self._cupti.get_timestamp()
-            stack = self._open.setdefault(threading.get_ident(), [])
-            if data.callback_site == self._cupti.ApiCallbackSite.API_ENTER:
-                stack.append((data.function_name, now, data.correlation_id))
+            now = self._timestamp()
+            open_calls = self._open.get(get_ident())
+            if open_calls is None:
+                open_calls = self._open[get_ident()] = []
+            if entering:
+                open_calls.append((callback_id, now, correlation))
                 return
-            if not stack:
+            if not open_calls:
                 return
-            name, start, correlation = stack.pop()
-            frames = ()
-            if now - start >= FRAMES_AFTER_NS or "Memcpy" in name:
-                frames = stack_of(sys._getframe().f_back, to_user_line=True)  # short: the call is waiting
-            calls.append(HostCall(name, start, now, correlation, frames))
+            callback_id, start, correlation = open_calls.pop()
+            places = ()
+            if now - start >= FRAMES_AFTER_NS or callback_id in self._copying:
+                places = places_of(caller_frame(), to_user_line=True)  # short: the call is waiting
+            calls.append((callback_id, start, now, correlation, places))
         except BaseException as error:  # never into CUPTI: an interrupt that lands here is raised by stop()
             self._error = self._error or error
 
@@ -216,7 +217,8 @@ class Recorder:
             error, self._error = self._error, None
             raise error
         return Recording([self._activity(record) for record in self._records if record.start >= self._since],
-                         [call for call in calls if call.start_ns >= self._since])
+                         [HostCall(self._names[callback_id], start, end, correlation, frames_of(places))
+                          for callback_id, start, end, correlation, places in calls if start >= self._since])
 
     def _disable(self) -> None:
         global _SINK

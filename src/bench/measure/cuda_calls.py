@@ -15,9 +15,9 @@ WAITING = re.compile(r"Synchronize|Memcpy|Memset|Free|Unregister|Destroy|cuMemAl
 # thousands of launches of a training step (some from PyTorch's autograd threads) slowed it enough to look like a wait
 
 
-def waiting_callback_ids(cupti) -> list[int]:
-    """The driver API callback ids of the calls that may wait (``WAITING``)."""
-    return [member.value for member in cupti.driver_api_trace_cbid if WAITING.search(member.name)]
+def waiting_callback_ids(cupti) -> dict[int, str]:
+    """The driver API callback ids of the calls that may wait (``WAITING``), each with its call's name."""
+    return {member.value: member.name for member in cupti.driver_api_trace_cbid if WAITING.search(member.name)}
 
 
 class CudaCalls:

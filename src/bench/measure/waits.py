@@ -23,6 +23,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import CodeType
 
 POLL_S = 0.0005
 STARVED_WITHIN_S = 0.1  # a thread that let the GIL go this soon after the hold's watchdog ended it waited for it
@@ -73,17 +74,30 @@ def library_of(file: str) -> str:
     return ""
 
 
+def places_of(frame, stop=None, *, to_user_line: bool = False) -> tuple[tuple[CodeType, int], ...]:
+    """Each frame's code and line from ``frame`` out to ``stop``'s callee (or the outermost), innermost first;
+    ``to_user_line``: only out to the innermost frame of the user's own code. Quick to take (a trace takes it in
+    CUPTI's callbacks); :func:`frames_of` names them."""
+    places = []
+    while frame is not None and frame is not stop:
+        code = frame.f_code
+        places.append((code, frame.f_lineno or 0))
+        if to_user_line and library_of(code.co_filename) == "":
+            break
+        frame = frame.f_back
+    return tuple(places)
+
+
+def frames_of(places: tuple[tuple[CodeType, int], ...]) -> tuple[Frame, ...]:
+    """The frames of :func:`places_of`'s places, outermost first."""
+    return tuple(Frame(code.co_filename, line, code.co_name, library_of(code.co_filename))
+                 for code, line in reversed(places))
+
+
 def stack_of(frame, stop=None, *, to_user_line: bool = False) -> tuple[Frame, ...]:
     """The frames from ``stop``'s callee (or the outermost) down to ``frame``, outermost first; ``to_user_line``: only
     out to the innermost frame of the user's own code (as much as names the line, and quicker to take)."""
-    frames = []
-    while frame is not None and frame is not stop:
-        frames.append(Frame(frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name,
-                            library_of(frame.f_code.co_filename)))
-        if to_user_line and frames[-1].library == "":
-            break
-        frame = frame.f_back
-    return tuple(reversed(frames))
+    return frames_of(places_of(frame, stop, to_user_line=to_user_line))
 
 
 def library_on_line(frame) -> str:
