@@ -12,11 +12,13 @@ against the untraced runs'). Each output is checked once against the same work d
 Then the overlap experiment's pipeline (256 MiB, compute ratio 1, 4 streams × 4 chunks, malloc, eager), pinned and
 pageable: the experiment's own measuring code gives its makespan and efficiency, and bench.trace traces the same
 pipeline object enqueued as the experiment times it (pinned behind the gate, whose kernel is left out of the trace;
-pageable without), each run also timed by the experiment's events, in 31 runs. The trace is compared two ways: with
-the experiment's timer on the untraced runs interleaved with the traced ones (the median of 31: a pageable pipeline's
-makespan drifts by more than 2% over seconds, so only runs taken side by side compare within 2%), and with the mean
-of the experiment's own measuring code run once before and once after the trace (their difference is the
-experiment's repeatability). The overlap cases run once with the driver-call callbacks (the default) and once without
+pageable without), each run also timed by the experiment's events, in 31 runs (pageable: 101, whose makespans
+spread by tens of percent run to run). The trace is compared two ways: with the experiment's timer on the untraced
+runs interleaved with the traced ones (their median, with a bootstrap 95% interval of the makespans' ratio: a
+pageable pipeline's makespan drifts by more than 2% over seconds, so only runs taken side by side can compare within
+2%), and with the mean of the experiment's own measuring code run once before and once after the trace (their
+difference is the experiment's repeatability). The bounds are compared too: the trace measures its pinned copies
+itself, the experiment its stages. The overlap cases run once with the driver-call callbacks (the default) and once without
 (``--no-lines``): on a pageable pipeline, whose every copy blocks the host, the callbacks cost a few percent. Writes the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines
 into PLOTS_DIR/<gpu>/; prints a table.
 """
@@ -33,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 CHUNKS, STREAMS, ROWS, WIDTH = 8, 4, 16384, 1024  # a chunk: 16384 × 1024 float32 = 64 MiB
-OVERLAP_RUNS = 31  # traced runs of the overlap pipeline (and as many untraced): pageable makespans spread widely
+OVERLAP_RUNS = {"pinned": 31, "pageable": 101}  # traced runs of the overlap pipeline (and as many untraced)
 
 
 class EventMakespans:
@@ -185,6 +187,14 @@ def overlap_pipeline(config: dict, stack):
     return runner, payload, pipeline, run, spans
 
 
+def median_ratio_interval(values, others, draws: int = 4000) -> tuple[float, float]:
+    """A bootstrap 95% interval of median(values) / median(others) - 1."""
+    rng = np.random.default_rng(0)
+    ratios = (np.median(rng.choice(np.asarray(values), (draws, len(values))), axis=1)
+              / np.median(rng.choice(np.asarray(others), (draws, len(others))), axis=1) - 1)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
 def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
     """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects (``lines``
     False: CUPTI's records without the driver-call callbacks, ``--no-lines``)."""
@@ -200,7 +210,7 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
         if row["status"] != "ok":
             raise SystemExit(f"overlap {host_memory}: {row['status']}: {row['error']}")
         name = f"overlap {host_memory}" + ("" if lines else " --no-lines")
-        found = trace(run, results=results, target=name, runs=OVERLAP_RUNS, lines=lines,
+        found = trace(run, results=results, target=name, runs=OVERLAP_RUNS[host_memory], lines=lines,
                       leave_out=lambda activity: "gate_kernel" in activity.name)
         again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability
     untraced, traced = spans[1::2], spans[2::2]
@@ -218,6 +228,8 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
             "makespan_vs_experiment": found.makespan_ms / makespan - 1,
             "efficiency_pp": 100 * (found.efficiency - efficiency), "interleaved_ms": interleaved,
             "makespan_vs_interleaved": found.makespan_ms / interleaved - 1,
+            "makespan_vs_interleaved_95": median_ratio_interval(found.makespans_ms, untraced),
+            "bound_vs_experiment": found.bound_ms / row["bound_ms"] - 1,
             "interleaved_efficiency": row["bound_ms"] / interleaved,
             "efficiency_pp_interleaved": 100 * (found.efficiency - row["bound_ms"] / interleaved)}
 
@@ -270,7 +282,9 @@ def main() -> int:
         summary = entry["summary"]
         check = (f"{entry['cupti_vs_events']:+.2%}" if "cupti_vs_events" in entry else "")
         overhead = (f"{entry['gpu_overhead']:+.2%}" if "gpu_overhead" in entry else "")
-        versus = (f"interleaved: makespan {entry['makespan_vs_interleaved']:+.2%}, eff "
+        versus = (f"interleaved: makespan {entry['makespan_vs_interleaved']:+.2%} "
+                  f"({entry['makespan_vs_interleaved_95'][0]:+.2%}..{entry['makespan_vs_interleaved_95'][1]:+.2%}), "
+                  f"bound {entry['bound_vs_experiment']:+.2%}, eff "
                   f"{entry['efficiency_pp_interleaved']:+.2f} pp; measured before/after: makespan "
                   f"{entry['makespan_vs_experiment']:+.2%}, eff {entry['efficiency_pp']:+.2f} pp "
                   f"(experiment again {entry['experiment_repeat']:+.2%})" if "makespan_vs_experiment" in entry else "")

@@ -43,7 +43,7 @@ def overlap_case(host_memory: str, stack):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=25)
     arguments = parser.parse_args()
     if arguments.rounds < 1:
         parser.error("--rounds must be at least 1")
