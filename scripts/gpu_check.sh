@@ -46,6 +46,8 @@
 #                               (scripts/trace_cases.py) into results/_trace/, timelines into $PLOTS/<gpu>/
 #   "trace-overhead"            the same pipelines' event makespans untraced and traced (scripts/trace_overhead.py)
 #   "trace TARGET [args]"       python -m bench trace TARGET, its rows into results/_trace/
+#   "trace-readme"              the README's trace: docs/examples/input_pipeline.py's pageable_step and step, each
+#                               with its output (.txt), rows and timeline (--plot)
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -290,6 +292,14 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
         name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
         timeout 300 python3 -m bench trace --save "results/_trace/$stamp-$name-$(basename "${words[1]%%:*}" .py).parquet" \
           "${words[@]:1}" ;;
+      trace-readme)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
+        slug=$name-$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | cut -c5-12)
+        for fn in pageable_step step; do
+          timeout 300 python3 -m bench trace --save "results/_trace/$stamp-$slug-readme-$fn.parquet" \
+            --plot "${PLOTS:-plots}/$slug/trace-readme-$fn.png" docs/examples/input_pipeline.py:$fn \
+            | tee "results/_trace/$stamp-$slug-readme-$fn.txt"
+        done ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
       compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;

@@ -22,26 +22,26 @@ def waiting_callback_ids(cupti) -> dict[int, str]:
 
 class CudaCalls:
     """Subscribed to the driver API's callbacks of the calls that may wait (``WAITING``) until :meth:`close`: each
-    runs a short Python callback on entry and exit (a few microseconds)."""
+    runs a short Python callback on entry and exit (:mod:`bench.measure.driver_callbacks`)."""
 
     def __init__(self) -> None:
         from cupti import cupti
 
-        self._cupti = cupti
+        from bench.measure.driver_callbacks import DriverCallbacks
+
+        self._names = waiting_callback_ids(cupti)
         self._inside: dict[int, list[str]] = {}
-        self._enter = cupti.ApiCallbackSite.API_ENTER
-        self._subscriber = cupti.subscribe(self._callback, None)
+        self._subscriber = DriverCallbacks(cupti, "bench syncs", self._names, self._on_call)
         try:
-            for callback_id in waiting_callback_ids(cupti):
-                cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.DRIVER_API, callback_id)
+            self._subscriber.watch(True)
         except BaseException:
-            cupti.unsubscribe(self._subscriber)
+            self._subscriber.close()
             raise
 
-    def _callback(self, userdata, domain, callback_id, data) -> None:
+    def _on_call(self, callback_id: int, entering: bool, correlation: int) -> None:
         calls = self._inside.setdefault(threading.get_ident(), [])
-        if data.callback_site == self._enter:
-            calls.append(data.function_name)
+        if entering:
+            calls.append(self._names[callback_id])
         elif calls:
             calls.pop()
 
@@ -51,7 +51,7 @@ class CudaCalls:
         return (calls[-1:] or [""])[0]  # its own thread may pop the list meanwhile
 
     def close(self) -> None:
-        self._cupti.unsubscribe(self._subscriber)
+        self._subscriber.close()
 
 
 def open_cuda_calls() -> tuple[CudaCalls | None, str]:
