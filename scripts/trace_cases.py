@@ -13,14 +13,19 @@ Then the overlap experiment's pipeline (256 MiB, compute ratio 1, 4 streams × 4
 pageable: the experiment's own measuring code gives its makespan and efficiency, and bench.trace traces the same
 pipeline object enqueued as the experiment times it (pinned behind the gate, whose kernel is left out of the trace;
 pageable without), each run also timed by the experiment's events, in 31 runs (pageable: 101, whose makespans
-spread by tens of percent run to run). The trace is compared two ways: with the experiment's timer on the untraced
-runs interleaved with the traced ones (their median, with a bootstrap 95% interval of the makespans' ratio: a
-pageable pipeline's makespan drifts by more than 2% over seconds, so only runs taken side by side can compare within
-2%), and with the mean of the experiment's own measuring code run once before and once after the trace (their
-difference is the experiment's repeatability). The bounds are compared too: the trace measures its pinned copies
-itself, the experiment its stages. The overlap cases run once with the driver-call callbacks (the default) and once without
-(``--no-lines``): on a pageable pipeline, whose every copy blocks the host, the callbacks cost a few percent. Writes the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines
-into PLOTS_DIR/<gpu>/; prints a table.
+spread by tens of percent run to run). The trace is compared with the experiment two ways:
+
+- with the experiment's timer on the untraced runs interleaved with the traced ones: the medians, with a bootstrap
+  95% interval of their ratio, and each decile. A pageable pipeline's makespan drifts by more than 2% over seconds,
+  so only runs taken side by side can compare within 2%; where its runs fall into two speeds, the median is unstable
+  while each decile is not;
+- with the mean of the experiment's own measuring code run once before and once after the trace (their difference is
+  the experiment's repeatability).
+
+The bounds are compared too: the trace measures its pinned copies itself, the experiment its stages. The overlap
+cases run once with the driver-call callbacks (the default) and once without (``--no-lines``). Writes the cases'
+rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines into PLOTS_DIR/<gpu>/; prints a
+table.
 """
 
 from __future__ import annotations
@@ -195,6 +200,12 @@ def median_ratio_interval(values, others, draws: int = 4000) -> tuple[float, flo
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
+def decile_ratios(values, others) -> list[float]:
+    """Each decile (10% to 90%) of ``values`` over the same decile of ``others``, less one."""
+    deciles = np.linspace(0.1, 0.9, 9)
+    return [float(ratio) for ratio in np.quantile(values, deciles) / np.quantile(others, deciles) - 1]
+
+
 def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
     """The overlap experiment's pipeline: its own measuring code, then bench.trace on the same objects (``lines``
     False: CUPTI's records without the driver-call callbacks, ``--no-lines``)."""
@@ -229,6 +240,8 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
             "efficiency_pp": 100 * (found.efficiency - efficiency), "interleaved_ms": interleaved,
             "makespan_vs_interleaved": found.makespan_ms / interleaved - 1,
             "makespan_vs_interleaved_95": median_ratio_interval(found.makespans_ms, untraced),
+            "cupti_makespans_ms": list(found.makespans_ms),
+            "deciles_vs_interleaved": decile_ratios(found.makespans_ms, untraced),
             "bound_vs_experiment": found.bound_ms / row["bound_ms"] - 1,
             "interleaved_efficiency": row["bound_ms"] / interleaved,
             "efficiency_pp_interleaved": 100 * (found.efficiency - row["bound_ms"] / interleaved)}
@@ -284,6 +297,7 @@ def main() -> int:
         overhead = (f"{entry['gpu_overhead']:+.2%}" if "gpu_overhead" in entry else "")
         versus = (f"interleaved: makespan {entry['makespan_vs_interleaved']:+.2%} "
                   f"({entry['makespan_vs_interleaved_95'][0]:+.2%}..{entry['makespan_vs_interleaved_95'][1]:+.2%}), "
+                  f"deciles {min(entry['deciles_vs_interleaved']):+.2%}..{max(entry['deciles_vs_interleaved']):+.2%}, "
                   f"bound {entry['bound_vs_experiment']:+.2%}, eff "
                   f"{entry['efficiency_pp_interleaved']:+.2f} pp; measured before/after: makespan "
                   f"{entry['makespan_vs_experiment']:+.2%}, eff {entry['efficiency_pp']:+.2f} pp "
