@@ -24,6 +24,20 @@ class SubscribeFailed(RuntimeError):
         self.holder = holder
 
 
+def reader(cupti, on_call: Callable[[int, bool, int], None]) -> Callable[[int | None, int, int, int], None]:
+    """The function CUPTI's callback runs: it reads the site and the correlation id out of the
+    ``CUpti_CallbackData`` at address ``data`` and hands them to ``on_call``."""
+    fields = cupti.callback_data_dtype.fields
+    site_at, correlation_at = fields["callback_site"][1], fields["correlation_id"][1]
+    enter = int(cupti.ApiCallbackSite.API_ENTER)
+    read_site, read_correlation = ctypes.c_int32.from_address, ctypes.c_uint32.from_address
+
+    def trampoline(userdata, domain, callback_id, data) -> None:
+        on_call(callback_id, read_site(data + site_at).value == enter, read_correlation(data + correlation_at).value)
+
+    return trampoline
+
+
 def _library(cupti) -> ctypes.CDLL:
     """The libcupti ``cupti-python`` loaded (the same library: one CUPTI per process)."""
     cupti.get_timestamp()  # makes cupti-python load it
@@ -49,15 +63,7 @@ class DriverCallbacks:
         self._library = _library(cupti)
         self._ids = list(callback_ids)
         self._domain = int(cupti.CallbackDomain.DRIVER_API)
-        fields = cupti.callback_data_dtype.fields
-        site_at, correlation_at = fields["callback_site"][1], fields["correlation_id"][1]
-        enter = int(cupti.ApiCallbackSite.API_ENTER)
-        read_site, read_correlation = ctypes.c_int32.from_address, ctypes.c_uint32.from_address
-
-        def trampoline(userdata, domain, callback_id, data) -> None:
-            on_call(callback_id, read_site(data + site_at).value == enter, read_correlation(data + correlation_at).value)
-
-        self._trampoline = _CALLBACK(trampoline)  # kept: CUPTI calls it until unsubscribed
+        self._trampoline = _CALLBACK(reader(cupti, on_call))  # kept: CUPTI calls it until unsubscribed
         self._handle = ctypes.c_void_p()
         self._subscribe(cupti, name)
 

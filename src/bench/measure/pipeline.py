@@ -212,6 +212,11 @@ class Runner:
                 kernel_rounds=rounds, compute_ratio_measured=kernel_ms / pinned_h2d[0])
         return self._stages[key]
 
+    def remeasure_stages(self) -> None:
+        """Forget the stage times measured so far (the kernel's calibration stays): the next row measures them
+        again, its bound too."""
+        self._stages.clear()
+
     def prepare_expected(self, payload: Payload, rounds: int) -> str | None:
         """The expected output (the kernel applied to the input, on one stream); spot-checked against numpy."""
         stream = payload.streams[0]
