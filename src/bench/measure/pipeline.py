@@ -213,9 +213,10 @@ class Runner:
         return self._stages[key]
 
     def remeasure_stages(self) -> None:
-        """Forget the stage times measured so far (the kernel's calibration stays): the next row measures them
-        again, its bound too."""
+        """Forget the copy and stage times measured so far (the kernel's calibration and its times stay): the next
+        row measures them again, its bound too."""
         self._stages.clear()
+        self._copies.clear()
 
     def prepare_expected(self, payload: Payload, rounds: int) -> str | None:
         """The expected output (the kernel applied to the input, on one stream); spot-checked against numpy."""
