@@ -13,12 +13,14 @@ Then the overlap experiment's pipeline (256 MiB, compute ratio 1, 4 streams × 4
 pageable: the experiment's own measuring code gives its makespan and efficiency, and bench.trace traces the same
 pipeline object enqueued as the experiment times it (pinned behind the gate, whose kernel is left out of the trace;
 pageable without), each run also timed by the experiment's events, in 31 runs (pageable: 101, whose makespans
-spread by tens of percent run to run). The trace is compared with the experiment two ways:
+spread by tens of percent run to run). The trace is compared with the experiment three ways:
 
-- with the experiment's timer on the untraced runs interleaved with the traced ones: the medians, with a bootstrap
-  95% interval of their ratio, and each decile. A pageable pipeline's makespan drifts by more than 2% over seconds,
-  so only runs taken side by side can compare within 2%; where its runs fall into two speeds, the median is unstable
-  while each decile is not;
+- run by run: each traced run's CUPTI makespan over the untraced run just before it, timed by the experiment's timer,
+  and each pair's efficiencies (:func:`paired_agreement`). A lent GPU's makespans can drift or switch between two
+  speeds over seconds (pageable pipelines on every machine, pinned ones on some H100s), which moves both runs of a
+  pair alike;
+- with the experiment's timer on all the untraced runs: the medians, with a bootstrap 95% interval of their ratio,
+  and each decile. Where runs fall into two speeds, the median is unstable while each decile is not;
 - with the mean of the experiment's own measuring code run once before and once after the trace (their difference is
   the experiment's repeatability).
 
@@ -201,6 +203,24 @@ def median_ratio_interval(values, others, draws: int = 4000) -> tuple[float, flo
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
+def paired_agreement(case: dict, draws: int = 4000) -> dict:
+    """The trace against the experiment's timer run by run: each traced run's CUPTI makespan over the untraced run
+    just before it (timed by the experiment's timer), and each pair's efficiencies (the trace's bound over the one,
+    the experiment's bound over the other), as medians over the pairs with bootstrap 95% intervals. A GPU whose
+    makespans drift or switch between speeds over seconds moves both runs of a pair alike."""
+    traced, untraced = np.asarray(case["cupti_makespans_ms"]), np.asarray(case["events_untraced_ms"])
+    ratios = traced / untraced - 1
+    points = 100 * (case["summary"]["bound_ms"] / traced - case["experiment_bound_ms"] / untraced)
+    picks = np.random.default_rng(0).integers(0, len(ratios), (draws, len(ratios)))
+
+    def interval(values) -> tuple[float, float]:
+        medians = np.median(values[picks], axis=1)
+        return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
+
+    return {"makespan": float(np.median(ratios)), "makespan_95": interval(ratios),
+            "efficiency_pp": float(np.median(points)), "efficiency_pp_95": interval(points)}
+
+
 def decile_ratios(values, others) -> list[float]:
     """Each decile (10% to 90%) of ``values`` over the same decile of ``others``, less one."""
     deciles = np.linspace(0.1, 0.9, 9)
@@ -299,7 +319,11 @@ def main() -> int:
         summary = entry["summary"]
         check = (f"{entry['cupti_vs_events']:+.2%}" if "cupti_vs_events" in entry else "")
         overhead = (f"{entry['gpu_overhead']:+.2%}" if "gpu_overhead" in entry else "")
-        versus = (f"interleaved: makespan {entry['makespan_vs_interleaved']:+.2%} "
+        paired = paired_agreement(entry) if "cupti_makespans_ms" in entry else None
+        versus = (f"paired: makespan {paired['makespan']:+.2%} ({paired['makespan_95'][0]:+.2%}.."
+                  f"{paired['makespan_95'][1]:+.2%}), eff {paired['efficiency_pp']:+.2f} pp "
+                  f"({paired['efficiency_pp_95'][0]:+.2f}..{paired['efficiency_pp_95'][1]:+.2f}); " if paired else "")
+        versus += (f"interleaved: makespan {entry['makespan_vs_interleaved']:+.2%} "
                   f"({entry['makespan_vs_interleaved_95'][0]:+.2%}..{entry['makespan_vs_interleaved_95'][1]:+.2%}), "
                   f"deciles {min(entry['deciles_vs_interleaved']):+.2%}..{max(entry['deciles_vs_interleaved']):+.2%}, "
                   f"bound {entry['bound_vs_experiment']:+.2%} (experiment's two "
