@@ -1,17 +1,28 @@
-"""The tables of the trace findings page, read from the trace cases' JSON files (scripts/trace_cases.py) and the
-overhead files (scripts/trace_overhead.py) under results/_trace/.
+"""The tables of the trace findings page, read from the trace cases' JSON files (scripts/trace_cases.py), the
+overhead files (scripts/trace_overhead.py) and the callback-cost outputs (scripts/trace_callback_cost.py) under
+results/_trace/.
 
     python scripts/trace_findings.py [RESULTS_DIR]
 
-Prints Markdown: every run's overlap-experiment agreement, the newest run per GPU kind's user pipelines, and the
-tracing overhead of every overhead file.
+Prints Markdown: the overlap-experiment agreement of every run compared run by run, that of the earlier runs
+(compared with the experiment measured before and after), the newest run per GPU kind's user pipelines, the tracing
+overhead of every overhead file, and the host cost per call of every callback-cost output.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trace_cases import paired_agreement  # noqa: E402
+from trace_overhead import paired_overhead  # noqa: E402
+
+COST_MODES = ("untraced", "records only", "records and callbacks", "callbacks, no stacks",
+              "empty callbacks, cupti-python", "empty callbacks, ctypes")
 
 
 def cases(folder: Path) -> list[tuple[str, dict]]:
@@ -22,6 +33,30 @@ def kind(gpu: dict) -> str:
     return "H100" if "H100" in gpu["gpu_name"] else "H200" if "H200" in gpu["gpu_name"] else gpu["gpu_name"]
 
 
+def paired(runs: list[tuple[str, dict]]) -> list[str]:
+    lines = ["| run | GPU | commit | case | trace makespan ms | makespan, run by run (95%) | efficiency, run by run "
+             "(95%) | trace's bound vs experiment's (experiment's two apart) | deciles | GPU time traced vs untraced | "
+             "CUPTI vs events |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, document in runs:
+        gpu = document["gpu"]
+        for case in document["cases"]:
+            if "cupti_makespans_ms" not in case:
+                continue
+            found = paired_agreement(case)
+            (low, high), (pp_low, pp_high) = found["makespan_95"], found["efficiency_pp_95"]
+            bounds = case.get("experiment_bounds_ms")
+            apart = (f" ({bounds[1] / bounds[0] - 1:+.2%})" if bounds and bounds[1] != bounds[0] else " (once)")
+            deciles = case["deciles_vs_interleaved"]
+            lines.append(
+                f"| {name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {case['case']} | "
+                f"{case['summary']['makespan_ms']:.3f} | {found['makespan']:+.2%} ({low:+.2%} to {high:+.2%}) | "
+                f"{found['efficiency_pp']:+.2f} pp ({pp_low:+.2f} to {pp_high:+.2f}) | "
+                f"{case['bound_vs_experiment']:+.2%}{apart} | {min(deciles):+.2%} to {max(deciles):+.2%} | "
+                f"{case['gpu_overhead']:+.2%} | {case['cupti_vs_events']:+.2%} |")
+    return lines
+
+
 def agreement(runs: list[tuple[str, dict]]) -> list[str]:
     lines = ["| run | GPU | commit | case | trace makespan ms | experiment ms (before, after) | makespan | efficiency "
              "trace / experiment | difference | trace vs untraced runs | CUPTI vs events |",
@@ -29,7 +64,7 @@ def agreement(runs: list[tuple[str, dict]]) -> list[str]:
     for name, document in runs:
         gpu = document["gpu"]
         for case in document["cases"]:
-            if "experiment_makespans_ms" not in case:
+            if "experiment_makespans_ms" not in case or "cupti_makespans_ms" in case:
                 continue
             before, after = case["experiment_makespans_ms"]
             summary = case["summary"]
@@ -63,8 +98,9 @@ def pipelines(runs: list[tuple[str, dict]]) -> list[str]:
 
 
 def overhead(folder: Path) -> list[str]:
-    lines = ["| file | GPU | pipeline | untraced ms | records only | records and callbacks | experiment's sampling ms |",
-             "|---|---|---|---:|---:|---:|---:|"]
+    lines = ["| file | GPU | commit | pipeline | untraced ms | records only, run by run | records and callbacks, run "
+             "by run | experiment's sampling ms |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
     for path in sorted(folder.glob("*-overhead.json")):
         document = json.loads(path.read_text())
         gpu = document["gpu"]
@@ -72,22 +108,44 @@ def overhead(folder: Path) -> list[str]:
             medians = case["median_ms"]
             sampled = medians.get("experiment's sampling")
             untraced = medians["untraced"]
-            lines.append(f"| {path.name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {name} | {untraced:.3f} | "
-                         f"{case['overhead']['activity records']:+.2%} | "
-                         f"{case['overhead']['records and callbacks']:+.2%} | "
+            costs = paired_overhead(case["makespans_ms"])
+            lines.append(f"| {path.name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {name} | "
+                         f"{untraced:.3f} | "
+                         f"{costs['activity records']:+.2%} | {costs['records and callbacks']:+.2%} | "
                          f"{'' if sampled is None else f'{sampled:.3f}'} |")
+    return lines
+
+
+def callback_cost(folder: Path) -> list[str]:
+    lines = ["| file | GPU | commit | copy | " + " | ".join(COST_MODES) + " |",
+             "|---|---|---|---|" + "---:|" * len(COST_MODES)]
+    for path in sorted(folder.glob("*-callback-cost-*.txt")):
+        text = path.read_text().splitlines()
+        gpu_name, uuid, commit = re.match(r"(.+) (GPU-\S+) (\S+)$", text[0]).groups()
+        copies: dict[str, dict[str, str]] = {}
+        for line in text[1:]:
+            found = re.match(r"(.+? H2D) +(.+?) +([\d.]+) µs per call", line)
+            if found:
+                copies.setdefault(found[1], {})[found[2]] = found[3]
+        for copy, modes in copies.items():
+            lines.append(f"| {path.name[:14]} | {kind({'gpu_name': gpu_name})} {uuid[:12]} | {commit} | {copy} | "
+                         + " | ".join(modes.get(mode, "") for mode in COST_MODES) + " |")
     return lines
 
 
 def main() -> int:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "results") / "_trace"
     runs = cases(folder)
-    print("## The overlap experiment's pipeline, traced\n")
+    print("## The overlap experiment's pipeline, traced: run by run\n")
+    print("\n".join(paired(runs)))
+    print("\n## Earlier runs, against the experiment measured before and after\n")
     print("\n".join(agreement(runs)))
     print("\n## Pipelines as users write them (newest run per GPU kind)\n")
     print("\n".join(pipelines(runs)))
     print("\n## Tracing overhead on GPU time\n")
     print("\n".join(overhead(folder)))
+    print("\n## Host µs per call\n")
+    print("\n".join(callback_cost(folder)))
     return 0
 
 

@@ -1,5 +1,6 @@
 """What tracing costs a region's GPU time: CUDA-event makespans of the same pipelines untraced, with CUPTI's activity
-records only, and with the driver-call callbacks too (bench trace's default), interleaved round by round.
+records only, and with the driver-call callbacks too (bench trace's default), interleaved round by round; each
+traced mode's overhead is the median over rounds of its makespan over the same round's untraced one.
 
     python scripts/trace_overhead.py OUT.json [--rounds N]
 
@@ -22,6 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trace_cases import overlap_config, overlap_pipeline, torch_case  # noqa: E402
 
 MODES = ("untraced", "activity records", "records and callbacks")
+
+
+def paired_overhead(makespans_ms: dict[str, list[float]]) -> dict[str, float]:
+    """Each traced mode's cost: the median over rounds of its makespan over the same round's untraced one, less one
+    (a GPU whose makespans drift over seconds moves the runs of one round alike)."""
+    untraced = makespans_ms[MODES[0]]
+    return {mode: statistics.median(run / plain - 1 for run, plain in zip(makespans_ms[mode], untraced))
+            for mode in MODES[1:]}
 
 
 def overlap_case(host_memory: str, stack):
@@ -85,8 +94,7 @@ def main() -> int:
             medians = {mode: statistics.median(values) for mode, values in spans.items()}
             if sampled is not None:  # the experiment's own sampling of the same pipeline, untraced
                 medians["experiment's sampling"] = sampled()
-            report["cases"][name] = {"makespans_ms": spans, "median_ms": medians,
-                                     "overhead": {mode: medians[mode] / medians[MODES[0]] - 1 for mode in MODES[1:]}}
+            report["cases"][name] = {"makespans_ms": spans, "median_ms": medians, "overhead": paired_overhead(spans)}
             print(f"{name:<18} " + "  ".join(f"{mode} {ms:.3f} ms" for mode, ms in medians.items())
                   + "  |  " + "  ".join(f"{mode} {report['cases'][name]['overhead'][mode]:+.2%}"
                                         for mode in MODES[1:]), flush=True)
