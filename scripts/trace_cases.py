@@ -24,11 +24,13 @@ spread by tens of percent run to run). The trace is compared with the experiment
 - with the mean of the experiment's own measuring code run once before and once after the trace (their difference is
   the experiment's repeatability).
 
-The bounds are compared too: the trace measures its pinned copies itself, the experiment its stages, before the
-trace and again after it (the mean of the two is the experiment's bound). The overlap
-cases run once with the driver-call callbacks (the default) and once without (``--no-lines``). Writes the cases'
-rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines into PLOTS_DIR/<gpu>/; prints a
-table.
+The bounds are compared too. The trace measures its pinned copies itself, the experiment its stages, before the
+trace and again after it (the mean of the two is the experiment's bound). Then both are measured alternately, three
+times each (:func:`side_by_side_bounds`), and the run-by-run efficiencies take the median of each side's.
+
+The overlap cases run once with the driver-call callbacks (the default) and once without (``--no-lines``). Writes
+the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines into
+PLOTS_DIR/<gpu>/; prints a table.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy as np
 
 CHUNKS, STREAMS, ROWS, WIDTH = 8, 4, 16384, 1024  # a chunk: 16384 × 1024 float32 = 64 MiB
 OVERLAP_RUNS = {"pinned": 31, "pageable": 101}  # traced runs of the overlap pipeline (and as many untraced)
+BOUND_ROUNDS = 3  # the trace's and the experiment's bounds, measured alternately after the trace
 
 
 class EventMakespans:
@@ -207,10 +210,14 @@ def paired_agreement(case: dict, draws: int = 4000) -> dict:
     """The trace against the experiment's timer run by run: each traced run's CUPTI makespan over the untraced run
     just before it (timed by the experiment's timer), and each pair's efficiencies (the trace's bound over the one,
     the experiment's bound over the other), as medians over the pairs with bootstrap 95% intervals. A GPU whose
-    makespans drift or switch between speeds over seconds moves both runs of a pair alike."""
+    makespans drift or switch between speeds over seconds moves both runs of a pair alike. Where the case has bounds
+    measured side by side, the efficiencies take the median of each side's."""
     traced, untraced = np.asarray(case["cupti_makespans_ms"]), np.asarray(case["events_untraced_ms"])
     ratios = traced / untraced - 1
-    points = 100 * (case["summary"]["bound_ms"] / traced - case["experiment_bound_ms"] / untraced)
+    trace_bound, experiment_bound = case["summary"]["bound_ms"], case["experiment_bound_ms"]
+    if "side_by_side_bounds_ms" in case:  # measured alternately: both from the same stretch of time
+        trace_bound, experiment_bound = (statistics.median(bounds) for bounds in case["side_by_side_bounds_ms"])
+    points = 100 * (trace_bound / traced - experiment_bound / untraced)
     picks = np.random.default_rng(0).integers(0, len(ratios), (draws, len(ratios)))
 
     def interval(values) -> tuple[float, float]:
@@ -219,6 +226,29 @@ def paired_agreement(case: dict, draws: int = 4000) -> dict:
 
     return {"makespan": float(np.median(ratios)), "makespan_95": interval(ratios),
             "efficiency_pp": float(np.median(points)), "efficiency_pp_95": interval(points)}
+
+
+def side_by_side_bounds(runner, config: dict, payload, found) -> tuple[list[float], list[float]]:
+    """The trace's bound for the work of its described run and the experiment's bound, measured alternately
+    BOUND_ROUNDS times (the trace's copies at pinned speed, :func:`bench.measure.pinned.copy_engines`; the
+    experiment's stages): a GPU's copy rate drifts by several percent over seconds, so only bounds measured side by
+    side compare the two ways of measuring it."""
+    from bench.measure.activity import Op
+    from bench.measure.pinned import copy_engines
+
+    h2d = sum(activity.bytes for activity in found.activities if activity.op == Op.H2D)
+    d2h = sum(activity.bytes for activity in found.activities if activity.op == Op.D2H)
+    trace_bounds, experiment_bounds = [], []
+    for _ in range(BOUND_ROUNDS):
+        runner.remeasure_stages()
+        experiment_bounds.append(runner.stages(payload, config["compute_ratio"], config["host_memory"]).bound_ms)
+        trace_bounds.append(max({**found.bound_terms, "copies": copy_engines(h2d, d2h).bound_ms()}.values()))
+    return trace_bounds, experiment_bounds
+
+
+def side_by_side(case: dict) -> float:
+    """The median over the rounds of the trace's bound over the experiment's measured beside it, less one."""
+    return statistics.median(mine / theirs - 1 for mine, theirs in zip(*case["side_by_side_bounds_ms"]))
 
 
 def decile_ratios(values, others) -> list[float]:
@@ -244,6 +274,7 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
         name = f"overlap {host_memory}" + ("" if lines else " --no-lines")
         found = trace(run, results=results, target=name, runs=OVERLAP_RUNS[host_memory], lines=lines,
                       leave_out=lambda activity: "gate_kernel" in activity.name)
+        bounds = side_by_side_bounds(runner, config, payload, found)
         runner.remeasure_stages()  # its bound too: a GPU's copy rate can drift by several percent over seconds
         again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability
     untraced, traced = spans[1::2], spans[2::2]
@@ -266,7 +297,7 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
             "makespan_vs_interleaved_95": median_ratio_interval(found.makespans_ms, untraced),
             "cupti_makespans_ms": list(found.makespans_ms),
             "deciles_vs_interleaved": decile_ratios(found.makespans_ms, untraced),
-            "bound_vs_experiment": found.bound_ms / bound - 1,
+            "bound_vs_experiment": found.bound_ms / bound - 1, "side_by_side_bounds_ms": bounds,
             "interleaved_efficiency": bound / interleaved,
             "efficiency_pp_interleaved": 100 * (found.efficiency - bound / interleaved)}
 
@@ -326,6 +357,7 @@ def main() -> int:
         versus += (f"interleaved: makespan {entry['makespan_vs_interleaved']:+.2%} "
                   f"({entry['makespan_vs_interleaved_95'][0]:+.2%}..{entry['makespan_vs_interleaved_95'][1]:+.2%}), "
                   f"deciles {min(entry['deciles_vs_interleaved']):+.2%}..{max(entry['deciles_vs_interleaved']):+.2%}, "
+                  f"bounds side by side {side_by_side(entry):+.2%}, "
                   f"bound {entry['bound_vs_experiment']:+.2%} (experiment's two "
                   f"{entry['experiment_bounds_ms'][1] / entry['experiment_bounds_ms'][0] - 1:+.2%} apart), eff "
                   f"{entry['efficiency_pp_interleaved']:+.2f} pp; measured before/after: makespan "

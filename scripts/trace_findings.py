@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_cases import paired_agreement  # noqa: E402
+from trace_cases import paired_agreement, side_by_side  # noqa: E402
 from trace_overhead import paired_overhead  # noqa: E402
 
 COST_MODES = ("untraced", "records only", "records and callbacks", "callbacks, no stacks",
@@ -35,9 +35,9 @@ def kind(gpu: dict) -> str:
 
 def paired(runs: list[tuple[str, dict]]) -> list[str]:
     lines = ["| run | GPU | commit | case | trace makespan ms | makespan, run by run (95%) | efficiency, run by run "
-             "(95%) | trace's bound vs experiment's (experiment's two apart) | deciles | GPU time traced vs untraced | "
-             "CUPTI vs events |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "(95%) | trace's bound vs experiment's (experiment's two apart) | bounds side by side | deciles | GPU time "
+             "traced vs untraced | CUPTI vs events |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, document in runs:
         gpu = document["gpu"]
         for case in document["cases"]:
@@ -47,12 +47,13 @@ def paired(runs: list[tuple[str, dict]]) -> list[str]:
             (low, high), (pp_low, pp_high) = found["makespan_95"], found["efficiency_pp_95"]
             bounds = case.get("experiment_bounds_ms")
             apart = (f" ({bounds[1] / bounds[0] - 1:+.2%})" if bounds and bounds[1] != bounds[0] else " (once)")
+            beside = f"{side_by_side(case):+.2%}" if "side_by_side_bounds_ms" in case else ""
             deciles = case["deciles_vs_interleaved"]
             lines.append(
                 f"| {name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {case['case']} | "
                 f"{case['summary']['makespan_ms']:.3f} | {found['makespan']:+.2%} ({low:+.2%} to {high:+.2%}) | "
                 f"{found['efficiency_pp']:+.2f} pp ({pp_low:+.2f} to {pp_high:+.2f}) | "
-                f"{case['bound_vs_experiment']:+.2%}{apart} | {min(deciles):+.2%} to {max(deciles):+.2%} | "
+                f"{case['bound_vs_experiment']:+.2%}{apart} | {beside} | {min(deciles):+.2%} to {max(deciles):+.2%} | "
                 f"{case['gpu_overhead']:+.2%} | {case['cupti_vs_events']:+.2%} |")
     return lines
 
