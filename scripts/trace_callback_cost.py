@@ -1,8 +1,10 @@
 """What bench trace's driver-call callbacks cost one call: host µs per cudaMemcpyAsync, untraced, with CUPTI's
 activity records only, with the records and the callbacks (bench trace's default), with the callbacks but no Python
-stack taken, and with the records and an empty callback entered the two ways there are: cupti-python's ``subscribe`` (which builds a
-Python object of CUPTI's record per call) and bench's ctypes one (:mod:`bench.measure.driver_callbacks`), for a
-4 KiB pinned copy (the call's own cost) and a 16 MiB pageable copy (a call that blocks the host while it copies).
+stack taken, and with the records and an empty callback entered the two ways there are: cupti-python's
+``subscribe`` (which builds a Python object of CUPTI's record per call) and bench's ctypes one
+(:mod:`bench.measure.driver_callbacks`). For a 4 KiB pinned copy (the call's own cost) and a 16 MiB pageable copy (a
+call that blocks the host while it copies). The modes run one after another, not interleaved: differences of a
+microsecond or two are within the machine's drift.
 
     python scripts/trace_callback_cost.py [--calls N]
 
@@ -46,7 +48,7 @@ def empty_callbacks(mode: str):
         from bench.measure.cuda_calls import waiting_callback_ids
         from bench.measure.driver_callbacks import DriverCallbacks
 
-        return DriverCallbacks(cupti, "bench empty", waiting_callback_ids(cupti), lambda *arguments: None)
+        return DriverCallbacks(cupti, "bench empty", waiting_callback_ids(cupti), lambda *arguments: None, print)
     return None
 
 
@@ -102,7 +104,7 @@ def main() -> int:
                     empty.close()
                 if recorder:
                     recorder.close()
-            print(f"{name:<20} {mode:<22} {statistics.median(samples):9.2f} µs per call "
+            print(f"{name:<20} {mode:<30} {statistics.median(samples):9.2f} µs per call "
                   f"(min {min(samples):.2f}, max {max(samples):.2f})", flush=True)
     for host, device, _ in cases.values():
         host.close()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from threading import get_ident
 
 from bench.measure.cuda_calls import waiting_callback_ids
-from bench.measure.driver_callbacks import DriverCallbacks, SubscribeFailed, caller_frame
+from bench.measure.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame
 from bench.measure.waits import Frame, frames_of, places_of
 from bench.vocabulary import Word
 
@@ -128,8 +128,8 @@ class Recorder:
 
     def _subscribe(self) -> DriverCallbacks:
         try:
-            return DriverCallbacks(self._cupti, "bench trace", self._names, self._on_call)
-        except SubscribeFailed as error:
+            return DriverCallbacks(self._cupti, "bench trace", self._names, self._on_call, self._on_error)
+        except CuptiFailed as error:
             if error.holder is not None:
                 raise TraceUnavailable(f"CUPTI is taken by {error.holder or 'another profiler'}: run bench trace "
                                        "outside the profiler") from None
@@ -145,30 +145,31 @@ class Recorder:
         if self._subscriber is not None:
             try:
                 self._subscriber.watch(on)
-            except SubscribeFailed as error:
+            except CuptiFailed as error:
                 raise TraceUnavailable(f"CUPTI: {error}") from None
 
     def _on_call(self, callback_id: int, entering: bool, correlation: int) -> None:
-        try:
-            calls = self._calls
-            if calls is None:
-                return
-            now = self._timestamp()
-            open_calls = self._open.get(get_ident())
-            if open_calls is None:
-                open_calls = self._open[get_ident()] = []
-            if entering:
-                open_calls.append((callback_id, now, correlation))
-                return
-            if not open_calls:
-                return
-            callback_id, start, correlation = open_calls.pop()
-            places = ()
-            if now - start >= FRAMES_AFTER_NS or callback_id in self._copying:
-                places = places_of(caller_frame(), to_user_line=True)  # short: the call is waiting
-            calls.append((callback_id, start, now, correlation, places))
-        except BaseException as error:  # never into CUPTI: an interrupt that lands here is raised by stop()
-            self._error = self._error or error
+        calls = self._calls
+        if calls is None:
+            return
+        now = self._timestamp()
+        open_calls = self._open.get(get_ident())
+        if open_calls is None:
+            open_calls = self._open[get_ident()] = []
+        if entering:
+            open_calls.append((callback_id, now, correlation))
+            return
+        if not open_calls:
+            return
+        callback_id, start, correlation = open_calls.pop()
+        places = ()
+        if now - start >= FRAMES_AFTER_NS or callback_id in self._copying:
+            places = places_of(caller_frame(), to_user_line=True)  # short: the call is waiting
+        calls.append((callback_id, start, now, correlation, places))
+
+    def _on_error(self, error: BaseException) -> None:
+        """What a callback raised (an interrupt that landed there): raised by :meth:`stop`."""
+        self._error = self._error or error
 
     def start(self) -> None:
         """Record from now: activity records and watched calls. A 4-byte memset first makes CUPTI take its first

@@ -31,7 +31,8 @@ class CudaCalls:
 
         self._names = waiting_callback_ids(cupti)
         self._inside: dict[int, list[str]] = {}
-        self._subscriber = DriverCallbacks(cupti, "bench syncs", self._names, self._on_call)
+        self._error: BaseException | None = None  # raised in a callback (an interrupt), raised again by close()
+        self._subscriber = DriverCallbacks(cupti, "bench syncs", self._names, self._on_call, self._on_error)
         try:
             self._subscriber.watch(True)
         except BaseException:
@@ -45,6 +46,9 @@ class CudaCalls:
         elif calls:
             calls.pop()
 
+    def _on_error(self, error: BaseException) -> None:
+        self._error = self._error or error
+
     def current(self, thread_id: int) -> str:
         """The innermost driver call ``thread_id`` is in now ('' for none)."""
         calls = self._inside.get(thread_id) or []
@@ -52,6 +56,9 @@ class CudaCalls:
 
     def close(self) -> None:
         self._subscriber.close()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def open_cuda_calls() -> tuple[CudaCalls | None, str]:

@@ -213,8 +213,8 @@ class Runner:
         return self._stages[key]
 
     def remeasure_stages(self) -> None:
-        """Forget the copy and stage times measured so far (the kernel's calibration and its times stay): the next
-        row measures them again, its bound too."""
+        """Forget the copy and stage times measured so far (the kernel's calibration and its whole-payload times
+        stay): the next row measures the copies and the split kernels again, and so its bound."""
         self._stages.clear()
         self._copies.clear()
 
