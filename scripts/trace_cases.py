@@ -198,12 +198,16 @@ def overlap_pipeline(config: dict, stack):
     return runner, payload, pipeline, run, spans
 
 
+def interval_95(draws) -> tuple[float, float]:
+    """The middle 95% of bootstrap draws."""
+    return float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
 def median_ratio_interval(values, others, draws: int = 4000) -> tuple[float, float]:
     """A bootstrap 95% interval of median(values) / median(others) - 1."""
     rng = np.random.default_rng(0)
-    ratios = (np.median(rng.choice(np.asarray(values), (draws, len(values))), axis=1)
-              / np.median(rng.choice(np.asarray(others), (draws, len(others))), axis=1) - 1)
-    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+    return interval_95(np.median(rng.choice(np.asarray(values), (draws, len(values))), axis=1)
+                       / np.median(rng.choice(np.asarray(others), (draws, len(others))), axis=1) - 1)
 
 
 def paired_agreement(case: dict, draws: int = 4000) -> dict:
@@ -220,12 +224,9 @@ def paired_agreement(case: dict, draws: int = 4000) -> dict:
     points = 100 * (trace_bound / traced - experiment_bound / untraced)
     picks = np.random.default_rng(0).integers(0, len(ratios), (draws, len(ratios)))
 
-    def interval(values) -> tuple[float, float]:
-        medians = np.median(values[picks], axis=1)
-        return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
-
-    return {"makespan": float(np.median(ratios)), "makespan_95": interval(ratios),
-            "efficiency_pp": float(np.median(points)), "efficiency_pp_95": interval(points)}
+    return {"makespan": float(np.median(ratios)), "makespan_95": interval_95(np.median(ratios[picks], axis=1)),
+            "efficiency_pp": float(np.median(points)),
+            "efficiency_pp_95": interval_95(np.median(points[picks], axis=1))}
 
 
 def side_by_side_bounds(runner, config: dict, payload, found) -> tuple[list[float], list[float]]:
