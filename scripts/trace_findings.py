@@ -6,7 +6,8 @@ results/_trace/.
 
 Prints Markdown: the overlap-experiment agreement of every run compared run by run, that of the earlier runs
 (compared with the experiment measured before and after), the newest run per GPU kind's user pipelines, the tracing
-overhead of every overhead file, and the host cost per call of every callback-cost output.
+overhead of every overhead file, the copies' bound on different pinned buffers (scripts/pinned_buffers.py), and the
+host cost per call of every callback-cost output.
 """
 
 from __future__ import annotations
@@ -134,6 +135,19 @@ def callback_cost(folder: Path) -> list[str]:
     return lines
 
 
+def pinned_buffers(folder: Path) -> list[str]:
+    lines = ["| file | GPU | commit | buffers | rounds | median ms | range ms | median vs payload A |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    for path in sorted(folder.glob("*-pinned-buffers.json")):
+        document = json.loads(path.read_text())
+        gpu = document["gpu"]
+        for name, entry in document["summary"].items():
+            lines.append(f"| {path.name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {name} | "
+                         f"{document['rounds']} | {entry['median_ms']:.4f} | {entry['min_ms']:.4f}–"
+                         f"{entry['max_ms']:.4f} | {entry['median_vs_A']:+.2%} |")
+    return lines
+
+
 def main() -> int:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "results") / "_trace"
     runs = cases(folder)
@@ -145,6 +159,8 @@ def main() -> int:
     print("\n".join(pipelines(runs)))
     print("\n## Tracing overhead on GPU time\n")
     print("\n".join(overhead(folder)))
+    print("\n## Pinned buffers\n")
+    print("\n".join(pinned_buffers(folder)))
     print("\n## Host µs per call\n")
     print("\n".join(callback_cost(folder)))
     return 0
