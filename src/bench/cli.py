@@ -816,11 +816,7 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
         from bench.syncs import save
 
         save([(args.target, found)], environment, args.save)
-    if args.json:
-        print(found.to_json())
-    else:
-        console.print(f"{args.target} on {environment.gpu_name}: {found}", highlight=False, soft_wrap=True,
-                      markup=False)
+    _show(args, console, found, f"{args.target} on {environment.gpu_name}: ")
     return 0
 
 
@@ -856,12 +852,16 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
         from bench.store import write_bytes
 
         write_bytes(args.plot, figure)
+    _show(args, console, found, f"{args.target} on {environment.gpu_name}:\n")
+    return 0
+
+
+def _show(args: argparse.Namespace, console: Console, found, heading: str) -> None:
+    """What syncs or trace found: JSON with --json, else the heading and the text."""
     if args.json:
         print(found.to_json())
     else:
-        console.print(f"{args.target} on {environment.gpu_name}:\n{found}", highlight=False, soft_wrap=True,
-                      markup=False)
-    return 0
+        console.print(f"{heading}{found}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _reference_rows(results: Path):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from bench.measure.activity import COPIES, Activity, HostCall, Op, Recording, TraceUnavailable
 from bench.measure.waits import Frame, user_index
 from bench.timing import concurrent, gaps, length, shared, union
+from bench.units import format_size
 
 DEFAULT_RUNS = 5
 GAP_NS = 10_000  # shorter idle stretches are launch latency, not a gap
@@ -281,13 +282,6 @@ def _finite(value):
     return value
 
 
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.4g} {unit}"
-    return f"{nbytes} B"
-
-
 def describe(result: TraceResult) -> list[str]:
     """The result in a few lines a person reads."""
     kernels = sum(a.op == Op.KERNEL for a in result.activities)
@@ -314,7 +308,7 @@ def describe(result: TraceResult) -> list[str]:
                      "against pinned memory:")
         for group in sorted(result.pageable, key=lambda group: -group.cost_ms):
             host = "" if group.host_ms is None else f"; host {group.host_ms:.3f} ms"
-            lines.append(f"  {group.count} × {group.op} {_size(group.bytes)}: {group.ms:.3f} ms, pinned "
+            lines.append(f"  {group.count} × {group.op} {format_size(group.bytes)}: {group.ms:.3f} ms, pinned "
                          f"{group.count * group.pinned_ms:.3f} ms ({group.reference}){host}"
                          f"{'  ' + group.line if group.line else ''}")
     waited = [gap for gap in result.gaps if gap.wait]

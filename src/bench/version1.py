@@ -9,9 +9,10 @@ and a clock, nullable booleans, and one row per launch way. pandas and numpy onl
 
 from __future__ import annotations
 
-from bench.vocabulary import Clock, Unit
 import numpy as np
 import pandas as pd
+
+from bench.vocabulary import Clock, Unit
 
 # experiment -> (v1 samples column, unit, clock, metric, v1 median/min/max columns)
 _SAMPLES = {

@@ -11,7 +11,6 @@ import ctypes
 import sys
 import weakref
 from collections.abc import Callable, Iterable
-from importlib.metadata import version
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
 _OLD_NAME_BYTES = 256
@@ -63,6 +62,8 @@ def mapped_library(maps: Iterable[str], major: str) -> str:
 
 def _library(cupti) -> ctypes.CDLL:
     """The libcupti ``cupti-python`` loaded (the same library: one CUPTI per process)."""
+    from importlib.metadata import version  # here, not at import: it costs every ``import bench`` ~10 ms
+
     cupti.get_timestamp()  # makes cupti-python load it
     with open("/proc/self/maps") as maps:
         library = ctypes.CDLL(mapped_library(maps, version("cupti-python").split(".")[0]))

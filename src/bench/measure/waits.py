@@ -56,8 +56,9 @@ class Frame:
 
 @functools.lru_cache(maxsize=8192)
 def library_of(file: str) -> str:
-    """The library a source file belongs to (remembered per file: a trace asks in CUPTI's callbacks): a GPU library's name ('torch', 'cupy', 'jax', 'numba-cuda'), another
-    installed package's top-level name, 'python' for the standard library, 'bench', or '' for the user's code."""
+    """The library a source file belongs to (remembered per file: a trace asks in CUPTI's callbacks): a GPU library's
+    name ('torch', 'cupy', 'jax', 'numba-cuda'), another installed package's top-level name, 'python' for the
+    standard library, 'bench', or '' for the user's code."""
     if file.startswith("<"):
         return "python" if file.startswith("<frozen") else ""
     path = str(Path(file).resolve())
