@@ -20,6 +20,10 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trace_cases import overlap_runner  # noqa: E402
+
 TOTAL_BYTES = 256 << 20
 
 
@@ -31,18 +35,15 @@ def main() -> int:
     if arguments.rounds < 1:
         parser.error("--rounds must be at least 1")
     from bench.env import gpu_environment
-    from bench.experiments import overlap
     from bench.measure.pinned import copy_engines
-    from bench.measure.pipeline import Payload, Runner
-    from bench.timing import Context, StopRule
+    from bench.measure.pipeline import Payload
 
     environment = gpu_environment(0)
-    rules = {purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()}
     bounds: dict[str, list[float]] = {"payload A": [], "payload B": [], "fresh (trace)": []}
     with ExitStack() as stack:
         payloads = {}
         for name in ("payload A", "payload B"):
-            runner = Runner(Context(rules))
+            runner = overlap_runner()
             stack.callback(runner.timeline.close)
             payloads[name] = (runner, stack.enter_context(Payload(TOTAL_BYTES, ["pinned"], 2)))
         for _ in range(arguments.rounds):

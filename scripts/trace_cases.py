@@ -172,16 +172,23 @@ def overlap_config(host_memory: str) -> dict:
             "launch": "eager", "chunks_per_stream": 4, "streams": 4}
 
 
+def overlap_runner():
+    """A runner of the overlap experiment's pipelines under the experiment's own stop rules."""
+    from bench.experiments import overlap
+    from bench.measure.pipeline import Runner
+    from bench.timing import Context, StopRule
+
+    return Runner(Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()}))
+
+
 def overlap_pipeline(config: dict, stack):
     """The overlap experiment's runner (its stop rules), payload and calibrated pipeline for ``config``, released by
     ``stack``, and the function that runs the pipeline once timed as the experiment times it (pinned behind the
     gate, pageable from a start event before the first enqueue), each makespan appended to the list it also
     returns."""
-    from bench.experiments import overlap
-    from bench.measure.pipeline import Payload, Pipeline, Runner
-    from bench.timing import Context, StopRule
+    from bench.measure.pipeline import Payload, Pipeline
 
-    runner = Runner(Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()}))
+    runner = overlap_runner()
     runner.launch_us = {"precompiled": float("nan"), "graph": float("nan")}  # a column of the row, not used here
     stack.callback(runner.timeline.close)
     host_memory = config["host_memory"]

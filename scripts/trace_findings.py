@@ -30,14 +30,19 @@ def cases(folder: Path) -> list[tuple[str, dict]]:
     return [(path.name, json.loads(path.read_text())) for path in sorted(folder.glob("*-cases.json"))]
 
 
+def run_cells(run: str, gpu: dict, what: str) -> str:
+    """A row's first cells: the run (a file's stamp), the GPU, the commit, what the row is about."""
+    return f"| {run} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {what} | "
+
+
 def kind(gpu: dict) -> str:
     return "H100" if "H100" in gpu["gpu_name"] else "H200" if "H200" in gpu["gpu_name"] else gpu["gpu_name"]
 
 
 def paired(runs: list[tuple[str, dict]]) -> list[str]:
     lines = ["| run | GPU | commit | case | trace makespan ms | makespan, run by run (95%) | efficiency, run by run "
-             "(95%) | trace's bound vs experiment's (experiment's two apart) | bounds side by side | deciles | GPU time "
-             "traced vs untraced | CUPTI vs events |",
+             "(95%) | trace's bound vs experiment's (experiment's two apart) | bounds side by side | deciles | "
+             "GPU time traced vs untraced | CUPTI vs events |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, document in runs:
         gpu = document["gpu"]
@@ -51,11 +56,12 @@ def paired(runs: list[tuple[str, dict]]) -> list[str]:
             beside = f"{side_by_side(case):+.2%}" if "side_by_side_bounds_ms" in case else ""
             deciles = case["deciles_vs_interleaved"]
             lines.append(
-                f"| {name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {case['case']} | "
-                f"{case['summary']['makespan_ms']:.3f} | {found['makespan']:+.2%} ({low:+.2%} to {high:+.2%}) | "
-                f"{found['efficiency_pp']:+.2f} pp ({pp_low:+.2f} to {pp_high:+.2f}) | "
-                f"{case['bound_vs_experiment']:+.2%}{apart} | {beside} | {min(deciles):+.2%} to {max(deciles):+.2%} | "
-                f"{case['gpu_overhead']:+.2%} | {case['cupti_vs_events']:+.2%} |")
+                run_cells(name[:16], gpu, case["case"])
+                + f"{case['summary']['makespan_ms']:.3f} | {found['makespan']:+.2%} ({low:+.2%} to {high:+.2%}) | "
+                  f"{found['efficiency_pp']:+.2f} pp ({pp_low:+.2f} to {pp_high:+.2f}) | "
+                  f"{case['bound_vs_experiment']:+.2%}{apart} | {beside} | "
+                  f"{min(deciles):+.2%} to {max(deciles):+.2%} | {case['gpu_overhead']:+.2%} | "
+                  f"{case['cupti_vs_events']:+.2%} |")
     return lines
 
 
@@ -71,10 +77,10 @@ def agreement(runs: list[tuple[str, dict]]) -> list[str]:
             before, after = case["experiment_makespans_ms"]
             summary = case["summary"]
             lines.append(
-                f"| {name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {case['case']} | "
-                f"{summary['makespan_ms']:.3f} | {before:.3f}, {after:.3f} | {case['makespan_vs_experiment']:+.2%} | "
-                f"{summary['efficiency']:.1%} / {case['experiment_efficiency']:.1%} | {case['efficiency_pp']:+.2f} pp | "
-                f"{case['gpu_overhead']:+.2%} | {case['cupti_vs_events']:+.2%} |")
+                run_cells(name[:16], gpu, case["case"])
+                + f"{summary['makespan_ms']:.3f} | {before:.3f}, {after:.3f} | {case['makespan_vs_experiment']:+.2%} | "
+                  f"{summary['efficiency']:.1%} / {case['experiment_efficiency']:.1%} | "
+                  f"{case['efficiency_pp']:+.2f} pp | {case['gpu_overhead']:+.2%} | {case['cupti_vs_events']:+.2%} |")
     return lines
 
 
@@ -111,8 +117,8 @@ def overhead(folder: Path) -> list[str]:
             sampled = medians.get("experiment's sampling")
             untraced = medians["untraced"]
             costs = paired_overhead(case["makespans_ms"])
-            lines.append(f"| {path.name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {name} | "
-                         f"{untraced:.3f} | "
+            lines.append(run_cells(path.name[:16], gpu, name)
+                         + f"{untraced:.3f} | "
                          f"{costs['activity records']:+.2%} | {costs['records and callbacks']:+.2%} | "
                          f"{'' if sampled is None else f'{sampled:.3f}'} |")
     return lines
@@ -130,8 +136,9 @@ def callback_cost(folder: Path) -> list[str]:
             if found:
                 copies.setdefault(found[1], {})[found[2]] = found[3]
         for copy, modes in copies.items():
-            lines.append(f"| {path.name[:14]} | {kind({'gpu_name': gpu_name})} {uuid[:12]} | {commit} | {copy} | "
-                         + " | ".join(modes.get(mode, "") for mode in COST_MODES) + " |")
+            gpu = {"gpu_name": gpu_name, "gpu_uuid": uuid, "git_commit": commit}
+            cells = " | ".join(modes.get(mode, "") for mode in COST_MODES)
+            lines.append(f"{run_cells(path.name[:14], gpu, copy)}{cells} |")
     return lines
 
 
@@ -142,8 +149,8 @@ def pinned_buffers(folder: Path) -> list[str]:
         document = json.loads(path.read_text())
         gpu = document["gpu"]
         for name, entry in document["summary"].items():
-            lines.append(f"| {path.name[:16]} | {kind(gpu)} {gpu['gpu_uuid'][:12]} | {gpu['git_commit']} | {name} | "
-                         f"{document['rounds']} | {entry['median_ms']:.4f} | {entry['min_ms']:.4f}–"
+            lines.append(run_cells(path.name[:16], gpu, name)
+                         + f"{document['rounds']} | {entry['median_ms']:.4f} | {entry['min_ms']:.4f}–"
                          f"{entry['max_ms']:.4f} | {entry['median_vs_A']:+.2%} |")
     return lines
 
