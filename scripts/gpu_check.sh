@@ -45,6 +45,8 @@
 #   "trace-cases"               bench trace on PyTorch and CuPy stream pipelines and on the overlap experiment's own
 #                               (scripts/trace_cases.py) into results/_trace/, timelines into $PLOTS/<gpu>/
 #   "trace-overhead"            the same pipelines' event makespans untraced and traced (scripts/trace_overhead.py)
+#   "copy-drift [SECONDS]"      how reproducible the copies' bound is: duplex copies back to back
+#                               (scripts/copy_rate_drift.py, 30 s unless given) into results/_trace/
 #   "trace TARGET [args]"       python -m bench trace TARGET, its rows into results/_trace/
 #   "trace-readme"              the README's trace: docs/examples/input_pipeline.py's pageable_step and step, each
 #                               with its output (.txt), rows and timeline (--plot)
@@ -284,10 +286,15 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
         name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
         timeout 300 python3 -m bench syncs --save "results/_syncs/$stamp-$name-$(basename "${words[1]%%:*}" .py).parquet" \
           "${words[@]:1}" ;;
-      trace-cases) timeout 480 python3 scripts/trace_cases.py results/_trace "${PLOTS:-plots}" ;;
+      trace-cases) timeout 540 python3 scripts/trace_cases.py results/_trace "${PLOTS:-plots}" ;;
       trace-overhead)
         name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
         timeout 300 python3 scripts/trace_overhead.py "results/_trace/$stamp-$name-overhead.json" ;;
+      copy-drift)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
+        slug=$name-$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | cut -c5-12)
+        timeout 300 python3 scripts/copy_rate_drift.py "results/_trace/$stamp-$slug-copy-drift.json" \
+          --seconds "${words[1]:-30}" | tee "results/_trace/$stamp-$slug-copy-drift.txt" ;;
       trace)
         name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
         timeout 300 python3 -m bench trace --save "results/_trace/$stamp-$name-$(basename "${words[1]%%:*}" .py).parquet" \

@@ -1,13 +1,13 @@
 """The tables of the trace findings page, read from the trace cases' JSON files (scripts/trace_cases.py), the
-overhead files (scripts/trace_overhead.py) and the callback-cost outputs (scripts/trace_callback_cost.py) under
-results/_trace/.
+overhead files (scripts/trace_overhead.py), the copy-drift files (scripts/copy_rate_drift.py) and the callback-cost
+outputs (scripts/trace_callback_cost.py) under results/_trace/.
 
     python scripts/trace_findings.py [RESULTS_DIR]
 
 Prints Markdown: the overlap-experiment agreement of every run compared run by run, that of the earlier runs
 (compared with the experiment measured before and after), the newest run per GPU kind's user pipelines, the tracing
-overhead of every overhead file, the copies' bound on different pinned buffers (scripts/pinned_buffers.py), and the
-host cost per call of every callback-cost output.
+overhead of every overhead file, the copies' bound on different pinned buffers (scripts/pinned_buffers.py) and over
+consecutive blocks of samples (scripts/copy_rate_drift.py), and the host cost per call of every callback-cost output.
 """
 
 from __future__ import annotations
@@ -155,6 +155,18 @@ def pinned_buffers(folder: Path) -> list[str]:
     return lines
 
 
+def copy_drift(folder: Path) -> list[str]:
+    lines = ["| file | GPU | commit | samples per bound | blocks | fastest ms | median ms | slowest ms | spread | IQR |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for path in sorted(folder.glob("*-copy-drift.json")):
+        document = json.loads(path.read_text())
+        for size, entry in document["blocks"].items():
+            lines.append(run_cells(path.name[:16], document["gpu"], size)
+                         + f"{entry['blocks']} | {entry['min_ms']:.4f} | {entry['median_ms']:.4f} | "
+                         f"{entry['max_ms']:.4f} | {entry['spread']:+.2%} | {entry['iqr']:.2%} |")
+    return lines
+
+
 def main() -> int:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "results") / "_trace"
     runs = cases(folder)
@@ -168,6 +180,8 @@ def main() -> int:
     print("\n".join(overhead(folder)))
     print("\n## Pinned buffers\n")
     print("\n".join(pinned_buffers(folder)))
+    print("\n## The copies' bound over consecutive blocks of samples\n")
+    print("\n".join(copy_drift(folder)))
     print("\n## Host µs per call\n")
     print("\n".join(callback_cost(folder)))
     return 0

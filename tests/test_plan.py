@@ -63,7 +63,7 @@ def test_rules_for_each_mode():
     assert quick["stage"] == StopRule(min_samples=plan.QUICK_CAPS["min_samples"],
                                       time_cap_s=plan.QUICK_CAPS["time_cap_s"])
     overlap = rules_for(_experiment("overlap"), "default")
-    assert set(overlap) == {"default", "stage"}
+    assert set(overlap) == {"default", "stage", "bound"}
     for purpose, changes in _experiment("overlap").stop_rules.items():
         assert overlap[purpose] == StopRule().replace(**changes)
 

@@ -435,3 +435,11 @@ def test_a_stack_to_the_user_line_stops_at_the_innermost_frame_of_the_users_code
     assert short[0].function == (
         "test_a_stack_to_the_user_line_stops_at_the_innermost_frame_of_the_users_code")
     assert whole[-len(short):] == short and len(whole) > len(short)
+
+
+def test_the_copies_bound_counts_what_the_copy_engines_allow():
+    from bench.measure.pinned import CopyEngines
+
+    assert CopyEngines(5.0, 5.2, engines=2, at_once=True).bound_ms() == 5.2  # both ways at once: the slower
+    assert CopyEngines(5.0, 5.2, engines=1, at_once=False).bound_ms() == pytest.approx(10.2)  # one after the other
+    assert CopyEngines(5.0, 0.0, engines=2, at_once=False).bound_ms() == 5.0  # one direction only

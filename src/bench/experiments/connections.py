@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from bench.cuda import cupy
 from bench.experiments import Config, Experiment, Row
+from bench.measure.pipeline import BOUND_RULE, verified_pipeline
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
 from bench.vocabulary import (CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Clock, Connections, Status, StopReason, Unit,
@@ -64,7 +65,7 @@ def lean(config: Config) -> bool:
 
 def seconds(config: Config, rule: StopRule) -> float:
     if config["workload"] == "pipeline":
-        return 0.5  # calibration, stage times, verification, samples
+        return 0.5 + BOUND_RULE["min_samples"] * 2e-3  # calibration, stages, the bound's copies, samples
     return 0.02 + REPEATS * (config["streams"] + 1) * SPIN_MS / 1e3 / 2
 
 
@@ -86,8 +87,6 @@ def _spins(config: Config, watch: SpinWatch, streams: list) -> Row:
 
 
 def _pipeline(config: Config, context: Context) -> Row:
-    from bench.measure.pipeline import verified_pipeline
-
     with verified_pipeline(PIPELINE_BYTES, config["streams"], CHUNKS_PER_STREAM, 1.0, context) as (once, used, stages):
         def enqueue(ops: int) -> None:
             for _ in range(ops):
@@ -125,6 +124,7 @@ EXPERIMENT = Experiment(
     lean=lean,
     memory_needed=memory_needed,
     process_axis="connections",
+    stop_rules={"bound": BOUND_RULE},
     before_cuda=before_cuda,
     size_axis="",
     order=35,

@@ -11,28 +11,28 @@ from dataclasses import dataclass
 
 from bench.cuda import runtime
 from bench.measure.copies import CopyBuffers, mismatch
+from bench.measure.pipeline import BOUND_RULE, bound_ms
 from bench.timing import MeasurementFailed, StopRule, Timer
 
 LARGEST = 256 << 20
-RULE = StopRule(min_samples=10, time_cap_s=1.0)  # the overlap experiment's stage rule: its bound's copies alike
+RULE = StopRule(min_samples=10, time_cap_s=1.0)  # the overlap experiment's stage rule: a pageable copy's reference
+BOUND = StopRule(**BOUND_RULE)  # the copies in the bound, as the overlap experiment measures its own
 
 
 @dataclass(frozen=True)
 class CopyEngines:
-    """The region's copy volume at pinned speed: each direction alone and both at once (fastest samples, ms)."""
+    """The region's copy volume at pinned speed as the bound counts it (fastest samples, ms): each direction while
+    the other runs too (``at_once``: two or more copy engines and bytes both ways), else each direction alone."""
 
     h2d_ms: float
     d2h_ms: float
-    h2d_duplex_ms: float  # the uploads while the downloads run too (both directions' bytes at once)
-    d2h_duplex_ms: float
     engines: int  # asyncEngineCount
+    at_once: bool
 
     def bound_ms(self) -> float:
-        """The least time the copies can take: with two or more copy engines the two directions at once, else one
-        after the other (the overlap experiment's rule, without its kernel)."""
-        from bench.measure.pipeline import bound_ms
-
-        return bound_ms(0.0, self.h2d_ms, self.d2h_ms, self.h2d_duplex_ms, self.d2h_duplex_ms, self.engines)
+        """The least time the copies can take: with two or more copy engines the slower direction (at once), else
+        one after the other (the overlap experiment's rule, without its kernel)."""
+        return bound_ms(0.0, self.h2d_ms, self.d2h_ms, self.h2d_ms, self.d2h_ms, self.engines)
 
 
 def _scaled(nbytes: int) -> tuple[int, float]:
@@ -60,25 +60,25 @@ def _timed(copies, sizes: list[int], timer: Timer) -> list[float]:
 
 
 def copy_engines(h2d_bytes: int, d2h_bytes: int) -> CopyEngines:
-    """The pinned times of ``h2d_bytes`` up and ``d2h_bytes`` down, alone and at once."""
+    """The pinned times of ``h2d_bytes`` up and ``d2h_bytes`` down that the bound counts: at once with two or more
+    copy engines (and bytes both ways), else each alone; under the bound's rule (:data:`BOUND`)."""
     engines = int(runtime.getDeviceProperties(runtime.getDevice())["asyncEngineCount"])
     scale = max(1.0, max(h2d_bytes, d2h_bytes) / LARGEST)  # both directions shrunk alike: their proportion kept
     up, down = round(h2d_bytes / scale), round(d2h_bytes / scale)
     up_scale, down_scale = (h2d_bytes / up if up else 0.0), (d2h_bytes / down if down else 0.0)
-    timer = Timer(RULE)
+    timer = Timer(BOUND)
+    at_once = bool(up and down and engines >= 2)
     with CopyBuffers("pinned", max(up, down, 1)) as buffers:
         h2d, d2h = buffers.copies("BIDIR")
         for copy, size in ((h2d, up), (d2h, down)):
             if size:
                 _verified(copy, size)
-        alone_up = _timed([h2d], [up], timer)[0] * up_scale if up else 0.0
-        alone_down = _timed([d2h], [down], timer)[0] * down_scale if down else 0.0
-        if up and down:
-            both_up, both_down = _timed([h2d, d2h], [up, down], timer)
-            both_up, both_down = both_up * up_scale, both_down * down_scale
+        if at_once:
+            up_ms, down_ms = _timed([h2d, d2h], [up, down], timer)
         else:
-            both_up, both_down = alone_up, alone_down
-    return CopyEngines(alone_up, alone_down, both_up, both_down, engines)
+            up_ms = _timed([h2d], [up], timer)[0] if up else 0.0
+            down_ms = _timed([d2h], [down], timer)[0] if down else 0.0
+    return CopyEngines(up_ms * up_scale, down_ms * down_scale, engines, at_once)
 
 
 def pinned_copy_ms(direction: str, nbytes: int) -> float:
