@@ -25,8 +25,9 @@ spread by tens of percent run to run). The trace is compared with the experiment
   the experiment's repeatability).
 
 The bounds are compared too. The trace measures its pinned copies itself, the experiment its stages, before the
-trace and again after it (the mean of the two is the experiment's bound). Then both are measured alternately, three
-times each (:func:`side_by_side_bounds`), and the run-by-run efficiencies take the median of each side's.
+trace and again after it (the mean of the two is the experiment's bound). Then both are measured alternately,
+BOUND_ROUNDS times each (:func:`side_by_side_bounds`; each case's ``side_by_side_bounds_ms`` holds them, three in the
+earlier files), and the run-by-run efficiencies take the median of each side's.
 
 The overlap cases run once with the driver-call callbacks (the default) and once without (``--no-lines``). Writes
 the cases' rows (table ``trace``) and a JSON of the comparisons into RESULTS_DIR, the timelines into
@@ -46,7 +47,7 @@ import numpy as np
 
 CHUNKS, STREAMS, ROWS, WIDTH = 8, 4, 16384, 1024  # a chunk: 16384 × 1024 float32 = 64 MiB
 OVERLAP_RUNS = {"pinned": 31, "pageable": 101}  # traced runs of the overlap pipeline (and as many untraced)
-BOUND_ROUNDS = 3  # the trace's and the experiment's bounds, measured alternately after the trace
+BOUND_ROUNDS = 5  # the trace's and the experiment's bounds, measured alternately after the trace
 
 
 class EventMakespans:
