@@ -20,10 +20,10 @@ POISON_WORD = 0xA5A5A5A5
 SPOT_CHECKS = 4096
 CALIBRATION_ROUNDS = (16, 256)
 KERNEL_SPLITS = (2, 4, 8)  # stream counts for the split kernel stage, four chunks per stream
-# The stop rule (changes to the default) of the copies in the bound: each is taken at its fastest sample, and two
-# copy directions at once vary from sample to sample with how the link is shared (on an H100, a 256 MiB upload beside
-# a download took 5.18 to 6.14 ms): the fastest of 10 samples moved by 17% from one tenth of a second to the next,
-# the fastest of 300 by about 1% (scripts/copy_rate_drift.py).
+# The stop rule (changes to the default) of the copies in the bound, each taken at its fastest sample. Both copy
+# directions at once vary from sample to sample with how they share the link: over blocks of consecutive samples, the
+# fastest of 10 spread by 7.6-62% on 7 H100s and H200s, the fastest of 300 by 1.4-9.4% (scripts/copy_rate_drift.py,
+# docs/findings/2026-11-24-trace.md).
 BOUND_RULE = {"min_samples": 300, "time_cap_s": 2.0}
 
 
