@@ -26,8 +26,14 @@ COST_MODES = ("untraced", "records only", "records and callbacks", "callbacks, n
               "empty callbacks, cupti-python", "empty callbacks, ctypes")
 
 
-def cases(folder: Path) -> list[tuple[str, dict]]:
-    return [(path.name, json.loads(path.read_text())) for path in sorted(folder.glob("*-cases.json"))]
+def documents(folder: Path, pattern: str) -> list[tuple[str, dict]]:
+    """(file name, JSON document) of every file in ``folder`` matching ``pattern``, oldest first."""
+    return [(path.name, json.loads(path.read_text())) for path in sorted(folder.glob(pattern))]
+
+
+def header(columns: list[str], left: int = 4) -> list[str]:
+    """A Markdown table's header and alignment rows: the first ``left`` columns to the left, the rest right."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * left + "---:|" * (len(columns) - left)]
 
 
 def run_cells(run: str, gpu: dict, what: str) -> str:
@@ -40,10 +46,9 @@ def kind(gpu: dict) -> str:
 
 
 def paired(runs: list[tuple[str, dict]]) -> list[str]:
-    lines = ["| run | GPU | commit | case | trace makespan ms | makespan, run by run (95%) | efficiency, run by run "
-             "(95%) | trace's bound vs experiment's (experiment's two apart) | bounds side by side | deciles | "
-             "GPU time traced vs untraced | CUPTI vs events |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = header(["run", "GPU", "commit", "case", "trace makespan ms", "makespan, run by run (95%)",
+                    "efficiency, run by run (95%)", "trace's bound vs experiment's (experiment's two apart)",
+                    "bounds side by side", "deciles", "GPU time traced vs untraced", "CUPTI vs events"])
     for name, document in runs:
         gpu = document["gpu"]
         for case in document["cases"]:
@@ -66,9 +71,8 @@ def paired(runs: list[tuple[str, dict]]) -> list[str]:
 
 
 def agreement(runs: list[tuple[str, dict]]) -> list[str]:
-    lines = ["| run | GPU | commit | case | trace makespan ms | experiment ms (before, after) | makespan | efficiency "
-             "trace / experiment | difference | trace vs untraced runs | CUPTI vs events |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = header(["run", "GPU", "commit", "case", "trace makespan ms", "experiment ms (before, after)", "makespan",
+                    "efficiency trace / experiment", "difference", "trace vs untraced runs", "CUPTI vs events"])
     for name, document in runs:
         gpu = document["gpu"]
         for case in document["cases"]:
@@ -88,9 +92,8 @@ def pipelines(runs: list[tuple[str, dict]]) -> list[str]:
     newest: dict[str, tuple[str, dict]] = {}
     for name, document in runs:
         newest[kind(document["gpu"])] = (name, document)
-    lines = ["| GPU | case | makespan ms (runs) | bound ms | efficiency | copies hidden | idle ms | pageable cost ms | "
-             "CUPTI vs events | GPU time traced vs untraced |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = header(["GPU", "case", "makespan ms (runs)", "bound ms", "efficiency", "copies hidden", "idle ms",
+                    "pageable cost ms", "CUPTI vs events", "GPU time traced vs untraced"], left=2)
     for gpu_kind, (name, document) in sorted(newest.items()):
         for case in document["cases"]:
             if "experiment_makespans_ms" in case:
@@ -106,18 +109,16 @@ def pipelines(runs: list[tuple[str, dict]]) -> list[str]:
 
 
 def overhead(folder: Path) -> list[str]:
-    lines = ["| file | GPU | commit | pipeline | untraced ms | records only, run by run | records and callbacks, run "
-             "by run | experiment's sampling ms |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
-    for path in sorted(folder.glob("*-overhead.json")):
-        document = json.loads(path.read_text())
+    lines = header(["file", "GPU", "commit", "pipeline", "untraced ms", "records only, run by run",
+                    "records and callbacks, run by run", "experiment's sampling ms"])
+    for file, document in documents(folder, "*-overhead.json"):
         gpu = document["gpu"]
         for name, case in document["cases"].items():
             medians = case["median_ms"]
             sampled = medians.get("experiment's sampling")
             untraced = medians["untraced"]
             costs = paired_overhead(case["makespans_ms"])
-            lines.append(run_cells(path.name[:16], gpu, name)
+            lines.append(run_cells(file[:16], gpu, name)
                          + f"{untraced:.3f} | "
                          f"{costs['activity records']:+.2%} | {costs['records and callbacks']:+.2%} | "
                          f"{'' if sampled is None else f'{sampled:.3f}'} |")
@@ -125,8 +126,7 @@ def overhead(folder: Path) -> list[str]:
 
 
 def callback_cost(folder: Path) -> list[str]:
-    lines = ["| file | GPU | commit | copy | " + " | ".join(COST_MODES) + " |",
-             "|---|---|---|---|" + "---:|" * len(COST_MODES)]
+    lines = header(["file", "GPU", "commit", "copy", *COST_MODES])
     for path in sorted(folder.glob("*-callback-cost-*.txt")):
         text = path.read_text().splitlines()
         gpu_name, uuid, commit = re.match(r"(.+) (GPU-\S+) (\S+)$", text[0]).groups()
@@ -143,25 +143,21 @@ def callback_cost(folder: Path) -> list[str]:
 
 
 def pinned_buffers(folder: Path) -> list[str]:
-    lines = ["| file | GPU | commit | buffers | rounds | median ms | range ms | median vs payload A |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
-    for path in sorted(folder.glob("*-pinned-buffers.json")):
-        document = json.loads(path.read_text())
-        gpu = document["gpu"]
+    lines = header(["file", "GPU", "commit", "buffers", "rounds", "median ms", "range ms", "median vs payload A"])
+    for file, document in documents(folder, "*-pinned-buffers.json"):
         for name, entry in document["summary"].items():
-            lines.append(run_cells(path.name[:16], gpu, name)
+            lines.append(run_cells(file[:16], document["gpu"], name)
                          + f"{document['rounds']} | {entry['median_ms']:.4f} | {entry['min_ms']:.4f}–"
                          f"{entry['max_ms']:.4f} | {entry['median_vs_A']:+.2%} |")
     return lines
 
 
 def copy_drift(folder: Path) -> list[str]:
-    lines = ["| file | GPU | commit | samples per bound | blocks | fastest ms | median ms | slowest ms | spread | IQR |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for path in sorted(folder.glob("*-copy-drift.json")):
-        document = json.loads(path.read_text())
+    lines = header(["file", "GPU", "commit", "samples per bound", "blocks", "fastest ms", "median ms", "slowest ms",
+                    "spread", "IQR"], left=3)
+    for file, document in documents(folder, "*-copy-drift.json"):
         for size, entry in document["blocks"].items():
-            lines.append(run_cells(path.name[:16], document["gpu"], size)
+            lines.append(run_cells(file[:16], document["gpu"], size)
                          + f"{entry['blocks']} | {entry['min_ms']:.4f} | {entry['median_ms']:.4f} | "
                          f"{entry['max_ms']:.4f} | {entry['spread']:+.2%} | {entry['iqr']:.2%} |")
     return lines
@@ -169,7 +165,7 @@ def copy_drift(folder: Path) -> list[str]:
 
 def main() -> int:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "results") / "_trace"
-    runs = cases(folder)
+    runs = documents(folder, "*-cases.json")
     print("## The overlap experiment's pipeline, traced: run by run\n")
     print("\n".join(paired(runs)))
     print("\n## Earlier runs, against the experiment measured before and after\n")
