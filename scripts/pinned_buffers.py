@@ -13,7 +13,6 @@ what the trace's and the experiment's bounds can disagree by when measured side 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -22,18 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_cases import overlap_runner  # noqa: E402
+from trace_cases import out_and_rounds, overlap_runner  # noqa: E402
 
 TOTAL_BYTES = 256 << 20
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--rounds", type=int, default=5)
-    arguments = parser.parse_args()
-    if arguments.rounds < 1:
-        parser.error("--rounds must be at least 1")
+    arguments = out_and_rounds(__doc__.splitlines()[0], 5)
     from bench.env import gpu_environment
     from bench.measure.pinned import copy_engines
     from bench.measure.pipeline import Payload

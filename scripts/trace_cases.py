@@ -148,6 +148,17 @@ def cupy_case(pinned: bool, blocking: bool = True):
     return step, events, check
 
 
+def event_checks(found, spans: list[float]) -> dict:
+    """The events' side of a trace: ``spans`` are the event makespans of the warm-up, then of untraced and traced runs
+    alternately. CUPTI's makespan of the described run (median makespan) against its events', and the traced runs'
+    median event makespan against the untraced runs' (the overhead on GPU time)."""
+    untraced, traced = spans[1::2], spans[2::2]
+    chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(len(traced) - 1) // 2]
+    return {"events_traced_ms": traced, "events_untraced_ms": untraced,
+            "cupti_vs_events": found.makespans_ms[chosen] / traced[chosen] - 1,
+            "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1}
+
+
 def user_case(name: str, make, pinned: bool, results) -> dict:
     from bench.trace import DEFAULT_RUNS, trace
 
@@ -159,12 +170,19 @@ def user_case(name: str, make, pinned: bool, results) -> dict:
     events.ms.clear()
     found = trace(step, results=results, target=name)
     spans = events.read()  # the warm-up, then untraced and traced runs alternately
-    untraced, traced = spans[1::2], spans[2::2]
-    assert len(traced) == DEFAULT_RUNS, len(spans)
-    chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(DEFAULT_RUNS - 1) // 2]
-    return {"case": name, "result": found, "events_traced_ms": traced, "events_untraced_ms": untraced,
-            "cupti_vs_events": found.makespans_ms[chosen] / traced[chosen] - 1,
-            "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1}
+    assert len(spans[2::2]) == DEFAULT_RUNS, len(spans)
+    return {"case": name, "result": found, **event_checks(found, spans)}
+
+
+def out_and_rounds(description: str, rounds: int) -> argparse.Namespace:
+    """The arguments of a script that writes one JSON file (``out``) from ``--rounds`` rounds, at least 1."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    arguments = parser.parse_args()
+    if arguments.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    return arguments
 
 
 def overlap_config(host_memory: str) -> dict:
@@ -286,15 +304,13 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
         bounds = side_by_side_bounds(runner, config, payload, found)
         runner.remeasure_stages()  # its bound too: a GPU's copy rate can drift by several percent over seconds
         again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability
-    untraced, traced = spans[1::2], spans[2::2]
-    chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(len(traced) - 1) // 2]
+    checks = event_checks(found, spans)
+    untraced = checks["events_untraced_ms"]
     interleaved = statistics.median(untraced)  # the experiment's timer, on the runs taken between the traced ones
     makespan = (row["makespan_ms"] + again["makespan_ms"]) / 2
     efficiency = (row["efficiency"] + again["efficiency"]) / 2
     bound = (row["bound_ms"] + again["bound_ms"]) / 2
-    return {"case": name, "result": found, "events_traced_ms": traced,
-            "events_untraced_ms": untraced, "cupti_vs_events": found.makespans_ms[chosen] / traced[chosen] - 1,
-            "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1,
+    return {"case": name, "result": found, **checks,
             "untraced_vs_experiment": statistics.median(untraced) / makespan - 1,
             "experiment_makespans_ms": [row["makespan_ms"], again["makespan_ms"]],
             "experiment_repeat": again["makespan_ms"] / row["makespan_ms"] - 1, "experiment_makespan_ms": makespan,

@@ -12,7 +12,6 @@ own sampled median of the same pipeline, untraced, too.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_cases import overlap_config, overlap_pipeline, torch_case  # noqa: E402
+from trace_cases import out_and_rounds, overlap_config, overlap_pipeline, torch_case  # noqa: E402
 
 MODES = ("untraced", "activity records", "records and callbacks")
 
@@ -50,12 +49,7 @@ def overlap_case(host_memory: str, stack):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--rounds", type=int, default=25)
-    arguments = parser.parse_args()
-    if arguments.rounds < 1:
-        parser.error("--rounds must be at least 1")
+    arguments = out_and_rounds(__doc__.splitlines()[0], 25)
     from contextlib import ExitStack
 
     from bench.cuda import runtime
