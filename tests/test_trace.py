@@ -420,13 +420,13 @@ def test_pinned_references_come_from_this_gpus_newest_pinned_bandwidth_rows():
 
 
 def test_a_stack_to_the_user_line_stops_at_the_innermost_frame_of_the_users_code():
-    from bench.measure.waits import stack_of
+    from bench.measure.waits import frames_of, places_of, stack_of
 
     taken = {}
 
     def hook(document):  # called from json's own Python frames, below this test's
         caller = sys._getframe().f_back
-        taken["short"], taken["whole"] = stack_of(caller, to_user_line=True), stack_of(caller)
+        taken["short"], taken["whole"] = frames_of(places_of(caller, to_user_line=True)), stack_of(caller)
         return document
 
     json.loads("{}", object_hook=hook)

@@ -95,10 +95,9 @@ def frames_of(places: tuple[tuple[CodeType, int], ...]) -> tuple[Frame, ...]:
                  for code, line in reversed(places))
 
 
-def stack_of(frame, stop=None, *, to_user_line: bool = False) -> tuple[Frame, ...]:
-    """The frames from ``stop``'s callee (or the outermost) down to ``frame``, outermost first; ``to_user_line``: only
-    out to the innermost frame of the user's own code (as much as names the line, and quicker to take)."""
-    return frames_of(places_of(frame, stop, to_user_line=to_user_line))
+def stack_of(frame, stop=None) -> tuple[Frame, ...]:
+    """The frames from ``stop``'s callee (or the outermost) down to ``frame``, outermost first."""
+    return frames_of(places_of(frame, stop))
 
 
 def library_on_line(frame) -> str:
