@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from bench.measure.waits import Frame, Wait, Watcher, library_of, stack_of, user_index
+from bench.measure.waits import Frame, Wait, library_of, stack_of, user_index
+from bench.measure.watcher import Watcher
 from bench.syncs import SyncsResult, places
 
 

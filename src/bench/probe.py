@@ -5,7 +5,7 @@
     print(result)                                # "waits-for-device: held the host 19.8 ms ..."
     result = bench.probe(step, batch, stream=s)  # or a spin on one stream (CuPy, PyTorch, numba, a handle; 0: legacy)
 
-:func:`probe` holds the GPU for ``spin_ms`` (by default the device-wide hold, :mod:`bench.measure.hold`, which keeps
+:func:`probe` holds the GPU for ``spin_ms`` more than twice the call's own time (by default the device-wide hold, :mod:`bench.measure.hold`, which keeps
 every kernel of every stream from starting; with ``stream``, a one-thread spin kernel on that stream), calls
 ``fn(*args, **kwargs)`` while it holds and times the call on the host; the host knows whether the hold (or the spin)
 still ran when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``, the call
@@ -72,12 +72,18 @@ def stream_handle(stream) -> int | None:
     raise TypeError(f"cannot tell the CUDA stream of {stream!r}; give a CuPy, PyTorch or numba stream or a handle")
 
 
+def outlasting(spin_ms: float, idle_ms: float) -> float:
+    """How long to hold: ``spin_ms`` more than twice the call's own time without a hold, so that a call that only
+    works on the host (a sleep, a long loop) returns while the GPU is still held, and one that waits cannot."""
+    return spin_ms + 2 * idle_ms
+
+
 def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, repeats: int = 3,
           serialization: bool = True, **kwargs) -> ProbeResult:
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
-    from bench.measure.hold import device_hold
+    from bench.measure.hold import devices_in_use, holds_on
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
@@ -90,9 +96,10 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     runtime.deviceSynchronize()
     idle_ms, _ = host_interval(call)
     runtime.deviceSynchronize()
+    spin_ms = outlasting(spin_ms, idle_ms)
     watch = SpinWatch()
     if handle is None:
-        hold = device_hold()
+        hold = holds_on([runtime.getDevice(), *devices_in_use()])
         during = lambda: hold.call_during(spin_ms, call)  # noqa: E731
     else:
         during = lambda: watch.call_during_spin(spinning, spin_ms, call)  # noqa: E731

@@ -34,6 +34,8 @@ DEFAULT_SETTLE_MS = 100.0  # how long a thread stands still under the hold befor
 HOLD_TIMEOUT_S = 0.25  # the hold's watchdog: no launch of it holds the GPU longer (a wait made holding the GIL is
 # found only when the watchdog ends it: at most this much hold)
 TABLE = "syncs"  # the results side table of syncs rows
+WITHOUT_CUPTI = ("without CUPTI the GPU is held again only once a thread that waited moves on: a wait right after "
+                 "another (the next line, the next pass of a loop) can be missed")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class Place:
     cuda_calls: tuple[str, ...]  # the CUDA driver calls it waited in (CUPTI); empty where not known
     into_library: tuple[str, ...]  # the frames below the line, outermost first, of its first wait
     calls: tuple[str, ...]  # the region's frames down to the line (file:line in function), outermost first
+    thread: str = ""  # the thread whose line it is ("": the region's own)
+    on_thread: str = ""  # the region's line waited on this thread, which waited for the GPU ("": on the GPU itself)
 
     @property
     def where(self) -> str:
@@ -60,6 +64,12 @@ class Place:
         with contextlib.suppress(ValueError):
             path = path.relative_to(Path.cwd())
         return f"{path}:{self.line}"
+
+    @property
+    def who(self) -> str:
+        """Which thread waited, and on what: '' for the region's thread waiting on the GPU."""
+        return " ".join(part for part in (f"thread {self.thread}" if self.thread else "",
+                                          f"on thread {self.on_thread}" if self.on_thread else "") if part)
 
     def collapsed(self) -> str:
         """The frames into the library, the first and the last with the count between."""
@@ -92,11 +102,14 @@ class SyncsResult:
             waits = sum(place.count for place in self.places)
             text = (f"{waits} wait{'s' * (waits != 1)} at {len(self.places)} line{'s' * (len(self.places) != 1)} "
                     f"(region {self.region_ms:.1f} ms without the hold):\n")
-            rows = [("line", "library", "waits", "ms on its own", "CUDA call", "code")]
-            rows += [(place.where, place.library or "?", str(place.count), f"{place.natural_ms:.1f}",
-                      ", ".join(place.cuda_calls) or "-", place.source) for place in self.places]
-            widths = [max(len(row[column]) for row in rows) for column in range(5)]
-            text += "\n".join("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
+            threads = any(place.who for place in self.places)
+            rows = [("line", *(("thread",) if threads else ()), "library", "waits", "ms on its own", "CUDA call",
+                     "code")]
+            rows += [(place.where, *((place.who or "-",) if threads else ()), place.library or "?", str(place.count),
+                      f"{place.natural_ms:.1f}", ", ".join(place.cuda_calls) or "-", place.source)
+                     for place in self.places]
+            widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+            text += "\n".join("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
                               for row in rows)
             text += "".join(f"\n  {place.where} waited in: {place.collapsed()}" for place in self.places
                             if place.into_library)
@@ -118,7 +131,8 @@ class SyncsResult:
         return [{"file": place.file, "line": place.line, "function": place.function, "source": place.source,
                  "library": place.library, "waits": place.count, "held_ms": place.held_ms,
                  "natural_ms": place.natural_ms, "hold_ms": place.hold_ms, "cuda_calls": ", ".join(place.cuda_calls),
-                 "into_library": " → ".join(place.into_library), "waited": waited}
+                 "into_library": " → ".join(place.into_library), "thread": place.thread,
+                 "on_thread": place.on_thread, "waited": waited}
                 for waited, places in ((True, self.places), (False, self.own_work)) for place in places]
 
 
@@ -147,16 +161,13 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
         return
     if _ACTIVE:
         raise UsageError("a held region is already running in another thread: the GPU has one hold")
-    from bench.cuda import runtime
-    from bench.measure.hold import device_hold
-    from bench.measure.waits import Watcher
+    from bench.measure.watcher import Watcher
 
-    hold = device_hold()
-    runtime.deviceSynchronize()
+    hold = region_holds()
+    _synchronize(hold.devices)
     hold.launch(HOLD_TIMEOUT_S)
     watcher = Watcher(thread_id, hold=hold, settle_s=settle_ms / 1e3, hold_timeout_s=HOLD_TIMEOUT_S,
-                      cuda_calls=cuda_calls, entry=entry if entry is not None else sys._getframe(2).f_back,
-                      device=hold.device)
+                      cuda_calls=cuda_calls, entry=entry if entry is not None else sys._getframe(2).f_back)
     region = Region(watcher, 0)
     _ACTIVE[thread_id] = watcher
     finished = False
@@ -177,17 +188,34 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
         raise watcher.error
 
 
+def region_holds():
+    """The holds a region gets: on the current GPU and on every GPU the process has used (a region waits for any of
+    them: a ``.item()`` of a product on GPU 1 while GPU 0 is current)."""
+    from bench.cuda import runtime
+    from bench.measure.hold import devices_in_use, holds_on
+
+    return holds_on([runtime.getDevice(), *devices_in_use()])
+
+
+def _synchronize(devices) -> None:
+    from bench.cuda import on_device, runtime
+
+    for device in devices:
+        with on_device(device):
+            runtime.deviceSynchronize()
+
+
 def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
     """``fn()`` as it is, watched: ms stood at each place, and the whole call's ms."""
-    from bench.cuda import runtime
-    from bench.measure.waits import Watcher
+    from bench.measure.hold import devices_in_use
+    from bench.measure.watcher import Watcher
 
-    runtime.deviceSynchronize()
+    _synchronize(devices_in_use())
     watcher = Watcher(threading.get_ident(), settle_s=settle_ms / 1e3).start()
     started = time.perf_counter()
     try:
         fn()
-        runtime.deviceSynchronize()
+        _synchronize(devices_in_use())
     finally:
         watcher.stop()
     if watcher.error is not None:
@@ -201,11 +229,11 @@ def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], l
     at the places it stood, it stood still without the hold nearly as long as under it (less than half a settle
     longer: one wait for the GPU adds about a settle, host work adds nothing). A place where JAX waits and then
     works on the host for long is still a wait: a rule of half a settle per wait missed one on an H200."""
-    grouped: dict[tuple[str, int], list] = {}
+    grouped: dict[tuple[str, str, int], list] = {}
     for wait in waits:
-        grouped.setdefault((wait.line.file, wait.line.line), []).append(wait)
+        grouped.setdefault((wait.thread, wait.line.file, wait.line.line), []).append(wait)
     waited, own = [], []
-    for (file, line), group in grouped.items():
+    for (thread, file, line), group in grouped.items():
         first = group[0]
         held = sum(wait.held_ms for wait in group)
         place = Place(file, line, first.line.function, first.line.source,
@@ -214,7 +242,8 @@ def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], l
                       sum(wait.released_s - wait.first_seen_s for wait in group) * 1e3,
                       tuple(dict.fromkeys(wait.cuda_call for wait in group if wait.cuda_call)),
                       tuple(str(frame) for frame in first.into_library),
-                      tuple(str(frame) for frame in first.frames[:first.frames.index(first.line) + 1]))
+                      tuple(str(frame) for frame in first.frames[:first.frames.index(first.line) + 1]),
+                      thread, next((wait.on_thread for wait in group if wait.on_thread), ""))
         (waited if held - place.natural_ms >= settle_ms / 2 else own).append(place)
     return waited, own
 
@@ -228,11 +257,11 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
     reason = no_gpu_reason()
     if reason:
         raise UsageError(f"bench syncs needs a GPU: {reason}")
-    from bench.cuda import runtime
+    from bench.measure.hold import devices_in_use
 
     call = lambda: fn(*args, **kwargs)  # noqa: E731
     call()
-    runtime.deviceSynchronize()
+    _synchronize(devices_in_use())
     natural, region_ms = _dwell(call, settle_ms)
     tracker, why = (None, "CUDA calls not named (cuda_calls=False)")
     if cuda_calls:
@@ -243,17 +272,14 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
         started = time.perf_counter()
         with held_region(settle_ms, tracker, entry=sys._getframe()) as region:
             call()
-        runtime.deviceSynchronize()
+        _synchronize(region.watcher.hold.devices)
         held_ms = (time.perf_counter() - started) * 1e3
     finally:
         if tracker is not None:
             tracker.close()
-    from bench.measure.hold import device_hold
-
     waited, own = places(region.waits, natural, settle_ms)
-    shape = device_hold().shape
-    return SyncsResult(waited, own, region_ms, held_ms, settle_ms,
-                       f"{shape.blocks} blocks × {shape.threads} threads on {shape.sms} SMs", why)
+    return SyncsResult(waited, own, region_ms, held_ms, settle_ms, region.watcher.hold.describe(),
+                       why and f"{why}; {WITHOUT_CUPTI}")
 
 
 def columns() -> tuple:
@@ -273,6 +299,9 @@ def columns() -> tuple:
         column("hold_ms", FLOAT, "how long the GPU stayed held while it stood there: what finding its waits cost"),
         column("cuda_calls", TEXT, "the CUDA driver calls it waited in (CUPTI; empty: not known)"),
         column("into_library", TEXT, "the frames below the line, outermost first"),
+        column("thread", TEXT, "the thread whose line it is (empty: the region's own)"),
+        column("on_thread", TEXT, "the region's line waited on this thread, which waited for the GPU (empty: on the "
+                                  "GPU itself)"),
         column("waited", FLAG, "a wait for the GPU (false: it stood as long without the hold: host work)"),
         column("region_ms", FLOAT, "the region without the hold"),
         column("settle_ms", FLOAT, "how long a line stood still under the hold before it counted"),

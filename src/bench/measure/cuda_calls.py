@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import threading
 
+from bench.measure.watcher import Gate
+
 
 WAITING = re.compile(r"Synchronize|Memcpy|Memset|Free|Unregister|Destroy|cuMemAlloc|cuMemHostAlloc|HostRegister")
 # the driver calls a thread may wait in; launches and queries are left out: a Python callback on each of the
@@ -22,7 +24,8 @@ def waiting_callback_ids(cupti) -> dict[int, str]:
 
 class CudaCalls:
     """Subscribed to the driver API's callbacks of the calls that may wait (``WAITING``) until :meth:`close`: each
-    runs a short Python callback on entry and exit (:mod:`bench.measure.driver_callbacks`)."""
+    runs a short Python callback on entry and exit (:mod:`bench.measure.driver_callbacks`); on exit, the
+    :class:`~bench.measure.watcher.Gate` may keep the thread there."""
 
     def __init__(self) -> None:
         from cupti import cupti
@@ -30,6 +33,7 @@ class CudaCalls:
         from bench.measure.driver_callbacks import DriverCallbacks
 
         self._names = waiting_callback_ids(cupti)
+        self.gate = Gate()  # the watcher's: keeps a thread at a call's return until the GPU is held again
         self._inside: dict[int, list[str]] = {}
         self._error: BaseException | None = None  # raised in a callback (an interrupt), raised again by close()
         self._subscriber = DriverCallbacks(cupti, "bench syncs", self._names, self._on_call, self._on_error)
@@ -40,14 +44,21 @@ class CudaCalls:
             raise
 
     def _on_call(self, callback_id: int, entering: bool, correlation: int) -> None:
-        calls = self._inside.setdefault(threading.get_ident(), [])
+        thread = threading.get_ident()
+        calls = self._inside.setdefault(thread, [])
         if entering:
             calls.append(self._names[callback_id])
-        elif calls:
+            return
+        if calls:
             calls.pop()
+        self.gate.leaving(thread)  # the watcher may keep it here until the GPU is held again
 
     def _on_error(self, error: BaseException) -> None:
         self._error = self._error or error
+
+    def threads_inside(self) -> list[int]:
+        """The threads in a driver call now."""
+        return [thread for thread, calls in list(self._inside.items()) if calls]
 
     def current(self, thread_id: int) -> str:
         """The innermost driver call ``thread_id`` is in now ('' for none)."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import cupy, kernels, numba_cuda, runtime
+from bench.cuda import cupy, kernels, numba_cuda, on_device, runtime
 from bench.timing import MeasurementFailed
 from bench.timing.spin import CallDuringSpin
 
@@ -57,6 +57,7 @@ class Hold:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.generation = 0
         self.launched_s = 0.0  # perf_counter of the newest launch
+        self.released = True  # the newest launch was released (or there was none)
 
     def launch(self, timeout_s: float) -> None:
         """Start a hold that ends when :meth:`release` is called, or once :meth:`beat` has not been called for
@@ -65,6 +66,7 @@ class Hold:
 
         self.generation += 1
         self.launched_s = time.perf_counter()
+        self.released = False
         with numba_cuda.defer_cleanup():
             kernels.hold_kernel[self.shape.blocks, self.shape.threads, kernels.numba_stream(self.stream.ptr)](
                 self.state, self.flag, np.int32(self.generation), np.uint64(int(timeout_s * 1e9)))
@@ -95,7 +97,12 @@ class Hold:
         """Whether the newest hold fills the GPU right now."""
         return self.full() and not self.ended()
 
+    def live(self) -> bool:
+        """Whether the newest hold holds, or will once its blocks start: launched, neither released nor ended."""
+        return not self.released and not self.ended()
+
     def release(self) -> None:
+        self.released = True
         self.state[kernels.HOLD_RELEASE] = self.generation
 
     def beat(self) -> None:
@@ -109,22 +116,8 @@ class Hold:
 
     def call_during(self, hold_ms: float, call: Callable[[], object],
                     arm: Callable[[], None] = lambda: None) -> CallDuringSpin:
-        """Hold the GPU for ``hold_ms`` (its watchdog ends it); once it is full, ``arm()`` (untimed), then time
-        ``call()`` on the host and see whether the hold still ran when it returned. Waits for the device before
-        returning."""
-        self.launch(hold_ms / 1e3)
-        try:
-            self.wait_full()
-            arm()
-            started = time.perf_counter()
-            call()
-            returned = time.perf_counter()
-            holding = not self.ended()
-        finally:
-            self.release()  # the hold has done its part (or the call raised): the GPU is free at once
-        self.stream.synchronize()
-        runtime.deviceSynchronize()
-        return CallDuringSpin((returned - started) * 1e3, hold_ms - (started - self.launched_s) * 1e3, holding)
+        """:meth:`Holds.call_during` on this GPU alone."""
+        return Holds([self]).call_during(hold_ms, call, arm)
 
 
 _HOLDS: dict[int, Hold] = {}
@@ -136,3 +129,110 @@ def device_hold() -> Hold:
     if device not in _HOLDS:
         _HOLDS[device] = Hold()
     return _HOLDS[device]
+
+
+def holds_on(devices: Sequence[int]) -> Holds:
+    """The holds on ``devices`` (each made once per process, see :func:`device_hold`)."""
+    holds = []
+    for device in dict.fromkeys(devices):
+        with on_device(device):
+            holds.append(device_hold())
+    return Holds(holds)
+
+
+def devices_in_use() -> list[int]:
+    """The GPUs this process has used: those whose primary context is active (the driver's
+    ``cuDevicePrimaryCtxGetState``; CuPy, numba-cuda, PyTorch and JAX all work in primary contexts)."""
+    import ctypes
+
+    driver = ctypes.CDLL("libcuda.so.1")
+    count = ctypes.c_int()
+    if driver.cuDeviceGetCount(ctypes.byref(count)):
+        return []
+    used = []
+    for ordinal in range(count.value):
+        device, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+        if not driver.cuDeviceGet(ctypes.byref(device), ordinal) and not driver.cuDevicePrimaryCtxGetState(
+                device, ctypes.byref(flags), ctypes.byref(active)) and active.value:
+            used.append(ordinal)
+    return used
+
+
+class Holds:
+    """The hold on each of several GPUs, launched, released and watched as one: a region that works on several
+    GPUs waits for any of them. Each GPU's hold is launched with its GPU current."""
+
+    def __init__(self, holds: Sequence[Hold]) -> None:
+        self.holds = list(holds)
+
+    @property
+    def devices(self) -> list[int]:
+        return [hold.device for hold in self.holds]
+
+    @property
+    def launched_s(self) -> float:
+        return min(hold.launched_s for hold in self.holds)
+
+    def describe(self) -> str:
+        """'264 blocks × 1024 threads on 132 SMs' (of each GPU, with its ordinal where there are several)."""
+        shapes = [f"{hold.shape.blocks} blocks × {hold.shape.threads} threads on {hold.shape.sms} SMs"
+                  for hold in self.holds]
+        if len(shapes) == 1:
+            return shapes[0]
+        return "; ".join(f"GPU {hold.device}: {shape}" for hold, shape in zip(self.holds, shapes))
+
+    def launch(self, timeout_s: float) -> None:
+        """Launch a hold on each GPU that has none holding (or about to)."""
+        for hold in self.holds:
+            if not hold.live():
+                with on_device(hold.device):
+                    hold.launch(timeout_s)
+
+    def full(self) -> bool:
+        return all(hold.full() for hold in self.holds)
+
+    def ended(self) -> bool:
+        """Whether any GPU's newest hold let its blocks go."""
+        return any(hold.ended() for hold in self.holds)
+
+    def expired(self) -> bool:
+        return any(hold.expired() for hold in self.holds)
+
+    def beat(self) -> None:
+        for hold in self.holds:
+            hold.beat()
+
+    def release(self) -> None:
+        for hold in self.holds:
+            hold.release()
+
+    def wait_full(self, timeout_s: float = FULL_WITHIN_S) -> None:
+        for hold in self.holds:
+            hold.wait_full(timeout_s)
+
+    def finish(self) -> None:
+        """Release every hold and wait for their blocks to leave."""
+        self.release()
+        for hold in self.holds:
+            hold.stream.synchronize()
+
+    def call_during(self, hold_ms: float, call: Callable[[], object],
+                    arm: Callable[[], None] = lambda: None) -> CallDuringSpin:
+        """Hold the GPUs for ``hold_ms`` (the watchdogs end it); once full, ``arm()`` (untimed), then time ``call()``
+        on the host and see whether every hold still ran when it returned. Waits for the devices before
+        returning."""
+        self.launch(hold_ms / 1e3)
+        try:
+            self.wait_full()
+            arm()
+            started = time.perf_counter()
+            call()
+            returned = time.perf_counter()
+            holding = not self.ended()
+        finally:
+            self.release()  # the hold has done its part (or the call raised): the GPU is free at once
+        self.finish()
+        for device in self.devices:
+            with on_device(device):
+                runtime.deviceSynchronize()
+        return CallDuringSpin((returned - started) * 1e3, hold_ms - (started - self.launched_s) * 1e3, holding)

@@ -1,14 +1,6 @@
-"""Finding where a thread waits for the GPU: a watcher thread reads the region's Python stack every half millisecond
-while the device-wide hold (:mod:`bench.measure.hold`) keeps every kernel from starting.
-
-A call that needs the GPU's results cannot return while the GPU is held; PyTorch, CuPy, numba-cuda and JAX release
-the GIL while they wait, so the watcher sees the waiting thread stand still at one place with the GIL free (a thread
-that runs Python keeps the GIL and is caught at the same instruction, a loop's jump, every time Python hands the GIL
-over: a poll that had to wait for the GIL never counts as standing still). Once it has stood still for
-``settle_s``, the watcher takes its stack (and, with CUPTI, the CUDA driver call it is in), releases the hold, notes
-when the thread moves on, and holds the GPU again for the next wait. Without a hold the same watcher measures how
-long the thread stands at each line on its own (:class:`Dwell`): what a place costs in a normal run, and whether a
-place that stood still under the hold was only busy on the host.
+"""Where a thread stands: its stack as frames named by their library (the user's own code, a GPU library, Python's),
+the GPU library a line waits in, and the records the watcher (:mod:`bench.measure.watcher`) makes of it: a
+:class:`Wait` under the hold, :class:`Dwell` without one.
 """
 
 from __future__ import annotations
@@ -18,17 +10,11 @@ import linecache
 import re
 import sys
 import sysconfig
-import threading
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType
 
-POLL_S = 0.0005
-STARVED_WITHIN_S = 0.1  # a thread that let the GIL go this soon after the hold's watchdog ended it waited for it
-GIL_FREE_S = 0.8 * sys.getswitchinterval()  # a poll that overslept by more found the GIL taken: a thread running
-# Python hands it over only after the switch interval (5 ms); a busy machine's scheduler oversleeps by less
 GPU_LIBRARIES = {"torch": "torch", "cupy": "cupy", "cupyx": "cupy", "cupy_backends": "cupy", "jax": "jax",
                  "jaxlib": "jax", "numba": "numba-cuda", "numba_cuda": "numba-cuda", "triton": "triton",
                  "flax": "jax", "optax": "jax"}  # top-level package -> the library it belongs to
@@ -144,6 +130,8 @@ class Wait:
     resumed_s: float  # when the thread moved on
     hold_full: bool  # the hold filled the GPU when the wait was found
     gil_held: bool = False  # it waited holding the GIL: found once the hold's watchdog ended the wait
+    thread: str = ""  # the name of the thread that waited ("": the region's own)
+    on_thread: str = ""  # the region's thread waited on this thread's wait (a join, a queue): its name
 
     @property
     def place(self) -> tuple[str, int]:
@@ -182,103 +170,3 @@ class Dwell:
 def position(frame) -> tuple | None:
     """Where a thread is: its innermost frame and the instruction in it."""
     return None if frame is None else (id(frame), frame.f_lasti, frame.f_lineno)
-
-
-class Watcher:
-    """Watches one thread from a thread of its own (see the module docstring). With ``hold`` (launched and full
-    before :meth:`start`), finds waits; without, measures dwell."""
-
-    def __init__(self, thread_id: int, *, hold=None, settle_s: float = 0.1, hold_timeout_s: float = 1.0,
-                 cuda_calls=None, entry=None, device: int | None = None) -> None:
-        self.thread_id = thread_id
-        self.hold = hold
-        self.settle_s = settle_s
-        self.hold_timeout_s = hold_timeout_s
-        self.cuda_calls = cuda_calls
-        self.entry = entry  # the frame that entered the region: stacks stop above it
-        self.device = device  # the GPU the hold is on, made current in the watcher's thread
-        self.waits: list[Wait] = []
-        self.dwell = Dwell()
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-wait-watcher", daemon=True)
-
-    def start(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _frame(self):
-        return sys._current_frames().get(self.thread_id)
-
-    def _run(self) -> None:
-        try:
-            if self.device is not None:  # this thread launches holds: on the hold's GPU
-                from bench.env import use_device
-
-                use_device(self.device)
-            self._watch()
-        except BaseException as error:  # handed to the region's thread, which raises it
-            self.error = error
-            if self.hold is not None:
-                self.hold.release()
-
-    def _watch(self) -> None:
-        last, since, line = None, time.perf_counter(), None
-        seen, seen_line = None, 0  # the newest frame seen, and its line then
-        while not self._stop.is_set():
-            if self.hold is not None:
-                self.hold.beat()
-            before = time.perf_counter()
-            time.sleep(POLL_S)
-            frame = self._frame()
-            now = time.perf_counter()
-            where, end = position(frame), now
-            if now - before > POLL_S + GIL_FREE_S:  # the GIL was taken: the thread runs Python, it does not stand
-                if self.hold is not None and now - before >= self.settle_s and self.hold.expired() and seen and \
-                        now - (before + self.hold_timeout_s) < STARVED_WITHIN_S:
-                    self._starved(seen, seen_line, before, now)  # ...or it waited holding the GIL
-                elif self.hold is None and now - before >= self.settle_s / 2 and seen:  # as long, with no hold
-                    self.dwell.add((seen.f_code.co_filename, seen_line), now - before)
-                where, end = None, before
-            seen, seen_line = frame, (frame.f_lineno or 0) if frame is not None else 0
-            if where != last or where is None:
-                if line is not None:
-                    self.dwell.add(line, max(0.0, end - since))
-                last, since, line = where, now, None
-            elif self.hold is None:
-                line = (frame.f_code.co_filename, frame.f_lineno or 0)
-            elif frame is not None and now - since >= self.settle_s:
-                self._found(frame, where, since)
-                last, since = None, time.perf_counter()
-                continue
-            if self.hold is not None and self.hold.ended() and not self._stop.is_set():
-                self.hold.launch(self.hold_timeout_s)  # its watchdog ended it while the region enqueued on
-
-    def _starved(self, frame, line: int, since: float, now: float) -> None:
-        """A wait the thread made holding the GIL (a CuPy launch that loads its kernel lazily waits for the GPU to be
-        idle): the watcher could not run (nor beat) until the hold's watchdog ended it, and the thread let the GIL go
-        within ``STARVED_WITHIN_S`` of that (host work that holds the GIL ends when it ends, not when the hold does).
-        Its place: where the thread was last seen before."""
-        frames = stack_of(frame, self.entry)
-        if frames:
-            frames = (*frames[:-1], Frame(frames[-1].file, line, frames[-1].function, frames[-1].library))
-        library = waited_in(frames, frame)
-        self.waits.append(Wait(frames, library, "", since, now, now, True, gil_held=True))
-
-    def _found(self, frame, where, since: float) -> None:
-        frames = stack_of(frame, self.entry)
-        library = waited_in(frames, frame)
-        cuda_call = self.cuda_calls.current(self.thread_id) if self.cuda_calls is not None else ""
-        full = self.hold.full()
-        self.hold.release()
-        released = time.perf_counter()
-        while not self._stop.is_set() and position(self._frame()) == where:
-            time.sleep(POLL_S / 5)
-        self.waits.append(Wait(frames, library, cuda_call, since, released, time.perf_counter(), full))
-        if not self._stop.is_set():
-            self.hold.launch(self.hold_timeout_s)
