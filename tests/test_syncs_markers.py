@@ -225,3 +225,4 @@ def test_the_budget_skips_cases_not_started(cases, markers, monkeypatch, tmp_pat
     [table] = tmp_path.glob("*-syncs-cases.parquet")
     rows = pd.read_parquet(table)
     assert rows["status"].tolist() == ["skipped"] and "time budget" in rows["error"].iloc[0]
+    assert rows[["expected_lines", "expected_waits"]].values.tolist() == [[0, 0]] and rows["found_lines"].isna().all()
