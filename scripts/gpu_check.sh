@@ -39,8 +39,10 @@
 #   "library-check"             the library truth table against an independent method (CUDA events, PyTorch's
 #                               sync debug mode)
 #   "faulty EXPERIMENT:N [args]" a sweep with an illegal-address kernel after N rows of EXPERIMENT
-#   "syncs-cases"               bench syncs on users' code (PyTorch, CuPy, JAX, timm, transformers) against independent
-#                               methods (scripts/syncs_cases.py) into results/_syncs/
+#   "syncs-cases"               bench syncs on users' code (PyTorch, CuPy, numba-cuda, JAX, threads, timm, transformers;
+#                               two GPUs where visible), each case's waits marked in its own code, against independent
+#                               methods (scripts/syncs_cases.py): a row per case into results/_syncs/*-syncs-cases.parquet
+#                               and .json, a summary table at the end of the log
 #   "syncs TARGET [args]"       python -m bench syncs TARGET, its rows into results/_syncs/
 #   "trace-cases"               bench trace on PyTorch and CuPy stream pipelines and on the overlap experiment's own
 #                               (scripts/trace_cases.py) into results/_trace/, timelines into $PLOTS/<gpu>/

@@ -1,7 +1,8 @@
 """The tables of docs/findings/*-syncs.md from the summaries scripts/syncs_cases.py wrote (results/_syncs/*.json):
 one table per GPU, a row per case, bench syncs beside the independent methods.
 
-    python scripts/syncs_findings.py results/_syncs/A-syncs.json [B-syncs.json ...]
+    python scripts/syncs_findings.py results/_syncs/A-syncs-cases.json [B-syncs-cases.json ...]   # issue 32's table
+    python scripts/syncs_findings.py results/_syncs/A-syncs.json      # the earlier summaries (issue 23's cases)
     python scripts/syncs_findings.py results/A.parquet      # a sweep's JAX and Triton rows of the library table
 """
 
@@ -39,6 +40,55 @@ def table(summary: dict, source: Path) -> str:
     return "\n".join(lines)
 
 
+def cell(text) -> str:
+    """A markdown cell: pipes escaped, nothing for None."""
+    return "" if text is None else str(text).replace("|", "\\|")
+
+
+def lines_waits(row: dict, side: str) -> str:
+    lines = row.get(f"{side}_lines")
+    return "—" if lines is None else f"{lines} / {row.get(f'{side}_waits')}"
+
+
+def case_table(summary: dict, source: Path) -> str:
+    """Issue 32's table (scripts/syncs_cases.py's syncs-cases JSON): per case, the lines and waits its markers expect
+    and bench syncs found, whether they agree, the independent method's verdict and bench syncs' seconds; then what
+    each case that does not agree missed or found unmarked."""
+    lines = [f"### {summary['gpu']} ({summary['uuid'][:12]}), commit {(summary.get('commit') or 'unknown')[:7]}",
+             "", f"From `{source.as_posix()}`" + (f", settle {summary['settle_ms']:g} ms" if summary.get("settle_ms")
+                                                  else "") + ".", "",
+             "| case | library | expected lines / waits | found lines / waits | agrees | independent | "
+             "bench syncs (s) |", "|---|---|---|---|---|---|---:|"]
+    rows = summary.get("rows", [])
+    for row in rows:
+        if row.get("status") != "ok":
+            lines.append(f"| {cell(row['case'])} | {row.get('library', '')} | {lines_waits(row, 'expected')} | "
+                         f"{row.get('status')}: {cell((row.get('error') or '')[:80])} | | | |")
+            continue
+        verdict = row.get("independent")
+        method = "spin on its stream" if "spin" in (row.get("independent_method") or "") else "host time"
+        differs = "" if row.get("independent_agrees") else ", differs from the markers"
+        independent = "—" if verdict is None else f"{verdict} ({method}{differs})"
+        lines.append(f"| {cell(row['case'])} | {row.get('library', '')} | {lines_waits(row, 'expected')} | "
+                     f"{lines_waits(row, 'found')} | {'yes' if row.get('agrees') else '**no**'} | {independent} | "
+                     f"{row.get('syncs_s', 0):.1f} |")
+    done = [row for row in rows if row.get("status") == "ok"]
+    lines += ["", f"{sum(bool(row.get('agrees')) for row in done)} of {len(done)} cases agree with their markers; "
+                  f"the independent method agrees with the markers on "
+                  f"{sum(bool(row.get('independent_agrees')) for row in done)}."]
+    notes = [(row, key) for row in done if not row.get("agrees") or row.get("thread_mismatch")
+             for key in ("missed", "unexpected", "count_mismatch", "thread_mismatch") if row.get(key)]
+    if notes:
+        lines += [""] + [f"- {cell(row['case'])}: {key.replace('_', ' ')}: `{row[key]}`" for row, key in notes]
+    for group, reason in summary.get("skipped_groups", {}).items():
+        lines.append(f"- skipped {group}: {reason}")
+    pytest_cases = summary.get("assert_async", {})
+    if pytest_cases:
+        lines += ["", "`assert_async`: " + "; ".join(f"{key}: {value}" for key, value in pytest_cases.items()
+                                                     if key != "inner message")]
+    return "\n".join(lines)
+
+
 def library_table(results: Path) -> str:
     """The JAX and Triton rows of a sweep's library experiment: verdict (host ms) per placement."""
     import pandas as pd
@@ -67,7 +117,11 @@ def library_table(results: Path) -> str:
 
 def main(paths: list[str]) -> None:
     for path in map(Path, paths):
-        print(library_table(path) if path.suffix == ".parquet" else table(json.loads(path.read_text()), path))
+        if path.suffix == ".parquet":
+            print(library_table(path))
+        else:
+            summary = json.loads(path.read_text())
+            print(case_table(summary, path) if "rows" in summary else table(summary, path))
         print()
 
 
