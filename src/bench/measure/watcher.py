@@ -157,7 +157,7 @@ class Watcher:
                 if tid != own and not thread_name(tid).startswith(OWN_THREAD_PREFIX)}
 
     def _watch(self) -> None:
-        last_region = (None, 0)  # the region thread's newest frame and its line then (for a wait holding the GIL)
+        last: dict[int, tuple] = {}  # each thread's newest frame, its line then and its position (a wait holding the GIL)
         while not self._stop.is_set():
             if self.hold is not None:
                 self.hold.beat()
@@ -167,10 +167,9 @@ class Watcher:
             now = time.perf_counter()
             overslept = now - before > POLL_S + GIL_FREE_S  # the GIL was taken: a thread ran Python
             if overslept:
-                self._overslept(last_region, before, now)
+                self._overslept(last, frames, before, now)
             standing = self._update(frames, now, before if overslept else now, overslept)
-            region = frames.get(self.thread_id)
-            last_region = (region, (region.f_lineno or 0) if region is not None else 0)
+            last = {tid: (frame, frame.f_lineno or 0, position(frame)) for tid, frame in frames.items()}
             if self.hold is not None:
                 self._settle_pending(frames)
                 if standing:
@@ -178,16 +177,21 @@ class Watcher:
                 elif self.hold.ended() and not self._stop.is_set():
                     self.hold.launch(self.hold_timeout_s)  # its watchdog ended it while the region enqueued on
 
-    def _overslept(self, last_region, before: float, now: float) -> None:
-        """A poll that found the GIL taken: the region's thread may have waited holding it (see :meth:`_starved`);
-        without a hold, a long stand of it counts as dwell."""
-        frame, line = last_region
-        if frame is None:
-            return
+    def _overslept(self, last: dict[int, tuple], frames: dict, before: float, now: float) -> None:
+        """A poll that found the GIL taken: a thread may have waited holding it (see :meth:`_starved`); without a
+        hold, a long stand of the region's thread counts as dwell."""
         if self.hold is not None and now - before >= self.settle_s and self.hold.expired() and \
                 now - (before + self.hold_timeout_s) < STARVED_WITHIN_S:
-            self._starved(frame, line, before, now)
-        elif self.hold is None and now - before >= self.settle_s / 2:
+            moved = [tid for tid, (_, _, where) in last.items() if position(frames.get(tid)) != where]
+            starved = next((tid for tid in moved if tid != self.thread_id), self.thread_id)  # held the GIL: moved
+            if starved in last:
+                self._starved(starved, *last[starved][:2], before, now)
+                if starved != self.thread_id and self.thread_id in last and self.thread_id not in moved:
+                    frame, _, where = last[self.thread_id]
+                    self._pending.append(_Pending(stack_of(frame, self.entry), before, where, thread_name(starved),
+                                                  now, True))
+        elif self.hold is None and now - before >= self.settle_s / 2 and self.thread_id in last:
+            frame, line, _ = last[self.thread_id]
             self.dwell.add((frame.f_code.co_filename, line), now - before)
 
     def _update(self, frames: dict, now: float, end: float, overslept: bool) -> list[tuple[int, object, float]]:
@@ -316,13 +320,15 @@ class Watcher:
                 keep.append(pending)
         self._pending = keep
 
-    def _starved(self, frame, line: int, since: float, now: float) -> None:
-        """A wait the region's thread made holding the GIL (a CuPy launch that loads its kernel lazily waits for the
-        GPU to be idle): the watcher could not run (nor beat) until the hold's watchdog ended it, and the thread let
-        the GIL go within ``STARVED_WITHIN_S`` of that (host work that holds the GIL ends when it ends, not when the
-        hold does). Its place: where the thread was last seen before."""
-        frames = stack_of(frame, self.entry)
+    def _starved(self, tid: int, frame, line: int, since: float, now: float) -> None:
+        """A wait a thread made holding the GIL (a CuPy launch that loads its kernel lazily waits for the GPU to be
+        idle; a thread's first cuBLAS call): the watcher could not run (nor beat) until the hold's watchdog ended
+        it, and the thread let the GIL go within ``STARVED_WITHIN_S`` of that (host work that holds the GIL ends
+        when it ends, not when the hold does). The thread: the one that moved meanwhile, other than the region's
+        own where one did; its place: where it was last seen before."""
+        frames = stack_of(frame, self.entry if tid == self.thread_id else None)
         if frames:
             frames = (*frames[:-1], Frame(frames[-1].file, line, frames[-1].function, frames[-1].library))
         library = waited_in(frames, frame)
-        self.waits.append(Wait(frames, library, "", since, now, now, True, gil_held=True))
+        name = "" if tid == self.thread_id else thread_name(tid)
+        self.waits.append(Wait(frames, library, "", since, now, now, True, gil_held=True, thread=name))
