@@ -231,9 +231,10 @@ class Watcher:
         """Record the waits of the threads standing still; the region's thread standing outside the GPU while
         another thread waits is pending (:meth:`_settle_pending`)."""
         found, aside = [], []
-        for tid, frame, since in standing:
+        for tid, frame, since in standing:  # everything read of a frame is read before its thread moves on
             stack = stack_of(frame, self.entry if tid == self.thread_id else None)
             (found if self._in_gpu(tid, stack, frame) else aside).append((tid, frame, since, stack))
+        libraries = {tid: waited_in(stack, frame) for tid, frame, _, stack in found + aside}
         if not found:
             found = [item for item in aside if item[0] == self.thread_id]  # the region's own thread, anywhere
             aside = []
@@ -247,15 +248,16 @@ class Watcher:
                 aside.append((self.thread_id, region.frame, region.since, stack))
         calls = {tid: self._call(tid) for tid, *_ in found}
         keys = {tid: self._key(tid, frame) for tid, frame, *_ in found}  # before the frames move on
+        places = {tid: position(frame) for tid, frame, *_ in found + aside}
         full = self.hold.full()
         self._close_gate(found, calls)
         self.hold.release()
         released = time.perf_counter()
-        resumed = self._until_moved({tid: position(frame) for tid, frame, *_ in found})
+        resumed = self._until_moved({tid: places[tid] for tid, *_ in found})
         self._rearm()
         for tid, frame, since, stack in found:
             name = "" if tid == self.thread_id else thread_name(tid)
-            library = waited_in(stack, frame)
+            library = libraries[tid]
             self.waits.append(Wait(stack, library, calls[tid], since, released, resumed, full, thread=name))
             if library or calls[tid]:
                 self._known[keys[tid]] += 1
@@ -266,7 +268,7 @@ class Watcher:
             pending.on_thread, pending.released_s = thread_name(waiter), released
         for tid, frame, since, stack in aside:
             if tid == self.thread_id:
-                self._pending.append(_Pending(stack, since, position(frame), thread_name(waiter), released, full))
+                self._pending.append(_Pending(stack, since, places[tid], thread_name(waiter), released, full))
 
     def _close_gate(self, found: list, calls: dict[int, str]) -> None:
         """Close the gate on the threads whose driver calls return when the released work is done: those that
