@@ -98,6 +98,7 @@ class _Pending:
     on_thread: str
     released_s: float
     full: bool
+    confirmed: bool = True  # seen standing there STANDING_S (else it must be, before it counts)
 
 
 def thread_name(thread_id: int) -> str:
@@ -182,17 +183,29 @@ class Watcher:
         hold, a long stand of the region's thread counts as dwell."""
         if self.hold is not None and now - before >= self.settle_s and self.hold.expired() and \
                 now - (before + self.hold_timeout_s) < STARVED_WITHIN_S:
-            moved = [tid for tid, (_, _, where) in last.items() if position(frames.get(tid)) != where]
-            starved = next((tid for tid in moved if tid != self.thread_id), self.thread_id)  # held the GIL: moved
-            if starved in last:
-                self._starved(starved, *last[starved][:2], before, now)
-                if starved != self.thread_id and self.thread_id in last and self.thread_id not in moved:
-                    frame, _, where = last[self.thread_id]
-                    self._pending.append(_Pending(stack_of(frame, self.entry), before, where, thread_name(starved),
-                                                  now, True))
+            self._starved_in(last, frames, before, now)
         elif self.hold is None and now - before >= self.settle_s / 2 and self.thread_id in last:
             frame, line, _ = last[self.thread_id]
             self.dwell.add((frame.f_code.co_filename, line), now - before)
+
+    def _starved_in(self, last: dict[int, tuple], frames: dict, before: float, now: float) -> None:
+        """Which thread waited holding the GIL: one other than the region's that moved meanwhile, or was born
+        meanwhile (it ran from its start), else the region's; the region's thread standing outside the GPU then
+        may have waited on it (:meth:`_settle_pending`)."""
+        born = [tid for tid in frames if tid not in last and tid != self.thread_id]
+        moved = [tid for tid, (_, _, where) in last.items() if position(frames.get(tid)) != where]
+        starved = next((tid for tid in moved + born if tid != self.thread_id), self.thread_id)
+        if starved in last:
+            self._starved(starved, *last[starved][:2], before, now)
+        elif frames.get(starved) is not None:
+            self._starved(starved, frames[starved], frames[starved].f_lineno or 0, before, now)
+        region = frames.get(self.thread_id)
+        if starved == self.thread_id or region is None:
+            return
+        stack = stack_of(region, self.entry)
+        if not self._in_gpu(self.thread_id, stack, region):
+            self._pending.append(_Pending(stack, before, position(region), thread_name(starved), now, True,
+                                          confirmed=self.thread_id not in moved))
 
     def _update(self, frames: dict, now: float, end: float, overslept: bool) -> list[tuple[int, object, float]]:
         """Each thread's place; the threads that have stood still long enough to count, with since when."""
@@ -311,14 +324,18 @@ class Watcher:
             seen.where = None
 
     def _settle_pending(self, frames: dict) -> None:
-        """The region's thread waited on another thread where it moves on within a settle of that wait's end."""
+        """The region's thread waited on another thread where, having stood still, it moves on within a settle of
+        that wait's end."""
         keep = []
         for pending in self._pending:
             now = time.perf_counter()
             if position(frames.get(self.thread_id)) != pending.where:
-                self.waits.append(Wait(pending.frames, "", "", pending.since, pending.released_s, now, pending.full,
-                                       on_thread=pending.on_thread))
-            elif now - pending.released_s < self.settle_s + self.hold_timeout_s:
+                if pending.confirmed:
+                    self.waits.append(Wait(pending.frames, "", "", pending.since, pending.released_s, now,
+                                           pending.full, on_thread=pending.on_thread))
+                continue
+            pending.confirmed = pending.confirmed or now - pending.released_s >= STANDING_S
+            if now - pending.released_s < self.settle_s + self.hold_timeout_s:
                 keep.append(pending)
         self._pending = keep
 
