@@ -182,3 +182,20 @@ def test_holds_launch_where_none_holds_and_end_with_any(monkeypatch):
 def test_the_probe_holds_longer_than_the_call_takes_on_its_own():
     assert outlasting(20.0, 300.0) > 300.0 * 2
     assert outlasting(20.0, 0.0) == 20.0
+
+
+def test_a_thread_that_waits_later_than_the_region_joins_it_is_still_found():
+    hold, calls = FakeHold(), FakeCalls()
+    hold.launch(1)
+
+    def setup_then_wait():
+        time.sleep(0.02)  # a new thread's first CUDA work (its context, its cuBLAS handle) comes before its wait
+        calls.synchronize(hold)
+
+    def region():
+        worker = threading.Thread(target=setup_then_wait, name="reader")
+        worker.start()
+        worker.join()  # stands still before the worker waits: it must not be taken for the region's own wait
+
+    watcher = watched(region, hold, calls, settle_s=0.05)
+    assert sorted((wait.thread, wait.on_thread) for wait in watcher.waits) == [("", "reader"), ("reader", "")]

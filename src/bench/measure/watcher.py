@@ -249,6 +249,8 @@ class Watcher:
             (found if self._in_gpu(tid, stack, frame) else aside).append((tid, frame, since, stack))
         libraries = {tid: waited_in(stack, frame) for tid, frame, _, stack in found + aside}
         if not found:
+            if self._other_in_gpu():  # another thread stands in the GPU, not a settle yet: its wait comes first
+                return
             found = [item for item in aside if item[0] == self.thread_id]  # the region's own thread, anywhere
             aside = []
         if not found:
@@ -282,6 +284,13 @@ class Watcher:
         for tid, frame, since, stack in aside:
             if tid == self.thread_id:
                 self._pending.append(_Pending(stack, since, places[tid], thread_name(waiter), released, full))
+
+    def _other_in_gpu(self) -> bool:
+        """Whether a thread other than the region's has stood still in a GPU library or driver call a while."""
+        now = time.perf_counter()
+        return any(tid != self.thread_id and seen.where is not None and seen.frame is not None and
+                   now - seen.since >= STANDING_S and self._in_gpu(tid, stack_of(seen.frame), seen.frame)
+                   for tid, seen in list(self._seen.items()))
 
     def _close_gate(self, found: list, calls: dict[int, str]) -> None:
         """Close the gate on the threads whose driver calls return when the released work is done: those that
