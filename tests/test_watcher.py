@@ -189,7 +189,7 @@ def test_a_thread_that_waits_later_than_the_region_joins_it_is_still_found():
     hold.launch(1)
 
     def setup_then_wait():
-        time.sleep(0.02)  # a new thread's first CUDA work (its context, its cuBLAS handle) comes before its wait
+        time.sleep(0.08)  # host work (a new thread's CUDA context, its cuBLAS handle) longer than the settle, first
         calls.synchronize(hold)
 
     def region():

@@ -249,7 +249,7 @@ class Watcher:
             (found if self._in_gpu(tid, stack, frame) else aside).append((tid, frame, since, stack))
         libraries = {tid: waited_in(stack, frame) for tid, frame, _, stack in found + aside}
         if not found:
-            if self._other_in_gpu():  # another thread stands in the GPU, not a settle yet: its wait comes first
+            if self._not_yet(aside):
                 return
             found = [item for item in aside if item[0] == self.thread_id]  # the region's own thread, anywhere
             aside = []
@@ -284,6 +284,17 @@ class Watcher:
         for tid, frame, since, stack in aside:
             if tid == self.thread_id:
                 self._pending.append(_Pending(stack, since, places[tid], thread_name(waiter), released, full))
+
+    def _not_yet(self, aside: list) -> bool:
+        """Whether the region's thread, standing outside the GPU, waits for something else first: another thread
+        stands in a GPU call (its wait, not yet a settle, comes first), or, with CUPTI, the region stands in Python's
+        own waiting (a join, a queue, a lock) while no thread is in a driver call (it waits on a thread or the host,
+        not on the GPU; a wait for the GPU in a thread without Python is in a driver call)."""
+        if self._other_in_gpu():
+            return True
+        region = next((stack for tid, _, _, stack in aside if tid == self.thread_id), ())
+        return bool(region) and region[-1].library == "python" and hasattr(self.cuda_calls, "threads_inside") \
+            and not self.cuda_calls.threads_inside()
 
     def _other_in_gpu(self) -> bool:
         """Whether a thread other than the region's has stood still in a GPU library or driver call a while."""
