@@ -82,3 +82,32 @@ def test_a_sweep_over_every_gpu_runs_each_gpu_and_the_pairs(tmp_path, concurrent
     assert set(bandwidth["concurrent_gpus"]) == {2 if concurrent else 1}
     assert "bandwidth on GPU 1" in printed
     assert set(rows[rows["experiment"] == "crossgpu"]["gpu_index"]) == {0}  # a multi-GPU plan: its first GPU's row
+
+
+def test_syncs_and_probe_hold_every_gpu_the_region_uses():
+    """A region whose float() waits for products on GPU 1 while GPU 0 is current: the hold on GPU 0 alone would let
+    it return (issue 32 saw "no waits" and own-work)."""
+    import cupy
+
+    import bench
+    from bench.cuda import on_device
+
+    with on_device(1):
+        matrix = cupy.random.random((2048, 2048))
+        stream = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.runtime.setDevice(0)
+
+    def region():
+        with on_device(1), stream:
+            product = matrix
+            for _ in range(4):
+                product = product @ matrix
+            return float(product[0, 0])  # the line that waits
+
+    region()
+    found = bench.syncs(region)
+    assert [place.source for place in found.places] == ["return float(product[0, 0])  # the line that waits"], \
+        str(found)
+    assert "GPU 0" in found.hold and "GPU 1" in found.hold
+    assert bench.probe(region, serialization=False).verdict == "waits-for-device"
+    assert cupy.cuda.runtime.getDevice() == 0
