@@ -180,7 +180,8 @@ def _of(part: int, whole: int) -> ClaimVerdict:
 
 JAX_DISPATCH = ("jax a * 2 + 1", "jax jitted f(a) (compiled)", "jax jnp.sort(a)", "jax jax.random.normal(key, shape)",
                 "jax a.at[0].set(1.0)")  # operations: the folklore says they return at once
-JAX_READS = ("jax float(a)", "jax a.item()", "jax repr(a)", "jax np.asarray(a)", "jax jax.device_get(a)",
+JAX_READS = ("jax float(a)", "jax a.item()", "jax int(a)", "jax if a > 0:", "jax while a > 3: (condition tested once)",
+             "jax repr(a)", "jax np.asarray(a)", "jax jax.device_get(a)",
              "jax a.tolist()")  # reading a value: the folklore says these wait
 
 

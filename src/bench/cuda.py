@@ -52,3 +52,21 @@ def on_device(device: int | None) -> Iterator[None]:
         yield
     finally:
         runtime.setDevice(previous)
+
+
+def make_current(device: int) -> None:
+    """Make ``device`` the current GPU if it is not (a cudaGetDevice when it is)."""
+    if runtime.getDevice() != device:
+        runtime.setDevice(device)
+
+
+@contextmanager
+def kept_device(device: int) -> Iterator[None]:
+    """Make ``device`` current again when the block ends, whatever the block left current. For a library that moves
+    the current GPU behind the caller's back: XLA (JAX) makes the GPU of its work current on the calling thread and
+    leaves it so (its pinned staging memory, used by transfers from NumPy arrays, belongs to the first GPU), after
+    which CuPy's and numba-cuda's streams, kernels and events of ``device`` would fail or land on the wrong GPU."""
+    try:
+        yield
+    finally:
+        make_current(device)

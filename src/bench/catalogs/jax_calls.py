@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.cuda import LazyModule, runtime
+from bench.cuda import LazyModule, make_current, runtime
 
 jax = LazyModule("jax")
 jnp = LazyModule("jax.numpy")
@@ -23,6 +23,7 @@ ASYNC = DOCS + "async_dispatch.html"
 API = DOCS + "_autosummary/"
 SIZE = 1 << 20  # elements of the float32 inputs (4 MiB)
 SMALL = 10  # elements that tolist() and repr() read
+LIMIT = 3.0  # above every fresh scalar (x * 2 + 1 with x in [0, 1)): ``while a > LIMIT`` tests its condition once
 WAITS = "reading the value on the host makes JAX \"force the Python code to wait for the computation to complete\""
 RETURNS = "\"JAX does not wait for the operation to complete before returning control to the Python program\""
 
@@ -35,6 +36,7 @@ class Fresh(NamedTuple):
     small: object  # its first SMALL elements
     mask: object  # where it exceeds 2 (about half)
     counts: object  # the integers plus one
+    count: object  # how many elements the mask keeps (an int32 scalar)
 
 
 def _twice_plus_one(x):
@@ -43,7 +45,8 @@ def _twice_plus_one(x):
 
 def _fresh(x, counts) -> Fresh:
     vector = _twice_plus_one(x)
-    return Fresh(vector, vector[0], vector[:SMALL], vector > 2, counts + 1)
+    mask = vector > 2
+    return Fresh(vector, vector[0], vector[:SMALL], mask, counts + 1, jnp.count_nonzero(mask))
 
 
 class Kit:
@@ -53,7 +56,10 @@ class Kit:
 
     def __init__(self) -> None:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX would take 75% of the GPU's memory
-        jax.config.update("jax_default_device", jax.devices("gpu")[runtime.getDevice()])
+        # The GPU is read before JAX starts: starting its backend (creating each GPU's streams) can leave another GPU
+        # current on this thread, and that GPU would become JAX's default device.
+        self.device = runtime.getDevice()
+        jax.config.update("jax_default_device", jax.devices("gpu")[self.device])
         self.key, values, integers = jax.random.split(jax.random.key(11), 3)
         self.x = jax.random.uniform(values, (SIZE,), dtype=jnp.float32)
         self.counts = jax.random.randint(integers, (SIZE,), 0, 1000)
@@ -61,6 +67,7 @@ class Kit:
         self.jitted = jax.jit(_twice_plus_one)
         self.fresh = jax.jit(_fresh)
         jax.block_until_ready((self.jitted(self.x), self.fresh(self.x, self.counts)))
+        make_current(self.device)  # current again for CuPy and numba-cuda, whatever JAX left current
 
 
 def _simple(make: Callable[[Kit], Callable[[], object]]):
@@ -84,6 +91,21 @@ def _read_again(kit: Kit, stream) -> Prepared:
     return Prepared(call=lambda: np.asarray(array))
 
 
+def _if_positive(a) -> bool:
+    """``if a > 0:``, as in a program's control flow: the condition is ``bool(a > 0)``."""
+    if a > 0:
+        return True
+    return False
+
+
+def _while_above(a) -> int:
+    """``while a > LIMIT:``, its condition tested once: the fresh scalar is below LIMIT, the body never runs."""
+    turns = 0
+    while a > LIMIT:
+        a, turns = a - 1, turns + 1
+    return turns
+
+
 def _first_jit(kit: Kit, stream) -> Prepared:
     """A function no cache has seen: its constant (exact in float32) differs each time."""
     constant = fresh_number() % (1 << 24)
@@ -98,6 +120,13 @@ def _call(name, category, docs, page, prepare, docs_host="silent", fresh=False) 
 CALLS = (
     _call("float(a)", "scalar", WAITS, ASYNC, _reads(lambda fresh: fresh.scalar, float), docs_host="stream"),
     _call("a.item()", "scalar", WAITS, ASYNC, _reads(lambda fresh: fresh.scalar, lambda a: a.item()),
+          docs_host="stream"),
+    _call("int(a)", "scalar", "int() is a read of the value: " + WAITS, ASYNC,
+          _reads(lambda fresh: fresh.count, int), docs_host="stream"),
+    _call("if a > 0:", "scalar", "the condition is bool(a > 0), a read of the value: " + WAITS, ASYNC,
+          _reads(lambda fresh: fresh.scalar, _if_positive), docs_host="stream"),
+    _call(f"while a > {LIMIT:g}: (condition tested once)", "scalar", f"each test of the condition is bool(a > "
+          f"{LIMIT:g}), a read of the value: " + WAITS, ASYNC, _reads(lambda fresh: fresh.scalar, _while_above),
           docs_host="stream"),
     _call("repr(a)", "scalar", "printing an array (\"evaluating repr(result) or str(result)\") \"will block until "
           "the value is ready\"", ASYNC, _reads(lambda fresh: fresh.small, repr), docs_host="stream"),
@@ -121,6 +150,9 @@ CALLS = (
     _call("jnp.nonzero(mask)", "indexing", "\"the size of the output of nonzero is data-dependent\" (not usable under "
           "jit); silent about waiting", API + "jax.numpy.nonzero.html",
           _reads(lambda fresh: fresh.mask, lambda mask: jnp.nonzero(mask))),
+    _call("len(jnp.nonzero(mask)[0])", "indexing", "len() reads the shape, and \"the size of the output of nonzero "
+          "is data-dependent\"; silent about waiting", API + "jax.numpy.nonzero.html",
+          _reads(lambda fresh: fresh.mask, lambda mask: len(jnp.nonzero(mask)[0]))),
     _call("jnp.nonzero(mask, size=n)", "indexing", "with a static size the output's shape is known without the data "
           "(usable under jit); silent about waiting", API + "jax.numpy.nonzero.html",
           _reads(lambda fresh: fresh.mask, lambda mask: jnp.nonzero(mask, size=SIZE))),

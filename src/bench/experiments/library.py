@@ -34,8 +34,8 @@ import contextlib
 from collections.abc import Iterator, Sequence
 
 import bench
-from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, catalog, documented_waits
-from bench.cuda import cupy, numba_cuda, runtime
+from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, Prepared, catalog, documented_waits
+from bench.cuda import cupy, kept_device, make_current, numba_cuda, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.hold import device_hold
@@ -47,6 +47,10 @@ from bench.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit,
 
 PLACEMENTS = values(LibraryPlacement)
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
+MOVES_DEVICE = ("jax",)  # libraries that may leave another GPU current on the calling thread (XLA: starting its
+# backend, running its work, allocating pinned staging memory with the first GPU's context); their calls make the
+# row's GPU current again as they return (a cudaGetDevice, well under a microsecond, inside the timed call), before
+# bench's streams, spins and holds of that GPU are used
 
 COLUMNS = (
     column("call", TEXT, "the library call, as named in bench.catalogs"),
@@ -107,7 +111,8 @@ def torch_missing() -> str | None:
 
 def jax_missing() -> str | None:
     """Why JAX rows cannot run here, or None. JAX is told not to take most of the GPU's memory up front: it shares
-    the process with CuPy and PyTorch."""
+    the process with CuPy and PyTorch. Starting JAX's backend can leave another GPU current: the current one is made
+    current again."""
     import os
 
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -115,8 +120,9 @@ def jax_missing() -> str | None:
         import jax
     except ImportError as error:
         return f"JAX is not installed (pip install \"{bench.DISTRIBUTION}[jax]\"): {error}"
-    if not any(device.platform == "gpu" for device in jax.devices()):
-        return "JAX is installed without CUDA support"
+    with kept_device(runtime.getDevice()):
+        if not any(device.platform == "gpu" for device in jax.devices()):
+            return "JAX is installed without CUDA support"
     return None
 
 
@@ -133,6 +139,7 @@ class _Streams:
     one for ``between``, and a blocking one (what the legacy default stream waits for)."""
 
     def __init__(self, with_torch: bool) -> None:
+        self.device = runtime.getDevice()  # the GPU they belong to
         self.owned = [cupy.cuda.Stream(non_blocking=True) for _ in range(3)] + [cupy.cuda.Stream(non_blocking=False)]
         call, self.other, self.second, self.blocking = self.owned
         torch_stream = None
@@ -160,9 +167,23 @@ class _Streams:
         return self.blocking if call.stream == "default" else self.call.cupy
 
 
+def _keeping(device: int, function):
+    """``function``, making ``device`` current again as it returns (see MOVES_DEVICE); no context manager: it
+    runs inside the timed call."""
+    def kept():
+        try:
+            return function()
+        finally:
+            make_current(device)
+    return kept
+
+
 def _prepared(call, kit, streams: _Streams):
-    with streams.current():
+    with streams.current(), kept_device(streams.device):
         prepared = call.prepare(kit, streams.call)
+    if call.library in MOVES_DEVICE:
+        prepared = Prepared(call=_keeping(streams.device, prepared.call), arm=_keeping(streams.device, prepared.arm),
+                            cleanup=_keeping(streams.device, prepared.cleanup), keep=prepared.keep)
     runtime.deviceSynchronize()  # inputs ready before anything is timed
     return prepared
 
@@ -215,10 +236,12 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
+    device = runtime.getDevice()  # this process's GPU: current again after anything a library did (MOVES_DEVICE)
     watch = SpinWatch()
     kits: dict[str, object] = {}
     used = {catalog()[config["call"]].library for config in configs}
-    missing = {library: MISSING[library]() for library in used & set(MISSING)}
+    with kept_device(device):
+        missing = {library: MISSING[library]() for library in used & set(MISSING)}
     seen: set[str] = set()
     for config in configs:
         call = catalog()[config["call"]]
@@ -226,29 +249,33 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             yield {**config, "library": call.library, "status": Status.SKIPPED, "error": missing[call.library]}
             continue
         try:
-            if call.library not in kits:
-                kits[call.library] = _kit(call.library)
-            first = call.name not in seen
-            seen.add(call.name)
-            yield _measure(config, call, kits[call.library], watch, first)
+            with kept_device(device):
+                if call.library not in kits:
+                    kits[call.library] = _kit(call.library)
+                first = call.name not in seen
+                seen.add(call.name)
+                row = _measure(config, call, kits[call.library], watch, first)
         except Exception as error:  # the library's error for one call must not end the others
             runtime.deviceSynchronize()
-            yield {**config, "library": call.library, "status": Status.FAILED,
+            row = {**config, "library": call.library, "status": Status.FAILED,
                    "error": f"{type(error).__name__}: {error}"}
+        yield row
 
 
 def warm() -> None:
     """Every call of the catalog once, untimed: CuPy compiles the kernels behind them into its on-disk cache
     (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s) before a sweep
     measures them. Not the ``fresh`` calls: each compiles a kernel nothing has seen, which is what they measure."""
+    device = runtime.getDevice()
     kits: dict[str, object] = {}
     for call in catalog().values():
-        if call.fresh or (call.library in MISSING and MISSING[call.library]()):
-            continue
         try:
-            if call.library not in kits:
-                kits[call.library] = _kit(call.library)
-            _timed(call, kits[call.library], _Streams(call.library == "torch"))
+            with kept_device(device):
+                if call.fresh or (call.library in MISSING and MISSING[call.library]()):
+                    continue
+                if call.library not in kits:
+                    kits[call.library] = _kit(call.library)
+                _timed(call, kits[call.library], _Streams(call.library == "torch"))
         except Exception:  # measured (and reported) by the sweep itself
             runtime.deviceSynchronize()
 
