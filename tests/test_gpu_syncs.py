@@ -118,6 +118,14 @@ def test_probe_holds_every_stream_by_default(cupy, busy):
     assert legacy.verdict != "waits-for-device", str(legacy)
 
 
+def test_probe_tells_host_work_from_a_wait(cupy):
+    """A call that only sleeps on the host is own-work (issue 32 saw waits-for-device: the hold ended first)."""
+    from bench import probe
+
+    slept = probe(lambda: time.sleep(0.3), serialization=False, repeats=2)
+    assert slept.verdict == "own-work" and slept.gpu_busy_after and slept.spin_ms > 600, str(slept)
+
+
 def test_jax_and_triton_calls_in_the_library_truth_table(cupy):
     """JAX's calls, held by the device-wide hold (its streams have no names), and Triton's launch."""
     pytest.importorskip("jax")
