@@ -155,7 +155,8 @@ def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
 
 
 def refuse_existing(path: Path) -> None:
-    """A sweep never overwrites a results file."""
+    """A sweep never overwrites a results file, nor writes through a symlink."""
+    store.write_target(path, "--out")
     if path.exists():
         raise UsageError(f"--out: {path} already exists; bench never overwrites results (finish an interrupted "
                          f"sweep with --resume {path}, or choose another --out)")
