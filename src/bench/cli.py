@@ -123,8 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--resume", type=Path, metavar="FILE",
                        help="an interrupted sweep's results file: run what it lacks and add it to the same file")
     sweep.add_argument("--list", action="store_true",
-                       help="list the experiments, what each measures and its axes (with --quick or --full: "
-                            "theirs); measures nothing")
+                       help="preview the plan, checked as the sweep checks it: the experiments, what each "
+                            "measures, its axes and configurations (with --quick or --full: theirs); measures nothing "
+                            "and needs no GPU")
     sweep.set_defaults(handler=_sweep, mode="default")
 
     plot = commands.add_parser("plot", help="turn results into figures under plots/ (one set per GPU)")
@@ -162,9 +163,10 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
     report.add_argument("results", nargs="*", type=Path,
-                        help="results files or directories (default: results/, leaving out subdirectories whose "
-                             "names start with _ or .); of several measurements of a configuration on one GPU, the "
-                             "newest is shown")
+                        help="results files or directories (default: results/): the results files under a "
+                             "directory, leaving out subdirectories whose names start with _ or ., with their side "
+                             "tables and the rows syncs --save and trace --save keep in _syncs/ and _trace/; of "
+                             "several measurements of a configuration on one GPU, the newest is shown")
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
     report.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     report.set_defaults(handler=_report)
