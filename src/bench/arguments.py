@@ -54,6 +54,23 @@ def no_target(command: str) -> UsageError:
                       "[ARGS], after the options")
 
 
+def split_target(command: str, target: str) -> tuple[str, str]:
+    """MODULE:FUNCTION (or FILE.py:FUNCTION) as its two parts; UsageError for anything else."""
+    module_name, colon, function_name = target.rpartition(":")
+    if not colon or not module_name or not function_name:
+        raise UsageError(f"{command}: {target!r} is not MODULE:FUNCTION (e.g. mypkg.train:step)")
+    return module_name, function_name
+
+
+def require_gpu(command: str) -> None:
+    """UsageError where there is no GPU to measure on: checked before the user's code is imported, which runs it."""
+    from bench.env import WITHOUT_GPU, no_gpu_reason
+
+    reason = no_gpu_reason()
+    if reason:
+        raise UsageError(f"{command} needs a GPU: {reason}; {WITHOUT_GPU}")
+
+
 def missing_function(command: str, module: str, function: str) -> UsageError:
     """The error of a target whose module (or file, as the user named it) has no such function."""
     return UsageError(f"{command}: {module} has no function {function!r}")

@@ -20,7 +20,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from bench import arrow_threads
-from bench.arguments import RESULTS_NAME, missing_function, needs_gpu_words, no_target, ordinal, values_kept
+from bench.arguments import (RESULTS_NAME, missing_function, needs_gpu_words, no_target, ordinal, require_gpu,
+                             split_target, values_kept)
 from bench.errors import UsageError
 from bench.trace import DEFAULT_RUNS
 from bench.units import format_size, parse_sizes
@@ -66,9 +67,9 @@ def _target_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("target", nargs="?", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
                          help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run "
                               "as __main__ with the ARGS that follow it")
-    arguments = command.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
-                                     help="the script's arguments")
-    arguments.required = False  # none is fine; a missing target is said by the command (arguments.no_target)
+    script_args = command.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                                       help="the script's arguments")
+    script_args.required = False  # none is fine; a missing target is the command's one line (no_target)
 
 
 def _positive_int(text: str) -> int:
@@ -302,9 +303,9 @@ def _list_experiments(request, console: Console) -> int:
     from rich import box
 
     from bench.experiments import registry
-    from bench.sweep.plan import for_request, planned_axes
+    from bench.sweep.plan import for_request, listing_devices, planned_axes
 
-    devices = _listing_devices(request)
+    devices = listing_devices(request.devices, request.device, _visible_gpus(request.devices))
     planned = for_request(request, devices)
     counts: dict[str, int] = {}
     for item in planned.plans:
@@ -327,16 +328,11 @@ def _list_experiments(request, console: Console) -> int:
     return 0
 
 
-def _listing_devices(request) -> tuple[int, ...]:
-    """The GPUs ``sweep --list`` plans for: ``--devices`` (all: every visible one, or without a GPU as many as any
-    experiment needs), else ``--device``."""
+def _visible_gpus(devices) -> int | None:
+    """How many GPUs ``--devices all`` means here (None: no GPU to count, or not asked)."""
     from bench import env
-    from bench.experiments import registry
 
-    if request.devices == "all":
-        most = max(experiment.gpus for experiment in registry().values())
-        return tuple(range(env.gpu_count() if env.no_gpu_reason() is None else most))
-    return tuple(sorted(set(request.devices))) or (request.device,)
+    return env.gpu_count() if devices == "all" and env.no_gpu_reason() is None else None
 
 
 def _axis_values(values: tuple, sizes: bool) -> str:
@@ -724,21 +720,13 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _split_target(command: str, target: str) -> tuple[str, str]:
-    """MODULE:FUNCTION (or FILE.py:FUNCTION) as its two parts; UsageError for anything else."""
-    module_name, colon, function_name = target.rpartition(":")
-    if not colon or not module_name or not function_name:
-        raise UsageError(f"{command}: {target!r} is not MODULE:FUNCTION (e.g. mypkg.train:step)")
-    return module_name, function_name
-
-
 def _function(command: str, target: str):
     """The function MODULE:FUNCTION (or FILE.py:FUNCTION) names, imported with the current directory on the path (a
     file with its own directory)."""
     import importlib
     import importlib.util
 
-    module_name, function_name = _split_target(command, target)
+    module_name, function_name = split_target(command, target)
     sys.path.insert(0, "")  # the current directory, as `python -m` does for the user's own modules
     try:
         if module_name.endswith(".py"):
@@ -788,8 +776,8 @@ def _script(path: Path, arguments: list[str], command: str = "syncs"):
 
 
 def _probe(args: argparse.Namespace, console: Console) -> int:
-    _split_target("probe", args.target)
-    _require_gpu("probe")  # before the user's module is imported: importing runs it
+    split_target("probe", args.target)
+    require_gpu("probe")  # before the user's module is imported: importing runs it
     function = _function("probe", args.target)
     from bench.env import gpu_environment, use_device
     from bench.probe import probe
@@ -829,17 +817,8 @@ def _target(command: str, args: argparse.Namespace):
             store.writable_directory(Path(path).parent, option)
     if getattr(args, "plot", None) is not None and Path(args.plot).suffix not in (".png", ".svg"):
         raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
-    _require_gpu(command)
+    require_gpu(command)
     return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
-
-
-def _require_gpu(command: str) -> None:
-    """UsageError, before the user's code is imported or run, where there is no GPU to measure on."""
-    from bench.env import WITHOUT_GPU, no_gpu_reason
-
-    reason = no_gpu_reason()
-    if reason:
-        raise UsageError(f"{command} needs a GPU: {reason}; {WITHOUT_GPU}")
 
 
 def _syncs(args: argparse.Namespace, console: Console) -> int:
