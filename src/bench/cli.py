@@ -44,7 +44,7 @@ examples:
   python -m bench probe mypkg.train:step   does step() wait for the GPU?
   python -m bench syncs mypkg.train:step   which lines of step() wait for the GPU?
   python -m bench trace mypkg.train:step   how much of step()'s copying hides behind its kernels?
-  python -m bench sweep --list             the experiments, what each measures and its axes"""
+  python -m bench sweep --list             the plan, checked: experiments, their axes and configurations"""
 
 
 class _Parser(argparse.ArgumentParser):
