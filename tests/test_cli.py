@@ -252,6 +252,8 @@ def test_without_a_driver_every_gpu_command_says_so(main, tmp_path, monkeypatch)
     (["--budget", "5"], "--budget 5: these"),
     (["--experiments", "peer"], "peer needs 2 GPUs; this sweep has 1"),
     (["--device", "-1"], "'-1' is not a GPU ordinal"),
+    (["--concurrent"], "--concurrent runs several GPUs at once"),
+    (["--resume", "missing.parquet"], "cannot read results file missing.parquet"),
 ])
 def test_sweep_list_checks_the_options_as_a_sweep_does(main, tmp_path, args, fragment):
     status, out, err = main("sweep", "--list", *args)

@@ -303,9 +303,10 @@ def _list_experiments(request, console: Console) -> int:
     from rich import box
 
     from bench.experiments import registry
-    from bench.sweep.plan import for_request, listing_devices, planned_axes
+    from bench.sweep.plan import for_request, planned_axes
+    from bench.sweep.preflight import listing_devices
 
-    devices = listing_devices(request.devices, request.device, _visible_gpus(request.devices))
+    devices = listing_devices(request)
     planned = for_request(request, devices)
     counts: dict[str, int] = {}
     for item in planned.plans:
@@ -326,13 +327,6 @@ def _list_experiments(request, console: Console) -> int:
                       str(counts[name]) if name in counts else "left out")
     console.print(table)
     return 0
-
-
-def _visible_gpus(devices) -> int | None:
-    """How many GPUs ``--devices all`` means here (None: no GPU to count, or not asked)."""
-    from bench import env
-
-    return env.gpu_count() if devices == "all" and env.no_gpu_reason() is None else None
 
 
 def _axis_values(values: tuple, sizes: bool) -> str:

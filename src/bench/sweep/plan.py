@@ -301,14 +301,6 @@ def planned_axes(experiment: Experiment, mode: str, sizes: Sequence[int] | None,
     return values
 
 
-def listing_devices(devices: Sequence[int] | str, device: int, visible: int | None) -> tuple[int, ...]:
-    """The GPUs ``sweep --list`` plans for: ``devices`` (--devices; "all": the ``visible`` ones, or where they
-    cannot be counted as many as any experiment needs), else ``device``."""
-    if devices == "all":
-        return tuple(range(visible if visible is not None else max(item.gpus for item in registry().values())))
-    return tuple(sorted(set(devices))) or (device,)
-
-
 def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Plan]:
     plans = []
     for experiment, configs in chosen:
