@@ -1,8 +1,8 @@
 """The documentation stays honest: every relative link in README.md and docs/ points to a file that exists (and to a
 heading that exists, where it names one), the generated columns reference matches the schema, the front page stays
-short, every ``python -m bench`` command shown in a code block parses with bench's own parser (a sweep's plans, its budget
-met), the command-line reference names every option the parser has, and what the pages and the help say of the code
-is what the code declares or does (the commands needing a GPU, the results file's name, the folders report reads,
+short, every ``python -m bench`` command shown in a code block parses with bench's own parser (a sweep's plans, its
+budget met), the command-line reference names every option the parser has, and what the pages and the help say of the
+code is what the code declares or does (the commands needing a GPU, the results file's name, the folders report reads,
 configuration counts, the extras a shown command needs, no machine's absolute paths). CPU only; reads files and
 imports no CUDA."""
 

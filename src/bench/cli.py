@@ -315,8 +315,9 @@ def _list_experiments(request, console: Console) -> int:
                   f"{sum(counts.values())} configurations", title_justify="left",
                   caption="--experiments NAME,NAME picks some; --axis NAME=V1,V2 replaces an axis's values",
                   caption_justify="left")
-    for column, justify in (("experiment", "left"), ("what it measures; its axes", "left"), ("configurations", "right")):
-        table.add_column(column, justify=justify, no_wrap=column != "what it measures; its axes")
+    table.add_column("experiment", no_wrap=True)
+    table.add_column("what it measures; its axes", ratio=1)
+    table.add_column("configurations", justify="right", no_wrap=True)
     for name, experiment in registry().items():
         if name not in counts and name not in planned.left_out:
             continue

@@ -329,7 +329,8 @@ def describe(result: TraceResult) -> list[str]:
     lines.append(f"idle {result.idle_ms:.3f} ms in {len(result.gaps)} gap{'s' * (len(result.gaps) != 1)}"
                  + (f", {len(waited)} after a host wait:" if waited else ""))
     for gap in sorted(waited, key=lambda gap: -gap.ms)[:5]:
-        lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) at {shown(_line(gap.wait.frames))}")
+        where = shown(_line(gap.wait.frames))
+        lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) at {where}")
     if result.waits:
         lines.append(f"host waits (driver calls of {WAIT_NS / 1000:g} µs or more):")
     for wait in result.waits[:5]:
