@@ -59,10 +59,10 @@ def main(tmp_path, monkeypatch, capsys):
     (["sweep", "--budget", "5"], "--budget 5: these"),
     (["sweep", "--sizes", "0"], "'0' is not a positive size"),
     (["sweep", "--sizes=-4K"], "'-4K' is not a positive size"),
-    (["sweep", "--sizes", "-4K"], "expected one argument"),
+    (["sweep", "--sizes", "-4K"], "'-4K' is not a positive size"),
     (["sweep", "--sizes", "lots"], "'lots' is not a size"),
     (["sweep", "--sizes", "1M:4K"], "the range's start is above its end"),
-    (["sweep", "--device", "x"], "invalid int value"),
+    (["sweep", "--device", "x"], "'x' is not a GPU ordinal"),
     (["sweep", "--axis", "streams"], "expected NAME=V1,V2"),
     (["sweep", "--axis", "streams="], "expected NAME=V1,V2"),
     (["sweep", "--axis", "=1"], "expected NAME=V1,V2"),
@@ -239,3 +239,57 @@ def test_without_a_driver_every_gpu_command_says_so(main, tmp_path, monkeypatch)
     status, out, err = main("env")
     words = " ".join(out.split())
     assert status == 0 and f"GPU │ none: {said}" in words and "driver_version │ not found" in words
+
+
+# --- options checked before anything runs (issue 31) ------------------------------------------------------------
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--experiments", "nosuch"], "unknown experiment 'nosuch'"),
+    (["--sizes", "nan"], "'nan' is not a size"),
+    (["--sizes", "-1K"], "'-1K' is not a positive size"),
+    (["--axis", "nosuch=1"], "unknown axis 'nosuch'"),
+    (["--axis", "host_memory=floppy"], "'floppy' is not a value of host_memory"),
+    (["--budget", "5"], "--budget 5: these"),
+    (["--experiments", "peer"], "peer needs 2 GPUs; this sweep has 1"),
+    (["--device", "-1"], "'-1' is not a GPU ordinal"),
+    (["--concurrent"], "--concurrent runs several GPUs at once"),
+    (["--resume", "missing.parquet"], "cannot read results file missing.parquet"),
+])
+def test_sweep_list_checks_the_options_as_a_sweep_does(main, tmp_path, args, fragment):
+    status, out, err = main("sweep", "--list", *args)
+    assert_usage_error(status, err, fragment, tmp_path)
+    assert out == ""
+
+
+def test_sweep_list_previews_the_plan(main, tmp_path):
+    status, out, err = main("sweep", "--list", "--experiments", "bandwidth", "--sizes", "4K,8K", "--axis",
+                            "host_memory=pinned")
+    assert status == 0 and err == "", err
+    words = " ".join(out.split())
+    configurations = len(planning.make(["bandwidth"], sizes=[4096, 8192], axes={"host_memory": ["pinned"]})[0].configs)
+    assert words.startswith(f"experiments of a default sweep: {configurations} configurations")
+    assert "host_memory: pinned;" in words and "bytes: 4 KiB, 8 KiB" in words and " launch " not in words
+
+
+@pytest.mark.parametrize("command", ["env", "sweep", "probe", "syncs", "trace", "claims"])
+def test_a_negative_device_is_a_mistake_everywhere(main, tmp_path, command):
+    target = ["os:getcwd"] if command in ("probe", "syncs", "trace") else []
+    status, out, err = main(command, "--device", "-1", *target)
+    assert_usage_error(status, err, "argument --device: '-1' is not a GPU ordinal: ordinals are 0 or more", tmp_path)
+
+
+@pytest.mark.parametrize("command", ["syncs", "trace"])
+@pytest.mark.parametrize("options", [[], ["--json"]])
+def test_a_missing_target_names_the_target(main, tmp_path, command, options):
+    status, out, err = main(command, *options)
+    assert_usage_error(status, err, f"{command}: name the code to run, TARGET: MODULE:FUNCTION, FILE.py:FUNCTION or "
+                       "SCRIPT.py [ARGS]", tmp_path)
+    assert "ARGS is required" not in err and "arguments are required" not in err
+
+
+def test_a_value_that_starts_with_a_dash_is_the_options_value():
+    from bench import arguments
+
+    assert arguments.values_kept(["sweep", "--sizes", "-1K", "--quick"], ["--sizes"]) == [
+        "sweep", "--sizes=-1K", "--quick"]
+    assert arguments.values_kept(["sweep", "--sizes", "--quick"], ["--sizes"]) == ["sweep", "--sizes", "--quick"]

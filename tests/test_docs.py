@@ -1,7 +1,10 @@
 """The documentation stays honest: every relative link in README.md and docs/ points to a file that exists (and to a
 heading that exists, where it names one), the generated columns reference matches the schema, the front page stays
-short, every ``python -m bench`` command shown in a code block parses with bench's own parser, and the command-line
-reference names every option the parser has. CPU only; reads files and imports no CUDA."""
+short, every ``python -m bench`` command shown in a code block parses with bench's own parser (a sweep's plans, its
+budget met), the command-line reference names every option the parser has, and what the pages and the help say of the
+code is what the code declares or does (the commands needing a GPU, the results file's name, the folders report reads,
+configuration counts, the extras a shown command needs, no machine's absolute paths). CPU only; reads files and
+imports no CUDA."""
 
 from __future__ import annotations
 
@@ -232,21 +235,16 @@ def shown_commands() -> list[tuple[str, list[str]]]:
 
 
 def _check_sweep(args: argparse.Namespace) -> None:
-    """What the parser leaves to the sweep, checked as far as it needs no GPU: experiment names, axis names, sizes."""
-    from bench.experiments import registry
+    """What the parser leaves to the sweep, checked as the sweep plans it, which needs no GPU: experiment names,
+    axes, sizes, and that a ``--budget`` shown can be met by the configurations it would run."""
+    from bench.sweep.plan import make
     from bench.units import parse_sizes
 
-    experiments = registry()
-    chosen = [item.strip() for item in args.experiments.split(",")] if getattr(args, "experiments", None) else list(
-        experiments)
-    unknown = [item for item in chosen if item not in experiments]
-    assert not unknown, f"unknown experiments {unknown}; known: {', '.join(experiments)}"
-    for item in getattr(args, "axis", None) or []:
-        axis = item.partition("=")[0].strip()
-        assert any(axis in experiments[experiment].axes for experiment in chosen), (
-            f"--axis {axis}: not an axis of {', '.join(chosen)}")
-    if getattr(args, "sizes", None):
-        parse_sizes(args.sizes)
+    devices = (0, 1) if args.devices == "all" else tuple(args.devices or ()) or (args.device or 0,)
+    axes = {item.partition("=")[0].strip(): item.partition("=")[2].split(",") for item in args.axis}
+    names = [item.strip() for item in args.experiments.split(",")] if args.experiments else None
+    make(names, mode=args.mode, sizes=parse_sizes(args.sizes) if args.sizes else None, axes=axes,
+         budget_s=args.budget, devices=devices, concurrent=args.concurrent)
 
 
 COMMANDS = shown_commands()
@@ -270,7 +268,10 @@ def test_shown_command_parses(arguments):
     except (UsageError, SystemExit) as error:
         pytest.fail(f"python -m bench {shlex.join(arguments)}: {error}")
     if getattr(args, "command", None) == "sweep":
-        _check_sweep(args)
+        try:
+            _check_sweep(args)
+        except ValueError as error:
+            pytest.fail(f"python -m bench {shlex.join(arguments)}: {error}")
 
 
 # --- the command-line reference names every option ---------------------------------------------------------------
@@ -341,3 +342,131 @@ def test_every_package_says_what_it_holds_and_may_import():
         if init.parent.name == "bench":
             continue
         assert doc and "import" in doc, f"{init.relative_to(ROOT)}: its opening docstring says what it may import"
+
+
+# --- what the pages and the help say of the code is what the code declares or does --------------------------------
+
+def _help_texts() -> str:
+    """Every help text of the parser: the description, the examples, each command's and each option's help."""
+    from bench.cli import _parser
+
+    parser = _parser()
+    texts = [parser.description or "", parser.epilog or ""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            texts += [choice.help or "" for choice in action._choices_actions]
+    for subparser in _subcommands(parser).values():
+        texts += [action.help or "" for action in subparser._actions]
+    return "\n".join(texts)
+
+
+def _texts() -> list[tuple[str, str]]:
+    """(where, text): every page and the help."""
+    return [(name(page), page.read_text()) for page in pages()] + [("python -m bench --help", _help_texts())]
+
+
+COMMAND = r"(?:sweep|plot|claims --measure|claims|compare|report|probe|syncs|trace|env)"
+
+
+def test_the_commands_said_to_need_a_gpu_are_those_declared():
+    from bench.arguments import GPU_COMMANDS
+
+    said = {where: re.findall(rf"Measuring \(([^)]*)\)\s+needs", " ".join(text.split())) for where, text in _texts()}
+    assert said["python -m bench --help"] and said[name(CLI_PAGE)], said
+    wrong = [f"{where}: {clause}" for where, clauses in said.items() for clause in clauses
+             if sorted(set(re.findall(COMMAND, clause)) - {"claims --measure"}) != sorted(GPU_COMMANDS)]
+    assert not wrong, f"these list other commands than bench.arguments.GPU_COMMANDS {GPU_COMMANDS}: {wrong}"
+
+
+def test_the_commands_declared_to_need_a_gpu_refuse_without_one_and_env_runs(no_gpu, tmp_path, monkeypatch, capsys):
+    from bench import cli
+    from bench.arguments import GPU_COMMANDS
+
+    monkeypatch.chdir(tmp_path)
+    targets = {"probe": ["os:getcwd"], "syncs": ["os:getcwd"], "trace": ["os:getcwd"]}
+    for command in GPU_COMMANDS:
+        assert cli.main([command, *targets.get(command, [])]) == 2, command
+        assert no_gpu in capsys.readouterr().err, command
+    assert cli.main(["env"]) == 0 and not list(tmp_path.iterdir())
+
+
+def test_the_results_file_is_named_as_the_sweep_names_it():
+    from bench.arguments import RESULTS_NAME
+
+    named = [(where, found) for where, text in _texts()
+             for found in re.findall(r"<[\w-]+>-<gpu>\.parquet", text) if found != RESULTS_NAME]
+    assert not named, f"a sweep writes results/{RESULTS_NAME} (bench.arguments.RESULTS_NAME): {named}"
+
+
+def _folders_report_reads() -> set[str]:
+    """The ``_<name>/`` folders that ``bench report`` reads besides results files: the tables it asks
+    ``store.named_tables`` for."""
+    tree = ast.parse((ROOT / "src" / "bench" / "cli.py").read_text())
+    function = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "_report")
+    return {f"_{node.args[1].value}/" for node in ast.walk(function) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", "") == "named_tables" and isinstance(node.args[1], ast.Constant)}
+
+
+def test_what_report_says_it_reads_is_what_it_reads():
+    from bench.cli import _parser
+
+    folders = _folders_report_reads()
+    assert folders, "bench report reads no _<name>/ folder: this test reads cli._report wrongly"
+    report = _subcommands(_parser())["report"]
+    helps = {"report --help": " ".join(action.help or "" for action in report._actions),
+             f"{name(CLI_PAGE)} ## report": _sections(CLI_PAGE.read_text())["report"]}
+    missing = [f"{where} lacks {folder}" for where, text in helps.items() for folder in sorted(folders)
+               if folder not in text]
+    assert not missing, f"report reads {sorted(folders)} though it leaves out other _ folders: {missing}"
+
+
+def test_configuration_counts_stated_are_the_plans():
+    from bench.cli import _parser
+    from bench.sweep.plan import make
+
+    current = [page for page in pages() if "findings" not in page.parts]  # a findings page: the plans of its day
+    stated = [(name(page), command, int(count)) for page in current for command, count in
+              re.findall(r"^\| `python -m bench (sweep[^`]*)` \| (\d+) \|", page.read_text(), re.MULTILINE)]
+    assert stated, "no page states a sweep's configuration count: drop this test or the table it read"
+    wrong = []
+    for where, command, count in stated:
+        args = _parser().parse_args(shlex.split(command))
+        planned = sum(len(item.configs) for item in make(mode=args.mode))
+        if planned != count:
+            wrong.append(f"{where}: `python -m bench {command}` has {planned} configurations, not {count}")
+    assert not wrong, wrong
+
+
+def test_budgets_shown_are_checked():
+    """A shown ``--budget`` that no sweep of its configurations meets fails test_shown_command_parses."""
+    import argparse as arguments
+
+    with pytest.raises(ValueError, match="--budget 5: these"):
+        _check_sweep(arguments.Namespace(devices=None, device=None, axis=[], experiments=None, mode="default",
+                                         sizes=None, budget=5.0, concurrent=False))
+
+
+def _install_extras(line: str) -> set[str]:
+    found = re.search(r"pip install -e \"?\.\[([^\]]*)\]", line)
+    return set(found.group(1).split(",")) if found else set()
+
+
+def test_the_readme_installs_what_its_commands_need():
+    from bench.arguments import EXTRAS, GPU_COMMANDS, MEASURING_EXTRAS
+
+    install = FRONT_PAGE.read_text().split("```sh", 1)[1].split("\n")[1]
+    extras = _install_extras(install)
+    shown = {arguments[0] for where, arguments in COMMANDS if where.startswith(name(FRONT_PAGE)) and arguments}
+    needed = {extra for command in shown for extra in EXTRAS.get(command, ())}
+    assert needed <= extras, f"README's install line {install!r} lacks {sorted(needed - extras)} for {sorted(shown)}"
+    if shown & set(GPU_COMMANDS):
+        assert extras & set(MEASURING_EXTRAS), f"README's install line {install!r} installs no measuring libraries"
+
+
+ABSOLUTE = re.compile(r"(?<![\w.~/-])/(?:work|home|root|tmp|Users|private)/[\w.+-]+")
+
+
+def test_no_page_shows_a_machines_absolute_paths():
+    found = [f"{name(page)}:{number}: {match.group(0)}" for page in pages()
+             for number, line in enumerate(page.read_text().splitlines(), 1) for match in ABSOLUTE.finditer(line)]
+    assert not found, f"paths of the machine that ran them (print them relative, as syncs and trace do): {found}"

@@ -43,20 +43,30 @@ def _bench(*args, cwd):
 @pytest.mark.parametrize("target, fragment", [
     ("nocolon", "is not MODULE:FUNCTION"),
     ("bench_no_such_module:step", "cannot load bench_no_such_module:step"),
-    ("os:no_such_function", "cannot load os:no_such_function"),
+    ("os:no_such_function", "probe: os has no function 'no_such_function'"),
     ("os:sep", "is not callable"),
+    ("mine.py:nothing", "probe: mine.py has no function 'nothing'"),
 ])
-def test_probe_refuses_what_it_cannot_call(tmp_path, target, fragment):
-    result = _bench("probe", target, cwd=tmp_path)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr
-    assert not list(tmp_path.iterdir())
+def test_probe_refuses_what_it_cannot_call(tmp_path, monkeypatch, capsys, target, fragment):
+    from bench import cli, env
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("")
+    monkeypatch.setattr(env, "no_gpu_reason", lambda: None)  # as on a GPU machine: the target is what is wrong
+    status = cli.main(["probe", target])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and fragment in lines[0] and "__bench_target__" not in lines[0], lines
+    assert [path.name for path in tmp_path.iterdir()] == ["mine.py"]
 
 
-def test_probe_without_a_gpu_is_one_line(tmp_path, no_gpu):
-    result = _bench("probe", "os:getcwd", cwd=tmp_path)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"bench: error: {no_gpu}")
+def test_probe_without_a_gpu_is_one_line_and_runs_nothing(tmp_path, no_gpu):
+    (tmp_path / "mine.py").write_text("open('ran', 'w').close()\n\ndef step():\n    pass\n")
+    for target in ("os:getcwd", "mine.py:step"):
+        result = _bench("probe", target, cwd=tmp_path)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(
+            f"bench: error: probe needs a GPU: {no_gpu}"), lines
+    assert [path.name for path in tmp_path.iterdir()] == ["mine.py"]  # the module never ran
 
 
 def _pytest_with_the_plugin(tmp_path, name: str, source: str):

@@ -443,3 +443,17 @@ def test_the_copies_bound_counts_what_the_copy_engines_allow():
     assert CopyEngines(5.0, 5.2, engines=2, at_once=True).bound_ms() == 5.2  # both ways at once: the slower
     assert CopyEngines(5.0, 5.2, engines=1, at_once=False).bound_ms() == pytest.approx(10.2)  # one after the other
     assert CopyEngines(5.0, 0.0, engines=2, at_once=False).bound_ms() == 5.0  # one direction only
+
+
+def test_the_text_shows_paths_below_the_working_directory_relative(tmp_path, monkeypatch):
+    """As ``bench syncs`` does: the text names ``docs/examples/x.py:22``, not the checkout's absolute path (which
+    the README would otherwise quote); the table keeps the whole path."""
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path / "docs" / "train.py")
+    last = call("cuCtxSynchronize", 60 * US, 800 * US, frames=at(here, 4))
+    found = analysed([kernel(1, 0, 100 * US), kernel(1, 1000 * US, 1100 * US)], [last])
+    text = describe(found)
+    assert "  0.900 ms after cuCtxSynchronize (0.740 ms) at docs/train.py:4" in text, text
+    assert "  host waited 0.740 ms in 1 × cuCtxSynchronize at docs/train.py:4" in text, text
+    assert not any(str(tmp_path) in line for line in text)
+    assert any(row["line"] == f"{here}:4" for row in found.table())

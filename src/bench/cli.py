@@ -20,6 +20,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from bench import arrow_threads
+from bench.arguments import (RESULTS_NAME, missing_function, needs_gpu_words, no_target, ordinal, require_gpu,
+                             split_target, values_kept)
 from bench.errors import UsageError
 from bench.trace import DEFAULT_RUNS
 from bench.units import format_size, parse_sizes
@@ -28,21 +30,21 @@ from bench.vocabulary import Status
 RESULTS_DIR = Path("results")
 PLOTS_DIR = Path("plots")
 FORMATS = ("text", "json", "markdown")  # compare's and claims' outputs
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
 overlap you really get, copy bandwidth, and what launches and allocations cost; and answers it for your own
-code: does it wait for the GPU, and where? Measuring (sweep, probe, syncs) needs an NVIDIA GPU; report, plot,
-compare and claims read results files anywhere."""
-EXAMPLES = """\
+code: does it wait for the GPU, and where? Measuring ({needs_gpu_words()}; claims --measure) needs an NVIDIA
+GPU; report, plot, compare and claims read results files anywhere, and env prints what it can."""
+EXAMPLES = f"""\
 examples:
   python -m bench sweep --quick            a smoke test of every experiment (seconds)
-  python -m bench sweep                    the headline answers, into results/<timestamp>-<gpu>.parquet
+  python -m bench sweep                    the headline answers, into results/{RESULTS_NAME}
   python -m bench report                   every run in results/ as one HTML file, plots/report.html
   python -m bench compare OLD NEW          what changed between two results (a driver update, a new GPU)
   python -m bench probe mypkg.train:step   does step() wait for the GPU?
   python -m bench syncs mypkg.train:step   which lines of step() wait for the GPU?
   python -m bench trace mypkg.train:step   how much of step()'s copying hides behind its kernels?
-  python -m bench sweep --list             the experiments, what each measures and its axes"""
+  python -m bench sweep --list             the plan, checked: experiments, their axes and configurations"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,10 +64,12 @@ def _positive_number(text: str) -> float:
 
 def _target_arguments(command: argparse.ArgumentParser) -> None:
     """The target of syncs and trace: a function, or a script and the arguments that follow it."""
-    command.add_argument("target", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
+    command.add_argument("target", nargs="?", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
                          help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run "
                               "as __main__ with the ARGS that follow it")
-    command.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    script_args = command.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                                       help="the script's arguments")
+    script_args.required = False  # none is fine; a missing target is the command's one line (no_target)
 
 
 def _positive_int(text: str) -> int:
@@ -96,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,syncs,trace,env}")
 
-    sweep = commands.add_parser("sweep", help="run the experiments and write results/<timestamp>-<gpu>.parquet")
+    sweep = commands.add_parser("sweep", help=f"run the experiments and write results/{RESULTS_NAME}")
     size = sweep.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", const="quick", dest="mode",
                       help="a smoke test of every experiment (seconds)")
@@ -110,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="replace an axis's values, e.g. --axis host_memory=pinned --axis streams=1,8 (repeatable)")
     sweep.add_argument("--out", type=Path, default=RESULTS_DIR,
                        help="results directory, or a new .parquet file (an existing one is never overwritten)")
-    sweep.add_argument("--device", type=int, help="CUDA device ordinal (default 0)")
+    sweep.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=_devices, metavar="all|0,1,...",
                        help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
                             "GPU, one GPU after another; and the multi-GPU experiments (peer copies, shared host "
@@ -120,8 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--resume", type=Path, metavar="FILE",
                        help="an interrupted sweep's results file: run what it lacks and add it to the same file")
     sweep.add_argument("--list", action="store_true",
-                       help="list the experiments, what each measures and its axes (with --quick or --full: "
-                            "theirs); measures nothing")
+                       help="preview the plan, checked as the sweep checks it: the experiments, what each "
+                            "measures, its axes and configurations (with --quick or --full: theirs); measures nothing "
+                            "and needs no GPU")
     sweep.set_defaults(handler=_sweep, mode="default")
 
     plot = commands.add_parser("plot", help="turn results into figures under plots/ (one set per GPU)")
@@ -140,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="measure what the results lack on this machine's GPU first (default: judge what they "
                              "hold; claims without data show as not measured)")
     claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="with --measure: where to write what it measures")
-    claims.add_argument("--device", type=int, default=0, help="with --measure: CUDA device ordinal (default 0)")
+    claims.add_argument("--device", type=ordinal, default=0, help="with --measure: CUDA device ordinal (default 0)")
     claims.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     claims.set_defaults(handler=_claims)
 
@@ -159,9 +164,10 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
     report.add_argument("results", nargs="*", type=Path,
-                        help="results files or directories (default: results/, leaving out subdirectories whose "
-                             "names start with _ or .); of several measurements of a configuration on one GPU, the "
-                             "newest is shown")
+                        help="results files or directories (default: results/): the results files under a "
+                             "directory, leaving out subdirectories whose names start with _ or ., with their side "
+                             "tables and the rows syncs --save and trace --save keep in _syncs/ and _trace/; of "
+                             "several measurements of a configuration on one GPU, the newest is shown")
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
     report.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     report.set_defaults(handler=_report)
@@ -176,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="what is held: every stream (the device-wide hold; default), or a spin kernel on the "
                             "legacy default stream (CuPy's and PyTorch's default) or the per-thread default stream")
     probe.add_argument("--spin-ms", type=_positive_number, default=20.0, help="hold (spin) length (default 20)")
-    probe.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    probe.add_argument("--device", type=ordinal, default=0, help="CUDA device ordinal (default 0)")
     probe.set_defaults(handler=_probe)
 
     syncs = commands.add_parser("syncs", help="where does my code wait? every line of MODULE:FUNCTION or a script "
@@ -187,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     syncs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     syncs.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
     syncs.add_argument("--no-cuda-calls", action="store_true", help="do not name CUDA calls with CUPTI")
-    syncs.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    syncs.add_argument("--device", type=ordinal, default=0, help="CUDA device ordinal (default 0)")
     syncs.set_defaults(handler=_syncs)
 
     trace = commands.add_parser("trace", help="how much does my code overlap? the GPU timeline of MODULE:FUNCTION or "
@@ -205,12 +211,12 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("--no-lines", action="store_true",
                        help="leave out the driver-call callbacks: no host waits or lines, less overhead on code whose "
                             "every call blocks (pageable copies)")
-    trace.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    trace.add_argument("--device", type=ordinal, default=0, help="CUDA device ordinal (default 0)")
     trace.set_defaults(handler=_trace)
 
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
                                           "GPU: the host's, and why there is none)")
-    env.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    env.add_argument("--device", type=ordinal, default=0, help="CUDA device ordinal (default 0)")
     env.set_defaults(handler=_env)
     return parser
 
@@ -272,8 +278,6 @@ def _sweep(args: argparse.Namespace, console: Console):
     from bench.sweep.plan import Request
     from bench.timing import process_age_s
 
-    if args.list:
-        return _list_experiments(args.mode, console)
     names = [name.strip() for name in args.experiments.split(",")] if args.experiments else None
     try:
         sizes = parse_sizes(args.sizes) if args.sizes is not None else None
@@ -290,25 +294,38 @@ def _sweep(args: argparse.Namespace, console: Console):
     request = Request(names, args.mode, sizes, axes, args.out, args.device or 0, args.resume, args.budget,
                       shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
                       concurrent=args.concurrent, started_s=process_age_s())
-    return _run(request, console)
+    return _list_experiments(request, console) if args.list else _run(request, console)
 
 
-def _list_experiments(mode: str, console: Console) -> int:
-    """Each experiment: its name, the GPUs it needs, what it measures, and its axes in a ``mode`` sweep."""
+def _list_experiments(request, console: Console) -> int:
+    """The plan of ``request``, checked as a sweep checks it but measuring nothing: each experiment it selects, the
+    GPUs it needs, what it measures, its axes and its configurations (on one GPU; with ``--devices``, those)."""
     from rich import box
 
     from bench.experiments import registry
+    from bench.sweep.plan import for_request, planned_axes
+    from bench.sweep.preflight import listing_devices
 
-    table = Table(box=box.SIMPLE_HEAD, highlight=False, title=f"experiments of a {mode} sweep", title_justify="left",
+    devices = listing_devices(request)
+    planned = for_request(request, devices)
+    counts: dict[str, int] = {}
+    for item in planned.plans:
+        counts[item.experiment.name] = counts.get(item.experiment.name, 0) + len(item.configs)
+    table = Table(box=box.SIMPLE_HEAD, highlight=False, title=f"experiments of a {request.mode} sweep: "
+                  f"{sum(counts.values())} configurations", title_justify="left",
                   caption="--experiments NAME,NAME picks some; --axis NAME=V1,V2 replaces an axis's values",
                   caption_justify="left")
     table.add_column("experiment", no_wrap=True)
     table.add_column("what it measures; its axes", ratio=1)
-    for experiment in registry().values():
+    table.add_column("configurations", justify="right", no_wrap=True)
+    for name, experiment in registry().items():
+        if name not in counts and name not in planned.left_out:
+            continue
         needs = f"\nneeds {experiment.gpus}+ GPUs" if experiment.gpus > 1 else ""
-        axes = "; ".join(f"{axis}: {_axis_values(values, axis == experiment.size_axis)}"
-                         for axis, values in experiment.axes_for(mode).items())
-        table.add_row(experiment.name + needs, f"{escape(experiment.description)}\n[dim]axes: {escape(axes)}[/dim]")
+        axes = "; ".join(f"{axis}: {_axis_values(values, axis == experiment.size_axis)}" for axis, values in
+                         planned_axes(experiment, request.mode, request.sizes, request.axes, devices).items())
+        table.add_row(name + needs, f"{escape(experiment.description)}\n[dim]axes: {escape(axes)}[/dim]",
+                      str(counts[name]) if name in counts else "left out")
     console.print(table)
     return 0
 
@@ -704,9 +721,7 @@ def _function(command: str, target: str):
     import importlib
     import importlib.util
 
-    module_name, colon, function_name = target.rpartition(":")
-    if not colon or not module_name or not function_name:
-        raise UsageError(f"{command}: {target!r} is not MODULE:FUNCTION (e.g. mypkg.train:step)")
+    module_name, function_name = split_target(command, target)
     sys.path.insert(0, "")  # the current directory, as `python -m` does for the user's own modules
     try:
         if module_name.endswith(".py"):
@@ -720,6 +735,8 @@ def _function(command: str, target: str):
             spec.loader.exec_module(module)
         else:
             module = importlib.import_module(module_name)
+        if not hasattr(module, function_name):
+            raise missing_function(command, module_name, function_name)
         function = getattr(module, function_name)
     except UsageError:
         raise
@@ -754,6 +771,8 @@ def _script(path: Path, arguments: list[str], command: str = "syncs"):
 
 
 def _probe(args: argparse.Namespace, console: Console) -> int:
+    split_target("probe", args.target)
+    require_gpu("probe")  # before the user's module is imported: importing runs it
     function = _function("probe", args.target)
     from bench.env import gpu_environment, use_device
     from bench.probe import probe
@@ -773,8 +792,8 @@ def _probe(args: argparse.Namespace, console: Console) -> int:
 
 def _target(command: str, args: argparse.Namespace):
     """Check the target and --save before anything runs; the function to run (a script's as ``__main__``)."""
-    from bench.env import no_gpu_reason
-
+    if args.target is None:
+        raise no_target(command)
     script = args.target.endswith(".py")
     if not script and args.script_args:
         raise UsageError(f"{command}: {' '.join(args.script_args)}: options go before the target (arguments follow "
@@ -793,9 +812,7 @@ def _target(command: str, args: argparse.Namespace):
             store.writable_directory(Path(path).parent, option)
     if getattr(args, "plot", None) is not None and Path(args.plot).suffix not in (".png", ".svg"):
         raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
-    reason = no_gpu_reason()
-    if reason:
-        raise UsageError(f"{command} needs a GPU: {reason}")
+    require_gpu(command)
     return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
 
 
@@ -911,7 +928,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
         parser = _parser()
-        args = parser.parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = parser.parse_args(values_kept(argv, ("--sizes",)) if argv[:1] == ["sweep"] else argv)
         if args.version:
             print(_version())
             return 0

@@ -14,8 +14,9 @@ read together; files written before a column was added get it from ``python -m b
 (bench before the one-sample schema) are converted on read (:mod:`bench.version1`). The suite's columns are those of
 the experiments the caller hands in (the registry, :func:`bench.experiments.registry`): the store imports none.
 
-Writes never leave half a file (a full disk is a :class:`bench.errors.WriteError`), go through symlinks, never
-replace a device, a pipe or a directory, and a new run's file never replaces another file.
+Writes never leave half a file (a full disk is a :class:`bench.errors.WriteError`), never go through a symlink
+(every writer refuses one: :func:`write_target`), never replace a device, a pipe or a directory, and a new run's file
+never replaces another file.
 """
 
 from __future__ import annotations
@@ -116,16 +117,17 @@ def write_bytes(path: Path, content: bytes) -> None:
 
 
 def write_target(path: Path, option: str = "") -> Path:
-    """The file a write to ``path`` replaces: ``path``, or the file a symlink there names (the link stays).
-    WriteError, naming ``option``, if something other than a regular file is there: bench never replaces a
-    device, a pipe or a directory."""
+    """``path``, checked before bench writes it: WriteError, naming ``option``, if it is a symlink (bench never writes
+    through one, dangling or not) or something other than a regular file (bench never replaces a device, a pipe or a
+    directory)."""
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if target.exists() and not target.is_file():
-        through = f" (the symlink {path} names it)" if target != path else ""
-        raise WriteError(f"{option + ': ' if option else ''}{target} is {kind_of(target)}{through}, not a regular "
-                         "file; bench writes only regular files")
-    return target
+    prefix = f"{option}: " if option else ""
+    if path.is_symlink():
+        raise WriteError(f"{prefix}{path} is a symlink (to {os.readlink(path)}); bench never writes through a "
+                         "symlink: name the file itself")
+    if path.exists() and not path.is_file():
+        raise WriteError(f"{prefix}{path} is {kind_of(path)}, not a regular file; bench writes only regular files")
+    return path
 
 
 def writable_directory(directory: Path, option: str) -> Path:
@@ -152,8 +154,8 @@ def kind_of(path: Path) -> str:
 
 
 def _write_file(path: Path, fill: Callable[[BinaryIO], object], mode: int, new: bool = False) -> Path:
-    """``fill`` a temporary file beside ``path``'s target (:func:`write_target`), sync it, then give it the target's
-    name in one step (``new``: only a free name, see :func:`write_table`): a reader sees the old file or the new
+    """``fill`` a temporary file beside ``path`` (checked by :func:`write_target`), sync it, then give it that name
+    in one step (``new``: only a free name, see :func:`write_table`): a reader sees the old file or the new
     one, and a write that fails (a full disk) leaves nothing behind. WriteError says what failed."""
     target = write_target(path)
     try:

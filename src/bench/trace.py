@@ -23,14 +23,17 @@ its engine. :func:`tracing` records one run of a ``with`` block (the pytest help
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import json
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench.measure.activity import COPIES, Activity, HostCall, Op, Recording, TraceUnavailable
 from bench.measure.waits import Frame, user_index
@@ -53,6 +56,17 @@ def _line(frames: tuple[Frame, ...]) -> str:
         return ""
     frame = frames[user_index(frames)]
     return f"{frame.file}:{frame.line}"
+
+
+def shown(line: str) -> str:
+    """'docs/examples/step.py:22': a ``file:line`` as the text output shows it, the file relative to the current
+    directory where it is below it (as ``bench syncs`` shows its lines); the JSON and the results file keep it whole."""
+    file, colon, number = line.rpartition(":")
+    if not colon or not os.path.isabs(file):
+        return line
+    with contextlib.suppress(ValueError):
+        file = str(Path(file).relative_to(Path.cwd()))
+    return f"{file}:{number}"
 
 
 def _source(frames: tuple[Frame, ...]) -> str:
@@ -310,16 +324,17 @@ def describe(result: TraceResult) -> list[str]:
             host = "" if group.host_ms is None else f"; host {group.host_ms:.3f} ms"
             lines.append(f"  {group.count} × {group.op} {format_size(group.bytes)}: {group.ms:.3f} ms, pinned "
                          f"{group.count * group.pinned_ms:.3f} ms ({group.reference}){host}"
-                         f"{'  ' + group.line if group.line else ''}")
+                         f"{'  ' + shown(group.line) if group.line else ''}")
     waited = [gap for gap in result.gaps if gap.wait]
     lines.append(f"idle {result.idle_ms:.3f} ms in {len(result.gaps)} gap{'s' * (len(result.gaps) != 1)}"
                  + (f", {len(waited)} after a host wait:" if waited else ""))
     for gap in sorted(waited, key=lambda gap: -gap.ms)[:5]:
-        lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) at {_line(gap.wait.frames)}")
+        where = shown(_line(gap.wait.frames))
+        lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) at {where}")
     if result.waits:
         lines.append(f"host waits (driver calls of {WAIT_NS / 1000:g} µs or more):")
     for wait in result.waits[:5]:
-        lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} at {wait.line}")
+        lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} at {shown(wait.line)}")
     if result.overhead is not None:
         lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run "
                      f"({statistics.median(result.traced_ms):.3f} traced vs "

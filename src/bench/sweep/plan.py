@@ -265,15 +265,8 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
         if name in lacking:
             continue
         experiment = known[name]
-        values = experiment.axes_for(mode)
-        for axis in experiment.device_axes:
-            values[axis] = tuple(devices)
-        if sizes and experiment.size_axis:
-            values[experiment.size_axis] = tuple(sizes)
-        for axis, texts in overrides.items():
-            if axis in experiment.axes:
-                values[axis] = axis_values(experiment, axis, texts)
-                unused.discard(axis)
+        values = planned_axes(experiment, mode, sizes, overrides, devices)
+        unused -= set(experiment.axes)
         for axis in experiment.device_axes:
             outside = [value for value in values[axis] if value not in devices]
             if outside:
@@ -290,6 +283,22 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
     if budget_s is None or estimate_s(plans, concurrent) <= budget_s:
         return plans
     return _fit(chosen, mode, budget_s, tuple(devices), concurrent)
+
+
+def planned_axes(experiment: Experiment, mode: str, sizes: Sequence[int] | None,
+                 overrides: Mapping[str, Sequence[str]], devices: Sequence[int]) -> dict[str, tuple]:
+    """An experiment's axes in a sweep: ``mode``'s values, its device axes on ``devices``, its size axis ``sizes``
+    and ``overrides`` (axis -> values as the user typed them, in the axis's own type). ValueError for a value the
+    axis cannot take."""
+    values = experiment.axes_for(mode)
+    for axis in experiment.device_axes:
+        values[axis] = tuple(devices)
+    if sizes and experiment.size_axis:
+        values[experiment.size_axis] = tuple(sizes)
+    for axis, texts in overrides.items():
+        if axis in experiment.axes:
+            values[axis] = axis_values(experiment, axis, texts)
+    return values
 
 
 def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Plan]:

@@ -98,6 +98,26 @@ def selected_devices(request: Request, gpu: Gpu) -> tuple[int, ...]:
     return devices
 
 
+class _Uncounted(Gpu):
+    """The GPUs of a machine that may have none (``sweep --list``): the visible ones; where they cannot be counted,
+    every ordinal named and as many as any experiment needs."""
+
+    def __init__(self, named: Sequence[int]) -> None:
+        self.named = named
+
+    def count(self) -> int:
+        from bench.experiments import registry
+
+        if env.no_gpu_reason() is None:
+            return env.gpu_count()
+        return max([item.gpus for item in registry().values()] + [device + 1 for device in self.named])
+
+
+def listing_devices(request: Request) -> tuple[int, ...]:
+    """The GPUs ``sweep --list`` plans for, checked as :func:`selected_devices` checks a sweep's; needs no GPU."""
+    return selected_devices(request, _Uncounted(request.devices if request.devices != "all" else ()))
+
+
 def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
     earlier = None
@@ -155,7 +175,8 @@ def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
 
 
 def refuse_existing(path: Path) -> None:
-    """A sweep never overwrites a results file."""
+    """A sweep never overwrites a results file, nor writes through a symlink."""
+    store.write_target(path, "--out")
     if path.exists():
         raise UsageError(f"--out: {path} already exists; bench never overwrites results (finish an interrupted "
                          f"sweep with --resume {path}, or choose another --out)")

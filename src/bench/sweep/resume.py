@@ -40,6 +40,7 @@ def read(path: Path, schema: pa.Schema) -> Earlier:
         raise UsageError(f"--resume: {path} was written by an older bench (schema version {version}); start a new "
                          "sweep")
     earlier = Earlier(path, store.read(path, schema), store.side_tables(path))
+    store.write_target(path, "--resume")
     store.writable_directory(path.parent, "--resume")
     return earlier
 
