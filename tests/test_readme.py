@@ -19,7 +19,7 @@ def test_readme_opens_with_two_setup_commands():
     assert sweep.endswith("python -m bench sweep") and "pip install" in sweep
     assert "pytest" in tests and "pip install" in tests
     # The sweep needs the measuring libraries, and so do CPU tests of the kernels (marker cuda_libs): both install them.
-    assert ".[cu12," in sweep and ".[cu12,test]" in tests
+    assert ".[cu12]" in sweep and ".[cu12,test]" in tests
 
 
 def test_ci_runs_the_readme_test_command_verbatim():

@@ -12,7 +12,8 @@ from bench.errors import UsageError
 GPU_COMMANDS = ("sweep", "probe", "syncs", "trace")  # measure on a GPU; so does `claims --measure`
 RESULTS_NAME = "<run_id>-<gpu>.parquet"  # a sweep's results file: its run id (UTC start second, process id), its GPU
 MEASURING_EXTRAS = ("cu12", "cu13")  # every command that measures needs one of them (bench.env names the missing)
-EXTRAS = {"trace": ("cupti",)}  # what a command needs besides: the extra that installs it
+EXTRAS = {"trace": ("cu13", "cupti")}  # what a command needs besides: the extras that install it
+BESIDE = {"cupti": "cu13"}  # an extra that installs only beside another: CUPTI 13's bindings need CUDA 13's
 
 
 def needs_gpu_words() -> str:
