@@ -99,7 +99,10 @@ def test_a_view_that_fails_loses_its_figure_only_and_says_why():
     view = views.View("launch", views.counts, figures=(broken,))
     rows = synthetic.frame(synthetic.launch_records() + synthetic.alloc_records())
     skipped = []
-    drawn = [stem for _, stem, figure in plots.draw(rows, {}, {**synthetic.views(), "launch": view}, skipped.append)]
+    drawn = []
+    for _, stem, figure in plots.draw(rows, {}, {**synthetic.views(), "launch": view}, skipped.append):
+        drawn.append(stem)
+        plots.pyplot().close(figure)
     assert "alloc" in drawn and "launch" not in drawn
     assert skipped == ["left out broken of Test GPU (GPU-00000000): its rows cannot be drawn (KeyError: 'verdict')"]
     assert plots.pyplot().get_fignums() == []
