@@ -353,7 +353,8 @@ TRACE_COLORS = {"kernel": "#4c72b0", "memset": "#8172b3", "H2D": "#55a868", "D2H
 
 def trace_figure(rows: pd.DataFrame, title: str):
     """One trace's timeline (rows of a ``trace`` table of one target): a lane per stream with its kernels and each
-    copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and the host's waits below."""
+    copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and the host's waits below.
+    ``title`` is drawn as written (:func:`literal`)."""
     plt = pyplot()
     from matplotlib.patches import Patch
 
@@ -361,7 +362,7 @@ def trace_figure(rows: pd.DataFrame, title: str):
         figure, ax = plt.subplots(figsize=(11, 1.5))
         ax.text(0.5, 0.5, "nothing ran on the GPU", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_title(literal(title), fontsize=10, loc="left")
         return figure
     work = rows[rows["stream"] >= 0]
     streams = sorted(work["stream"].unique())
@@ -385,6 +386,6 @@ def trace_figure(rows: pd.DataFrame, title: str):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="pageable copy"))
     figure.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.1 / figure.get_figheight()),
                   ncol=len(handles), frameon=False, fontsize=8)
-    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_title(literal(title), fontsize=10, loc="left")
     figure.tight_layout(rect=(0, 0.4 / figure.get_figheight(), 1, 1))  # the legend's row below the axis label
     return figure
