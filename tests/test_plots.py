@@ -136,3 +136,19 @@ def test_plot_writes_every_figure_or_none(tmp_path, monkeypatch):
 def test_a_trace_title_is_drawn_literally():
     svg = plots.rendered(plots.trace_figure(pd.DataFrame(), "mod:step $\\bad{$ on GPU $5"), "svg").decode()
     assert "mod:step $\\bad{$ on GPU $5" in svg
+
+
+def test_plot_and_report_draw_a_file_with_dollars_and_unknown_categories(tmp_path, capsys):
+    """The issue's file: a $ in the GPU name, batched rows of a host memory batched never measures (device);
+    plot and report end normally."""
+    from bench import cli
+
+    rows = synthetic.tagged(synthetic.launch_records() + [{**row, "host_memory": "device"}
+                                                         for row in synthetic.batched_records()],
+                            gpu_name="GPU $\\bad{$")
+    synthetic.write(tmp_path / "r.parquet", rows)
+    assert cli.main(["plot", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "figures")]) == 0
+    assert cli.main(["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")]) == 0
+    assert capsys.readouterr().err == ""
+    assert sorted(path.name for path in (tmp_path / "figures").iterdir()) == ["launch.png", "launch.svg"]
+    assert "GPU $\\bad{$" in (tmp_path / "figures" / "launch.svg").read_text()
