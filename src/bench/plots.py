@@ -11,7 +11,6 @@ writes the same bytes (fixed SVG ids, no dates), and a file whose bytes would no
 from __future__ import annotations
 
 import io
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -189,7 +188,8 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
     out_dir = Path(out_dir)
     groups = analysis.by_gpu(rows)
     paths: list[Path] = []
-    with _staging(out_dir) as staging:
+    with tempfile.TemporaryDirectory(prefix=".bench-plot-", dir=_nearest_directory(out_dir)) as name:
+        staging = Path(name)
         for _, group in groups:
             part = Path() if len(groups) == 1 else Path(gpu_slug(group))
             for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
@@ -198,25 +198,11 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
     return paths
 
 
-class _staging:
-    """A temporary directory beside ``out_dir`` (in its nearest existing directory), removed on leaving."""
-
-    def __init__(self, out_dir: Path) -> None:
-        from bench.errors import WriteError
-
-        existing = out_dir
-        while not existing.exists():
-            existing = existing.parent
-        try:
-            self.path = Path(tempfile.mkdtemp(prefix=".bench-plot-", dir=existing))
-        except OSError as error:
-            raise WriteError(f"cannot write {out_dir}: {error.strerror}") from None
-
-    def __enter__(self) -> Path:
-        return self.path
-
-    def __exit__(self, *exc) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+def _nearest_directory(path: Path) -> Path:
+    """``path`` or its nearest existing parent: where a temporary directory beside it can go."""
+    while not path.exists():
+        path = path.parent
+    return path
 
 
 def _stage(figure, staging: Path, out_dir: Path, stem: Path) -> list[Path]:
