@@ -196,7 +196,7 @@ def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run):
     synthetic.write(tmp_path / "fleet" / "b.parquet", experiment("launch", **GPU_B))
     result = run("plot", "fleet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert names(tmp_path / "plots") == sorted([
+    assert names(tmp_path / "plots" / "local") == sorted([
         "Test-GPU-00000000", "Test-GPU-00000000/alloc.png", "Test-GPU-00000000/alloc.svg",
         "Test-GPU-00000000/launch.png", "Test-GPU-00000000/launch.svg", "Test-GPU-bbbbbbbb",
         "Test-GPU-bbbbbbbb/launch.png", "Test-GPU-bbbbbbbb/launch.svg"])
@@ -210,21 +210,22 @@ def test_overlap_runs_of_two_payloads_get_a_set_of_figures_each(tmp_path, run):
     synthetic.write(tmp_path / "r.parquet", experiment("overlap") + larger)
     result = run("plot", "r.parquet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert names(tmp_path / "plots") == sorted(f"overlap_{kind}-{size}.{ext}" for kind in ("scaling", "heatmap")
-                                               for size in ("256MiB", "1GiB") for ext in ("png", "svg"))
+    assert names(tmp_path / "plots" / "local") == sorted(
+        f"overlap_{kind}-{size}.{ext}" for kind in ("scaling", "heatmap") for size in ("256MiB", "1GiB")
+        for ext in ("png", "svg"))
 
 
 def test_replotting_unchanged_results_leaves_every_file_alone(tmp_path, run):
     rows = [row for row in synthetic.all_records() if row["experiment"] in ("blocking", "serialization", "launch")]
     synthetic.write(tmp_path / "r.parquet", rows)
     assert run("plot", "r.parquet", cwd=tmp_path).returncode == 0
-    files = sorted((tmp_path / "plots").iterdir())
+    files = sorted((tmp_path / "plots" / "local").iterdir())
     assert len(files) == 4 and not any(b"<dc:date>" in path.read_bytes() for path in files)
     for path in files:
         os.utime(path, ns=(1_000_000_000, 1_000_000_000))  # as if written long ago
     before = {path.name: path.read_bytes() for path in files}
     assert run("plot", "r.parquet", cwd=tmp_path).returncode == 0
-    assert sorted((tmp_path / "plots").iterdir()) == files
+    assert sorted((tmp_path / "plots" / "local").iterdir()) == files
     assert {path.name: path.read_bytes() for path in files} == before
     assert {path.stat().st_mtime_ns for path in files} == {1_000_000_000}
 
@@ -235,8 +236,8 @@ def test_superseded_runs_are_left_out_unless_named(tmp_path, run):
     synthetic.write(superseded, experiment("launch", run_id="20261120T000000Z", **GPU_C))
     assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results", synthetic.suite()))] == ["node-a"]
     result = run("report", cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout == "wrote plots/report.html\n", result.stderr
-    document = (tmp_path / "plots" / "report.html").read_text()
+    assert result.returncode == 0 and result.stdout == "wrote plots/local/report.html\n", result.stderr
+    document = (tmp_path / "plots" / "local" / "report.html").read_text()
     assert synthetic.RUN_ID in document and "20261120T000000Z" not in document and "node-c" not in document
     result = run("report", "results", "results/_superseded", "--out", "all.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -244,7 +245,7 @@ def test_superseded_runs_are_left_out_unless_named(tmp_path, run):
     result = run("compare", "results/_superseded", "results", cwd=tmp_path)
     assert result.returncode == 0 and "different GPUs" in result.stderr and "3 same" in result.stdout
     assert run("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
-    assert names(tmp_path / "plots") == ["launch.png", "launch.svg", "report.html"]
+    assert names(tmp_path / "plots" / "local") == ["launch.png", "launch.svg", "report.html"]
 
 
 def test_claims_of_a_directory_judge_each_gpu_on_its_own(tmp_path, run):

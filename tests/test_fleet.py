@@ -92,8 +92,8 @@ def test_a_hostname_picks_every_gpu_on_that_host(tmp_path):
     synthetic.write_fleet(tmp_path / "fleet", synthetic.records("launch"))
     result = bench("plot", "fleet", "--gpu", "node-b", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert sorted(path.name for path in (tmp_path / "plots").iterdir()) == ["NVIDIA-H200-b0b0b0b0",
-                                                                            "NVIDIA-H200-b1b1b1b1"]
+    assert sorted(path.name for path in (tmp_path / "plots" / "local").iterdir()) == ["NVIDIA-H200-b0b0b0b0",
+                                                                                      "NVIDIA-H200-b1b1b1b1"]
 
 
 def test_compare_of_two_fleet_snapshots_matches_gpus_by_uuid(tmp_path):

@@ -328,7 +328,7 @@ def test_cli_quick_sweep_then_plot(tmp_path):
     plotted = _bench("plot", cwd=tmp_path)
     assert plotted.returncode == 0, plotted.stderr
     for name in ("bandwidth", "overlap_scaling-64KiB", "overlap_heatmap-4MiB", "overlap_timeline-4MiB"):
-        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 10_000, name  # one set per payload
+        assert (tmp_path / "plots" / "local" / f"{name}.png").stat().st_size > 10_000, name  # one set per payload
     again = _bench("sweep", "--quick", "--experiments", "launch", "--out", str(path), cwd=tmp_path)
     assert again.returncode == 2 and "already exists" in again.stderr  # never overwrites a results file
     assert len(pd.read_parquet(path)) == len(rows)

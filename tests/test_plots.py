@@ -1,9 +1,11 @@
 """What the experiments' figures show, drawn from synthetic rows through ``plots.plot_results``."""
 
 import matplotlib.image
+import pandas as pd
+import pytest
 
 import synthetic
-from bench import plots
+from bench import analysis, plots, views
 
 
 def test_bandwidth_figure(tmp_path):
@@ -51,3 +53,102 @@ def test_truth_table_alloc_and_launch_figures(tmp_path):
     assert width > 1500 and height > 700
     assert "cudaMallocAsync, release threshold max" in (tmp_path / "alloc.svg").read_text()
     assert "dispatcher" in (tmp_path / "launch.svg").read_text()
+
+
+HOSTILE = ("GPU $\\bad{$ x_1^2 % {} ~ \\", "'\"<>&", "ü–日本" * 40, "12345", None)
+
+
+def test_texts_from_a_results_file_are_drawn_literally(tmp_path):
+    """A $ in a GPU name or a call would start mathtext (and end plot with a parse error): drawn as written."""
+    name, call = "GPU $\\bad{$ <&>", "cudaFree $x$ \\{"
+    records = [{**row, "gpu_name": name, "call": call if row["call"] == "cudaFree" else row["call"]}
+               for row in synthetic.blocking_records()]
+    plots.plot_results(synthetic.frame(records), tmp_path, synthetic.views())
+    svg = (tmp_path / "blocking_truth_table.svg").read_text()
+    assert "GPU $\\bad{$ &lt;&amp;&gt;" in svg and "cudaFree $x$ \\{" in svg
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_every_view_draws_or_leaves_out_rows_whose_texts_were_altered(value):
+    """Every string column of every experiment's rows (but the experiment and status) holding ``value``: each view
+    draws what it can, and no figure is left out for a crash (drawn, not rendered: the $ is rendered above)."""
+    keep = {"experiment", "status"}
+    records = [{**row, **{column: value for column, cell in row.items() if isinstance(cell, str) and column not in keep}}
+               for row in synthetic.all_records()]
+    skipped = []
+    for _, group in analysis.by_gpu(synthetic.frame(records)):
+        for _, _, figure in plots.draw(group, {}, synthetic.views(), skipped.append):
+            plots.pyplot().close(figure)
+    assert skipped == []
+
+
+@pytest.mark.parametrize(("experiment", "column"), [("batched", "host_memory"), ("peer", "method"),
+                                                    ("overlap", "host_memory"), ("library", "library")])
+def test_a_category_bench_does_not_know_is_left_out(experiment, column):
+    records = [{**row, column: "from-another-version"} for row in synthetic.records(experiment)]
+    skipped = []
+    for _, _, figure in plots.draw(synthetic.frame(records), {}, synthetic.views(), skipped.append):
+        plots.pyplot().close(figure)
+    assert skipped == []
+
+
+def test_a_view_that_fails_loses_its_figure_only_and_says_why():
+    def broken(rows, tables):
+        plots.pyplot().figure()  # a figure half made, then the failure
+        raise KeyError("verdict")
+
+    view = views.View("launch", views.counts, figures=(broken,))
+    rows = synthetic.frame(synthetic.launch_records() + synthetic.alloc_records())
+    skipped = []
+    drawn = []
+    for _, stem, figure in plots.draw(rows, {}, {**synthetic.views(), "launch": view}, skipped.append):
+        drawn.append(stem)
+        plots.pyplot().close(figure)
+    assert "alloc" in drawn and "launch" not in drawn
+    assert skipped == ["left out broken of Test GPU (GPU-00000000): its rows cannot be drawn (KeyError: 'verdict')"]
+    assert plots.pyplot().get_fignums() == []
+
+
+def test_plot_writes_every_figure_or_none(tmp_path, monkeypatch):
+    """A figure that fails to render after others rendered: the output directory is as it was, no staging left."""
+    rows = synthetic.frame(synthetic.blocking_records() + synthetic.alloc_records() + synthetic.launch_records())
+    out = tmp_path / "plots"
+    out.mkdir()
+    (out / "alloc.png").write_bytes(b"an older figure")
+    render, calls = plots.render, []
+
+    def failing(figure, fmt, dpi=plots.DPI):
+        calls.append(fmt)
+        if len(calls) == 5:
+            raise RuntimeError("the disk went away")
+        return render(figure, fmt, dpi)
+
+    monkeypatch.setattr(plots, "render", failing)
+    with pytest.raises(RuntimeError):
+        plots.plot_results(rows, out, synthetic.views())
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["alloc.png", "plots"]
+    assert (out / "alloc.png").read_bytes() == b"an older figure"
+    monkeypatch.setattr(plots, "render", render)
+    assert len(plots.plot_results(rows, out, synthetic.views())) == 6
+    assert (out / "alloc.png").read_bytes() != b"an older figure"
+
+
+def test_a_trace_title_is_drawn_literally():
+    svg = plots.rendered(plots.trace_figure(pd.DataFrame(), "mod:step $\\bad{$ on GPU $5"), "svg").decode()
+    assert "mod:step $\\bad{$ on GPU $5" in svg
+
+
+def test_plot_and_report_draw_a_file_with_dollars_and_unknown_categories(tmp_path, capsys):
+    """The issue's file: a $ in the GPU name, batched rows of a host memory batched never measures (device);
+    plot and report end normally."""
+    from bench import cli
+
+    rows = synthetic.tagged(synthetic.launch_records() + [{**row, "host_memory": "device"}
+                                                         for row in synthetic.batched_records()],
+                            gpu_name="GPU $\\bad{$")
+    synthetic.write(tmp_path / "r.parquet", rows)
+    assert cli.main(["plot", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "figures")]) == 0
+    assert cli.main(["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")]) == 0
+    assert capsys.readouterr().err == ""
+    assert sorted(path.name for path in (tmp_path / "figures").iterdir()) == ["launch.png", "launch.svg"]
+    assert "GPU $\\bad{$" in (tmp_path / "figures" / "launch.svg").read_text()

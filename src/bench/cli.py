@@ -28,7 +28,7 @@ from bench.units import format_size, parse_sizes
 from bench.vocabulary import Status
 
 RESULTS_DIR = Path("results")
-PLOTS_DIR = Path("plots")
+PLOTS_DIR = Path("plots/local")  # plot and report write here: git ignores it (docs cite scripts/doc_figures.py's)
 FORMATS = ("text", "json", "markdown")  # compare's and claims' outputs
 DESCRIPTION = f"""\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
@@ -39,7 +39,7 @@ EXAMPLES = f"""\
 examples:
   python -m bench sweep --quick            a smoke test of every experiment (seconds)
   python -m bench sweep                    the headline answers, into results/{RESULTS_NAME}
-  python -m bench report                   every run in results/ as one HTML file, plots/report.html
+  python -m bench report                   every run in results/ as one HTML file, plots/local/report.html
   python -m bench compare OLD NEW          what changed between two results (a driver update, a new GPU)
   python -m bench probe mypkg.train:step   does step() wait for the GPU?
   python -m bench syncs mypkg.train:step   which lines of step() wait for the GPU?
@@ -129,10 +129,10 @@ def _parser() -> argparse.ArgumentParser:
                             "and needs no GPU")
     sweep.set_defaults(handler=_sweep, mode="default")
 
-    plot = commands.add_parser("plot", help="turn results into figures under plots/ (one set per GPU)")
+    plot = commands.add_parser("plot", help="turn results into figures under plots/local/ (one set per GPU)")
     plot.add_argument("results", nargs="?", type=Path,
                       help="results file or directory of them (default: the newest file in results/)")
-    plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/)")
+    plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/local/)")
     plot.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     plot.set_defaults(handler=_plot)
 
@@ -168,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
                              "directory, leaving out subdirectories whose names start with _ or ., with their side "
                              "tables and the rows syncs --save and trace --save keep in _syncs/ and _trace/; of "
                              "several measurements of a configuration on one GPU, the newest is shown")
-    report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html", help="the HTML file to write")
+    report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html",
+                        help="the HTML file to write (default plots/local/report.html)")
     report.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     report.set_defaults(handler=_report)
     for reading in (plot, claims, compare, report):

@@ -11,7 +11,9 @@ writes the same bytes (fixed SVG ids, no dates), and a file whose bytes would no
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +75,23 @@ def _write_if_changed(path: Path, content: bytes) -> None:
     write_bytes(path, content)
 
 
+def literal(text: str) -> str:
+    """``text`` as matplotlib draws it character for character: a ``$`` in it starts no mathtext."""
+    return text.replace("$", r"\$")
+
+
+def literal_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every ``$`` in its texts escaped (:func:`literal`): rows from a results file, which anyone may
+    have written, are drawn as they are, never parsed as mathtext. The frame itself when no text holds a ``$``."""
+    escaped = {}
+    for column in frame.columns:
+        if frame[column].dtype == object or isinstance(frame[column].dtype, pd.StringDtype):
+            texts = frame[column]
+            if texts.map(lambda value: isinstance(value, str) and "$" in value).any():
+                escaped[column] = texts.map(lambda value: literal(value) if isinstance(value, str) else value)
+    return frame.assign(**escaped) if escaped else frame
+
+
 def save(figure, stem: Path) -> list[Path]:
     """``stem``.png and ``stem``.svg, each written only if its bytes changed."""
     plt = pyplot()
@@ -100,12 +119,21 @@ def gpu_slug(rows: pd.DataFrame) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
-def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping) -> Iterator[tuple[str, str, object]]:
+def skipped(message: str) -> None:
+    """The default ``on_skip`` of :func:`draw`: a warning line on stderr."""
+    print(f"bench: warning: {message}", file=sys.stderr)
+
+
+def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping,
+         on_skip: Callable[[str], None] = skipped) -> Iterator[tuple[str, str, object]]:
     """(experiment, file stem, matplotlib figure) for every figure one GPU's rows (and side tables) support, by the
     ``views`` (experiment -> :class:`bench.views.View`, in the order to draw them: :func:`bench.views.in_order`). An
     experiment whose view has a ``split_axis``, measured at several values of it, gets one set of figures per value,
-    its stems suffixed with the value ('overlap_scaling-1GiB')."""
+    its stems suffixed with the value ('overlap_scaling-1GiB'). Texts are drawn literally (:func:`literal_rows`); a
+    figure its rows cannot give (a file altered by hand) is left out, ``on_skip`` told why in one line."""
     drawn = set()
+    rows = literal_rows(rows)
+    tables = {name: literal_rows(table) for name, table in tables.items()}
     present = set(rows["experiment"].dropna())
     for name, view in views.items():
         if name not in present:
@@ -115,9 +143,24 @@ def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping)
                 continue
             drawn.add(function)
             for suffix, part in _split(rows, name, view.split_axis):
-                for stem, figure in function(part, tables):
+                for stem, figure in _figures(function, part, tables, on_skip):
                     fit_titles(figure)
                     yield name, stem + suffix, figure
+
+
+def _figures(function: Callable, rows: pd.DataFrame, tables: Mapping, on_skip: Callable[[str], None]) -> list:
+    """``function``'s figures of ``rows``; none, ``on_skip`` told why, where the rows break it."""
+    plt = pyplot()
+    before = set(plt.get_fignums())
+    try:
+        return function(rows, tables)
+    except Exception as error:  # rows from an untrusted file: one figure fewer, never a crash
+        for number in set(plt.get_fignums()) - before:
+            plt.close(number)
+        reason = (str(error).splitlines() or [""])[0][:200]
+        on_skip(f"left out {function.__name__} of {gpu_label(rows)}: its rows cannot be drawn "
+                f"({type(error).__name__}: {reason})")
+        return []
 
 
 def fit_titles(figure) -> None:
@@ -139,15 +182,53 @@ def _split(rows: pd.DataFrame, name: str, axis: str) -> list[tuple[str, pd.DataF
 def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
                  tables: Mapping[str, pd.DataFrame] | None = None) -> list[Path]:
     """Every figure the rows (and side tables) support by the ``views`` (see :func:`draw`), one set per GPU: into
-    ``out_dir`` when the rows come from one GPU, else into ``out_dir/<gpu>/``. Returns the files written or found
-    unchanged."""
+    ``out_dir`` when the rows come from one GPU, else into ``out_dir/<gpu>/``. All or nothing: the figures are
+    rendered into a temporary directory and moved in only once every one rendered. Returns the files written or
+    found unchanged (a file whose bytes would not change is left alone)."""
+    out_dir = Path(out_dir)
     groups = analysis.by_gpu(rows)
     paths: list[Path] = []
-    for _, group in groups:
-        target = Path(out_dir) if len(groups) == 1 else Path(out_dir) / gpu_slug(group)
-        for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
-            paths += save(figure, target / stem)
+    with tempfile.TemporaryDirectory(prefix=".bench-plot-", dir=_nearest_directory(out_dir)) as name:
+        staging = Path(name)
+        for _, group in groups:
+            part = Path() if len(groups) == 1 else Path(gpu_slug(group))
+            for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
+                paths += _stage(figure, staging, out_dir, part / stem)
+        _move_in(staging, out_dir)
     return paths
+
+
+def _nearest_directory(path: Path) -> Path:
+    """``path`` or its nearest existing parent: where a temporary directory beside it can go."""
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def _stage(figure, staging: Path, out_dir: Path, stem: Path) -> list[Path]:
+    """``stem``.png and .svg rendered: into ``staging`` where their bytes differ from those in ``out_dir``."""
+    paths = []
+    try:
+        for suffix in (".png", ".svg"):
+            relative = stem.with_name(stem.name + suffix)
+            content = render(figure, suffix[1:])
+            target = out_dir / relative
+            if not (target.is_file() and target.read_bytes() == content):
+                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+                (staging / relative).write_bytes(content)
+            paths.append(target)
+    finally:
+        pyplot().close(figure)
+    return paths
+
+
+def _move_in(staging: Path, out_dir: Path) -> None:
+    """Every file under ``staging`` to its place under ``out_dir``, each replaced whole (through a symlink there,
+    as :func:`bench.store.write_bytes` writes)."""
+    from bench.store import write_bytes
+
+    for staged in sorted(path for path in staging.rglob("*") if path.is_file()):
+        write_bytes(out_dir / staged.relative_to(staging), staged.read_bytes())
 
 
 def tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -171,6 +252,33 @@ VERDICT_COLORS = {HostVerdict.RETURNS: "#4daf4a", HostVerdict.OWN_WORK: "#ffd92f
                   DeviceVerdict.SERIALIZES: "#e41a1c"}
 
 
+def cell_ms(value) -> str:
+    """A truth-table cell's host time in ms, two significant digits, never in another unit: '56', '0.13', '0.0072'."""
+    value = float(value)
+    return np.format_float_positional(value, precision=2, fractional=False, trim="-") if np.isfinite(value) else "?"
+
+
+def truth_cell(plt, ax, x: float, y: float, verdict: str, text: str, contradicts: bool) -> None:
+    """One truth-table cell: coloured by ``verdict``, ``text`` in the middle, a bold ``!`` at its right edge where
+    the measurement contradicts the documentation."""
+    ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(verdict, "w"),
+                               edgecolor="white", linewidth=1.5))
+    ax.text(x, y, text, ha="center", va="center", fontsize=6.5)
+    if contradicts:
+        ax.text(x + 0.44, y, "!", ha="right", va="center", fontsize=10, fontweight="bold")
+
+
+def truth_legend(plt, figure, verdicts, what_blank: str, ncol: int) -> None:
+    """The truth tables' legend: the ``verdicts``' colours, what a blank cell and a ``!`` mean."""
+    from matplotlib.lines import Line2D
+
+    handles = [plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLORS[verdict]) for verdict in verdicts]
+    handles += [plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.6"),
+                Line2D([], [], linestyle="none", marker="$!$", markersize=8, color="black")]
+    labels = [str(verdict) for verdict in verdicts] + [f"blank: {what_blank}", "contradicts the documentation"]
+    figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8)
+
+
 def _truth_panel(plt, ax, rows: pd.DataFrame, calls: list[str], columns: list[tuple[str, str]], annotate) -> None:
     """One cell per (call, placement × spinning stream), coloured by verdict; ``!`` where it contradicts the docs."""
     ax.set_xlim(-0.5, len(columns) - 0.5)
@@ -179,12 +287,8 @@ def _truth_panel(plt, ax, rows: pd.DataFrame, calls: list[str], columns: list[tu
     for y, call in enumerate(calls):
         for x, (spin, placement) in enumerate(columns):
             row = cells.get((call, placement, spin))
-            if row is None:
-                continue
-            ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(row["verdict"], "w"),
-                                       edgecolor="white", linewidth=1.5))
-            ax.text(x, y, annotate(row) + ("!" if analysis.contradicts_docs(row) else ""), ha="center", va="center",
-                    fontsize=6.5)
+            if row is not None:
+                truth_cell(plt, ax, x, y, row["verdict"], annotate(row), analysis.contradicts_docs(row))
     ax.set_xticks(range(len(columns)), [f"{placement}\n({spin})" for spin, placement in columns], fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(calls)), calls, fontsize=7.5)
@@ -196,8 +300,6 @@ def _truth_panel(plt, ax, rows: pd.DataFrame, calls: list[str], columns: list[tu
 def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
     """The blocking truth table: does the call hold the host (left), do two kernels around it still overlap
     (right); calls × placement and spinning stream, host ms in each cell."""
-    from bench.analysis import short_ms
-
     panels = [(name, rows[(rows["experiment"] == name) & (rows["status"] == Status.OK)])
               for name in ("blocking", "serialization")]
     panels = [(name, ok) for name, ok in panels if len(ok)]
@@ -212,8 +314,8 @@ def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
         columns = [(spin, placement) for spin in SPIN_STREAMS for placement in PLACEMENTS
                    if (spin, placement) in present]
         if name == "blocking":
-            _truth_panel(plt, ax, ok, calls, columns, lambda row: short_ms(row["host_ms"]))
-            ax.set_title(f"host: does the call return while a {SPIN_MS:g} ms kernel runs? (cell: host ms)",
+            _truth_panel(plt, ax, ok, calls, columns, lambda row: cell_ms(row["host_ms"]))
+            ax.set_title(f"host: does the call return while a {SPIN_MS:g} ms kernel runs? (cell: host time, ms)",
                          fontsize=10)
         else:
             _truth_panel(plt, ax, ok, calls, columns, lambda row: "host" if row["host_waited"] else "")
@@ -221,8 +323,7 @@ def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
                          "host)", fontsize=10)
         if ax is not axes[0][0]:
             ax.set_yticks(range(len(calls)), [""] * len(calls))
-    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
-    figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=len(handles), fontsize=8)
+    truth_legend(plt, figure, VERDICT_COLORS, "not measured (the call takes no such stream)", len(VERDICT_COLORS) + 2)
     env = panels[0][1].iloc[0]
     figure.suptitle(f"Which CUDA calls block, on {gpu_label(panels[0][1])} (driver {env['driver_version']}); "
                     "columns: the call's stream (the spinning stream's kind); ! = contradicts the CUDA documentation",
@@ -238,7 +339,8 @@ TRACE_COLORS = {"kernel": "#4c72b0", "memset": "#8172b3", "H2D": "#55a868", "D2H
 
 def trace_figure(rows: pd.DataFrame, title: str):
     """One trace's timeline (rows of a ``trace`` table of one target): a lane per stream with its kernels and each
-    copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and the host's waits below."""
+    copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and the host's waits below.
+    ``title`` is drawn as written (:func:`literal`)."""
     plt = pyplot()
     from matplotlib.patches import Patch
 
@@ -246,7 +348,7 @@ def trace_figure(rows: pd.DataFrame, title: str):
         figure, ax = plt.subplots(figsize=(11, 1.5))
         ax.text(0.5, 0.5, "nothing ran on the GPU", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_title(literal(title), fontsize=10, loc="left")
         return figure
     work = rows[rows["stream"] >= 0]
     streams = sorted(work["stream"].unique())
@@ -270,6 +372,6 @@ def trace_figure(rows: pd.DataFrame, title: str):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="pageable copy"))
     figure.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.1 / figure.get_figheight()),
                   ncol=len(handles), frameon=False, fontsize=8)
-    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_title(literal(title), fontsize=10, loc="left")
     figure.tight_layout(rect=(0, 0.4 / figure.get_figheight(), 1, 1))  # the legend's row below the axis label
     return figure

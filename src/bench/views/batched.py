@@ -83,10 +83,10 @@ def batched_figure(rows: pd.DataFrame, tables: dict) -> list:
 
     mine = rows[rows["experiment"] == "batched"]
     ok = mine[mine["status"] == Status.OK]
-    if not len(ok):
+    kinds = [kind for kind in values(HostMemory) if (ok["host_memory"] == kind).any()]
+    if not kinds:  # no ok rows, or only host memories bench does not know
         return []
     plt = pyplot()
-    kinds = [kind for kind in values(HostMemory) if (ok["host_memory"] == kind).any()]
     figure, axes = plt.subplots(2, len(kinds), figsize=(6.5 * len(kinds), 8.5), squeeze=False, sharex=True,
                                 constrained_layout=True)
     sizes = sorted(int(size) for size in ok["bytes"].unique())
@@ -118,8 +118,9 @@ def batched_figure(rows: pd.DataFrame, tables: dict) -> list:
             ax.set_xticks(counts, [str(int(count)) for count in counts])
             ax.grid(True, which="major", alpha=0.3)
         rate_ax.set_xlabel("copies per batch")
-        if host_ax.get_legend_handles_labels()[0]:
-            host_ax.legend(fontsize=7)
+    legend = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}
+    if legend:  # once, in the first panel: every panel draws the same series
+        axes[0][0].legend(list(legend.values()), list(legend), fontsize=7)
     env = ok.iloc[0]
     failed = int((mine["status"] == Status.FAILED).sum())
     unsupported = int((mine["status"] == Status.UNSUPPORTED).sum())

@@ -36,8 +36,8 @@ def answer(rows: pd.DataFrame) -> str | None:
 
 def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
     """Calls × (spin GPU, spinning stream), one panel per call GPU: verdict colours, host ms in each cell."""
-    from bench.analysis import contradicts_docs, short_ms
-    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
+    from bench.analysis import contradicts_docs
+    from bench.plots import cell_ms, gpu_label, pyplot, truth_cell, truth_legend
 
     ok = rows[(rows["experiment"] == "crossgpu") & (rows["status"] == Status.OK)]
     if not len(ok):
@@ -59,19 +59,15 @@ def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
                 row = cells.get((call, spin_gpu, stream))
                 if row is None:
                     continue
-                ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS[row["verdict"]],
-                                           edgecolor="white", linewidth=1.5))
-                ax.text(x, y, short_ms(row["host_ms"]) + ("!" if contradicts_docs(row) else ""), ha="center", va="center",
-                        fontsize=7)
+                truth_cell(plt, ax, x, y, row["verdict"], cell_ms(row["host_ms"]), contradicts_docs(row))
         ax.set_xticks(range(len(columns)), [f"spin on GPU {gpu}\n{'same' if gpu == call_gpu else 'other'} GPU\n"
                                             f"({stream})" for gpu, stream in columns], fontsize=7)
         ax.xaxis.tick_top()
         ax.set_yticks(range(len(calls)), calls if ax is axes[0][0] else [""] * len(calls), fontsize=8)
         ax.set_xlabel(f"call made on GPU {call_gpu}", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLORS[verdict]) for verdict in HostVerdict]
-    figure.legend(handles, list(HostVerdict), loc="outside lower center", ncol=len(handles), fontsize=8)
+    truth_legend(plt, figure, list(HostVerdict), "not measured", len(HostVerdict) + 2)
     figure.suptitle(f"Does a call on one GPU wait for a {SPIN_MS:g} ms kernel on another? {gpu_label(ok)} "
-                    "(cell: host ms; ! = contradicts the docs)", fontsize=10)
+                    "(cell: host time in ms; ! = contradicts the docs)", fontsize=10)
     return [("crossgpu_truth_table", figure)]
 
 

@@ -46,8 +46,7 @@ def answer(rows: pd.DataFrame) -> str | None:
 def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     """The library truth table: one row per call (grouped by library), a column per placement, coloured by verdict,
     host ms in the cell; ``!`` where the measurement contradicts the library's documentation."""
-    from bench.analysis import short_ms
-    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
+    from bench.plots import VERDICT_COLORS, cell_ms, gpu_label, pyplot, truth_cell, truth_legend
 
     ok = rows[(rows["experiment"] == "library") & (rows["status"] == Status.OK)]
     if not len(ok):
@@ -63,13 +62,10 @@ def library_figure(rows: pd.DataFrame, tables: dict) -> list:
             row = cells.get((call, placement))
             if row is None:
                 continue
-            ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(row["verdict"], "w"),
-                                       edgecolor="white", linewidth=1.5))
             text = "host" if placement == "between" and row["host_waited"] else (
-                "" if placement == "between" else short_ms(row["host_ms"]))
-            contradicts = row["matches_docs"] is not pd.NA and row["matches_docs"] is not None and \
-                not bool(row["matches_docs"])
-            ax.text(x, y, text + ("!" if contradicts else ""), ha="center", va="center", fontsize=6.5)
+                "" if placement == "between" else cell_ms(row["host_ms"]))
+            truth_cell(plt, ax, x, y, row["verdict"], text, row["matches_docs"] is not pd.NA
+                       and row["matches_docs"] is not None and not bool(row["matches_docs"]))
     ax.set_xticks(range(len(PLACEMENTS)), ["spin on the call's stream", "spin on another stream",
                                            "two spins around the call:\ndo they overlap?"], fontsize=8)
     ax.xaxis.tick_top()
@@ -77,15 +73,14 @@ def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     for y in range(1, len(calls)):
         if calls[y].split(" ", 1)[0] != calls[y - 1].split(" ", 1)[0]:
             ax.axhline(y - 0.5, color="k", linewidth=1.5)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in VERDICT_COLORS.values()]
-    figure.legend(handles, list(VERDICT_COLORS), loc="outside lower center", ncol=4, fontsize=8)
+    truth_legend(plt, figure, VERDICT_COLORS, "not measured (no such placement for the call)", 5)
     env = ok.iloc[0]
     spin_ms = ok["spin_ms"].min() if ok["spin_ms"].notna().any() else SPIN_MS  # the run's: runs before differ
-    names = [NAMES[library] for library in NAMES if library in set(ok["library"])]
+    names = [NAMES[library] for library in NAMES if library in set(ok["library"])] or ["library"]
     held = "; JAX's own streams: every SM held" if "jax" in set(ok["library"]) else ""
     libraries = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
     figure.suptitle(f"Do {libraries} calls block? {gpu_label(ok)}, "
-                    f"{env['cupy_version']}, {env['numba_cuda_version']}; cell: host ms while a kernel of {spin_ms:g} "
+                    f"{env['cupy_version']}, {env['numba_cuda_version']}; cell: host time in ms while a kernel of {spin_ms:g} "
                     f"ms (or 4× the call's own time) runs{held}; ! = contradicts the library's docs", fontsize=9)
     return [("library_truth_table", figure)]
 

@@ -110,7 +110,10 @@ def overlap_figures(rows: pd.DataFrame, tables: dict) -> list:
     figure.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=4, fontsize=8)
     figure.suptitle(f"Copy/compute overlap on {gpu_label(selected)}: {payload} payload, chunks H2D → kernel → D2H, "
                     "malloc, eager launches")
-    drawn = [("overlap_scaling", figure), ("overlap_heatmap", _heatmap(plt, selected, payload))]
+    drawn = [("overlap_scaling", figure)]
+    if not (selected["host_memory"] == "pinned").any():  # the heatmap and the timeline are of pinned pipelines
+        return drawn
+    drawn.append(("overlap_heatmap", _heatmap(plt, selected, payload)))
     timeline = tables.get("timeline")
     if timeline is not None and len(timeline):
         drawn.append(("overlap_timeline", _timeline(plt, selected, timeline, payload)))

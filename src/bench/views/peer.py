@@ -66,6 +66,8 @@ def matrix_figures(rows: pd.DataFrame, tables: dict) -> list:
     figures = []
     for nbytes, at_size in ok.groupby("bytes", sort=True):
         panels = [panel for panel in PANELS if len(_select(at_size, panel))]
+        if not panels:  # only methods, sides or directions bench does not know
+            continue
         columns = min(len(panels), PANELS_PER_ROW)  # at most three abreast: the figure fits a laptop's screen
         rows_of_panels = -(-len(panels) // columns)
         figure, axes = plt.subplots(rows_of_panels, columns, figsize=(3.3 * columns, 3.3 * rows_of_panels + 0.4),
