@@ -223,12 +223,15 @@ def _stage(figure, staging: Path, out_dir: Path, stem: Path) -> list[Path]:
 
 
 def _move_in(staging: Path, out_dir: Path) -> None:
-    """Every file under ``staging`` to its place under ``out_dir``, each replaced whole (through a symlink there,
-    as :func:`bench.store.write_bytes` writes)."""
-    from bench.store import write_bytes
+    """Every file under ``staging`` to its place under ``out_dir``, each replaced whole; every place is checked
+    first (:func:`bench.store.write_target`: never through a symlink), so a refusal writes none of them."""
+    from bench.store import write_bytes, write_target
 
-    for staged in sorted(path for path in staging.rglob("*") if path.is_file()):
-        write_bytes(out_dir / staged.relative_to(staging), staged.read_bytes())
+    staged = sorted(path for path in staging.rglob("*") if path.is_file())
+    for path in staged:
+        write_target(out_dir / path.relative_to(staging), "--out")
+    for path in staged:
+        write_bytes(out_dir / path.relative_to(staging), path.read_bytes())
 
 
 def tables_of(tables: Mapping[str, pd.DataFrame], rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
