@@ -54,6 +54,10 @@
 #                               with its output (.txt), rows and timeline (--plot)
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
+# Every row names the commit it measured (bench.env.git_commit): a copy of the tree sent to a GPU machine has no .git
+# of its own (or a stale one), so the caller says which commit it is: BENCH_GIT_COMMIT=$(git rev-parse HEAD) here.
+[ -n "${BENCH_GIT_COMMIT:-}" ] || { echo "gpu_check: set BENCH_GIT_COMMIT to the commit of this tree" >&2; exit 2; }
+export BENCH_GIT_COMMIT
 out=${OUT:-gpu-out}
 mkdir -p "$out" results/_logs results/_references results/_syncs results/_trace
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0  # never NVLink multicast (NVLS), whatever a library would choose
@@ -233,7 +237,7 @@ EOF
 }
 
 {
-  echo "== $(date -u +%FT%TZ) gpu_check, commit ${BENCH_GIT_COMMIT:-unknown}"
+  echo "== $(date -u +%FT%TZ) gpu_check, commit $BENCH_GIT_COMMIT"
   nvidia-smi --query-gpu=name,uuid,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -m bench env
   for step in "$@"; do
