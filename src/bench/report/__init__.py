@@ -29,8 +29,8 @@ from bench.report.markup import (DPI, POLICY, SCALE, STYLE, cell, contents, link
 from bench.report.tools import newest_traces, syncs_section, timelines, trace_section
 from bench.views import in_order
 
-__all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "render", "syncs_section", "table",
-           "trace_section", "truth_table", "write"]
+__all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "newest_traces", "render", "syncs_section",
+           "table", "trace_section", "truth_table", "write"]
 ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version", "numba_cuda_version",
                "git_commit")
 
@@ -52,7 +52,8 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         tickets = {(gpu, name): painter.ask(experiment_figures, mine[~mine["experiment"].isin(list(TRUTH_TABLES))],
                                             plots.tables_of(tables, mine), [name])
                    for gpu, mine in groups for name in in_order(experiments) if owners.get((gpu.name, name)) == gpu}
-        drawn = timelines(newest_traces(traces)) if traces is not None else {}
+        traced_groups = newest_traces(traces) if traces is not None else []
+        drawn = timelines(traced_groups)
         traced = {key: painter.ask(trace_figure, *args) for key, args in drawn.items()}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
                  _contents(groups, experiments, syncs is not None, traces is not None),
@@ -62,7 +63,7 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         if syncs is not None:
             parts.append(syncs_section(syncs))
         if traces is not None:
-            parts.append(trace_section(traces, lambda key: painter.result(traced[key])))
+            parts.append(trace_section(traced_groups, lambda key: painter.result(traced[key])))
         for gpu, mine in groups:
             figures = _figures_of(gpu, painter, tickets)
             parts += gpu_section(gpu, mine, labels.get(gpu, ""), experiments, figures,

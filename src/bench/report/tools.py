@@ -63,25 +63,25 @@ def syncs_section(syncs: pd.DataFrame) -> str:
 
 
 def newest_traces(traces: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
-    """Each GPU with the rows of its newest trace of each target."""
-    found = []
-    for gpu, group in analysis.by_gpu(traces):
-        newest = group[group["traced_at"].astype(str) == group.groupby("target")["traced_at"].transform(
-            lambda times: max(map(str, times)))]
-        found.append((gpu, newest))
-    return found
+    """Each GPU (by host and UUID) with the rows of its newest trace of each target."""
+    keys = analysis.key_frame(traces, [*analysis.MACHINE, "gpu_name", "target"]).astype(str)
+    traced_at = traces["traced_at"].astype(str)
+    newest = traces[traced_at == traced_at.groupby([keys[column] for column in keys.columns]).transform("max")]
+    machines = keys.loc[newest.index, list(analysis.MACHINE) + ["gpu_name"]]
+    return [(Gpu(*key), group) for key, group in newest.groupby([machines[column] for column in machines.columns],
+                                                                sort=True)]
 
 
 def timelines(groups: list[tuple[Gpu, pd.DataFrame]]) -> dict[tuple[Gpu, str], tuple[pd.DataFrame, str]]:
     """(GPU, target) -> (rows, title) of the timelines the report draws (``groups``: :func:`newest_traces`): of each
-    target, its newest trace on each GPU model; the tables list every GPU's numbers."""
-    newest: dict[tuple[str, str], tuple[str, Gpu, pd.DataFrame]] = {}
+    target, its newest trace (the first GPU's of a tie); the tables list every GPU's numbers."""
+    newest: dict[str, tuple[str, Gpu, pd.DataFrame]] = {}
     for gpu, rows in groups:
         for target, mine in rows.groupby("target", sort=False):
-            key, traced_at = (gpu.name, str(target)), str(mine["traced_at"].iloc[0])
-            if key not in newest or traced_at > newest[key][0]:
-                newest[key] = (traced_at, gpu, mine)
-    return {(gpu, target): (rows, f"{target} on {name}") for (name, target), (_, gpu, rows) in newest.items()}
+            traced_at = str(mine["traced_at"].iloc[0])
+            if str(target) not in newest or traced_at > newest[str(target)][0]:
+                newest[str(target)] = (traced_at, gpu, mine)
+    return {(gpu, target): (rows, f"{target} on {gpu.name}") for target, (_, gpu, rows) in newest.items()}
 
 
 def _draw(drawn: dict, key: tuple[Gpu, str]) -> bytes:
@@ -90,17 +90,16 @@ def _draw(drawn: dict, key: tuple[Gpu, str]) -> bytes:
     return trace_figure(*drawn[key])
 
 
-def trace_section(traces: pd.DataFrame, timeline: Timeline | None = None) -> str:
-    """How much code overlapped (``bench trace``): per GPU, a row per traced target, of several traces of one target
-    the newest; the :func:`timelines`, drawn by ``timeline`` ((GPU, target) -> PNG; default: here and now)."""
-    groups = newest_traces(traces)
+def trace_section(groups: list[tuple[Gpu, pd.DataFrame]], timeline: Timeline | None = None) -> str:
+    """How much code overlapped (``bench trace``; ``groups``: :func:`newest_traces`): per GPU, a row per traced
+    target; the :func:`timelines`, drawn by ``timeline`` ((GPU, target) -> PNG; default: here and now)."""
     drawn = timelines(groups)
     if timeline is None:
         timeline = functools.partial(_draw, drawn)
     parts = ["<h2 id='trace'>How much code overlapped (bench trace)</h2>",
              contents([(anchor("trace", gpu.host, gpu.uuid), _label(gpu)) for gpu, _ in groups], "GPUs:"),
-             "<p class='meta'>Of each target, the timeline of its newest trace on each GPU model is drawn; the tables "
-             "list every GPU's.</p>"]
+             "<p class='meta'>Of each target, the timeline of its newest trace is drawn; the tables list every "
+             "GPU's numbers.</p>"]
     for gpu, rows in groups:
         parts.append(f"<h3 id='{anchor('trace', gpu.host, gpu.uuid)}'>{text(_label(gpu))}</h3>")
         parts.append(table(shown(rows.drop_duplicates("target"), TRACE_COLUMNS)))
