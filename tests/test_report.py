@@ -255,3 +255,22 @@ def test_no_figure_title_is_cut_off():
             extent = text.get_window_extent()
             assert extent.x0 >= 0 and extent.x1 <= width, (stem, text.get_text()[:40])
         plt.close(figure)
+
+
+def test_gpu_filters_every_section(tmp_path):
+    """``report --gpu`` shows the chosen GPU's syncs and traces only, as it does its sweep rows."""
+    import test_report_safety as safety
+    from bench import cli
+    from bench.schema import schema_of
+    from bench.syncs import columns
+
+    blocking = [row for row in synthetic.blocking_records() if row["experiment"] == "blocking"]
+    synthetic.write(tmp_path / "results" / f"{synthetic.RUN_ID}.parquet",
+                    blocking + synthetic.tagged(blocking, **GPU_B))
+    syncs = safety.syncs_rows()
+    store.write(tmp_path / "results" / "_syncs" / "s.parquet", syncs + synthetic.tagged(syncs, **GPU_B),
+                schema_of(columns()), {"table": "syncs"})
+    out = tmp_path / "b.html"
+    assert cli.main(["report", str(tmp_path / "results"), "--gpu", "node-b", "--out", str(out)]) == 0
+    section = out.read_text().split("<h2 id='syncs'>")[1]
+    assert ">Test GPU bbbbbbbb on node-b</h3>" in section and "node-a" not in section
