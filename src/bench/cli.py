@@ -700,12 +700,13 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     names = ", ".join(str(source) for source in sources)
     from rich.progress import MofNCompleteColumn
 
+    terminal = Console(stderr=True)
     started, bar = time.monotonic(), Progress(TextColumn("drawing the report's figures"), BarColumn(),
-                                              MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                                              MofNCompleteColumn(), TimeElapsedColumn(), console=terminal,
                                               transient=True)
 
-    def progress(done: int, total: int) -> None:  # a bar once it has taken 2 s
-        if not bar.tasks and time.monotonic() - started >= 2:
+    def progress(done: int, total: int) -> None:  # a bar on a terminal once it has taken 2 s
+        if not bar.tasks and terminal.is_terminal and time.monotonic() - started >= 2:
             bar.start()
             bar.add_task("figures", total=total)
         if bar.tasks:
@@ -716,7 +717,8 @@ def _report(args: argparse.Namespace, console: Console) -> int:
                                source=names if len(sources) < 4 else f"{len(sources)} sources", syncs=syncs,
                                traces=traces, progress=progress)
     finally:
-        bar.stop()
+        if bar.tasks:
+            bar.stop()
     console.print(f"wrote {written}", highlight=False)
     return 0
 
