@@ -24,8 +24,7 @@ from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.report.figures import Painter, Progress, experiment_figures, trace_figure
 from bench.report.gpu import TRUTH_TABLES, claims_section, experiment_id, gpu_id, gpu_section, truth_table
-from bench.report.markup import (DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table,  # noqa: F401
-                                 text)
+from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
 from bench.report.tools import newest_traces, syncs_section, timelines, trace_section
 from bench.views import in_order
 
