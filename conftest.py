@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).parent
 BENCHMARKS = ROOT / "benchmarks"
-GROUPED = ("tests/test_report.py",)
+GROUPED = ("tests/test_report.py", "tests/test_report_safety.py")
 
 
 def is_benchmark(item) -> bool:

@@ -14,7 +14,9 @@ import pytest
 
 import synthetic
 from bench import report, store
+from bench.analysis import Gpu
 from bench.catalogs.runtime import catalog
+from bench.report.gpu import experiment_id, gpu_id
 from bench.experiments import registry
 from bench.views import views
 
@@ -132,8 +134,9 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
 def test_several_gpus_get_a_section_and_a_gpu_column_each(two_gpus):
     document = two_gpus
     uuid_a, uuid_b = synthetic.ENV["gpu_uuid"], GPU_B["gpu_uuid"]
-    first, second = document.split(f"<h2 id='gpu-{uuid_b}'>Test GPU {uuid_b} on node-b</h2>")
-    assert f"<h2 id='gpu-{uuid_a}'>Test GPU {uuid_a} on node-a</h2>" in first
+    gpu_a, gpu_b = Gpu("node-a", uuid_a, "Test GPU"), Gpu("node-b", uuid_b, "Test GPU")
+    first, second = document.split(f"<h2 id='{gpu_id(gpu_b)}'>Test GPU {uuid_b} on node-b</h2>")
+    assert f"<h2 id='{gpu_id(gpu_a)}'>Test GPU {uuid_a} on node-a</h2>" in first
     headers = first_headers(document)
     assert headers[0] == "run" and len(headers) > 12 and set(headers[1:]) == {"GPU"}
     assert "<caption>GPU Test GPU 00000000 on node-a. Host:" in first
@@ -142,7 +145,10 @@ def test_several_gpus_get_a_section_and_a_gpu_column_each(two_gpus):
     assert "Test GPU 00000000" not in second.split("</caption>", 1)[1]  # no row of A in B's section
     where = "cudaFree on none (spinning stream blocking)"
     assert td(first, where)[0] == "bad" and td(second, where)[0] == "good"
-    assert f"<a href='#gpu-{uuid_b}-blocking'>blocking</a>" in document  # the contents
+    contents = re.search(r"<nav>Contents: (.*?)</nav>", document)[1]
+    assert f"<a href='#{gpu_id(gpu_b)}'>Test GPU bbbbbbbb</a>" in contents  # every section is in the contents,
+    assert f"<a href='#{experiment_id(gpu_b, 'blocking')}'>blocking</a>" in second.split("</nav>")[0]  # each GPU's
+    assert gpu_id(gpu_a) != gpu_id(gpu_b) and re.fullmatch(r"gpu-[0-9a-f]{10}", gpu_id(gpu_a))  # never the data
 
 
 def test_the_newest_measurement_is_shown_and_every_run_listed():
@@ -160,6 +166,9 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
     overlap_section = document.split(">overlap</h2>")[1].split("<h2")[0]
     assert ">256 MiB<" in overlap_section and ">1 GiB<" in overlap_section  # both payloads
     assert "alt='overlap_scaling-256MiB'" in document and "alt='overlap_scaling-1GiB'" in document
+    answers = dict(re.findall(r"<tr><td><a href='#[^']+'>([a-z]+)</a></td><td>[^<]+</td><td>([^<]+)</td></tr>",
+                              document))  # measured in three runs: each answer says when
+    assert answers == {"blocking": "2026-11-22 00:00 UTC", "overlap": "2026-11-23 00:00 UTC"}
 
 
 def test_the_same_results_give_the_same_bytes(one_gpu, tmp_path):
@@ -176,7 +185,7 @@ def test_a_report_of_the_committed_h200_results():
         for name, table in store.side_tables(path).items():
             tables[name] = pd.concat([tables.get(name, table.iloc[0:0]), table], ignore_index=True)
     document = report.render(rows, tables, registry(), source="results")
-    sections = re.findall(r"<h2 id='gpu-(GPU-[0-9a-f-]+)'>", document)
+    sections = re.findall(r"<h2 id='gpu-[0-9a-f]{10}'>NVIDIA H200 (GPU-[0-9a-f-]+) on ", document)
     assert sections == ["GPU-0ae58127-4a68-57cf-5fb8-628232d62d6e", "GPU-45364c49-8b5e-b5bd-5853-b478f0fefa40"]
     runs = document.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
     assert runs.count("<tr><td>20261121T") == len(COMMITTED) == 5
@@ -187,7 +196,7 @@ def test_a_report_of_the_committed_h200_results():
     assert claims["cudaFree waits for running kernels"] == "good"
     assert claims["cudaGetLastError waits for running kernels"] == "bad"
     assert "alt='overlap_scaling-256MiB'" in document and "alt='overlap_scaling-1GiB'" in document
-    assert "alt='bandwidth'" in document.split(f"<h2 id='gpu-{sections[1]}'>")[1]  # it ran on the second GPU
+    assert "alt='bandwidth'" in document.split(f"NVIDIA H200 {sections[1]} on ")[-1]  # it ran on the second GPU
 
 
 def test_the_answers_come_first_with_each_gpus_newest_run(one_gpu):
@@ -197,11 +206,12 @@ def test_the_answers_come_first_with_each_gpus_newest_run(one_gpu):
     assert f"<h3>Test GPU {uuid} on node-a</h3>" in answers
     assert (f"newest run {RUN_DATE} UTC ({synthetic.RUN_ID}), commit {synthetic.ENV['git_commit'][:12]}, driver 580.0, "
             "CUDA runtime 12.9") in answers
-    linked = re.findall(r"<tr><td><a href='#([^']+)'>([a-z]+)</a></td><td>([^<]+)</td><td>([^<]+)</td></tr>", answers)
-    assert [name for _, name, _, _ in linked] == list(registry())  # every experiment, in sweep order
-    for anchor, name, text, measured in linked:
-        assert f" id='{anchor}'>{name}</h2>" in one_gpu and measured == f"{RUN_DATE} UTC", name
-    said = {name: html.unescape(text) for _, name, text, _ in linked}
+    linked = re.findall(r"<tr><td><a href='#([^']+)'>([a-z]+)</a></td><td>([^<]+)</td></tr>", answers)
+    assert [name for _, name, _ in linked] == list(registry())  # every experiment, in sweep order
+    for anchor, name, _ in linked:
+        assert f" id='{anchor}'>{name}</h2>" in one_gpu, name
+    assert "<th>measured</th>" not in answers  # all measured in the one run: its date is said once, above
+    said = {name: html.unescape(text) for _, name, text in linked}
     assert said["blocking"].startswith("7 of 29 calls wait for a running kernel in some placement: cudaFree, ")
     assert said["launch"] == "host µs per launch: dispatcher 9, precompiled 2.5, graph 0.4"
     assert said["overlap"] == "the best pipelines reach, of the engine-aware bound: pinned 95%, pageable 38%"
@@ -213,7 +223,8 @@ def test_the_gpu_measured_last_answers_first(two_gpus):
     assert answers.index(f"<h3>Test GPU {GPU_B['gpu_uuid']} on node-b</h3>") < answers.index(
         f"<h3>Test GPU {synthetic.ENV['gpu_uuid']} on node-a</h3>")
     assert "newest run 2026-11-22 00:00 UTC (20261122T000000Z)" in answers
-    assert "<li><a href='#answers'>Answers</a></li>" in document  # the contents of a report of several GPUs
+    assert document.index("<nav>Contents: <a href='#answers'>Answers</a> · <a href='#runs'>Runs</a>") < answers.index(
+        "<h2 id='answers'>")  # the contents of a report, in a line above the answers
 
 
 @pytest.mark.parametrize("source", ["synthetic", "committed"])
@@ -244,3 +255,22 @@ def test_no_figure_title_is_cut_off():
             extent = text.get_window_extent()
             assert extent.x0 >= 0 and extent.x1 <= width, (stem, text.get_text()[:40])
         plt.close(figure)
+
+
+def test_gpu_filters_every_section(tmp_path):
+    """``report --gpu`` shows the chosen GPU's syncs and traces only, as it does its sweep rows."""
+    import test_report_safety as safety
+    from bench import cli
+    from bench.schema import schema_of
+    from bench.syncs import columns
+
+    blocking = [row for row in synthetic.blocking_records() if row["experiment"] == "blocking"]
+    synthetic.write(tmp_path / "results" / f"{synthetic.RUN_ID}.parquet",
+                    blocking + synthetic.tagged(blocking, **GPU_B))
+    syncs = safety.syncs_rows()
+    store.write(tmp_path / "results" / "_syncs" / "s.parquet", syncs + synthetic.tagged(syncs, **GPU_B),
+                schema_of(columns()), {"table": "syncs"})
+    out = tmp_path / "b.html"
+    assert cli.main(["report", str(tmp_path / "results"), "--gpu", "node-b", "--out", str(out)]) == 0
+    section = out.read_text().split("<h2 id='syncs'>")[1]
+    assert ">Test GPU bbbbbbbb on node-b</h3>" in section and "node-a" not in section

@@ -305,7 +305,7 @@ def test_saved_rows_read_back_and_a_second_save_never_replaces_the_file(saved, t
 
 
 def test_the_report_section_names_the_target_and_embeds_the_timeline(saved):
-    section = report.trace_section(saved[1])
+    section = report.trace_section(report.newest_traces(saved[1]))
     assert "How much code overlapped (bench trace)" in section and "x.py:step" in section
     assert section.count("data:image/png;base64,") == 1
 

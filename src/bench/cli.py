@@ -685,6 +685,8 @@ def _markdown_table(head: list[str], rows: list[list]) -> str:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
+    import time
+
     import pandas as pd
 
     from bench import analysis, report, store
@@ -704,14 +706,37 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     for source in sources:
         for name, table in store.side_tables_any(source, _unreadable(args)).items():
             tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
-    syncs = [store.named_tables(source, "syncs") for source in sources if Path(source).is_dir()]
-    traces = [store.named_tables(source, "trace") for source in sources if Path(source).is_dir()]
+    chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
+
+    def named(name: str) -> pd.DataFrame | None:
+        found = [store.named_tables(source, name) for source in sources if Path(source).is_dir()]
+        table = pd.concat(found, ignore_index=True) if found else None
+        return analysis.rows_of(table, *chosen) if chosen is not None and table is not None and len(table) else table
+
+    syncs, traces = named("syncs"), named("trace")
     store.writable_directory(args.out.parent, "--out")
     names = ", ".join(str(source) for source in sources)
-    written = report.write(rows, tables, args.out, experiments,
-                           source=names if len(sources) < 4 else f"{len(sources)} sources",
-                           syncs=pd.concat(syncs, ignore_index=True) if syncs else None,
-                           traces=pd.concat(traces, ignore_index=True) if traces else None)
+    from rich.progress import MofNCompleteColumn
+
+    terminal = Console(stderr=True)
+    started, bar = time.monotonic(), Progress(TextColumn("drawing the report's figures"), BarColumn(),
+                                              MofNCompleteColumn(), TimeElapsedColumn(), console=terminal,
+                                              transient=True)
+
+    def progress(done: int, total: int) -> None:  # a bar on a terminal once it has taken 2 s
+        if not bar.tasks and terminal.is_terminal and time.monotonic() - started >= 2:
+            bar.start()
+            bar.add_task("figures", total=total)
+        if bar.tasks:
+            bar.update(bar.tasks[0].id, completed=done, total=total)
+
+    try:
+        written = report.write(rows, tables, args.out, experiments,
+                               source=names if len(sources) < 4 else f"{len(sources)} sources", syncs=syncs,
+                               traces=traces, progress=progress)
+    finally:
+        if bar.tasks:
+            bar.stop()
     console.print(f"wrote {written}", highlight=False)
     return 0
 

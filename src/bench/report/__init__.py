@@ -1,0 +1,225 @@
+"""One self-contained HTML report of results, for people to read: the answers first (per GPU, newest run first: its
+newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
+on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
+are several) each experiment's headline table and figures, the blocking and serialization truth tables as HTML
+tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU, the
+newest is shown. Of several GPUs of one model, the one that measured an experiment last shows its figures, the
+others say so (``bench report --gpu`` or ``bench plot`` draw theirs): the report stays quick to make and to open.
+Figures shrink to the page's width; a table column holds one unit, named in its header.
+
+A results file is untrusted input: every value from it is escaped for where it lands (:mod:`bench.report.markup`),
+and the report forbids script by its Content-Security-Policy (it has none of its own). Opens in a browser from the
+file alone; never imports CUDA, nor an experiment: the experiments' descriptions come in as ``experiments`` (name ->
+description, in the sweep's order: :func:`bench.experiments.registry`), their headlines, answers and figures from
+their views (:mod:`bench.views`). The same results give the same bytes (the only dates in it are the runs')."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from bench import analysis, plots
+from bench.analysis import Gpu
+from bench.report.figures import Painter, Progress, experiment_figures, trace_figure
+from bench.report.gpu import TRUTH_TABLES, claims_section, experiment_id, gpu_id, gpu_section, truth_table
+from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
+from bench.report.tools import newest_traces, syncs_section, timelines, trace_section
+from bench.views import in_order
+
+__all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "newest_traces", "render", "syncs_section",
+           "table", "trace_section", "truth_table", "write"]
+ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version", "numba_cuda_version",
+               "git_commit")
+
+
+def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str = "",
+           syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None,
+           progress: Progress | None = None) -> str:
+    """The report of ``rows`` (every row of the input; the newest measurement of each configuration per GPU is
+    shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``syncs``
+    (rows of ``bench syncs --save`` files), a section of the lines of code that waited; with ``traces`` (rows of
+    ``bench trace --save`` files), one of how much code overlapped. ``progress`` is told of each figure drawn."""
+    shown = analysis.newest(rows, experiments)
+    groups = analysis.by_gpu(shown)
+    labels = _labels(groups) if len(groups) > 1 else {}
+    syncs = syncs if syncs is not None and len(syncs) else None
+    traces = traces if traces is not None and len(traces) else None
+    with Painter(progress) as painter:
+        owners = _figure_owners(groups, experiments)
+        tickets = {(gpu, name): painter.ask(experiment_figures, mine[~mine["experiment"].isin(list(TRUTH_TABLES))],
+                                            plots.tables_of(tables, mine), [name])
+                   for gpu, mine in groups for name in in_order(experiments) if owners.get((gpu.name, name)) == gpu}
+        traced_groups = newest_traces(traces) if traces is not None else []
+        drawn = timelines(traced_groups)
+        traced = {key: painter.ask(trace_figure, *args) for key, args in drawn.items()}
+        parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
+                 _contents(groups, experiments, syncs is not None, traces is not None),
+                 "<h2 id='answers'>Answers</h2>",
+                 *(_answers(gpu, mine, experiments) for gpu, mine in _newest_first(groups)),
+                 "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
+        if syncs is not None:
+            parts.append(syncs_section(syncs))
+        if traces is not None:
+            parts.append(trace_section(traced_groups, lambda key: painter.result(traced[key])))
+        for gpu, mine in groups:
+            figures = _figures_of(gpu, painter, tickets)
+            parts += gpu_section(gpu, mine, labels.get(gpu, ""), experiments, figures,
+                                 lambda name, gpu=gpu: _elsewhere(gpu, owners.get((gpu.name, name)), name))
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
+            f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
+            f"{''.join(parts)}</body></html>\n")
+
+
+def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, source: str = "",
+          syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None,
+          progress: Progress | None = None) -> Path:
+    """Render and write atomically (a reader never sees half a report)."""
+    from bench.store import write_bytes
+
+    out = Path(out)
+    write_bytes(out, render(rows, tables, experiments, source, syncs, traces, progress).encode("utf-8"))
+    return out
+
+
+# --- figures ---------------------------------------------------------------------------------------------------
+
+def _figure_owners(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping) -> dict[tuple[str, str], Gpu]:
+    """(GPU model, experiment) -> the GPU whose figures of it the report shows: of the GPUs of that model, the one
+    that measured it last (the first of them on a tie). The truth tables' experiments have HTML tables instead."""
+    owners: dict[tuple[str, str], tuple[str, Gpu]] = {}
+    for gpu, mine in groups:
+        measured = mine.groupby("experiment")["run_id"].max() if "run_id" in mine else pd.Series(dtype=object)
+        for name in in_order(experiments):
+            if name in TRUTH_TABLES or not (mine["experiment"] == name).any():
+                continue
+            run = cell(measured.get(name))
+            if (gpu.name, name) not in owners or run > owners[(gpu.name, name)][0]:
+                owners[(gpu.name, name)] = (run, gpu)
+    return {key: gpu for key, (_, gpu) in owners.items()}
+
+
+def _figures_of(gpu: Gpu, painter: Painter, tickets: dict):
+    """experiment -> [(stem, PNG)] of the figures drawn for ``gpu`` (none where another GPU shows them)."""
+    def figures(name: str) -> list[tuple[str, bytes]]:
+        ticket = tickets.get((gpu, name))
+        return [] if ticket is None else [(stem, png) for _, stem, png in painter.result(ticket)]
+
+    return figures
+
+
+def _elsewhere(gpu: Gpu, owner: Gpu | None, name: str) -> str:
+    """Where the figures of ``name`` for ``gpu`` are, when another GPU of its model shows its own instead."""
+    if owner is None or owner == gpu:
+        return "No figures: the rows support none."
+    return (f"Figures: those of {owner.short} on {owner.host}, the {gpu.name} that measured {name} last, stand for "
+            f"this GPU's; bench report --gpu {gpu.tag} (or bench plot) draws its own.")
+
+
+# --- the first screen: summary, contents, answers ----------------------------------------------------------------
+
+def _labels(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> dict[Gpu, str]:
+    """What the GPU column says for each GPU: name and start of UUID, and the host where hosts differ."""
+    hosts = {gpu.host for gpu, _ in groups}
+    return {gpu: f"{gpu.short} on {gpu.host}" if len(hosts) > 1 else gpu.short for gpu, _ in groups}
+
+
+def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: str) -> str:
+    measured = rows[rows["run_id"].notna()] if "run_id" in rows else rows.iloc[0:0]
+    runs = len(analysis.key_frame(measured, ["run_id", "hostname"]).drop_duplicates())  # a sweep: one run on one host
+    newest = f"; newest run {cell(measured['run_id'].astype(str).max())}" if runs else ""
+    origin = f"{source}: " if source else ""
+    return text(f"{origin}{runs} run{'s' if runs != 1 else ''} on {len(groups)} GPU{'s' if len(groups) != 1 else ''}"
+                f"{newest}. Of {len(rows)} result rows, the newest measurement of each configuration on each GPU is "
+                f"shown ({len(shown)} rows).")
+
+
+def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping, syncs: bool, traces: bool) -> str:
+    """The report's contents in a line or two: its sections, and each GPU's (one GPU: each experiment's)."""
+    entries = [("answers", "Answers"), ("runs", "Runs")]
+    entries += [("syncs", "Where code waited")] if syncs else []
+    entries += [("trace", "How much code overlapped")] if traces else []
+    if len(groups) > 1:
+        entries += [(gpu_id(gpu), gpu.short) for gpu, _ in groups]
+    else:
+        entries += [(experiment_id(gpu, name), name) for gpu, mine in groups for name in experiments
+                    if (mine["experiment"] == name).any()]
+    return contents(entries, "Contents:")
+
+
+def _newest_first(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> list[tuple[Gpu, pd.DataFrame]]:
+    """The GPUs, the one measured last first."""
+    return sorted(groups, key=lambda group: _latest(group[1]), reverse=True)
+
+
+def _latest(rows: pd.DataFrame) -> str:
+    """The newest run id among ``rows`` ('' where they carry none)."""
+    ids = rows["run_id"].dropna().astype(str) if "run_id" in rows else []
+    return str(ids.max()) if len(ids) else ""
+
+
+def _answers(gpu: Gpu, rows: pd.DataFrame, experiments: Mapping) -> str:
+    """One GPU's answers: its newest run (date, commit, driver) and each experiment's answer in a sentence, linked to
+    its section; the date each was measured where not all in the newest run."""
+    latest = _latest(rows)
+    newest = rows[rows["run_id"].astype(str) == latest].iloc[0] if latest else rows.iloc[0]
+    about = (f"newest run {_run_date(latest)} ({latest or 'no run id'}), commit {_commit(newest.get('git_commit'))}, "
+             f"driver {cell(newest.get('driver_version'))}, CUDA runtime {cell(newest.get('cuda_runtime'))}")
+    said = []
+    for name, view in in_order(experiments).items():
+        mine = rows[rows["experiment"] == name]
+        answer = view.answer(mine) if len(mine) else None
+        if answer:
+            said.append((name, plain_numbers(answer), _run_date(_latest(mine))))
+    dated = len({date for *_, date in said}) > 1  # some answers come from an earlier run
+    lines = "".join(f"<tr><td>{link(experiment_id(gpu, name), name)}</td><td>{text(answer)}</td>"
+                    + (f"<td>{text(date)}</td>" if dated else "") + "</tr>" for name, answer, date in said)
+    return (f"<h3>{text(str(gpu))}</h3><p class='meta'>{text(about)}</p><div class='scroll'><table class='answers'>"
+            f"<thead><tr><th>experiment</th><th>answer</th>{'<th>measured</th>' if dated else ''}</tr></thead>"
+            f"<tbody>{lines}</tbody></table></div>")
+
+
+def _run_date(run_id) -> str:
+    """'2026-11-22 03:42 UTC' for run 20261122T034221Z (run ids are UTC timestamps); the id itself if it is not
+    one."""
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(str(run_id)[:15], "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return str(run_id)
+
+
+def _commit(commit) -> str:
+    """The start of a commit hash, and whether the tree had changes ('2471437a1b2c', '2471437a1b2c-dirty')."""
+    commit = cell(commit)
+    return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """One line per run and GPU of the input: the GPU (name, UUID, host, index), what it measured, how much of it
+    the report shows."""
+    keys = ["run_id", *analysis.MACHINE, "gpu_name"]
+    frame = analysis.key_frame(rows, [*keys, "gpu_index", "experiment", *ENVIRONMENT])
+    shown_keys = analysis.key_frame(shown, keys)
+    shown_counts = shown_keys.groupby(keys, sort=False).size() if len(shown) else pd.Series(dtype=int)
+    lines = []
+    for key, group in frame.groupby(keys, sort=True):
+        run, host, uuid, name = key
+        first = group.iloc[0]
+        count = int(shown_counts.get(key, 0))
+        lines.append({
+            "run": run, "GPU": name, "UUID": uuid, "host": host, "index": first.get("gpu_index", ""),
+            "experiments": ", ".join(dict.fromkeys(map(cell, group["experiment"]))), "rows": len(group),
+            "shown": count if count else "0 (newer runs measured all of it)",
+            "driver / CUDA runtime": f"{first.get('driver_version', '')} / {first.get('cuda_runtime', '')}",
+            "PCIe": f"Gen{cell(first.get('pcie_gen'))} x{cell(first.get('pcie_width'))}",
+            "libraries": ", ".join(cell(first[column]) for column in ("cupy_version", "numba_cuda_version")
+                                   if cell(first.get(column))),
+            "commit": cell(first.get("git_commit", ""))[:12],
+        })
+    return table(pd.DataFrame(lines))
+
+

@@ -1,0 +1,87 @@
+"""Drawing the report's figures: in worker processes where the machine has several CPUs (a figure takes a good
+part of a second; the report of a fleet has dozens), in this one otherwise, the results in the order asked for
+(the same results, the same bytes). Each PNG is stored with a palette of at most 256 colours: figures are flat
+colours and anti-aliased lines, which a palette keeps at a third of the bytes."""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+
+import pandas as pd
+
+from bench import plots
+from bench.report.markup import DPI
+
+Progress = Callable[[int, int], None]  # (figures done, figures asked for)
+
+
+def compact(png: bytes) -> bytes:
+    """``png`` with a palette of (at most) 256 colours (an octree's: quick), undithered: the same picture to a
+    reader."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        paletted = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
+                                                 dither=Image.Dither.NONE)
+    sink = io.BytesIO()
+    paletted.save(sink, format="PNG")
+    return sink.getvalue()
+
+
+def experiment_figures(rows: pd.DataFrame, tables: dict, names: Sequence[str]) -> list[tuple[str, str, bytes]]:
+    """(experiment, stem, PNG) of every figure the views of ``names`` draw of one GPU's rows and side tables."""
+    from bench.views import in_order
+
+    return [(name, stem, compact(plots.rendered(drawn, "png", DPI)))
+            for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
+
+
+def trace_figure(rows: pd.DataFrame, title: str) -> bytes:
+    """The PNG of one trace's timeline."""
+    return compact(plots.rendered(plots.trace_figure(rows, title), "png", DPI))
+
+
+def _workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class Painter:
+    """Figures asked for (:meth:`ask`) are drawn at once in worker processes, or where there is one CPU, when
+    their result is wanted (:meth:`result`), which counts them for ``progress``."""
+
+    def __init__(self, progress: Progress | None = None):
+        self.progress = progress
+        self.asked: list[Future | tuple] = []
+        self.done = 0
+        self.pool: Executor | None = None
+
+    def __enter__(self) -> Painter:
+        if _workers() > 1:
+            context = multiprocessing.get_context("forkserver")  # never a fork of this process's (Arrow's) threads
+            context.set_forkserver_preload(["bench.report.figures"])
+            self.pool = ProcessPoolExecutor(_workers(), mp_context=context)
+        return self
+
+    def __exit__(self, *error) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def ask(self, function: Callable, *args) -> int:
+        """Ask for ``function(*args)`` (a function of this module); its ticket for :meth:`result`."""
+        self.asked.append(self.pool.submit(function, *args) if self.pool is not None else (function, args))
+        return len(self.asked) - 1
+
+    def result(self, ticket: int):
+        asked = self.asked[ticket]
+        found = asked.result() if isinstance(asked, Future) else asked[0](*asked[1])
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, len(self.asked))
+        return found

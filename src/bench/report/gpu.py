@@ -1,0 +1,196 @@
+"""One GPU's part of the report: each experiment's headline table and figures, the blocking and serialization truth
+tables as HTML tables, the claims."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import pandas as pd
+
+from bench.analysis import Gpu
+from bench.compare import describe
+from bench.report.markup import anchor, cell, contents, figure, legend, table, text, web_link
+from bench.views import in_order
+from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, ClaimVerdict, DeviceVerdict, HostVerdict, Status
+
+TRUTH_TABLES = {  # experiment -> the question its truth table answers
+    "blocking": "Host: does the call return while a {spin_ms} ms kernel runs? Cell: host ms.",
+    "serialization": "Device: do kernels on two streams around the call still overlap? \"host\": the call held the "
+                     "host until the first kernel ended.",
+}  # these experiments get HTML tables instead of their (too wide to read) figure
+VERDICT_CLASSES = {HostVerdict.RETURNS: "good", DeviceVerdict.OVERLAPS: "good", HostVerdict.OWN_WORK: "fair",
+                   DeviceVerdict.PARTIAL: "poor", HostVerdict.WAITS_FOR_DEVICE: "bad", DeviceVerdict.SERIALIZES: "bad",
+                   HostVerdict.UNCLEAR: "none"}
+VERDICT_MEANINGS = {
+    "blocking": ((HostVerdict.RETURNS, "returned in under 1 ms, the kernel still running"),
+                 (HostVerdict.OWN_WORK, "took over 1 ms, but did not wait for the kernel"),
+                 (HostVerdict.WAITS_FOR_DEVICE, "returned only after the running kernel ended"),
+                 (HostVerdict.UNCLEAR, "the repeats could not tell")),
+    "serialization": ((DeviceVerdict.OVERLAPS, "the kernels ran together for at least half a spin"),
+                      (DeviceVerdict.PARTIAL, "they overlapped less than that"),
+                      (DeviceVerdict.SERIALIZES, "the second started only after the first ended")),
+}
+CLAIM_CLASSES = {ClaimVerdict.TRUE: "good", ClaimVerdict.PARTLY: "fair", ClaimVerdict.FALSE: "bad",
+                 ClaimVerdict.NOT_MEASURED: "none"}
+Figures = Callable[[str], list[tuple[str, bytes]]]  # experiment -> its (stem, PNG) figures of this GPU
+
+
+def gpu_id(gpu: Gpu) -> str:
+    """The id of a GPU's section."""
+    return anchor("gpu", gpu.host, gpu.uuid)
+
+
+def experiment_id(gpu: Gpu, experiment: str) -> str:
+    """The id of an experiment's part of a GPU's section."""
+    return anchor("gpu", gpu.host, gpu.uuid, experiment)
+
+
+def gpu_section(gpu: Gpu, rows: pd.DataFrame, label: str, experiments: Mapping, figures: Figures,
+                elsewhere: Callable[[str], str]) -> list[str]:
+    """Every experiment of one GPU: headline table, figures, truth tables; then the claims. With a ``label`` (the
+    report has several GPUs) the section has its own heading and contents, and every table a GPU column.
+    ``figures`` gives an experiment's figures, ``elsewhere`` what to say where it has none of its own (another GPU
+    of its kind shows them)."""
+    level = 3 if label else 2
+    present = [name for name in experiments if (rows["experiment"] == name).any()]
+    claims = claims_section(rows, label, level, experiment_id(gpu, "claims"))
+    parts = [f"<h2 id='{gpu_id(gpu)}'>{text(str(gpu))}</h2>", contents(
+        [(experiment_id(gpu, name), name) for name in present] + ([(experiment_id(gpu, "claims"), "claims")]
+                                                                   if claims else []))] if label else []
+    views = in_order(experiments)
+    for name in present:
+        mine = rows[rows["experiment"] == name]
+        parts.append(f"<h{level} id='{experiment_id(gpu, name)}'>{text(name)}</h{level}>")
+        parts.append(f"<p>{text(experiments[name].description)}. {status(mine)}</p>")
+        if name in TRUTH_TABLES:
+            parts.append(truth_table(name, mine, label))
+        elif name in views:
+            headline = views[name].headline(mine)
+            if len(headline):
+                parts.append(table(headline, label, plain=True))
+            drawn = figures(name)
+            parts += [figure(stem, png) for stem, png in drawn]
+            if not drawn and views[name].figures:
+                parts.append(f"<p class='meta'>{text(elsewhere(name))}</p>")
+        parts.append(_not_ok(experiments[name], mine, label))
+    parts.append(claims)
+    return parts
+
+
+def status(rows: pd.DataFrame) -> str:
+    counts = rows["status"].value_counts()
+    ok = int(counts.get(Status.OK, 0))
+    others = ", ".join(f"{int(count)} {state}" for state, count in counts.items() if state != Status.OK)
+    runs = sorted(map(str, rows["run_id"].dropna().unique()))
+    measured = f" (run{'s' if len(runs) > 1 else ''} {', '.join(runs)})" if runs else ""
+    return text(f"{ok} of {len(rows)} configurations ok{'; ' + others if others else ''}{measured}.")
+
+
+def _not_ok(experiment, rows: pd.DataFrame, label: str) -> str:
+    failed = rows[rows["status"] != Status.OK]
+    if not len(failed):
+        return ""
+    frame = pd.DataFrame({"configuration": [describe(experiment, row) for _, row in failed.iterrows()],
+                          "status": failed["status"], "error": failed["error"]})
+    return f"<details><summary>{len(failed)} configurations not ok</summary>{table(frame, label)}</details>"
+
+
+# --- truth tables and claims -----------------------------------------------------------------------------------
+
+def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
+    """Calls × (spinning stream, placement), each cell coloured by the verdict, with host ms (blocking) or "host"
+    where the call held the host (serialization), "!" where the measurement contradicts the documentation, and
+    the documentation's statement on hover."""
+    cells = {(row["call"], row["spin_stream"], row["placement"]): row for _, row in rows.iterrows()}
+    groups = {spin: [placement for placement in PLACEMENTS if any(key[1:] == (spin, placement) for key in cells)]
+              for spin in SPIN_STREAMS}
+    groups = {spin: placements for spin, placements in groups.items() if placements}
+    spins = "".join(f"<th class='group' colspan='{len(placements)}'>spinning stream {text(spin)}</th>"
+                    for spin, placements in groups.items())
+    places = "".join(f"<th{' class=group' if index == 0 else ''}>{text(placement)}</th>"
+                     for placements in groups.values() for index, placement in enumerate(placements))
+    body = []
+    for call in dict.fromkeys(rows["call"]):
+        tds = []
+        for spin, placements in groups.items():
+            for index, placement in enumerate(placements):
+                group = " group" if index == 0 else ""
+                row = cells.get((call, spin, placement))
+                tds.append(f"<td class='absent{group}' title='the call takes no such stream'></td>" if row is None
+                           else _truth_cell(name, row, group))
+        body.append(f"<tr><th>{text(call)}</th>{''.join(tds)}</tr>")
+    spin_ms = rows["spin_ms"].dropna().median() if "spin_ms" in rows and rows["spin_ms"].notna().any() else SPIN_MS
+    caption = (TRUTH_TABLES[name].format(spin_ms=cell(spin_ms))
+               + " \"!\": contradicts the documentation (hover a cell for what it says).")
+    if label:
+        caption = f"GPU {label}. {caption}"
+    meanings = legend((VERDICT_CLASSES[verdict], verdict, meaning) for verdict, meaning in VERDICT_MEANINGS[name])
+    return (f"{meanings}<div class='scroll truth'><table class='truth'><caption>{text(caption)}</caption>"
+            f"<thead><tr><th class='corner' rowspan='2'>call</th>{spins}</tr><tr>{places}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True, False, None: silent or vague)
+    "blocking": ("docs_waits", {True: "The documentation says the call waits for the running kernel",
+                                False: "The documentation says the call does not wait for it",
+                                None: "The documentation is silent or vague about waiting"}),
+    "serialization": ("docs_serializes", {True: "The documentation says the call keeps the kernels apart",
+                                          False: "The documentation says the call does not keep them apart",
+                                          None: "The documentation is silent about keeping them apart"}),
+}
+
+
+def _truth_cell(name: str, row: pd.Series, group: str) -> str:
+    from bench.analysis import contradicts_docs, short_ms
+
+    where = f"{cell(row['call'])} on {cell(row['placement'])} (spinning stream {cell(row['spin_stream'])})"
+    if row["status"] != Status.OK:
+        failed = f"{where}: {cell(row['status'])}: {cell(row['error'])}"
+        return f"<td class='none{group}' title='{text(failed)}'>{text(row['status'])}</td>"
+    contradicts = contradicts_docs(row)
+    if name == "blocking":
+        shown = short_ms(row["host_ms"])
+        detail = f"host {cell(row['host_ms'])} ms; with nothing running {cell(row.get('idle_host_ms'))} ms"
+    else:
+        shown = "host" if _flag(row.get("host_waited")) else ""
+        detail = f"the kernels overlapped {cell(row.get('overlap_ms'))} ms; host {cell(row['host_ms'])} ms"
+    repeats = f" (repeats disagreed: {cell(row.get('verdicts'))})" if _flag(row.get("stable")) is False else ""
+    flag, says = DOCUMENTED[name]
+    statement = f": {cell(row.get('docs'))}" if cell(row.get("docs")) else ""
+    source = f" ({cell(row.get('source'))})" if cell(row.get("source")) else ""
+    title = (f"{where}: {cell(row['verdict'])}{repeats}; {detail}.\n{says[_flag(row.get(flag))]}{statement}{source}."
+             + ("\nThe measurement contradicts the documentation." if contradicts else ""))
+    marks = " contradicts" if contradicts else ""
+    return (f"<td class='{VERDICT_CLASSES.get(row['verdict'], 'none')}{marks}{group}' title='{text(title)}'>"
+            f"{text(shown)}{'!' if contradicts else ''}</td>")
+
+
+def _flag(value) -> bool | None:
+    return None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else bool(value)
+
+
+def claims_section(rows: pd.DataFrame, label: str = "", level: int = 2, section: str = "claims") -> str:
+    """The folklore claims against these rows (a section of id ``section``), each verdict coloured by whether the
+    measurement agrees with the claim: holds (green), partly (amber), busted (red); empty when none could be
+    judged."""
+    from bench import claims
+
+    judged = claims.table(rows)
+    if (judged["verdict"] == ClaimVerdict.NOT_MEASURED).all():
+        return ""
+    lines = []
+    first = f"<td class='gpu'>{text(label)}</td>" if label else ""
+    for claim in judged.to_dict("records"):
+        lines.append(f"<tr>{first}<td>{text(claim['claim'])}</td>"
+                     f"<td class='verdict {CLAIM_CLASSES.get(claim['verdict'], 'none')}'>"
+                     f"{text(claims.LABELS.get(claim['verdict'], claim['verdict']))}</td>"
+                     f"<td>{text(claim['docs say'])} ({web_link(claim['source'], 'docs')})</td>"
+                     f"<td>{text(claim['measured'])}</td></tr>")
+    head = "".join(f"<th>{name}</th>" for name in (["GPU"] if label else [])
+                   + ["claim", "verdict", "the documentation", "measured"])
+    meanings = legend([("good", "holds", "the measurement agrees with the claim"),
+                       ("fair", "partly", "it holds in some cases only"),
+                       ("bad", "busted", "the measurement contradicts the claim")])
+    return (f"<h{level} id='{section}'>Claims</h{level}>{meanings}<div class='scroll'><table><thead><tr>{head}</tr>"
+            f"</thead><tbody>{''.join(lines)}</tbody></table></div>")
