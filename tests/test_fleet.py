@@ -150,8 +150,10 @@ def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_p
     document = (tmp_path / "fleet.html").read_text()
     assert "results/fleet: 2 runs on 4 GPUs" in document  # one run id, two hosts: two sweeps
     headings = re.findall(r"<h2 id='gpu-([^']*)'>([^<]*)</h2>", document)
-    assert headings == [(gpu["gpu_uuid"], f"NVIDIA H200 {gpu['gpu_uuid']} on {gpu['hostname']}")
-                        for gpu in synthetic.FLEET]
+    assert [text for _, text in headings] == [f"NVIDIA H200 {gpu['gpu_uuid']} on {gpu['hostname']}"
+                                              for gpu in synthetic.FLEET]
+    ids = [anchor for anchor, _ in headings]  # derived (a hash), never the data: a results file is untrusted
+    assert len(set(ids)) == len(ids) and all(re.fullmatch(r"[0-9a-f]+", anchor) for anchor in ids)
     sections = re.split(r"<h2 id='gpu-", document)[1:]
     for gpu, section in zip(synthetic.FLEET, sections):
         assert f"<td class='gpu'>{label(gpu)}</td>" in section
@@ -163,5 +165,5 @@ def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_p
     assert result.returncode == 0, result.stderr
     document = (tmp_path / "b.html").read_text()
     assert "1 run on 2 GPUs" in document and "node-a" not in document
-    assert [uuid for uuid, _ in re.findall(r"<h2 id='gpu-([^']*)'>([^<]*)</h2>", document)] == [
+    assert [text.split()[2] for _, text in re.findall(r"<h2 id='gpu-([^']*)'>([^<]*)</h2>", document)] == [
         B0["gpu_uuid"], B1["gpu_uuid"]]

@@ -292,9 +292,13 @@ class Watcher:
         not on the GPU; a wait for the GPU in a thread without Python is in a driver call)."""
         if self._other_in_gpu():
             return True
+        if not hasattr(self.cuda_calls, "threads_inside"):
+            return False
+        inside = set(self.cuda_calls.threads_inside()) - {self.thread_id}
+        if inside & set(self._seen):  # a Python thread in a driver call: its wait, if it is one, settles first
+            return True
         region = next((stack for tid, _, _, stack in aside if tid == self.thread_id), ())
-        return bool(region) and region[-1].library == "python" and hasattr(self.cuda_calls, "threads_inside") \
-            and not self.cuda_calls.threads_inside()
+        return bool(region) and region[-1].library == "python" and not inside
 
     def _other_in_gpu(self) -> bool:
         """Whether a thread other than the region's has stood still in a GPU library or driver call a while."""
