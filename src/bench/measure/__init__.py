@@ -10,6 +10,16 @@
 - :mod:`~bench.measure.verdicts`: a call made while spin kernels run, its verdicts, repeated until they settle;
 - :mod:`~bench.measure.columns`: result columns several experiments declare alike.
 
+And the instruments that look at the user's code (``bench syncs``, ``probe``, ``trace``, the pytest fixtures):
+
+- :mod:`~bench.measure.hold`: the device-wide hold, on one GPU or on every GPU a region uses;
+- :mod:`~bench.measure.watcher`: the watcher of every thread under the hold, and the gate at a driver call's return;
+- :mod:`~bench.measure.waits`: stacks named by library, and the records of waits and dwell;
+- :mod:`~bench.measure.cuda_calls`, :mod:`~bench.measure.driver_callbacks`: CUPTI's driver callbacks (what call a
+  thread is in);
+- :mod:`~bench.measure.activity`, :mod:`~bench.measure.pinned`: CUPTI's activity records, and the pinned copies a
+  trace compares with.
+
 What a module here may import: :mod:`bench.cuda` (CuPy and numba-cuda, on first use), :mod:`bench.timing`,
 :mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, and each other. Never :mod:`bench.experiments` or
 the sweep (:mod:`bench.sweep`): experiments are built from these tools, not the other way round, and no experiment
