@@ -35,11 +35,12 @@ FIGURES = (
 
 
 def draw(out: str, source: str, experiments: tuple[str, ...] | None) -> list[Path]:
-    """The figures of ``experiments`` (all) in ``source``, written into ``out`` as ``bench plot`` writes them."""
+    """The figures of ``experiments`` (all) in ``source``, written into ``out`` as ``bench plot`` writes them, as PNG
+    alone: the docs cite PNGs (``bench plot`` adds SVG for the user)."""
     everything = registry()
     rows = analysis.newest(store.read_any(ROOT / source, store.suite_schema(everything)), everything)
     chosen = [name for name in everything if experiments is None or name in experiments]
-    return plots.plot_results(rows, ROOT / out, in_order(chosen), store.side_tables_any(ROOT / source))
+    return plots.plot_results(rows, ROOT / out, in_order(chosen), store.side_tables_any(ROOT / source), ("png",))
 
 
 def main(directories: list[str]) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -180,11 +180,11 @@ def _split(rows: pd.DataFrame, name: str, axis: str) -> list[tuple[str, pd.DataF
 
 
 def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
-                 tables: Mapping[str, pd.DataFrame] | None = None) -> list[Path]:
+                 tables: Mapping[str, pd.DataFrame] | None = None, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
     """Every figure the rows (and side tables) support by the ``views`` (see :func:`draw`), one set per GPU: into
     ``out_dir`` when the rows come from one GPU, else into ``out_dir/<gpu>/``. All or nothing: the figures are
     rendered into a temporary directory and moved in only once every one rendered. Returns the files written or
-    found unchanged (a file whose bytes would not change is left alone)."""
+    found unchanged (a file whose bytes would not change is left alone), each in ``formats``."""
     out_dir = Path(out_dir)
     groups = analysis.by_gpu(rows)
     paths: list[Path] = []
@@ -193,7 +193,7 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
         for _, group in groups:
             part = Path() if len(groups) == 1 else Path(gpu_slug(group))
             for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
-                paths += _stage(figure, staging, out_dir, part / stem)
+                paths += _stage(figure, staging, out_dir, part / stem, formats)
         _move_in(staging, out_dir)
     return paths
 
@@ -205,13 +205,13 @@ def _nearest_directory(path: Path) -> Path:
     return path
 
 
-def _stage(figure, staging: Path, out_dir: Path, stem: Path) -> list[Path]:
-    """``stem``.png and .svg rendered: into ``staging`` where their bytes differ from those in ``out_dir``."""
+def _stage(figure, staging: Path, out_dir: Path, stem: Path, formats: Sequence[str]) -> list[Path]:
+    """``stem`` rendered in each of ``formats``: into ``staging`` where its bytes differ from those in ``out_dir``."""
     paths = []
     try:
-        for suffix in (".png", ".svg"):
-            relative = stem.with_name(stem.name + suffix)
-            content = render(figure, suffix[1:])
+        for fmt in formats:
+            relative = stem.with_name(f"{stem.name}.{fmt}")
+            content = render(figure, fmt)
             target = out_dir / relative
             if not (target.is_file() and target.read_bytes() == content):
                 (staging / relative).parent.mkdir(parents=True, exist_ok=True)
