@@ -83,7 +83,7 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
-    from bench.measure.hold import devices_in_use, holds_on
+    from bench.measure.hold import in_use
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
@@ -99,7 +99,7 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     spin_ms = outlasting(spin_ms, idle_ms)
     watch = SpinWatch()
     if handle is None:
-        hold = holds_on([runtime.getDevice(), *devices_in_use()])
+        hold = in_use()
         during = lambda: hold.call_during(spin_ms, call)  # noqa: E731
     else:
         during = lambda: watch.call_during_spin(spinning, spin_ms, call)  # noqa: E731

@@ -161,10 +161,11 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
         return
     if _ACTIVE:
         raise UsageError("a held region is already running in another thread: the GPU has one hold")
+    from bench.measure.hold import in_use, synchronize
     from bench.measure.watcher import Watcher
 
-    hold = region_holds()
-    _synchronize(hold.devices)
+    hold = in_use()
+    synchronize(hold.devices)
     hold.launch(HOLD_TIMEOUT_S)
     watcher = Watcher(thread_id, hold=hold, settle_s=settle_ms / 1e3, hold_timeout_s=HOLD_TIMEOUT_S,
                       cuda_calls=cuda_calls, entry=entry if entry is not None else sys._getframe(2).f_back)
@@ -188,34 +189,17 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
         raise watcher.error
 
 
-def region_holds():
-    """The holds a region gets: on the current GPU and on every GPU the process has used (a region waits for any of
-    them: a ``.item()`` of a product on GPU 1 while GPU 0 is current)."""
-    from bench.cuda import runtime
-    from bench.measure.hold import devices_in_use, holds_on
-
-    return holds_on([runtime.getDevice(), *devices_in_use()])
-
-
-def _synchronize(devices) -> None:
-    from bench.cuda import on_device, runtime
-
-    for device in devices:
-        with on_device(device):
-            runtime.deviceSynchronize()
-
-
 def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
     """``fn()`` as it is, watched: ms stood at each place, and the whole call's ms."""
-    from bench.measure.hold import devices_in_use
+    from bench.measure.hold import devices_in_use, synchronize
     from bench.measure.watcher import Watcher
 
-    _synchronize(devices_in_use())
+    synchronize(devices_in_use())
     watcher = Watcher(threading.get_ident(), settle_s=settle_ms / 1e3).start()
     started = time.perf_counter()
     try:
         fn()
-        _synchronize(devices_in_use())
+        synchronize(devices_in_use())
     finally:
         watcher.stop()
     if watcher.error is not None:
@@ -257,11 +241,11 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
     reason = no_gpu_reason()
     if reason:
         raise UsageError(f"bench syncs needs a GPU: {reason}")
-    from bench.measure.hold import devices_in_use
+    from bench.measure.hold import devices_in_use, synchronize
 
     call = lambda: fn(*args, **kwargs)  # noqa: E731
     call()
-    _synchronize(devices_in_use())
+    synchronize(devices_in_use())
     natural, region_ms = _dwell(call, settle_ms)
     tracker, why = (None, "CUDA calls not named (cuda_calls=False)")
     if cuda_calls:
@@ -272,7 +256,7 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
         started = time.perf_counter()
         with held_region(settle_ms, tracker, entry=sys._getframe()) as region:
             call()
-        _synchronize(region.watcher.hold.devices)
+        synchronize(region.watcher.hold.devices)
         held_ms = (time.perf_counter() - started) * 1e3
     finally:
         if tracker is not None:

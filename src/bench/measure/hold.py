@@ -140,6 +140,19 @@ def holds_on(devices: Sequence[int]) -> Holds:
     return Holds(holds)
 
 
+def in_use() -> Holds:
+    """The holds a region gets: on the current GPU and on every GPU the process has used (a region waits for any of
+    them: a ``.item()`` of a product on GPU 1 while GPU 0 is current)."""
+    return holds_on([runtime.getDevice(), *devices_in_use()])
+
+
+def synchronize(devices: Sequence[int]) -> None:
+    """Wait for everything queued on each of ``devices``."""
+    for device in devices:
+        with on_device(device):
+            runtime.deviceSynchronize()
+
+
 def devices_in_use() -> list[int]:
     """The GPUs this process has used: those whose primary context is active (the driver's
     ``cuDevicePrimaryCtxGetState``; CuPy, numba-cuda, PyTorch and JAX all work in primary contexts)."""
@@ -232,7 +245,5 @@ class Holds:
         finally:
             self.release()  # the hold has done its part (or the call raised): the GPU is free at once
         self.finish()
-        for device in self.devices:
-            with on_device(device):
-                runtime.deviceSynchronize()
+        synchronize(self.devices)
         return CallDuringSpin((returned - started) * 1e3, hold_ms - (started - self.launched_s) * 1e3, holding)

@@ -84,7 +84,6 @@ class _Seen:
     where: tuple | None = None  # position(): frame, instruction, line
     since: float = 0.0  # when it was first seen there
     frame: object = None
-    line: int = 0  # the frame's line when seen (the frame moves on; its line with it)
     standing: tuple[str, int] | None = None  # without a hold: the place it stands at (for Dwell)
 
 
@@ -174,7 +173,7 @@ class Watcher:
             if self.hold is not None:
                 self._settle_pending(frames)
                 if standing:
-                    self._found(standing, frames)
+                    self._found(standing)
                 elif self.hold.ended() and not self._stop.is_set():
                     self.hold.launch(self.hold_timeout_s)  # its watchdog ended it while the region enqueued on
 
@@ -218,7 +217,7 @@ class Watcher:
             if where != seen.where or where is None:
                 if seen.standing is not None:
                     self.dwell.add(seen.standing, max(0.0, end - seen.since))
-                self._seen[tid] = _Seen(where, now, frame, (frame.f_lineno or 0) if frame is not None else 0)
+                self._seen[tid] = _Seen(where, now, frame)
             elif self.hold is None:
                 seen.standing = (frame.f_code.co_filename, frame.f_lineno or 0)
             elif frame is not None and now - seen.since >= self._settle_for(tid, frame) and \
@@ -240,7 +239,7 @@ class Watcher:
         """The GPU library (or CUDA call) a thread stands in; '' for none."""
         return self._call(tid) or waited_in(frames, frame)
 
-    def _found(self, standing: list[tuple[int, object, float]], frames: dict) -> None:
+    def _found(self, standing: list[tuple[int, object, float]]) -> None:
         """Record the waits of the threads standing still; the region's thread standing outside the GPU while
         another thread waits is pending (:meth:`_settle_pending`)."""
         found, aside = [], []
