@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 GPU_COMMANDS = ("sweep", "probe", "syncs", "trace")  # measure: need a GPU
 # compare's README line names placeholders; two committed default sweeps of one GPU kind stand in for them
@@ -46,3 +48,18 @@ def test_the_readme_commands_without_a_gpu_leave_a_fresh_clone_clean(tmp_path):
     written = {path.name for path in (clone / "plots" / "local").rglob("*")}
     figures = [path for path in (clone / "plots" / "local").rglob("*.png")]  # plot draws the newest results file
     assert "report.html" in written and figures, written
+
+
+TRACKED_LIMIT = 35 * 2**20  # a GPU machine is sent at most 64 MiB: the tree plus the wheels a call carries
+
+
+def test_the_tracked_files_fit_the_tree_a_gpu_call_carries():
+    """Keep in the tree what the docs cite and the newest run per GPU kind; earlier runs stay in git history."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: no tracked files to weigh")
+    names = git("ls-files", "-z", cwd=ROOT).split("\0")
+    sizes = {name: (ROOT / name).stat().st_size for name in names if name and (ROOT / name).is_file()}
+    total = sum(sizes.values())
+    largest = sorted(sizes, key=sizes.get, reverse=True)[:5]
+    assert total <= TRACKED_LIMIT, (f"tracked files weigh {total / 2**20:.2f} MiB, over {TRACKED_LIMIT / 2**20:.0f} MiB;"
+                                    f" the largest: {', '.join(largest)}")
