@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.experiments import Experiment
 from bench.schema import FLOAT, INT, TEXT, column
 from bench.sweep import preflight
-from bench.timing import Samples
+from bench.timing import Floor, Samples
 
 N = tuple(range(5))
 STICKY_ERROR = "CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered"
@@ -130,7 +130,8 @@ SLOW = experiment("slow", partial(rows, pause_s=0.3))
 BAD_ROWS = experiment("bad-rows", bad_rows)
 RULES = experiment("rules", rule_rows, stop_rules={"default": {"min_samples": 3}, "stage": {"min_samples": 7}})
 CAPPED = experiment("capped", capped_rows, axes={"n": tuple(range(12))}, seconds=a_third_of_the_cap,
-                    stop_rules={"default": {"time_cap_s": 0.1, "target_relerr": 1e-12, "min_samples": 3}})
+                    stop_rules={"default": {"time_cap_s": 0.1, "target_relerr": 1e-12, "min_samples": 6}},
+                    floor=Floor(min_samples=6))
 HUNGRY = experiment("hungry", rows, memory_needed=huge_memory)
 ORPHANING = experiment("orphaning", orphaning_rows)
 INTERRUPTED = experiment("interrupted", partial(rows, fail_after=2, how="interrupt"))

@@ -293,3 +293,24 @@ def test_a_value_that_starts_with_a_dash_is_the_options_value():
     assert arguments.values_kept(["sweep", "--sizes", "-1K", "--quick"], ["--sizes"]) == [
         "sweep", "--sizes=-1K", "--quick"]
     assert arguments.values_kept(["sweep", "--sizes", "--quick"], ["--sizes"]) == ["sweep", "--sizes", "--quick"]
+
+
+def test_the_summary_says_which_rows_are_below_their_floor():
+    """Rows under their experiment's accuracy floor are counted and named unclear; a sweep at its floor says
+    nothing of it."""
+    from rich.console import Console
+
+    from bench.sweep.loop import Outcome
+    from fake_experiments import sample_columns
+
+    plans = [planning.Plan(FINE, [{"n": 0}, {"n": 1}], {"default": planning.StopRule()})]
+    base = {"experiment": "fine", **sample_columns(), "status": "ok", "error": "", "gpu_name": "fake",
+            "stop_scale": 1.0}
+    said = {}
+    for met in (True, False):
+        console = Console(record=True, width=200)
+        outcome = Outcome(None, [{**base, "n": n, "floor_met": met} for n in (0, 1)], 2, False, mode="quick")
+        cli._print_summary(plans, outcome, console)
+        said[met] = console.export_text()
+    assert "accuracy floor" not in said[True]
+    assert "2 configurations are below their experiment's accuracy floor (--quick: a smoke test)" in said[False]

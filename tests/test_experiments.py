@@ -475,3 +475,29 @@ def test_timed_copies_fill_the_row_and_hand_their_gpus_to_the_timer():
     failed = {"verified": False, "status": "failed", "error": ""}
     assert timed(failed, [Copy("s0")], 8, Timer(fail=True), "m") is None
     assert failed == {"verified": True, "status": "failed", "error": "gate watchdog expired"}
+
+
+# --- accuracy floors ---------------------------------------------------------------------------------------------
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+FULL_ACCURACY = RESULTS / "20261122T034221Z-NVIDIA-H200.parquet"  # a default sweep no pacer touched
+PACED = RESULTS / "20261123T231801Z-2805-NVIDIA-H100-80GB-HBM3.parquet"  # a pacer cut rules to 3 samples here
+
+
+def test_every_experiment_plans_at_least_its_floor():
+    """A default sweep's rules ask each measurement for at least its experiment's floor of samples (the verdict
+    experiments' floors are their agreeing repeats, which their own loops make)."""
+    for experiment in registry().values():
+        rules = plan.rules_for(experiment, "default")
+        assert rules["default"].min_samples >= experiment.floor.min_samples, experiment.name
+
+
+def test_the_floors_pass_a_full_accuracy_sweep_and_catch_what_a_pacer_cut():
+    """Every ok row of a committed default sweep at full accuracy meets its floor; of a committed sweep whose pacer
+    scaled rules down to 3 samples, the rows it cut are below the floor, and no row it left whole is."""
+    suite = store.suite_schema(registry())
+    full = store.read(FULL_ACCURACY, suite)
+    assert not analysis.below_floor(full, registry()).any()
+    paced = store.read(PACED, suite)
+    below = analysis.below_floor(paced, registry())
+    assert below.sum() > 50 and (paced.loc[below, "stop_scale"] < 1).all()

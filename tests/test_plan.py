@@ -70,11 +70,11 @@ def test_rules_for_each_mode():
 
 def test_rules_scaled_for_a_budget():
     scaled = rules_for(RULES, "default", scale=0.5)
-    assert scaled["stage"].min_samples == 4 and scaled["default"].min_samples == 3  # ceil(7 * 0.5); never below 3
+    assert scaled["stage"].min_samples == 7 and scaled["default"].min_samples == 3  # the floor: no budget buys it off
     assert scaled["default"].time_cap_s == pytest.approx(StopRule().time_cap_s * 0.5)
     assert rules_for(RULES, "default", scale=1.0) == rules_for(RULES, "default")
     tiny = rules_for(FINE, "quick", scale=0.1)["default"]
-    assert tiny.min_samples == 3 and tiny.time_cap_s == pytest.approx(plan.QUICK_CAPS["time_cap_s"] * 0.1)
+    assert tiny.min_samples == plan.QUICK_CAPS["min_samples"] and tiny.time_cap_s == pytest.approx(plan.QUICK_CAPS["time_cap_s"] * 0.1)
 
 
 # --- axis values ------------------------------------------------------------------------------------------------

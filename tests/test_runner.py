@@ -96,6 +96,8 @@ def test_a_failing_experiment_loses_no_other_rows(tmp_path):
     by = {name: group.reset_index(drop=True) for name, group in rows.groupby("experiment")}
     assert list(by["fine"]["status"]) == ["ok"] * 5  # after three broken experiments, untouched
     assert list(by["fine"]["n"]) == [0, 1, 2, 3, 4] and list(by["fine"]["n_samples"]) == [3] * 5
+    assert list(by["fine"]["floor_met"]) == [False] * 5  # 3 samples, 10% apart: below the default floor, and says so
+    assert metadata["floors"]["fine"] == {"min_samples": 10, "interval": 0.01}
     for name in ("crashing", "sticky"):
         assert list(by[name]["status"]) == ["ok", "ok", "failed", "failed", "failed"]
         assert list(by[name]["n"]) == [0, 1, 2, 3, 4]
@@ -731,6 +733,7 @@ def test_a_budgeted_sweep_keeps_a_slow_experiment_to_its_budget(tmp_path):
     assert rows["value"].iloc[-1] < 0.08  # the time cap it sampled under
     assert rows["value"].sum() < 0.6 * len(rows) * 0.1  # the sampling it spent, against 0.1 s a row unpaced
     assert set(rows["stop_reason"]) == {"time_cap"}
+    assert rows["n_samples"].min() >= 6 and rows["floor_met"].all()  # the time caps shrank, never the floor
 
 
 def test_a_sweep_whose_budget_is_mostly_spent_scales_what_is_left(tmp_path):
@@ -739,5 +742,6 @@ def test_a_sweep_whose_budget_is_mostly_spent_scales_what_is_left(tmp_path):
     process's setup, so the pace learns from the second); an unbudgeted one (--full) runs as planned."""
     _, spent = _sweep(tmp_path / "spent", CAPPED, budget_s=10.0, started_s=8.8, isolate=False)
     assert pd.DataFrame(spent.rows)["stop_scale"].iloc[2:].max() < 0.5
+    assert pd.DataFrame(spent.rows)["n_samples"].min() >= 6  # its floor: the time caps shrink, never the samples
     _, full = _sweep(tmp_path / "full", CAPPED, mode="full", started_s=1e6, isolate=False)
     assert set(pd.DataFrame(full.rows)["stop_scale"]) == {1.0}

@@ -406,8 +406,14 @@ def _print_summary(plans, outcome, console: Console) -> None:
     scaled = rows[rows["stop_scale"].fillna(1.0) < 1] if len(rows) and "stop_scale" in rows else rows.iloc[0:0]
     if len(scaled):
         console.print(f"this machine ran slower than the time model: to keep to its budget the sweep sampled "
-                      f"{len(scaled)} configurations under smaller time caps and minimum samples (down to "
-                      f"{scaled['stop_scale'].min():.2f} of the plan's; see the stop_scale column)", highlight=False)
+                      f"{len(scaled)} configurations under smaller time caps (down to "
+                      f"{scaled['stop_scale'].min():.2f} of the plan's; see the stop_scale column), never under "
+                      "fewer samples than their floor", highlight=False)
+    below = rows[rows["floor_met"].eq(False)] if len(rows) and "floor_met" in rows else rows.iloc[0:0]
+    if len(below):
+        kind = " (--quick: a smoke test)" if outcome.mode == "quick" else ""
+        console.print(f"[yellow]warning:[/yellow] {len(below)} configurations are below their experiment's "
+                      f"accuracy floor{kind}: read them as unclear (the floor_met column)", highlight=False)
     if outcome.wall_s:
         times = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.wall_s.items())
         startup = sum(outcome.startup_s.values())

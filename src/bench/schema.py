@@ -75,9 +75,11 @@ RUN = (
     column("run_id", TEXT, "the sweep that measured the row: its UTC start time and process id (older files: the "
                            "time alone)"),
     column("wall_s", FLOAT, "seconds the harness spent on the configuration"),
-    column("stop_scale", FLOAT, "how far the sweep scaled the stop rule's time cap and minimum samples down from its "
-                                "plan (the file's stop_rules) to keep to its time budget on this machine; 1: as "
-                                "planned"),
+    column("stop_scale", FLOAT, "how far the sweep scaled the stop rule's time cap down from its plan (the file's "
+                                "stop_rules) to keep to its time budget on this machine (older files: its minimum "
+                                "samples too); 1: as planned"),
+    column("floor_met", FLAG, "the samples meet the experiment's accuracy floor (the file's floors: enough samples, "
+                              "or a 95% interval of the median narrow enough); false: read the row as unclear"),
     column("concurrent_gpus", INT, "GPUs running this experiment at the same time as this row (sweep --concurrent); "
                                    "1: one GPU at a time"),
 )

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench.schema import Column
+from bench.timing.stats import Floor
 
 Config = dict[str, object]  # one configuration: axis name -> value
 Row = dict[str, object]  # one result row: column name -> value (see bench.schema), side tables under "_<table>"
@@ -59,6 +60,8 @@ class Experiment:
     tables: Mapping[str, tuple[Column, ...]] = field(default_factory=dict)  # side tables by name
     outcome: tuple[str, ...] = ()  # columns whose changes compare reports (a verdict, wrong results)
     stop_rules: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # purpose -> StopRule changes
+    floor: Floor = Floor()  # the accuracy every measured row meets, or says it does not (its floor_met column);
+    # no stop rule of a default or full sweep asks for fewer samples
     size_axis: str = "bytes"  # the axis --sizes replaces ("" for none)
     order: int = 100  # position in the default sweep
     setup_s: float = 0.0  # per process, before the first row: compiling its kernels, allocating, calibrating

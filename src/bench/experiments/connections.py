@@ -23,7 +23,7 @@ from bench.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.measure.pipeline import BOUND_RULE, verified_pipeline
 from bench.schema import FLOAT, INT, TEXT, column
-from bench.timing import Context, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
+from bench.timing import Context, Floor, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
 from bench.vocabulary import (CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Clock, Connections, Status, StopReason, Unit,
                               values)
 
@@ -127,6 +127,7 @@ EXPERIMENT = Experiment(
     stop_rules={"bound": BOUND_RULE},
     before_cuda=before_cuda,
     size_axis="",
+    floor=Floor(min_samples=REPEATS),
     order=35,
     share_s=8,
 )

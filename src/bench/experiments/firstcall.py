@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
-from bench.measure.verdicts import HOST_VERDICTS, host_columns, host_verdict, repeat_until_settled, spin_for
+from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, host_columns, host_verdict, repeat_until_settled,
+                                    spin_for)
 from bench.schema import FLOAT, TEXT, column
-from bench.timing import Context, SpinWatch, StopRule, host_interval
+from bench.timing import Context, Floor, SpinWatch, StopRule, host_interval
 from bench.vocabulary import Clock, FirstCall, ModuleLoading, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
@@ -168,6 +169,7 @@ EXPERIMENT = Experiment(
     process_axis="module_loading",
     before_cuda=before_cuda,
     size_axis="",
+    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
     order=45,
     share_s=2,
 )

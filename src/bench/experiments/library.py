@@ -42,7 +42,7 @@ from bench.measure.hold import device_hold
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
                                     pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
 from bench.schema import FLAG, FLOAT, TEXT, column
-from bench.timing import Context, SpinWatch, StopRule, host_interval
+from bench.timing import Context, Floor, SpinWatch, StopRule, host_interval
 from bench.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit, values
 
 PLACEMENTS = values(LibraryPlacement)
@@ -292,6 +292,7 @@ EXPERIMENT = Experiment(
     valid=valid,
     outcome=("verdict",),
     size_axis="",
+    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
     order=55,
     share_s=22,
     row_timeout_s=60,

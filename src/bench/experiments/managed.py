@@ -57,7 +57,7 @@ import numpy as np
 from bench.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
-from bench.timing import Context, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
+from bench.timing import Context, Floor, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
 from bench.units import format_size
 from bench.vocabulary import Clock, ManagedCase, Status, Unit, values
 
@@ -358,6 +358,7 @@ EXPERIMENT = Experiment(
     valid=valid,
     memory_needed=memory_needed,
     stop_rules={MIGRATE_PURPOSE: MIGRATE_RULE},
+    floor=Floor(min_samples=MIGRATE_RULE["min_samples"]),  # migrations: each a fresh page-in
     order=14,
     share_s=3,
 )

@@ -50,7 +50,7 @@ from bench.measure.launches import launch_samples, launchers
 from bench.measure.pipeline import BOUND_RULE, POISON_WORD, Payload, Pipeline, Runner, capture_pipeline
 from bench.measure.pipeline import mismatch as pipeline_mismatch
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
-from bench.timing import Context, MeasurementFailed, Samples, StopRule, concurrency
+from bench.timing import Context, Floor, MeasurementFailed, Samples, StopRule, concurrency
 from bench.vocabulary import Clock, Status, Unit
 
 METRIC = "GPU time of one pipeline run (makespan)"
@@ -241,6 +241,7 @@ EXPERIMENT = Experiment(
     stop_rules={"default": {"min_samples": 5, "time_cap_s": 0.25}, "stage": {"min_samples": 10, "time_cap_s": 1.0},
                 "bound": BOUND_RULE},
     size_axis="total_bytes",
+    floor=Floor(min_samples=5),  # whole pipelines, each its stages' copies and kernels
     order=30,
     share_s=23,
 )

@@ -25,7 +25,7 @@ from bench.measure import columns
 from bench.measure.verdicts import (DEVICE_MIN_REPEATS, DEVICE_VERDICTS, SPIN_MS, pair_columns, repeat_between_spins,
                                     spin_for)
 from bench.schema import FLAG, FLOAT, FLOATS, column
-from bench.timing import SpinWatch, StopRule
+from bench.timing import Floor, SpinWatch, StopRule
 from bench.vocabulary import Clock, DeviceVerdict, Unit
 
 VERDICTS = DEVICE_VERDICTS
@@ -79,6 +79,7 @@ EXPERIMENT = Experiment(
     memory_needed=kit_memory,
     outcome=("verdict",),
     size_axis="",
+    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
     order=50,
     share_s=6,
 )

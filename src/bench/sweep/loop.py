@@ -58,6 +58,7 @@ class Outcome:
     estimate_s: float = 0.0
     concurrent: bool = False  # the GPUs ran each experiment at once: wall_s of one experiment's GPUs overlap
     warm_s: float = 0.0  # compiling a fresh machine's kernel caches before measuring (0: they were warm)
+    mode: str = "default"  # quick, default or full
 
 
 class Reporter:
@@ -153,6 +154,7 @@ class _Sweep:
             "devices": list(checked.devices), "concurrent": request.concurrent,
             "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
                                                   for purpose, rule in item.rules.items()} for item in self.plans},
+            "floors": {item.experiment.name: dataclasses.asdict(item.experiment.floor) for item in self.plans},
             "estimate_s": planning.estimate_s(self.plans, request.concurrent),
             "environment": dict(checked.environment),
             "environments": {str(device): dict(values) for device, values in checked.environments.items()},
@@ -263,7 +265,7 @@ class _Sweep:
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
                        signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
                        estimate_s=self.metadata["estimate_s"], concurrent=runner.request.concurrent,
-                       warm_s=self.warm_s)
+                       warm_s=self.warm_s, mode=runner.request.mode)
 
     def warm_up(self) -> None:
         """Compile the kernels of the experiments whose caches are cold on this machine first

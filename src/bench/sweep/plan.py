@@ -5,8 +5,8 @@ Pure Python; nothing here touches CUDA.
 Three sweeps: ``quick`` (a smoke test of every experiment), ``default`` (the axis points that carry the headline
 answers, within :data:`DEFAULT_BUDGET_S`) and ``full`` (the exhaustive grid). Each experiment estimates the wall
 time of a configuration under a stop rule (``Experiment.seconds``); a ``budget`` shrinks the stop rules' time caps
-and minimum sample counts until the whole plan fits, or says it cannot. :class:`Pace` keeps one experiment's process
-to its share of the time while it runs.
+(never their minimum samples: the experiments' accuracy floors) until the whole plan fits, or says it cannot.
+:class:`Pace` keeps one experiment's process to its share of the time while it runs.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Plan:
 
 class Pace:
     """Keeps an experiment's process to its allowance on a GPU or host slower than the time model, by scaling the
-    stop rules of what is left (:meth:`StopRule.scaled`: time caps and minimum samples).
+    stop rules of what is left (:meth:`StopRule.scaled`: their time caps).
 
     After each configuration the process reports the seconds it has spent and how many of them went to sampling
     loops whose length the rule decided (:class:`bench.timing.RuleBoundSampling`). From the configurations after
@@ -195,7 +195,7 @@ def too_few_gpus(names: Sequence[str] | None, devices: Sequence[int]) -> dict[st
 
 def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str, StopRule]:
     """The stop rules an experiment's measurements run under: its declared changes to the default rule, capped for
-    a quick sweep, and with time caps and minimum samples scaled down by ``scale`` (< 1) to fit a budget."""
+    a quick sweep, and with time caps scaled down by ``scale`` (< 1) to fit a budget."""
     purposes = {"default": {}, **experiment.stop_rules}
     rules = {}
     for purpose, changes in purposes.items():

@@ -101,14 +101,17 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
 
 
 def paced(experiment, configs, rules, pace: Pace | None) -> Iterator[dict]:
-    """The experiment's rows, each with the stop-rule scale it was measured under (``stop_scale``); with a
-    ``pace``, the rules of what is left shrink whenever the configurations so far ran slower than planned."""
+    """The experiment's rows, each with the stop-rule scale it was measured under (``stop_scale``) and whether its
+    samples meet the experiment's accuracy floor (``floor_met``; None for a row that measured nothing); with a
+    ``pace``, the time caps of what is left shrink whenever the configurations so far ran slower than planned."""
     from bench.timing import Context, RuleBoundSampling
 
     context = Context(rules)
     watch, bound_before_s = Stopwatch(), RuleBoundSampling.seconds
     for row in experiment.measure(configs, context):
         row["stop_scale"] = context.scale
+        samples = row.get("samples")
+        row["floor_met"] = experiment.floor.met(samples) if samples is not None and len(samples) else None
         yield row
         if pace is not None:
             context.rescale(pace.finished(watch.seconds(), RuleBoundSampling.seconds - bound_before_s))

@@ -49,8 +49,8 @@ import importlib
 from bench.timing.host import (RuleBoundSampling, Stopwatch, host_interval, host_samples, host_steps,
                                process_age_s)
 from bench.timing.intervals import concurrent, gaps, length, shared, union
-from bench.timing.stats import (CLOCKS, FEWEST_SAMPLES, STOP_REASONS, UNITS, MeasurementFailed, Samples, StopRule,
-                                Summary)
+from bench.timing.stats import (CLOCKS, STOP_REASONS, UNITS, Floor, MeasurementFailed, Samples, StopRule,
+                                Summary, median_interval)
 
 # The names of the modules that reach CUDA (through bench.cuda), loaded when one of them is first asked for.
 _LAZY = {
@@ -61,7 +61,7 @@ _LAZY = {
 }
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
-__all__ = ["CLOCKS", "FEWEST_SAMPLES", "STOP_REASONS", "UNITS", "MeasurementFailed", "Samples", "StopRule", "Summary",
+__all__ = ["CLOCKS", "STOP_REASONS", "UNITS", "Floor", "MeasurementFailed", "median_interval", "Samples", "StopRule", "Summary",
            "RuleBoundSampling", "Stopwatch", "host_interval", "host_samples", "host_steps", "process_age_s",
            "concurrent", "gaps", "length", "shared", "union", *_WHERE]
 

@@ -55,7 +55,49 @@ class Summary:
         return cls(n, median, min(values), max(values), stdrel, median_relerr)
 
 
-FEWEST_SAMPLES = 3  # no rule scaled down to fit a time budget asks for fewer
+def median_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free ``confidence`` interval of the median: the order statistics whose ranks the binomial
+    distribution of samples below the median puts around it. ``(-inf, inf)`` where too few samples reach the
+    confidence (fewer than 6 for 95%)."""
+    values = sorted(float(value) for value in samples)
+    n = len(values)
+    tail = (1 - confidence) / 2
+    below, rank = 0.0, 0
+    while rank < n:  # the largest rank k with P(Binomial(n, 1/2) < k) <= tail
+        step = math.comb(n, rank) / 2 ** n
+        if below + step > tail:
+            break
+        below += step
+        rank += 1
+    if rank == 0:
+        return -math.inf, math.inf
+    return values[rank - 1], values[n - rank]
+
+
+@dataclass(frozen=True)
+class Floor:
+    """An experiment's accuracy floor: a row meets it with ``min_samples`` samples or more, or with fewer where the
+    95% interval of their median lies within ``interval`` (relative) of it. A sweep never scales a rule's minimum
+    samples below it (:meth:`StopRule.scaled`)."""
+
+    min_samples: int = 10
+    interval: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 1 or not 0 < self.interval < 1:
+            raise ValueError("need min_samples >= 1 and 0 < interval < 1")
+
+    def met(self, samples: Sequence[float]) -> bool:
+        if len(samples) >= self.min_samples:
+            return True
+        if not len(samples):
+            return False
+        median = statistics.median(samples)
+        low, high = median_interval(samples)
+        return median > 0 and max(median - low, high - median) <= self.interval * median
+
+    def __str__(self) -> str:
+        return f"{self.min_samples} samples, or a 95% interval of the median within {self.interval:.0%}"
 
 
 @dataclass(frozen=True)
@@ -89,12 +131,11 @@ class StopRule:
                             min_samples=min(self.min_samples, min_samples))
 
     def scaled(self, scale: float) -> StopRule:
-        """This rule with its time cap and minimum samples scaled down by ``scale`` (< 1: a sweep keeping to its
-        time budget; at least :data:`FEWEST_SAMPLES`)."""
+        """This rule with its time cap scaled down by ``scale`` (< 1: a sweep keeping to its time budget). Its
+        minimum samples stay: they are the experiment's accuracy floor (:class:`Floor`), which no budget buys off."""
         if scale >= 1:
             return self
-        return self.capped(time_cap_s=self.time_cap_s * scale,
-                           min_samples=max(FEWEST_SAMPLES, math.ceil(self.min_samples * scale)))
+        return self.replace(time_cap_s=self.time_cap_s * scale)
 
     def stop_reason(self, samples: Sequence[float], sampling_s: float) -> str | None:
         """``"converged"``, ``"time_cap"``, ``"max_samples"``, or None to keep sampling."""
