@@ -314,3 +314,15 @@ def test_the_summary_says_which_rows_are_below_their_floor():
         said[met] = console.export_text()
     assert "accuracy floor" not in said[True]
     assert "2 configurations are below their experiment's accuracy floor (--quick: a smoke test)" in said[False]
+
+
+@pytest.mark.parametrize("budget_s, warned", [(1.0, True), (1000.0, False), (None, False)])
+def test_a_plan_that_cannot_keep_its_floors_in_its_budget_says_so_before_it_starts(budget_s, warned):
+    from rich.console import Console
+
+    plans = [planning.Plan(FINE, [{"n": n} for n in range(3)], {"default": planning.StopRule()})]
+    console = Console(record=True, width=200)
+    progress = cli._Progress(console, budget_s)
+    progress.planned(plans, planning.estimate_s(plans), planning.least_s(plans))
+    progress.bar.stop()
+    assert ("the sweep keeps every floor and will take longer" in console.export_text()) is warned

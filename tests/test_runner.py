@@ -39,7 +39,7 @@ class Recorder(loop.Reporter):
     def __init__(self):
         self.events = []
 
-    def planned(self, plans, estimate_s):
+    def planned(self, plans, estimate_s, least_s):
         self.events.append(("planned", [item.experiment.name for item in plans], estimate_s))
 
     def started(self, experiment):

@@ -234,8 +234,12 @@ class _Progress:
         self.task = None
         self.done = self.total = 0
 
-    def planned(self, plans, estimate_s: float) -> None:
+    def planned(self, plans, estimate_s: float, least_s: float) -> None:
         kept = f"; kept within {self.budget_s:.0f} s on any GPU" if self.budget_s else ""
+        if self.budget_s and least_s > self.budget_s:
+            self.console.print(f"[yellow]warning:[/yellow] at their accuracy floors these configurations need about "
+                               f"{least_s:.0f} s by the time model, more than the {self.budget_s:.0f} s budget: the "
+                               "sweep keeps every floor and will take longer", highlight=False)
         table = Table(title=f"plan: {sum(len(p.configs) for p in plans)} configurations, about {estimate_s:.0f} s "
                             f"on a warm H200{kept}")
         for name in ("experiment", "configurations", "expected s"):

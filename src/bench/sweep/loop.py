@@ -64,7 +64,7 @@ class Outcome:
 class Reporter:
     """What a sweep tells its user; the default tells nothing."""
 
-    def planned(self, plans: Sequence[Plan], estimate_s: float) -> None: ...
+    def planned(self, plans: Sequence[Plan], estimate_s: float, least_s: float) -> None: ...
 
     def started(self, experiment: str) -> None: ...
 
@@ -156,6 +156,7 @@ class _Sweep:
                                                   for purpose, rule in item.rules.items()} for item in self.plans},
             "floors": {item.experiment.name: dataclasses.asdict(item.experiment.floor) for item in self.plans},
             "estimate_s": planning.estimate_s(self.plans, request.concurrent),
+            "least_s": planning.least_s(self.plans, request.concurrent),
             "environment": dict(checked.environment),
             "environments": {str(device): dict(values) for device, values in checked.environments.items()},
         }
@@ -224,7 +225,7 @@ class _Sweep:
 
     def run(self) -> Outcome:
         runner, reporter = self.runner, self.runner.reporter
-        reporter.planned(self.plans, self.metadata["estimate_s"])
+        reporter.planned(self.plans, self.metadata["estimate_s"], self.metadata["least_s"])
         current = ""
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         caught = 0

@@ -170,6 +170,12 @@ def estimate_s(plans: Sequence[Plan], concurrent: bool = False, startup_s: float
     return startup_s + sum(slowest.values())
 
 
+def least_s(plans: Sequence[Plan], concurrent: bool = False) -> float:
+    """The sweep's expected wall time with every time cap at its smallest scale: what its accuracy floors need by the
+    time model, below which no budget shortens it."""
+    return estimate_s([item.scaled(SMALLEST_SCALE) for item in plans], concurrent)
+
+
 def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False) -> float:
     """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`) at which ``plans`` are expected to
     fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even that does not fit."""
@@ -316,10 +322,11 @@ def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Pl
 def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], concurrent: bool) -> list[Plan]:
     """The plans with the largest stop-rule scale whose estimate fits ``budget_s``."""
     plans = _plans(chosen, mode, 1.0, devices)
-    least_s = estimate_s([item.scaled(SMALLEST_SCALE) for item in plans], concurrent)
-    if least_s > budget_s:
+    least = least_s(plans, concurrent)
+    if least > budget_s:
         raise ValueError(f"--budget {budget_s:g}: these {sum(len(c) for _, c in chosen)} configurations need at "
-                         f"least {least_s:.0f} s; choose fewer (--quick, --experiments, --axis) or a larger budget")
+                         f"least {least:.0f} s at their accuracy floors; choose fewer (--quick, --experiments, --axis) "
+                         "or a larger budget")
     scale = fitting_scale(plans, budget_s, concurrent)
     return [item.scaled(scale) for item in plans]
 
