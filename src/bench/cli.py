@@ -269,9 +269,11 @@ class _Progress:
         self.bar.console.print(f"{experiment}: {wall_s:.1f} s", highlight=False)
 
     def warmed(self, seconds: float, experiments, failed) -> None:
+        slowest = ", ".join(f"{name} {each:.1f} s" for name, each in
+                            sorted(experiments.items(), key=lambda item: -item[1])[:4])
         self.bar.console.print(f"compiled the kernels of {len(experiments) - len(failed)} experiments first, "
-                               f"{seconds:.1f} s (a fresh machine or a new bench; the caches keep them)",
-                               highlight=False)
+                               f"{seconds:.1f} s (a fresh machine or a new bench; the caches keep them; the "
+                               f"slowest: {slowest})", highlight=False)
         for name, why in failed.items():
             self.bar.console.print(f"{name}: its warm-up failed, so it stays cold: {why}", highlight=False)
 

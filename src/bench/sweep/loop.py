@@ -74,7 +74,7 @@ class Reporter:
 
     def finished(self, experiment: str, wall_s: float) -> None: ...
 
-    def warmed(self, seconds: float, experiments: Sequence[str], failed: Mapping[str, str]) -> None: ...
+    def warmed(self, seconds: float, experiments: Mapping[str, float], failed: Mapping[str, str]) -> None: ...
 
 
 def not_run(item: Plan, received: set, why: str) -> list[dict]:
@@ -165,6 +165,7 @@ class _Sweep:
         self.startup_s: dict[str, float] = {}  # per plan: process start and GPU selection
         self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
         self.warm_s = 0.0
+        self.warm_each_s: dict[str, float] = {}  # each experiment's warm-up process, from its start to its end
         self.last_save = Stopwatch()
         self.own_file = request.resume is not None  # self.path is this run's: resumed, or saved once
         self.saved = len(self.earlier)  # rows in self.path as last saved
@@ -179,7 +180,8 @@ class _Sweep:
         if not self.rows:
             return
         stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
-                 "startup_s": self.startup_s, "warm_s": self.warm_s}
+                 "startup_s": self.startup_s, "warm_s": self.warm_s,
+                 "warm_each_s": self.warm_each_s}
         rows = self.earlier + self.rows
         try:
             self.path = store.write(self.path, rows, self.schema, stamp, new=not self.own_file)
@@ -274,7 +276,7 @@ class _Sweep:
         runner, device = self.runner, self.checked.devices[0]
         environment = self.checked.selected.get(device)
         if runner.isolate and environment is not None:
-            self.warm_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
+            self.warm_s, self.warm_each_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
 
     def slack(self, groups: Sequence[Sequence[Plan]]) -> float | None:
         """How much of its estimate each process of the first of the groups still to run may take (its pace's

@@ -32,33 +32,37 @@ def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
     return parts
 
 
-def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> float:
+def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> tuple[float, dict[str, float]]:
     """Where the kernel caches are cold for some experiments (no warm marker: ``gpu.warm_markers``), compile their
     kernels at once, a process per experiment (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of
     free memory for each), before measuring anything: what they measure is dropped. Done once per experiment,
     machine, bench version and GPU architecture; an experiment whose warm-up process failed stays cold. Returns the
-    seconds it took (0: everything was warm), having told ``reporter``."""
+    seconds it took (0: everything was warm) and each experiment's own, having told ``reporter``."""
     markers = gpu.warm_markers(environment)
     if markers is None:
-        return 0.0
+        return 0.0, {}
     parts = [part for part in warm_parts(plans) if not (markers / part.experiment.name).exists()]
     if not parts:
-        return 0.0
+        return 0.0, {}
     watch = Stopwatch()
     child_device = gpu.child_device(device)
     cpus = gpu.child_cpus(environment)
     at_once = max(1, min(len(parts), gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
     markers.mkdir(parents=True, exist_ok=True)
     failed: dict[str, str] = {}
+    each_s: dict[str, float] = {}  # from its batch's start to the process's last message
     for start in range(0, len(parts), at_once):
         batch = parts[start:start + at_once]
         warming = [functools.partial(isolated, part, child_device, cpus, warming=True) for part in batch]
+        began = Stopwatch()
         for index, message in interleaved(warming):
+            each_s[batch[index].experiment.name] = began.seconds()
             if isinstance(message, FailedMessage):
                 failed[batch[index].experiment.name] = message.why
         for part in batch:  # a process that failed may not have compiled everything
             if part.experiment.name not in failed:
                 (markers / part.experiment.name).touch()
     seconds = watch.seconds()
-    reporter.warmed(seconds, [part.experiment.name for part in parts], failed)
-    return seconds
+    each_s = {part.experiment.name: each_s.get(part.experiment.name, 0.0) for part in parts}
+    reporter.warmed(seconds, each_s, failed)
+    return seconds, each_s
