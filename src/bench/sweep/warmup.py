@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 from bench.sweep.plan import Plan, rules_for
 from bench.sweep.processes import FailedMessage, interleaved, isolated
@@ -50,13 +51,13 @@ def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> t
     at_once = max(1, min(len(parts), gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
     markers.mkdir(parents=True, exist_ok=True)
     failed: dict[str, str] = {}
-    each_s: dict[str, float] = {}  # from its batch's start to the process's last message
+    each_s: dict[str, float] = {}  # from its batch's start until its process ended
     for start in range(0, len(parts), at_once):
         batch = parts[start:start + at_once]
-        warming = [functools.partial(isolated, part, child_device, cpus, warming=True) for part in batch]
         began = Stopwatch()
+        warming = [_timed(functools.partial(isolated, part, child_device, cpus, warming=True),
+                          part.experiment.name, began, each_s) for part in batch]
         for index, message in interleaved(warming):
-            each_s[batch[index].experiment.name] = began.seconds()
             if isinstance(message, FailedMessage):
                 failed[batch[index].experiment.name] = message.why
         for part in batch:  # a process that failed may not have compiled everything
@@ -66,3 +67,13 @@ def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> t
     each_s = {part.experiment.name: each_s.get(part.experiment.name, 0.0) for part in parts}
     reporter.warmed(seconds, each_s, failed)
     return seconds, each_s
+
+
+def _timed(source: Callable[[threading.Event], Iterator], name: str, began: Stopwatch,
+           each_s: dict[str, float]) -> Callable[[threading.Event], Iterator]:
+    """``source``, noting in ``each_s[name]`` when it ended (its process gone), ``began`` counting."""
+    def messages(stop: threading.Event) -> Iterator:
+        yield from source(stop)
+        each_s[name] = began.seconds()
+
+    return messages
