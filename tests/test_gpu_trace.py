@@ -41,9 +41,12 @@ def pipeline():
 
 
 def test_trace_counts_what_ran_and_finds_the_overlap(pipeline):
+    import cupy
+
     from bench import trace
 
     found = trace(pipeline, runs=3)
+    assert {activity.device for activity in found.activities} == {cupy.cuda.Device().id}
     ops = [activity.op for activity in found.activities]
     assert ops.count("kernel") == 4 * CHUNKS and ops.count("H2D") == CHUNKS and ops.count("D2H") == CHUNKS
     assert {activity.bytes for activity in found.activities if activity.op in ("H2D", "D2H")} == {ROWS * 1024 * 4}
