@@ -149,11 +149,13 @@ def _parser() -> argparse.ArgumentParser:
     claims.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     claims.set_defaults(handler=_claims)
 
-    compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU")
-    compare.add_argument("old", type=Path, help="results file or directory: the baseline")
-    compare.add_argument("new", type=Path, help="results file or directory: the candidate")
+    compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU; or "
+                                                  "between two traces (bench trace --save files)")
+    compare.add_argument("old", type=Path, help="results file or directory, or a trace file: the baseline")
+    compare.add_argument("new", type=Path, help="results file or directory, or a trace file: the candidate")
     compare.add_argument("--fail-above", type=_positive_number, metavar="PERCENT",
-                         help="exit 1 when a configuration is slower by more than PERCENT (a CI gate)")
+                         help="exit 1 when a configuration is slower by more than PERCENT, or a trace's number worse "
+                              "beyond its runs' spread (a share: by more than PERCENT points) (a CI gate)")
     compare.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
     for judging in (claims, compare):
@@ -555,7 +557,14 @@ def _claims_markdown(groups: list, missing: list[str], console: Console) -> None
 def _compare(args: argparse.Namespace, console: Console) -> int:
     from bench import compare, store
     from bench.experiments import registry
+    from bench.traces import compare as traces
 
+    if traces.is_trace(args.old) or traces.is_trace(args.new):  # two bench trace --save files
+        output, warnings, failing = traces.compared(args.old, args.new, gpu=args.gpu, fail_above=args.fail_above,
+                                                    listed_all=args.all, form=args.format)
+        _warn(warnings)
+        print(output)
+        return 1 if failing else 0
     experiments = registry()
     schema = store.suite_schema(experiments)
     old, new = store.read_any(args.old, schema, _unreadable(args)), store.read_any(args.new, schema, _unreadable(args))

@@ -28,12 +28,15 @@ SUMMARY_DOCS = {
     "overhead": "traced runs' host time over untraced runs', less one",
 }  # the headline numbers every row carries: summary() names, each with what it is
 SUMMARY = tuple(SUMMARY_DOCS)
+RUNS = {"makespan_runs_ms": "makespan_ms", "efficiency_runs": "efficiency", "hidden_runs": "hidden",
+        "idle_runs_ms": "idle_ms", "pageable_cost_runs_ms": "pageable_cost_ms"}  # column -> RunFigures field
+KERNEL_RUNS = "name_runs_ms"
 
 
 def columns() -> tuple:
     """The typed columns of a ``trace`` results file: one row per kernel, copy, memset, idle gap and host wait of the
     described run, each with the trace's headline numbers and the environment."""
-    from bench.schema import FLOAT, INT, TEXT, column, environment_columns
+    from bench.schema import FLOAT, FLOATS, INT, TEXT, column, environment_columns
 
     return (
         column("target", TEXT, "what was traced: MODULE:FUNCTION, a script, or a name the caller gave"),
@@ -50,6 +53,9 @@ def columns() -> tuple:
         column("line", TEXT, "the user's line of that call (FILE:LINE), where its stack was kept"),
         column("runs", INT, "traced runs; the one of median makespan is described"),
         *(column(name, FLOAT, doc) for name, doc in SUMMARY_DOCS.items()),
+        *(column(name, FLOATS, f"every traced run's {figure}, in the order they ran: their spread") for name, figure
+          in RUNS.items()),
+        column(KERNEL_RUNS, FLOATS, "a kernel's row: the time the kernels of its name ran in each traced run"),
         *environment_columns(),
     )
 
@@ -64,6 +70,15 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
     for target, result in found:
         summary = result.summary()
         shared_columns = {name: summary[name] for name in SUMMARY}
+        spread = {name: [getattr(run, figure) for run in result.per_run] or None for name, figure in RUNS.items()}
         rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
-                  **environment.as_dict(), **row} for row in result.table()]
+                  **spread, KERNEL_RUNS: _kernel_runs(result, row), **environment.as_dict(), **row}
+                 for row in result.table()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
+
+
+def _kernel_runs(result: TraceResult, row: dict) -> list[float] | None:
+    """Of a kernel's row, the time the kernels of its name ran in each traced run (None for other rows)."""
+    if row["op"] != "kernel" or not result.per_run:
+        return None
+    return [run.kernel_ms.get(row["name"], 0.0) for run in result.per_run]

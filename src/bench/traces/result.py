@@ -71,6 +71,19 @@ class HostWait:
     ms: float
 
 
+@dataclass(frozen=True)
+class RunFigures:
+    """One traced run's headline numbers: the traced runs spread over these, and a comparison of two traces flags a
+    change only beyond that spread (:mod:`bench.traces.compare`)."""
+
+    makespan_ms: float
+    efficiency: float | None
+    hidden: float | None
+    idle_ms: float
+    pageable_cost_ms: float
+    kernel_ms: dict[str, float]  # the time the kernels of each name ran, in all
+
+
 @dataclass
 class TraceResult:
     """What :func:`bench.trace` found (times in ms; shares from 0 to 1; None where there is nothing to share)."""
@@ -96,6 +109,7 @@ class TraceResult:
     untraced_ms: list[float] = field(default_factory=list)  # host time of each untraced run
     traced_ms: list[float] = field(default_factory=list)
     target: str = ""
+    per_run: list[RunFigures] = field(default_factory=list)  # every traced run's headline numbers, in run order
 
     @property
     def hidden(self) -> float | None:
