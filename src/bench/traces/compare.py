@@ -18,7 +18,6 @@ A change is the relative change of a time, in percent, and the difference of a s
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,6 @@ from bench.vocabulary import Word
 
 TABLE = "trace"  # the table name bench.traces.files writes
 HEADLINES_PER_TARGET = 8
-NAME_SHOWN = 72  # a kernel's name in the tables is cut to this many characters
 
 
 class Verdict(Word):
@@ -120,13 +118,13 @@ class TraceComparison:
     def headlines(self) -> list[str]:
         """Numbers only one side has, then those worse or better (a few per target): the headline numbers, then the
         kernels, each the largest change first."""
-        lines = [f"{line.target}: {line.measure}: {_change_text(line)}" for line in self.lines
+        lines = [f"{line.target}: {line.measure}: {change_text(line)}" for line in self.lines
                  if line.verdict == Verdict.CHANGED]
         for target in dict.fromkeys(line.target for line in self.lines):
             moved = [line for line in self.lines if line.target == target
                      and line.verdict in (Verdict.WORSE, Verdict.BETTER)]
             moved.sort(key=lambda line: (line.measure.startswith("kernel "), -abs(line.percent)))
-            lines += [f"{target}: {line.measure} {line.verdict}, {_change_text(line)}"
+            lines += [f"{target}: {line.measure} {line.verdict}, {change_text(line)}"
                       for line in moved[:HEADLINES_PER_TARGET]]
             if len(moved) > HEADLINES_PER_TARGET:
                 lines.append(f"{target}: {len(moved) - HEADLINES_PER_TARGET} more numbers worse or better beyond "
@@ -280,140 +278,31 @@ def judge(old: float | None, new: float | None, old_runs: tuple[float, ...], new
     return Verdict.BETTER if grew == share else Verdict.WORSE
 
 
-# --- output ----------------------------------------------------------------------------------------------------------
-
-def _value(line: Line, value: float | None) -> str:
+def value_text(line: Line, value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:.1%}" if line.share else f"{value:.3f}"
 
 
-def _spread(line: Line, runs: tuple[float, ...]) -> str:
+def spread_text(line: Line, runs: tuple[float, ...]) -> str:
     if not runs:
         return ""
-    return f"{_value(line, min(runs))}–{_value(line, max(runs))}"
+    return f"{value_text(line, min(runs))}–{value_text(line, max(runs))}"
 
 
-def _change_text(line: Line) -> str:
+def change_text(line: Line) -> str:
     """'6.254 → 7.100 ms (+13.5%; runs 6.180–6.400 → 6.950–7.310)', 'only in the new trace (0.250 ms)'."""
     unit = "" if line.share else " ms"
     if line.old is None or line.new is None:
         side, value = ("new", line.new) if line.old is None else ("old", line.old)
-        return f"only in the {side} trace ({_value(line, value)}{unit})"
-    runs = (f"; runs {_spread(line, line.old_runs)} → {_spread(line, line.new_runs)}"
+        return f"only in the {side} trace ({value_text(line, value)}{unit})"
+    runs = (f"; runs {spread_text(line, line.old_runs)} → {spread_text(line, line.new_runs)}"
             if line.old_runs and line.new_runs else "")
-    return f"{_value(line, line.old)} → {_value(line, line.new)}{unit} ({_size(line)}{runs})"
+    return f"{value_text(line, line.old)} → {value_text(line, line.new)}{unit} ({size_text(line)}{runs})"
 
 
-def _size(line: Line) -> str:
+def size_text(line: Line) -> str:
     """'+13.5%', '-40.0 points', '+0.250 ms' (a time from none)."""
     if line.share:
         return f"{line.percent:+.1f} points"
     return f"{line.percent:+.1f}%" if math.isfinite(line.percent) else f"{line.new - line.old:+.3f} ms"
-
-
-def _verdict_cell(line: Line) -> str:
-    if line.verdict in (Verdict.WORSE, Verdict.BETTER):
-        return f"{line.verdict} {_size(line)}"
-    return str(line.verdict)
-
-
-def _counts_line(result: TraceComparison, listed_all: bool) -> str:
-    counts = result.counts()
-    same = counts.pop("same", 0)
-    listed = "" if listed_all else " (not listed; --all lists every number)"
-    return ", ".join([*(f"{count} {verdict}" for verdict, count in counts.items()), f"{same} same{listed}"])
-
-
-def _terminal(text: str) -> str:
-    """A results file's text for a terminal: characters that are not printable written as escapes."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text))
-
-
-def _markdown(text: str) -> str:
-    """A results file's text for a Markdown table cell."""
-    text = _terminal(text)
-    for plain, escaped in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'"),
-                           ("*", "\\*"), ("_", "\\_")):
-        text = text.replace(plain, escaped)
-    return text
-
-
-HEAD = ["number", "old", "new", "old runs", "new runs", "verdict"]
-
-
-def _named(line: Line) -> str:
-    """The number's name, a kernel's cut to :data:`NAME_SHOWN` characters (the JSON keeps it whole)."""
-    name = line.measure
-    return name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN - 4] + "… ms"
-
-
-def _cells(line: Line) -> list[str]:
-    return [_named(line), _value(line, line.old), _value(line, line.new), _spread(line, line.old_runs),
-            _spread(line, line.new_runs), _verdict_cell(line)]
-
-
-def _groups(lines: list[Line]) -> dict[tuple[str, str], list[Line]]:
-    groups: dict[tuple[str, str], list[Line]] = {}
-    for line in lines:
-        groups.setdefault((line.target, line.gpu), []).append(line)
-    return groups
-
-
-def text(result: TraceComparison, shown: list[Line], listed_all: bool) -> str:
-    """For a terminal: the headlines, then a table per target of the numbers ``shown``."""
-    parts = ["What changed between the traces"]
-    parts += [f"  - {_terminal(line)}" for line in result.headlines] or ["  nothing beyond the runs' spread"]
-    for (target, gpu), lines in _groups(shown).items():
-        rows = [HEAD, *(list(map(_terminal, _cells(line))) for line in lines)]
-        widths = [max(len(row[index]) for row in rows) for index in range(len(HEAD))]
-        parts += ["", _terminal(f"{target} on {gpu}")]
-        parts += ["  " + "  ".join(cell.rjust(width) if 0 < index < 5 else cell.ljust(width)
-                                   for index, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in rows]
-    return "\n".join([*parts, "", _counts_line(result, listed_all)])
-
-
-def markdown(result: TraceComparison, shown: list[Line], listed_all: bool) -> str:
-    """For a pull request: the headlines, then a table per target."""
-    parts = ["## What changed between the traces", ""]
-    parts += [f"- {_markdown(line)}" for line in result.headlines] or ["nothing beyond the runs' spread"]
-    for (target, gpu), lines in _groups(shown).items():
-        parts += ["", f"### {_markdown(target)} on {_markdown(gpu)}", ""]
-        align = ["---", "---:", "---:", "---:", "---:", "---"]
-        parts += ["| " + " | ".join(row) + " |" for row in (HEAD, align, *([_markdown(cell) for cell in _cells(line)]
-                                                                        for line in lines))]
-    return "\n".join([*parts, "", _counts_line(result, listed_all)])
-
-
-def document(result: TraceComparison, shown: list[Line], old: Path, new: Path) -> dict:
-    """For CI: the warnings, headlines, counts and the numbers ``shown`` (a change in percent, a share's in points;
-    null from nothing)."""
-    numbers = [{"target": line.target, "gpu": line.gpu, "number": line.measure, "old": line.old, "new": line.new,
-                "old_runs": list(line.old_runs), "new_runs": list(line.new_runs), "verdict": str(line.verdict),
-                "change": line.percent if line.percent is not None and math.isfinite(line.percent) else None,
-                "change_unit": "points" if line.share else "%"} for line in shown]
-    return {"old": str(old), "new": str(new), "compared": "traces", "warnings": result.warnings,
-            "headlines": result.headlines, "counts": result.counts(), "numbers": numbers}
-
-
-def compared(old: Path, new: Path, *, gpu: str | None, fail_above: float | None, listed_all: bool,
-             form: str) -> tuple[str, list[str], int]:
-    """``bench compare`` of two trace files: the output in ``form`` (text, json or markdown), the warnings, and how
-    many numbers are worse by more than ``fail_above`` percent (points for a share). UsageError (one line) for a
-    file that is not a trace, or traces without a target in common."""
-    result = compare(read(old), read(new), gpu)
-    if not result.lines:
-        raise UsageError(f"{old} and {new} have no target in common")
-    failing = len(result.worse_than(fail_above)) if fail_above is not None else 0
-    shown = result.lines if listed_all else [line for line in result.lines if line.verdict != Verdict.SAME]
-    failed = f"{failing} numbers worse by more than {fail_above:g}%: failing" if failing else ""
-    if form == "json":
-        found = document(result, shown, old, new)
-        if fail_above is not None:
-            found["fail_above"] = {"percent": fail_above, "failing": failing}
-        return json.dumps(found, indent=2, ensure_ascii=False, allow_nan=False), result.warnings, failing
-    if form == "markdown":
-        output = markdown(result, shown, listed_all) + (f"\n\n**{failed}**" if failed else "")
-    else:
-        output = text(result, shown, listed_all) + (f"\n{failed}" if failed else "")
-    return output, result.warnings, failing

@@ -201,7 +201,14 @@ class TraceResult:
                 "activities": self.table()}
 
     def to_json(self) -> str:
-        return json.dumps(_finite(self.to_dict()), indent=2, ensure_ascii=False)
+        return json.dumps(finite(self.to_dict()), indent=2, ensure_ascii=False)
+
+    def to_perfetto(self, path) -> Path:
+        """Write the described run's timeline to ``path``, a JSON file Perfetto (ui.perfetto.dev) and
+        chrome://tracing open (:mod:`bench.traces.perfetto`)."""
+        from bench.traces.perfetto import write
+
+        return write(self, path)
 
     def __str__(self) -> str:
         from bench.traces.text import describe
@@ -209,11 +216,12 @@ class TraceResult:
         return "\n".join(describe(self))
 
 
-def _finite(value):
+def finite(value):
+    """``value`` with every NaN and infinity, at any depth of its dicts and lists, None (JSON has neither)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
+        return {key: finite(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_finite(item) for item in value]
+        return [finite(item) for item in value]
     return value
