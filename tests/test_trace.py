@@ -177,6 +177,24 @@ def test_every_traced_run_keeps_its_numbers_and_the_results_file_their_spread(tm
     assert rows[rows["op"] != "kernel"]["name_runs_ms"].isna().all()
 
 
+def test_a_run_without_a_number_keeps_nan_in_the_spread_and_none_without_any(tmp_path):
+    """Hidden share: a run that copied nothing has none; efficiency: runs that copied have no bound without a copy
+    bound. The file keeps NaN for that run, and nothing where no run has the number."""
+    copied = [kernel(1, 0, MS, "k"), copy(Op.H2D, 2, 0, MS // 2)]
+    found = result_of([Recording(copied, []), Recording(copied[:1], []), Recording(copied, [])], copy_bound=None,
+                      pinned=None)
+    assert [run.hidden for run in found.per_run] == [1.0, None, 1.0]
+    assert [run.efficiency for run in found.per_run] == [None, 1.0, None]
+    save([("x", found)], synthetic.environment(), tmp_path / "_trace" / "x.parquet")
+    rows = store.named_tables(tmp_path, "trace")
+    hidden, efficiency = rows["hidden_runs"].iloc[0], rows["efficiency_runs"].iloc[0]
+    assert hidden[0] == 1.0 and hidden[1] != hidden[1] and efficiency[1] == 1.0 and efficiency[0] != efficiency[0]
+    other = result_of([Recording(copied, [])] * 2, copy_bound=None, pinned=None)
+    save([("y", other)], synthetic.environment(), tmp_path / "_trace" / "y.parquet")
+    rows = store.named_tables(tmp_path, "trace")
+    assert rows[rows["target"] == "y"]["efficiency_runs"].isna().all()
+
+
 # --- gaps joined with the host's calls -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("start, end, joined", [

@@ -4,6 +4,7 @@ wait of the described run, each with the trace's headline numbers and the enviro
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Sequence
 
 from bench.traces.overlap import GAP_NS
@@ -53,8 +54,8 @@ def columns() -> tuple:
         column("line", TEXT, "the user's line of that call (FILE:LINE), where its stack was kept"),
         column("runs", INT, "traced runs; the one of median makespan is described"),
         *(column(name, FLOAT, doc) for name, doc in SUMMARY_DOCS.items()),
-        *(column(name, FLOATS, f"every traced run's {figure}, in the order they ran: their spread") for name, figure
-          in RUNS.items()),
+        *(column(name, FLOATS, f"every traced run's {figure}, in the order they ran (their spread; NaN where a run "
+                                "had none)") for name, figure in RUNS.items()),
         column(KERNEL_RUNS, FLOATS, "a kernel's row: the time the kernels of its name ran in each traced run"),
         *environment_columns(),
     )
@@ -70,11 +71,18 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
     for target, result in found:
         summary = result.summary()
         shared_columns = {name: summary[name] for name in SUMMARY}
-        spread = {name: [getattr(run, figure) for run in result.per_run] or None for name, figure in RUNS.items()}
+        spread = {name: _spread([getattr(run, figure) for run in result.per_run]) for name, figure in RUNS.items()}
         rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
                   **spread, KERNEL_RUNS: _kernel_runs(result, row), **environment.as_dict(), **row}
                  for row in result.table()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
+
+
+def _spread(values: list[float | None]) -> list[float] | None:
+    """Every run's number, NaN where a run has none (no copies to hide, no bound); None where none has one."""
+    if all(value is None for value in values):
+        return None
+    return [math.nan if value is None else value for value in values]
 
 
 def _kernel_runs(result: TraceResult, row: dict) -> list[float] | None:
