@@ -13,6 +13,8 @@ from bench.traces.compare import (Line, TraceComparison, Verdict, compare, read,
                                   value_text)
 
 NAME_SHOWN = 72  # a kernel's name in the tables is cut to this many characters
+HEAD = ["number", "old", "new", "old runs", "new runs", "verdict"]
+
 
 def _verdict_cell(line: Line) -> str:
     if line.verdict in (Verdict.WORSE, Verdict.BETTER):
@@ -39,9 +41,6 @@ def _markdown(text: str) -> str:
                            ("*", "\\*"), ("_", "\\_")):
         text = text.replace(plain, escaped)
     return text
-
-
-HEAD = ["number", "old", "new", "old runs", "new runs", "verdict"]
 
 
 def _named(line: Line) -> str:
