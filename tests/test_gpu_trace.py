@@ -41,9 +41,12 @@ def pipeline():
 
 
 def test_trace_counts_what_ran_and_finds_the_overlap(pipeline):
+    import cupy
+
     from bench import trace
 
     found = trace(pipeline, runs=3)
+    assert {activity.device for activity in found.activities} == {cupy.cuda.Device().id}
     ops = [activity.op for activity in found.activities]
     assert ops.count("kernel") == 4 * CHUNKS and ops.count("H2D") == CHUNKS and ops.count("D2H") == CHUNKS
     assert {activity.bytes for activity in found.activities if activity.op in ("H2D", "D2H")} == {ROWS * 1024 * 4}
@@ -65,7 +68,9 @@ def test_one_stream_hides_nothing_and_assert_overlap_fails_naming_the_copies(pip
         pipeline(True)
 
 
-def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line():
+def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line(tmp_path):
+    import json
+
     import cupy
     import numpy as np
 
@@ -84,6 +89,12 @@ def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line():
     assert group.line.endswith(f"test_gpu_trace.py:{_line_of('device.set(host)  # the pageable upload')}")
     assert 0 < group.pinned_ms < group.ms and group.host_ms >= group.ms * 0.5
     assert float(device[0]) == pytest.approx(2 * host[0])
+    (upload,) = [a for a in result.activities if a.op == "H2D"]
+    assert upload.correlation in result.made_by  # CUPTI's record and the watched call share the correlation id
+    events = json.loads(result.to_perfetto(tmp_path / "pageable.json").read_text())["traceEvents"]
+    (pageable,) = [e for e in events if e["ph"] == "X" and "pageable" in e["name"]]
+    (arrow,) = [e for e in events if e["ph"] == "f" and e["pid"] == pageable["pid"] and e["tid"] == pageable["tid"]]
+    assert pageable["ts"] <= arrow["ts"] <= pageable["ts"] + pageable["dur"]  # a flow from the call into the copy
 
 
 def _line_of(text: str) -> int:

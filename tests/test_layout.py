@@ -121,7 +121,7 @@ def test_measure_imports_neither_experiments_nor_the_sweep():
 
 
 ANALYSIS = ("bench.store", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",
-            "bench.claims", "bench.views")
+            "bench.claims", "bench.views", "bench.traces.compare", "bench.traces.compare_text")
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
              "bench.driver", "bench.probe", "bench.syncs")
 VIEWS_MAY_IMPORT = ("bench.views", "bench.plots", "bench.analysis", "bench.units", "bench.vocabulary", "bench.schema",
@@ -147,6 +147,15 @@ def test_the_analysis_side_never_reaches_up():
                 if any(target == prefix or target.startswith(prefix + ".") for prefix in MEASURING):
                     wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
     assert not wrong, f"the analysis side imports the registry, the sweep or measuring code: {wrong}"
+
+
+def test_the_trace_comparison_reads_results_files_only():
+    """Comparing two traces is the analysis side: it reads the trace table, never the code that records or analyses
+    CUPTI's records (bench.trace, the other parts of bench.traces)."""
+    wrong = [f"{name}:{line}: {target}" for name in ("bench.traces.compare", "bench.traces.compare_text")
+             for line, module, names in imports(MODULES[name]) for target in _targets(module, names)
+             if target.startswith("bench.trace") and not target.startswith("bench.traces.compare")]
+    assert not wrong, f"comparing traces imports the tracing code: {wrong}"
 
 
 def test_experiments_never_show_their_rows():

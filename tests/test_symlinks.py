@@ -40,6 +40,7 @@ def _tree(directory: Path) -> dict[str, str]:
     ("saved.parquet", ["syncs", "--save", "saved.parquet", "step.py:step"]),
     ("saved.parquet", ["trace", "--save", "saved.parquet", "step.py:step"]),
     ("timeline.png", ["trace", "--plot", "timeline.png", "step.py"]),
+    ("timeline.json", ["trace", "--perfetto", "timeline.json", "step.py"]),
 ], ids=lambda value: value if isinstance(value, str) else " ".join(value[:2]))
 @pytest.mark.parametrize("names", ["kept", "nothing"])
 def test_every_writer_refuses_a_symlink(here, capsys, link, args, names):

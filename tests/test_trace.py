@@ -143,6 +143,58 @@ def test_the_run_of_median_makespan_is_described():
     assert (summary["untraced_host_ms"], summary["traced_host_ms"]) == (3.0, 3.3)
 
 
+def test_every_traced_run_keeps_its_numbers_and_the_results_file_their_spread(tmp_path):
+    """Each run's makespan, efficiency, hidden share, idle time, pageable cost and time per kernel name, as a
+    comparison of two traces judges a change against them; a reference asked once however many runs need it."""
+    def recording(start, gemm_ms, gap_ms, pageable_bytes):  # relu and a pageable upload gap_ms after gemm
+        relu = start + (gemm_ms + gap_ms) * MS
+        return Recording([copy(Op.H2D, 1, start, start + MS // 2), kernel(2, start, start + gemm_ms * MS, "gemm"),
+                          kernel(2, relu, relu + MS, "relu"), copy(Op.H2D, 1, relu, relu + MS, pageable_bytes,
+                                                                   "pageable")], [])
+
+    bounds, references = [], []
+    found = result_of([recording(0, 4, 0, MIB), recording(100 * MS, 2, 1, MIB), recording(200 * MS, 3, 1, 2 * MIB)],
+                      copy_bound=lambda h2d, d2h: bounds.append((h2d, d2h)) or (3.0, 2),
+                      pinned=lambda op, nbytes: references.append(nbytes) or (0.5 * nbytes / MIB, "measured"))
+    assert found.makespans_ms == [5.0, 4.0, 5.0] and found.makespan_ms == 5.0 and found.origin_ns == 0  # the first
+    assert [run.makespan_ms for run in found.per_run] == found.makespans_ms
+    assert [run.kernel_ms for run in found.per_run] == [{"gemm": 4.0, "relu": 1.0}, {"gemm": 2.0, "relu": 1.0},
+                                                        {"gemm": 3.0, "relu": 1.0}]
+    assert [run.idle_ms for run in found.per_run] == [0.0, 1.0, 1.0]  # the gap between gemm and relu
+    assert [run.pageable_cost_ms for run in found.per_run] == [0.5, 0.5, 0.0]  # 1 ms against 0.5 and 1 ms pinned
+    assert [run.efficiency for run in found.per_run] == [1.0, 0.75, 0.8]  # max(compute, copies 3 ms) / makespan
+    assert [run.hidden for run in found.per_run] == [1.0, 1.0, 1.0]
+    assert found.per_run[0].efficiency == found.efficiency and found.per_run[0].idle_ms == found.idle_ms
+    assert bounds == [(2 * MIB, 0), (3 * MIB, 0)]  # the described run's bytes, then the third run's: once each
+    assert references == [MIB, 2 * MIB]  # the described run's group, then the size only the third run copied
+    path = save([("x.py:step", found)], synthetic.environment(), tmp_path / "_trace" / "x.parquet")
+    rows = store.named_tables(tmp_path, "trace")
+    assert path.is_file() and set(map(tuple, rows["makespan_runs_ms"])) == {(5.0, 4.0, 5.0)}
+    assert set(map(tuple, rows["idle_runs_ms"])) == {(0.0, 1.0, 1.0)}
+    kernels = rows[rows["op"] == "kernel"]
+    assert {name: tuple(runs) for name, runs in zip(kernels["name"], kernels["name_runs_ms"])} == {
+        "gemm": (4.0, 2.0, 3.0), "relu": (1.0, 1.0, 1.0)}
+    assert rows[rows["op"] != "kernel"]["name_runs_ms"].isna().all()
+
+
+def test_a_run_without_a_number_keeps_nan_in_the_spread_and_none_without_any(tmp_path):
+    """Hidden share: a run that copied nothing has none; efficiency: runs that copied have no bound without a copy
+    bound. The file keeps NaN for that run, and nothing where no run has the number."""
+    copied = [kernel(1, 0, MS, "k"), copy(Op.H2D, 2, 0, MS // 2)]
+    found = result_of([Recording(copied, []), Recording(copied[:1], []), Recording(copied, [])], copy_bound=None,
+                      pinned=None)
+    assert [run.hidden for run in found.per_run] == [1.0, None, 1.0]
+    assert [run.efficiency for run in found.per_run] == [None, 1.0, None]
+    save([("x", found)], synthetic.environment(), tmp_path / "_trace" / "x.parquet")
+    rows = store.named_tables(tmp_path, "trace")
+    hidden, efficiency = rows["hidden_runs"].iloc[0], rows["efficiency_runs"].iloc[0]
+    assert hidden[0] == 1.0 and hidden[1] != hidden[1] and efficiency[1] == 1.0 and efficiency[0] != efficiency[0]
+    other = result_of([Recording(copied, [])] * 2, copy_bound=None, pinned=None)
+    save([("y", other)], synthetic.environment(), tmp_path / "_trace" / "y.parquet")
+    rows = store.named_tables(tmp_path, "trace")
+    assert rows[rows["target"] == "y"]["efficiency_runs"].isna().all()
+
+
 # --- gaps joined with the host's calls -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("start, end, joined", [

@@ -149,11 +149,13 @@ def _parser() -> argparse.ArgumentParser:
     claims.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     claims.set_defaults(handler=_claims)
 
-    compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU")
-    compare.add_argument("old", type=Path, help="results file or directory: the baseline")
-    compare.add_argument("new", type=Path, help="results file or directory: the candidate")
+    compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU; or "
+                                                  "between two traces (bench trace --save files)")
+    compare.add_argument("old", type=Path, help="results file or directory, or a trace file: the baseline")
+    compare.add_argument("new", type=Path, help="results file or directory, or a trace file: the candidate")
     compare.add_argument("--fail-above", type=_positive_number, metavar="PERCENT",
-                         help="exit 1 when a configuration is slower by more than PERCENT (a CI gate)")
+                         help="exit 1 when a configuration is slower by more than PERCENT, or a trace's number worse "
+                              "beyond its runs' spread (a share: by more than PERCENT points) (a CI gate)")
     compare.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
     for judging in (claims, compare):
@@ -206,6 +208,9 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("--json", action="store_true", help="print JSON instead of text")
     trace.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
     trace.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the timeline (PNG or SVG)")
+    trace.add_argument("--perfetto", type=Path, metavar="FILE.json",
+                       help="also write the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing: every record "
+                            "on a track per stream, the host's waits, flows from calls to the copies they made")
     trace.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
                        help="results whose pinned bandwidth rows of this GPU stand in for measuring pinned copies "
                             "(default results/)")
@@ -567,7 +572,15 @@ def _claims_markdown(groups: list, missing: list[str], console: Console) -> None
 def _compare(args: argparse.Namespace, console: Console) -> int:
     from bench import compare, store
     from bench.experiments import registry
+    from bench.traces.compare import is_trace
+    from bench.traces.compare_text import compared
 
+    if is_trace(args.old) or is_trace(args.new):  # two bench trace --save files
+        output, warnings, failing = compared(args.old, args.new, gpu=args.gpu, fail_above=args.fail_above,
+                                             listed_all=args.all, form=args.format)
+        _warn(warnings)
+        print(output)
+        return 1 if failing else 0
     experiments = registry()
     schema = store.suite_schema(experiments)
     old, new = store.read_any(args.old, schema, _unreadable(args)), store.read_any(args.new, schema, _unreadable(args))
@@ -840,7 +853,8 @@ def _target(command: str, args: argparse.Namespace):
         raise UsageError(f"{command}: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
     if script and not Path(args.target).is_file():
         raise UsageError(f"{command}: {args.target} is not a file")
-    for option, path in (("--save", args.save), ("--plot", getattr(args, "plot", None))):
+    for option, path in (("--save", args.save), ("--plot", getattr(args, "plot", None)),
+                         ("--perfetto", getattr(args, "perfetto", None))):
         if path is not None:
             from bench import store
 
@@ -850,6 +864,8 @@ def _target(command: str, args: argparse.Namespace):
             store.writable_directory(Path(path).parent, option)
     if getattr(args, "plot", None) is not None and Path(args.plot).suffix not in (".png", ".svg"):
         raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
+    if getattr(args, "perfetto", None) is not None and Path(args.perfetto).suffix != ".json":
+        raise UsageError(f"--perfetto: {args.perfetto} is not a .json file")
     require_gpu(command)
     return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
 
@@ -899,14 +915,20 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
 
         drawn = plots.trace_figure(pd.DataFrame(found.table()), f"{args.target} on {environment.gpu_name}")
         figure = plots.rendered(drawn, Path(args.plot).suffix[1:])
+    timeline = None
+    if args.perfetto is not None:
+        from bench.traces.perfetto import encoded
+
+        timeline = encoded(found)
     if args.save is not None:
         from bench.trace import save
 
         save([(args.target, found)], environment, args.save)
-    if figure is not None:
-        from bench.store import write_bytes
+    from bench.store import write_bytes
 
-        write_bytes(args.plot, figure)
+    for path, content in ((args.plot, figure), (args.perfetto, timeline)):
+        if content is not None:
+            write_bytes(path, content)
     _show(args, console, found, f"{args.target} on {environment.gpu_name}:\n")
     return 0
 

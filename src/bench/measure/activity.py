@@ -1,8 +1,8 @@
 """What ran on the GPU, from CUPTI (``cupti-python``, the ``cupti`` extra): activity records of every kernel, copy
-and memset with its stream and its start and end on the GPU (execution times: a copy's record begins when its engine
-starts it, not when it was enqueued), and callbacks on the driver calls that may wait
-(:data:`bench.measure.cuda_calls.WAITING`), each with its host start and end on the same clock and, where it took
-long or copied, the Python stack that made it.
+and memset with its GPU, its stream, the correlation id of the driver call that enqueued it, and its start and end
+on the GPU (execution times: a copy's record begins when its engine starts it, not when it was enqueued), and
+callbacks on the driver calls that may wait (:data:`bench.measure.cuda_calls.WAITING`), each with its host start and
+end on the same clock, its correlation id and, where it took long or copied, the Python stack that made it.
 
 :class:`Recorder` is opened once (:func:`open_recorder`, which says in one line why it cannot be: no cupti-python,
 no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder.start` and :meth:`Recorder.stop`.
@@ -54,6 +54,7 @@ class Activity:
     host_memory: str = ""  # a copy's host side: pinned, pageable, managed; device for D2D; "" for kernels
     name: str = ""  # a kernel's name
     correlation: int = 0  # the driver call that enqueued it (:attr:`HostCall.correlation`)
+    device: int = 0  # the GPU that ran it: CUPTI's device id
 
 
 @dataclass(frozen=True)
@@ -235,12 +236,13 @@ class Recorder:
             op = self._copy.get(int(record.copy_kind), Op.D2D)
             host_side = record.src_kind if op == Op.H2D else record.dst_kind
             return Activity(op, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
-                            self._memory.get(int(host_side), "unknown"), "", int(record.correlation_id))
+                            self._memory.get(int(host_side), "unknown"), "", int(record.correlation_id),
+                            int(record.device_id))
         if record.kind == kind.MEMSET:
             return Activity(Op.MEMSET, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
-                            "", "", int(record.correlation_id))
+                            "", "", int(record.correlation_id), int(record.device_id))
         return Activity(Op.KERNEL, int(record.stream_id), int(record.start), int(record.end), 0, "",
-                        str(record.name), int(record.correlation_id))
+                        str(record.name), int(record.correlation_id), int(record.device_id))
 
     def close(self) -> None:
         self._calls = None
@@ -268,12 +270,12 @@ class _Record:
     """The fields of one activity record, copied out of CUPTI's buffer before the buffer is reused."""
 
     __slots__ = ("kind", "copy_kind", "src_kind", "dst_kind", "stream_id", "start", "end", "bytes", "name",
-                 "correlation_id")
+                 "correlation_id", "device_id")
 
     def __init__(self, record, kinds) -> None:
         self.kind = record.kind
         self.stream_id, self.start, self.end = record.stream_id, record.start, record.end
-        self.correlation_id = record.correlation_id
+        self.correlation_id, self.device_id = record.correlation_id, record.device_id
         self.copy_kind = self.src_kind = self.dst_kind = self.bytes = 0
         self.name = ""
         if record.kind == kinds.MEMCPY:

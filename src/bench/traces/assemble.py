@@ -1,0 +1,119 @@
+"""The result of the traced runs: each run's records analysed (:mod:`bench.traces.overlap`), the run of median
+makespan described (its bound, pageable copies and host waits), and every run's headline numbers, whose spread tells
+a change from noise when two traces are compared."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from bench.measure.activity import Activity, HostCall, Op, Recording
+from bench.traces.overlap import LINK, Overlap, overlap_of
+from bench.traces.result import (WAIT_NS, HostWait, PageableCopies, RunFigures, TraceResult, line_of_frames,
+                                 source_of_frames)
+
+
+def _waits(calls: Sequence[HostCall]) -> list[HostWait]:
+    groups: dict[str, list[HostCall]] = {}
+    for call in calls:
+        if call.end_ns - call.start_ns >= WAIT_NS:
+            groups.setdefault(line_of_frames(call.frames), []).append(call)
+    waits = [HostWait(line, source_of_frames(group[0].frames), ", ".join(sorted({call.call for call in group})),
+                      len(group), sum(call.ms for call in group)) for line, group in groups.items()]
+    return sorted(waits, key=lambda wait: -wait.ms)
+
+
+def _pageable(activities: Sequence[Activity], calls: Sequence[HostCall],
+              pinned: Callable[[Op, int], tuple[float, str]]) -> list[PageableCopies]:
+    made = {call.correlation: call for call in calls}
+    groups: dict[tuple, list[Activity]] = {}
+    for activity in activities:
+        if activity.op in LINK and activity.host_memory == "pageable":
+            call = made.get(activity.correlation)
+            groups.setdefault((activity.op, activity.bytes, line_of_frames(call.frames) if call else ""),
+                              []).append(activity)
+    found = []
+    for (op, nbytes, line), group in groups.items():
+        pinned_ms, reference = pinned(op, nbytes)
+        host_ms = sum(made[a.correlation].ms for a in group if a.correlation in made) if calls else None
+        found.append(PageableCopies(op, nbytes, len(group), sum((a.end_ns - a.start_ns) / 1e6 for a in group),
+                                    pinned_ms, reference, host_ms, line))
+    return found
+
+
+def _memo(function: Callable | None) -> Callable | None:
+    """``function`` asked once per distinct arguments (a reference copy measured once, however many runs need it)."""
+    if function is None:
+        return None
+    known: dict = {}
+
+    def remembered(*args):
+        if args not in known:
+            known[args] = function(*args)
+        return known[args]
+
+    return remembered
+
+
+def _bound(activities: Sequence[Activity], overlap: Overlap,
+           copy_bound: Callable[[int, int], tuple[float, int]] | None) -> tuple[float | None, dict, int | None]:
+    """The bound of one run's work (None without a copy bound where it copied), its terms and the copy engines."""
+    h2d = sum(a.bytes for a in activities if a.op == Op.H2D)
+    d2h = sum(a.bytes for a in activities if a.op == Op.D2H)
+    terms = {"compute": overlap.busy_ns["compute"] / 1e6}
+    engines = None
+    if (h2d or d2h) and copy_bound is not None:
+        terms["copies"], engines = copy_bound(h2d, d2h)
+    if overlap.busy_ns["D2D"]:
+        terms["D2D"] = overlap.busy_ns["D2D"] / 1e6
+    bound = max(terms.values()) if activities and (copy_bound is not None or not (h2d or d2h)) else None
+    return bound, terms, engines
+
+
+def _figures(recording: Recording, overlap: Overlap, bound: float | None,
+             pinned_ms: Callable[[Op, int], float]) -> RunFigures:
+    """One run's headline numbers (``bound``: its bound; ``pinned_ms(op, bytes)``: one pinned copy's time)."""
+    kernel_ms: dict[str, float] = {}
+    pageable_ms = 0.0
+    for a in recording.activities:
+        if a.op == Op.KERNEL:
+            kernel_ms[a.name] = kernel_ms.get(a.name, 0.0) + (a.end_ns - a.start_ns) / 1e6
+        elif a.op in LINK and a.host_memory == "pageable":
+            pageable_ms += (a.end_ns - a.start_ns) / 1e6 - pinned_ms(a.op, a.bytes)
+    makespan_ms = overlap.makespan_ns / 1e6
+    return RunFigures(makespan_ms, bound / makespan_ms if bound is not None and makespan_ms else None,
+                      overlap.hidden_ns / overlap.copy_ns if overlap.copy_ns else None,
+                      sum(gap.ms for gap in overlap.gaps), pageable_ms, kernel_ms)
+
+
+def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int], tuple[float, int]] | None,
+              pinned: Callable[[Op, int], tuple[float, str]], untraced_ms: Sequence[float] = (),
+              traced_ms: Sequence[float] = (), target: str = "") -> TraceResult:
+    """The result from each traced run's recording: the run of median makespan described, and every run's headline
+    numbers. ``copy_bound(h2d_bytes, d2h_bytes)`` gives the copies' least time and the copy engines (None: no
+    reference), asked once per distinct byte counts; ``pinned(op, bytes)`` one pinned copy's time and where it comes
+    from, asked for each group of pageable copies of the described run, and once for a size only other runs copied."""
+    overlaps = [overlap_of(recording.activities, recording.calls) for recording in recordings]
+    order = sorted(range(len(overlaps)), key=lambda index: overlaps[index].makespan_ns)
+    chosen = order[(len(order) - 1) // 2]
+    recording, overlap = recordings[chosen], overlaps[chosen]
+    activities = recording.activities
+    copy_bound = _memo(copy_bound)
+    bound, terms, engines = _bound(activities, overlap, copy_bound)
+    pageable = _pageable(activities, recording.calls, pinned)
+    known = {(group.op, group.bytes): group.pinned_ms for group in pageable}
+    asked = _memo(pinned)
+
+    def pinned_ms(op: Op, nbytes: int) -> float:
+        return known[(op, nbytes)] if (op, nbytes) in known else asked(op, nbytes)[0]
+
+    per_run = [_figures(run, figures, _bound(run.activities, figures, copy_bound)[0], pinned_ms)
+               for run, figures in zip(recordings, overlaps)]
+    return TraceResult(
+        activities=list(activities), calls=list(recording.calls), origin_ns=overlap.start_ns,
+        makespans_ms=[o.makespan_ns / 1e6 for o in overlaps], makespan_ms=overlap.makespan_ns / 1e6,
+        busy_ms={engine: ns / 1e6 for engine, ns in overlap.busy_ns.items()}, copy_ms=overlap.copy_ns / 1e6,
+        hidden_ms=overlap.hidden_ns / 1e6, duplex_ms=overlap.duplex_ns / 1e6,
+        concurrent_kernels_ms=overlap.concurrent_kernels_ns / 1e6, gaps=overlap.gaps, fill_ms=overlap.fill_ns / 1e6,
+        drain_ms=overlap.drain_ns / 1e6, bound_ms=bound, bound_terms=terms, pageable=pageable,
+        waits=_waits(recording.calls), copy_engines=engines, untraced_ms=list(untraced_ms),
+        traced_ms=list(traced_ms), target=target, per_run=per_run)

@@ -1,0 +1,92 @@
+"""Results files of table ``trace`` (``bench trace --save``): one row per kernel, copy, memset, idle gap and host
+wait of the described run, each with the trace's headline numbers and the environment."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Sequence
+
+from bench.traces.overlap import GAP_NS
+from bench.traces.result import TraceResult
+
+TABLE = "trace"
+SUMMARY_DOCS = {
+    "makespan_ms": "first start to last end on the GPU of the described run: the traced run of median makespan (the "
+                   "lower middle one of an even count)",
+    "bound_ms": "the least time the same work can take with perfect overlap on this GPU",
+    "efficiency": "bound_ms / makespan_ms",
+    "hidden": "share of H2D and D2H copy time during which a kernel or memset ran",
+    "fill_ms": "from the first GPU start until a kernel or memset first ran",
+    "drain_ms": "from the last kernel's or memset's end to the last GPU end",
+    "busy_compute_ms": "time kernels or memsets ran", "busy_H2D_ms": "time H2D copies ran",
+    "busy_D2H_ms": "time D2H copies ran", "busy_D2D_ms": "time D2D copies ran",
+    "copy_ms": "time H2D or D2H copies ran", "hidden_ms": "of copy_ms, the time compute ran too",
+    "duplex_ms": "time H2D and D2H copies ran at once",
+    "concurrent_kernels_ms": "time two or more kernels ran at once",
+    "idle_ms": f"time nothing ran, in gaps of {GAP_NS / 1000:g} µs or more",
+    "pageable_cost_ms": "pageable copies' time beyond pinned copies of their sizes",
+    "overhead": "traced runs' host time over untraced runs', less one",
+}  # the headline numbers every row carries: summary() names, each with what it is
+SUMMARY = tuple(SUMMARY_DOCS)
+RUNS = {"makespan_runs_ms": "makespan_ms", "efficiency_runs": "efficiency", "hidden_runs": "hidden",
+        "idle_runs_ms": "idle_ms", "pageable_cost_runs_ms": "pageable_cost_ms"}  # column -> RunFigures field
+KERNEL_RUNS = "name_runs_ms"
+
+
+def columns() -> tuple:
+    """The typed columns of a ``trace`` results file: one row per kernel, copy, memset, idle gap and host wait of the
+    described run, each with the trace's headline numbers and the environment."""
+    from bench.schema import FLOAT, FLOATS, INT, TEXT, column, environment_columns
+
+    return (
+        column("target", TEXT, "what was traced: MODULE:FUNCTION, a script, or a name the caller gave"),
+        column("traced_at", TEXT, "when the results file was written (UTC, ISO 8601)"),
+        column("op", TEXT, "kernel, memset, H2D, D2H, D2D, H2H, P2P; idle (a gap of the GPU) or wait (a host call)"),
+        column("stream", INT, "the CUDA stream's id (idle: -1, wait: -2)"),
+        column("start_ms", FLOAT, "start, ms after the run's first GPU start (CUPTI's clock)"),
+        column("end_ms", FLOAT, "end, ms after the run's first GPU start"),
+        column("bytes", INT, "bytes a copy or memset moved"),
+        column("host_memory", TEXT, "a copy's host memory: pinned, pageable, managed; device, array or unknown for "
+                                    "copies without a host side"),
+        column("name", TEXT, "a kernel's name"),
+        column("call", TEXT, "the driver call that made it, or that the host was in (idle, wait)"),
+        column("line", TEXT, "the user's line of that call (FILE:LINE), where its stack was kept"),
+        column("runs", INT, "traced runs; the one of median makespan is described"),
+        *(column(name, FLOAT, doc) for name, doc in SUMMARY_DOCS.items()),
+        *(column(name, FLOATS, f"every traced run's {figure}, in the order they ran (their spread; NaN where a run "
+                                "had none)") for name, figure in RUNS.items()),
+        column(KERNEL_RUNS, FLOATS, "a kernel's row: the time the kernels of its name ran in each traced run"),
+        *environment_columns(),
+    )
+
+
+def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
+    """Write each (target, result)'s rows to a new results file ``path`` (table ``trace``)."""
+    from bench import store
+    from bench.schema import schema_of
+
+    traced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rows = []
+    for target, result in found:
+        summary = result.summary()
+        shared_columns = {name: summary[name] for name in SUMMARY}
+        spread = {name: _spread([getattr(run, figure) for run in result.per_run]) for name, figure in RUNS.items()}
+        rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
+                  **spread, KERNEL_RUNS: _kernel_runs(result, row), **environment.as_dict(), **row}
+                 for row in result.table()]
+    return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
+
+
+def _spread(values: list[float | None]) -> list[float] | None:
+    """Every run's number, NaN where a run has none (no copies to hide, no bound); None where none has one."""
+    if all(value is None for value in values):
+        return None
+    return [math.nan if value is None else value for value in values]
+
+
+def _kernel_runs(result: TraceResult, row: dict) -> list[float] | None:
+    """Of a kernel's row, the time the kernels of its name ran in each traced run (None for other rows)."""
+    if row["op"] != "kernel" or not result.per_run:
+        return None
+    return [run.kernel_ms.get(row["name"], 0.0) for run in result.per_run]

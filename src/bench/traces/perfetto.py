@@ -1,0 +1,178 @@
+"""A trace's timeline for Perfetto (ui.perfetto.dev) and chrome://tracing: the JSON object form of the Chrome Trace
+Event format, written with the standard library.
+
+- A process per GPU ("GPU 0") with a track per stream ("stream 7"). Perfetto does not support JSON slices that
+  overlap on one track, so a stream's records that overlap in time go on further tracks ("stream 7 (2)"): each record
+  takes the stream's first track free at its start.
+- Every kernel, copy and memset is a complete event (``X``), times in µs from the earliest record or watched call of
+  the described run (``otherData.origin_ns`` is that time on CUPTI's clock); a copy's name gives its direction and
+  size, and "pageable" where its host memory is (its category is ``copy,pageable`` and its args say so too).
+- The GPU's idle gaps on an "idle" track, with the call the host was in when the GPU ran dry and its line.
+- A "host" process: the watched driver calls that took :data:`~bench.traces.result.WAIT_NS` or more on "host waits",
+  the others on "driver calls", each with the line that made it (as many tracks as calls overlap: threads).
+- A flow (``s`` to ``f``, bound to the enclosing slices) from each watched call to the GPU work it enqueued, by
+  CUPTI's correlation id: copies and memsets. bench watches only the calls that may wait, not kernel launches (a
+  callback per launch costs too much), so kernels have no flow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.measure.activity import Activity, HostCall, Op
+from bench.traces.result import WAIT_NS, TraceResult, finite, line_of_frames
+from bench.units import format_size
+
+HOST = 0  # the host's process id; GPU d's is d + 1
+
+
+def lanes(spans: Sequence[tuple[int, int]]) -> list[int]:
+    """The lane of each (start, end) span, in the order given, such that no two spans of a lane overlap (one may
+    start where the last ended): in order of start, each takes the first lane free by then."""
+    ends: list[int] = []
+    found = [0] * len(spans)
+    for index in sorted(range(len(spans)), key=lambda index: spans[index]):
+        start, end = spans[index]
+        lane = next((lane for lane, last in enumerate(ends) if last <= start), len(ends))
+        if lane == len(ends):
+            ends.append(end)
+        ends[lane] = end
+        found[index] = lane
+    return found
+
+
+class _Timeline:
+    """The events being written: processes and their tracks named as they are first used."""
+
+    def __init__(self, zero_ns: int) -> None:
+        self.zero_ns = zero_ns
+        self.events: list[dict] = []
+        self._threads: dict[tuple[int, str], int] = {}
+
+    def process(self, pid: int, name: str) -> None:
+        self.events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}},
+                        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}]
+
+    def thread(self, pid: int, name: str) -> int:
+        """The track ``name`` of process ``pid`` (a thread id, numbered from 1 in the order tracks are asked)."""
+        if (pid, name) not in self._threads:
+            tid = self._threads[(pid, name)] = len(self._threads) + 1
+            self.events += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
+                            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                             "args": {"sort_index": tid}}]
+        return self._threads[(pid, name)]
+
+    def us(self, ns: int) -> float:
+        return (ns - self.zero_ns) / 1000
+
+    def slice(self, pid: int, tid: int, start_ns: int, end_ns: int, name: str, category: str, args: dict) -> dict:
+        event = {"ph": "X", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": self.us(start_ns),
+                 "dur": (end_ns - start_ns) / 1000, "args": args}
+        self.events.append(event)
+        return event
+
+    def laid_out(self, pid: int, track: str, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """The track of each span: ``track``, then ``track (2)``, ... where spans overlap."""
+        placed = lanes(spans)
+        tids = [self.thread(pid, track if lane == 0 else f"{track} ({lane + 1})")
+                for lane in range(max(placed, default=-1) + 1)]
+        return [tids[lane] for lane in placed]
+
+
+def _named(activity: Activity) -> tuple[str, str]:
+    """A record's slice name and category."""
+    if activity.op == Op.KERNEL:
+        return activity.name or "kernel", "kernel"
+    size = format_size(activity.bytes)
+    if activity.op == Op.MEMSET:
+        return f"memset {size}", "memset"
+    if activity.host_memory == "pageable":
+        return f"{activity.op} {size} pageable", "copy,pageable"
+    return f"{activity.op} {size}", "copy"
+
+
+def _gpu_work(timeline: _Timeline, result: TraceResult) -> dict[int, list[tuple[Activity, dict]]]:
+    """Every record's slice on its GPU's stream tracks; correlation id -> the records it enqueued, with their
+    slices."""
+    made = result.made_by
+    streams: dict[tuple[int, int], list[Activity]] = {}
+    for activity in sorted(result.activities, key=lambda a: (a.start_ns, a.end_ns)):
+        streams.setdefault((activity.device, activity.stream), []).append(activity)
+    enqueued: dict[int, list[tuple[Activity, dict]]] = {}
+    for (device, stream), records in sorted(streams.items()):
+        tids = timeline.laid_out(device + 1, f"stream {stream}", [(a.start_ns, a.end_ns) for a in records])
+        for activity, tid in zip(records, tids):
+            call = made.get(activity.correlation)
+            args = {"op": str(activity.op), "device": activity.device, "stream": stream,
+                    "correlation": activity.correlation, **({"bytes": activity.bytes} if activity.bytes else {}),
+                    **({"host_memory": activity.host_memory} if activity.host_memory else {}),
+                    **({"call": call.call, "line": line_of_frames(call.frames)} if call else {})}
+            event = timeline.slice(device + 1, tid, activity.start_ns, activity.end_ns, *_named(activity), args)
+            enqueued.setdefault(activity.correlation, []).append((activity, event))
+    return enqueued
+
+
+def _host(timeline: _Timeline, calls: Sequence[HostCall]) -> dict[int, dict]:
+    """Every watched call's slice on the host's tracks; correlation id -> its slice."""
+    slices = {}
+    for track, category, mine in (("host waits", "wait", [c for c in calls if c.end_ns - c.start_ns >= WAIT_NS]),
+                                  ("driver calls", "driver call",
+                                   [c for c in calls if c.end_ns - c.start_ns < WAIT_NS])):
+        mine = sorted(mine, key=lambda call: (call.start_ns, call.end_ns))
+        for call, tid in zip(mine, timeline.laid_out(HOST, track, [(c.start_ns, c.end_ns) for c in mine])):
+            slices[call.correlation] = timeline.slice(
+                HOST, tid, call.start_ns, call.end_ns, call.call, category,
+                {"line": line_of_frames(call.frames), "correlation": call.correlation, "ms": call.ms})
+    return slices
+
+
+def _flows(timeline: _Timeline, calls: dict[int, dict], enqueued: dict[int, list[tuple[Activity, dict]]]) -> None:
+    """A flow from each call's slice to each slice of the work it enqueued: ``s`` and ``f`` (bound to the enclosing
+    slice) at the middle of each."""
+    flow = 0
+    for correlation, call in calls.items():
+        for _, work in enqueued.get(correlation, []):
+            flow += 1
+            for phase, source in (("s", call), ("f", work)):
+                event = {"ph": phase, "id": flow, "name": "enqueued", "cat": "flow", "pid": source["pid"],
+                         "tid": source["tid"], "ts": source["ts"] + source["dur"] / 2}
+                timeline.events.append({**event, "bp": "e"} if phase == "f" else event)
+
+
+def trace_events(result: TraceResult) -> dict:
+    """The timeline of ``result``'s described run as a Trace Event document (a JSON object)."""
+    starts = [a.start_ns for a in result.activities] + [call.start_ns for call in result.calls]
+    timeline = _Timeline(min(starts, default=result.origin_ns))
+    timeline.process(HOST, f"host: {result.target}" if result.target else "host")
+    devices = sorted({activity.device for activity in result.activities})
+    for device in devices:
+        timeline.process(device + 1, f"GPU {device}")
+    enqueued = _gpu_work(timeline, result)
+    if result.gaps:
+        pid = devices[0] + 1 if len(devices) == 1 else max(devices, default=-1) + 2
+        if len(devices) != 1:
+            timeline.process(pid, "every GPU")
+        tid = timeline.thread(pid, "idle")
+        for gap in result.gaps:
+            timeline.slice(pid, tid, gap.start_ns, gap.end_ns, "idle", "idle",
+                           {"ms": gap.ms, "after": gap.wait.call if gap.wait else "",
+                            "line": line_of_frames(gap.wait.frames) if gap.wait else ""})
+    _flows(timeline, _host(timeline, result.calls), enqueued)
+    return {"traceEvents": timeline.events,
+            "otherData": finite({"target": result.target, "origin_ns": timeline.zero_ns, "clock": "CUPTI, ns",
+                                 **{key: value for key, value in result.summary().items() if key != "target"}})}
+
+
+def encoded(result: TraceResult) -> bytes:
+    """The timeline's JSON, UTF-8."""
+    return json.dumps(trace_events(result), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def write(result: TraceResult, path: Path) -> Path:
+    """Write ``result``'s timeline to ``path`` (atomically, as bench writes every file)."""
+    from bench import store
+
+    store.write_bytes(Path(path), encoded(result))
+    return Path(path)
