@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.libraries import loaded_versions
 from bench.measure.activity import COPIES, Activity, HostCall, Op, Recording, TraceUnavailable
 from bench.measure.waits import Frame, user_index
 from bench.timing import concurrent, gaps, length, shared, union
@@ -189,6 +190,7 @@ class TraceResult:
     untraced_ms: list[float] = field(default_factory=list)  # host time of each untraced run
     traced_ms: list[float] = field(default_factory=list)
     target: str = ""
+    libraries: dict[str, str] = field(default_factory=dict)  # the GPU libraries loaded as it ran: column -> version
 
     @property
     def hidden(self) -> float | None:
@@ -491,8 +493,10 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
     if leave_out is not None:
         recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
     copy_bound, pinned = _references(results)
-    return result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
-                     target=target)
+    result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
+                       target=target)
+    result.libraries = loaded_versions()
+    return result
 
 
 class Traced:
@@ -523,6 +527,7 @@ def tracing(target: str = "", bound: bool = True) -> Iterator[Traced]:
         recorder.close()
     copy_bound, pinned = _references(bound=bound)
     box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target)
+    box.result.libraries = loaded_versions()
 
 
 # --- results files -------------------------------------------------------------------------------------------------
@@ -582,5 +587,5 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
         summary = result.summary()
         shared_columns = {name: summary[name] for name in SUMMARY}
         rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
-                  **environment.as_dict(), **row} for row in result.table()]
+                  **environment.as_dict(), **result.libraries, **row} for row in result.table()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
