@@ -7,8 +7,9 @@ CuPy RawKernel (compiled by NVRTC) busy-waiting 200 ms, followed on the same str
 call returns, ``cudaEventQuery`` says whether the GPU had finished the spin (the call waited) or not (it returned
 while the GPU was busy). No numba, no mapped memory, a different spin length. For PyTorch calls,
 PyTorch's own detector (``torch.cuda.set_sync_debug_mode("warn")``) is asked too: it warns on synchronizing calls it
-knows of. Only the ``same`` placement of calls that use a stream is checked; calls bench found slower than the spin
-(compilations) are left out. Prints one line per call and the agreement; writes the table as CSV.
+knows of. Only the ``same`` placement of calls that use a stream bench can name is checked (not JAX's: its own
+streams); calls bench found slower than the spin (compilations) are left out. Prints one line per call and the
+agreement; writes the table as CSV.
 """
 
 import os
@@ -17,9 +18,9 @@ import warnings
 
 import pandas as pd
 
-from bench import store
+from bench import catalogs, store
 from bench.catalogs import catalog
-from bench.catalogs import cupy_calls, numba_calls, torch_calls
+from bench.libraries import BY_NAME
 from bench.experiments import registry
 
 SPIN_MS = 200.0
@@ -45,17 +46,16 @@ def main() -> int:
     bench = rows[(rows["experiment"] == "library") & (rows["placement"] == "same") & (rows["status"] == "ok")]
     kernel = cupy.RawKernel(SPIN, "spin")
     nanoseconds = cupy.uint64(int(SPIN_MS * 1e6))
-    kits = {"cupy": cupy_calls.Kit, "numba-cuda": numba_calls.Kit, "torch": torch_calls.Kit}
     made: dict[str, object] = {}
     lines = []
     for _, row in bench.iterrows():
         call = catalog()[row["call"]]
-        if call.fresh or row["idle_host_ms"] > SPIN_MS / 4:
+        if call.fresh or call.stream == "own" or row["idle_host_ms"] > SPIN_MS / 4:
             continue
         if call.library not in made:
-            made[call.library] = kits[call.library]()
+            made[call.library] = catalogs.kit(call.library)
         kit = made[call.library]
-        streams = _Streams(call.library == "torch")
+        streams = _Streams(BY_NAME[call.library])
         with streams.current():
             call.prepare(kit, streams.call).call()  # warm: its first call (module loading) is not the question
             prepared = call.prepare(kit, streams.call)

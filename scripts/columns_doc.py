@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from bench import schema, store
 from bench.experiments import registry
+from bench.libraries import REQUIRED
 
 COMMAND = "python scripts/columns_doc.py > docs/reference/columns.md"
 
@@ -44,8 +45,7 @@ ENVIRONMENT_DOCS = {
     "mem_clock_max_mhz": "the memory clock's maximum, MHz (-1: unknown)",
     "hostname": "the host the GPU is in",
     "python_version": "Python's version",
-    "cupy_version": "CuPy's version",
-    "numba_cuda_version": "numba-cuda's version",
+    **{library.version_column: f"{library.title}'s version" for library in REQUIRED},
     "numpy_version": "NumPy's version",
     "bench_version": "bench's version",
     "git_commit": "bench's commit (git HEAD, -dirty with local changes; BENCH_GIT_COMMIT when set)",

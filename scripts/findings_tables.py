@@ -12,9 +12,11 @@ import pandas as pd
 
 from bench import store
 from bench.experiments import registry
+from bench.libraries import LIBRARIES
 from bench.views import views
 
-ENVIRONMENT = ("gpu_name", "gpu_uuid", "driver_version", "cuda_runtime", "cupy_version", "numba_cuda_version",
+ENVIRONMENT = ("gpu_name", "gpu_uuid", "driver_version", "cuda_runtime",
+               *(library.version_column for library in LIBRARIES),  # an optional library's: on its rows only
                "pcie_gen", "pcie_width", "git_commit", "run_id", "hostname")
 
 
@@ -31,11 +33,10 @@ def markdown(table: pd.DataFrame) -> str:
 
 def page(path: str) -> str:
     rows = store.read(path, store.suite_schema(registry()))
-    first = rows.iloc[0]
-    known = [name for name in ENVIRONMENT if name in rows]
+    known = [name for name in ENVIRONMENT if name in rows and rows[name].notna().any()]
     parts = [f"Results file: `{path}` ({len(rows)} configurations, "
              f"{int((rows['status'] == 'ok').sum())} ok).", "",
-             markdown(pd.DataFrame({"": known, "value": [first[name] for name in known]}))]
+             markdown(pd.DataFrame({"": known, "value": [rows[name].dropna().iloc[0] for name in known]}))]
     for name, experiment in registry().items():
         mine = rows[rows["experiment"] == name]
         if len(mine):

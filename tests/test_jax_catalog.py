@@ -8,15 +8,18 @@ import contextlib
 import importlib.util
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import urlparse
 
 import pytest
 
 import bench.cuda
+from bench import catalogs
 from bench.catalogs import CATEGORIES, LIBRARIES, LIBRARY_DOCS_HOST, Call, Prepared, calls, jax_calls, torch_calls
 from bench.claims import JAX_DISPATCH, JAX_READS
 from bench.experiments import library
+from bench.libraries import BY_NAME
 
 TRITON_CALLS = {"torch triton kernel launch (warm)": ("launch", False),
                 "torch triton kernel first call": ("compilation", True)}
@@ -211,8 +214,8 @@ def test_measure_keeps_its_gpu_through_the_libraries_start_and_failures(runtime,
         raise RuntimeError("the library's error")
 
     monkeypatch.setattr(library, "SpinWatch", lambda: None)
-    monkeypatch.setattr(library, "MISSING", {"jax": missing})
-    monkeypatch.setattr(library, "_kit", failing)
+    monkeypatch.setitem(BY_NAME, "jax", replace(BY_NAME["jax"], module="math", cuda_missing=lambda jax: missing()))
+    monkeypatch.setattr(catalogs, "kit", failing)
     rows = []
     for row in library.measure([{"call": "jax float(a)", "placement": "same"},
                                 {"call": "jax int(a)", "placement": "same"}], None):
@@ -225,7 +228,7 @@ def test_measure_keeps_its_gpu_through_the_libraries_start_and_failures(runtime,
         runtime.setDevice(0)
         return {**config, "status": "ok"}
 
-    monkeypatch.setattr(library, "_kit", lambda library_name: object())
+    monkeypatch.setattr(catalogs, "kit", lambda library_name: object())
     monkeypatch.setattr(library, "_measure", measured)
     for row in library.measure([{"call": "jax if a > 0:", "placement": "other"}], None):
         assert row["status"] == "ok" and runtime.device == 1

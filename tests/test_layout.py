@@ -125,7 +125,7 @@ ANALYSIS = ("bench.store", "bench.version1", "bench.analysis", "bench.plots", "b
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
              "bench.driver", "bench.probe", "bench.syncs")
 VIEWS_MAY_IMPORT = ("bench.views", "bench.plots", "bench.analysis", "bench.units", "bench.vocabulary", "bench.schema",
-                    "bench.errors", "bench.env")
+                    "bench.errors", "bench.env", "bench.libraries")
 
 
 def _targets(module: str, names: tuple[str, ...]) -> list[str]:

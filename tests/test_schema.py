@@ -25,10 +25,13 @@ def test_column_and_its_arrow_field():
     assert b"values" not in open_field.metadata and schema.allowed_values(open_field) == ()
 
 
-def test_environment_columns_follow_the_environment_dataclass():
+def test_environment_columns_follow_the_environment_dataclass_then_the_optional_libraries_versions():
+    from bench.libraries import LIBRARIES
+
     columns = environment_columns()
     fields = dataclasses.fields(Environment)
-    assert [item.name for item in columns] == [field.name for field in fields]
+    optional = [library.version_column for library in LIBRARIES if library.optional]
+    assert [item.name for item in columns] == [field.name for field in fields] + optional
     types = {item.name: item.type for item in columns}
     assert types["gpu_name"] == TEXT and types["sm_count"] == INT and types["pcie_gen"] == INT
     assert types["hostname"] == TEXT and types["device_memory_bytes"] == INT

@@ -35,12 +35,13 @@ import pandas as pd
 from bench import analysis
 from bench.analysis import Gpu
 from bench.errors import UsageError
+from bench.libraries import LIBRARIES
 from bench.timing import Summary
 from bench.units import format_size
 from bench.vocabulary import Change, Status, values
 
-ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version",
-                       "numba_cuda_version")
+ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width",
+                       *(library.version_column for library in LIBRARIES))  # a change is said where both sides have it
 SAME_WITHIN = 0.01
 HEADLINES_PER_EXPERIMENT = 8  # slower/faster configurations named per experiment, largest change first
 RATES = {"bandwidth": ("gbps", "GB/s")}  # experiments whose changes read better as a rate than as a time
@@ -275,7 +276,7 @@ def _environment_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     for column in ENVIRONMENT_COLUMNS:
         before, after = (sorted(set(rows[column].dropna().astype(str))) if column in rows else []
                          for rows in (old, new))
-        if before != after:
+        if before and after and before != after:  # a run before a column was added recorded none
             changes.append(f"{column} differs: {', '.join(before) or '?'} → {', '.join(after) or '?'}")
     return changes
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import functools
-import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -16,10 +14,10 @@ from pathlib import Path
 
 import bench
 from bench.errors import UsageError
+from bench.libraries import LIBRARIES, REQUIRED, distribution_version
 
-
-# What measuring imports (the cu12 or cu13 extra); reading results needs none of it.
-MEASURING_LIBRARIES = {"cupy": "CuPy", "numba_cuda": "numba-cuda", "pynvml": "nvidia-ml-py"}
+# What measuring imports (the cu12 or cu13 extra), top-level module -> name; reading results needs none of it.
+MEASURING_LIBRARIES = {**{library.versioned[0]: library.title for library in REQUIRED}, "pynvml": "nvidia-ml-py"}
 
 
 def missing_libraries() -> str | None:
@@ -70,7 +68,10 @@ def gpu_skip_reason() -> str | None:
 
 @dataclass(frozen=True)
 class Environment:
-    """One row's worth of environment columns (every result row carries them)."""
+    """One row's worth of environment columns (every result row carries them). The measuring stack's libraries
+    (:data:`bench.libraries.REQUIRED`) have a version field each; an optional library's version is a column of the rows
+    that measured it or ran with it loaded (:func:`bench.schema.environment_columns`), never a field here: a sweep's
+    environment columns replace a row's own."""
 
     gpu_name: str
     gpu_uuid: str
@@ -120,27 +121,16 @@ def _cuda_version(number: int) -> str:
     return f"{number // 1000}.{number % 1000 // 10}"
 
 
-@functools.cache
-def _distributions() -> dict:
-    return importlib.metadata.packages_distributions()  # scans every installed package: once per process
-
-
-def _distribution_version(module: str) -> str:
-    """'cupy-cuda13x 14.2.0' for module 'cupy': which build is installed matters as much as its version."""
-    names = _distributions().get(module, [])
-    found = [f"{name} {importlib.metadata.version(name)}" for name in sorted(set(names))]
-    return ", ".join(found) or "not installed"
-
-
-HOST_LIBRARIES = ("cupy", "numba_cuda", "numpy", "pandas", "pyarrow", "matplotlib", "torch")
+HOST_PACKAGES = ("numpy", "pandas", "pyarrow", "matplotlib")  # what reading results needs, besides the GPU libraries
 
 
 def host_readings() -> dict[str, str]:
-    """What needs no GPU: host, Python, bench, the libraries' versions, the commit, and the NVIDIA driver's version
-    (or that there is none)."""
+    """What needs no GPU: host, Python, bench, every GPU library's version and those of what reading results needs,
+    the commit, and the NVIDIA driver's version (or that there is none)."""
     return {"hostname": socket.gethostname(), "python_version": platform.python_version(),
             "bench_version": bench.__version__, "git_commit": git_commit(), "driver_version": driver_version(),
-            **{f"{module}_version": _distribution_version(module) for module in HOST_LIBRARIES}}
+            **{library.version_column: library.version() for library in LIBRARIES},
+            **{f"{module}_version": distribution_version(module) for module in HOST_PACKAGES}}
 
 
 def driver_version() -> str:
@@ -302,9 +292,8 @@ def collect(device: int = 0) -> Environment:
         cuda_runtime=_cuda_version(runtime.runtimeGetVersion()),
         hostname=socket.gethostname(),
         python_version=platform.python_version(),
-        cupy_version=_distribution_version("cupy"),
-        numba_cuda_version=_distribution_version("numba_cuda"),
-        numpy_version=_distribution_version("numpy"),
+        **{library.version_column: library.version() for library in REQUIRED},
+        numpy_version=distribution_version("numpy"),
         bench_version=bench.__version__,
         git_commit=git_commit(),
         host_cpus=cpu_ranges(local_cpus(pci_bus_id)),

@@ -93,12 +93,18 @@ MONITOR = (
 
 
 def environment_columns() -> tuple[Column, ...]:
-    """The environment every row records, typed from :class:`bench.env.Environment`."""
+    """The environment every row records, typed from :class:`bench.env.Environment`; then the version of each GPU
+    library that is not a field there (:mod:`bench.libraries`), which the rows that measured it or ran with it loaded
+    record."""
     from bench.env import Environment
+    from bench.libraries import LIBRARIES
 
     types = {"int": INT, "str": TEXT}
-    return tuple(column(field.name, types[field.type], field.metadata.get("doc", ""))
-                 for field in dataclasses.fields(Environment))
+    fields = tuple(column(field.name, types[field.type], field.metadata.get("doc", ""))
+                   for field in dataclasses.fields(Environment))
+    names = {item.name for item in fields}
+    return fields + tuple(column(library.version_column, TEXT, library.version_doc) for library in LIBRARIES
+                          if library.version_column not in names)
 
 
 def suite_columns(experiment_columns: Iterable[Sequence[Column]]) -> tuple[Column, ...]:

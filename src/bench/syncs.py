@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.libraries import loaded_versions
 
 DEFAULT_SETTLE_MS = 100.0  # how long a thread stands still under the hold before it counts as waiting
 HOLD_TIMEOUT_S = 0.25  # the hold's watchdog: no launch of it holds the GPU longer (a wait made holding the GIL is
@@ -90,6 +91,7 @@ class SyncsResult:
     settle_ms: float = DEFAULT_SETTLE_MS
     hold: str = ""  # the hold's shape: "264 blocks × 1024 threads on 132 SMs"
     cuda_calls: str = ""  # why CUDA calls are not named ("" where CUPTI named them)
+    libraries: dict[str, str] = field(default_factory=dict)  # the GPU libraries loaded as it ran: column -> version
 
     @property
     def waited(self) -> bool:
@@ -263,11 +265,12 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
             tracker.close()
     waited, own = places(region.waits, natural, settle_ms)
     return SyncsResult(waited, own, region_ms, held_ms, settle_ms, region.watcher.hold.describe(),
-                       why and f"{why}; {WITHOUT_CUPTI}")
+                       why and f"{why}; {WITHOUT_CUPTI}", loaded_versions())
 
 
 def columns() -> tuple:
-    """The typed columns of a ``syncs`` results file: the target, each place's columns, the environment."""
+    """The typed columns of a ``syncs`` results file: the target, each place's columns, the environment (and the
+    versions of the GPU libraries loaded)."""
     from bench.schema import FLAG, FLOAT, INT, TEXT, column, environment_columns
 
     return (
@@ -300,5 +303,5 @@ def save(found: Sequence[tuple[str, SyncsResult]], environment, path) -> object:
     from bench.schema import schema_of
 
     rows = [{"target": target, "region_ms": result.region_ms, "settle_ms": result.settle_ms,
-             **environment.as_dict(), **row} for target, result in found for row in result.rows()]
+             **environment.as_dict(), **result.libraries, **row} for target, result in found for row in result.rows()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)

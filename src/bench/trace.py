@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from bench.libraries import loaded_versions
 from bench.measure.activity import Activity, Op, Recording, TraceUnavailable
 from bench.traces.assemble import result_of
 from bench.traces.files import SUMMARY, TABLE, columns, save
@@ -134,8 +135,10 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
     if leave_out is not None:
         recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
     copy_bound, pinned = _references(results)
-    return result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
-                     target=target)
+    result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
+                       target=target)
+    result.libraries = loaded_versions()
+    return result
 
 
 class Traced:
@@ -166,3 +169,4 @@ def tracing(target: str = "", bound: bool = True) -> Iterator[Traced]:
         recorder.close()
     copy_bound, pinned = _references(bound=bound)
     box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target)
+    box.result.libraries = loaded_versions()

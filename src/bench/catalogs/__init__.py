@@ -2,12 +2,13 @@
 CUDA runtime's (:mod:`bench.catalogs.runtime`, measured by the ``blocking``, ``serialization`` and ``crossgpu``
 experiments) and the library calls users write (CuPy, numba-cuda, PyTorch, JAX: :mod:`bench.catalogs.cupy_calls`,
 :mod:`~bench.catalogs.numba_calls`, :mod:`~bench.catalogs.torch_calls`, :mod:`~bench.catalogs.jax_calls`, measured
-by the ``library`` experiment).
-Every catalog is a tuple ``CALLS`` of the one model, :class:`Call`; :func:`catalog` reads them by library.
+by the ``library`` experiment), each library's named by its record (:mod:`bench.libraries`).
+Every catalog is a tuple ``CALLS`` of the one model, :class:`Call`, beside a library's ``Kit`` (the inputs its calls
+need); :func:`catalog` reads them by library.
 :mod:`bench.catalogs.measured` measures the runtime's call by call, for the ``blocking`` and ``serialization``
 experiments. What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`),
-:mod:`bench.cuda`, :mod:`bench.vocabulary` and each other; never an experiment. The measuring tools never import
-the catalogs: the catalogs stand on them.
+:mod:`bench.cuda`, :mod:`bench.vocabulary`, :mod:`bench.libraries` and each other; never an experiment. The
+measuring tools never import the catalogs: the catalogs stand on them.
 
 A call is prepared on a stream before anything runs (buffers, handles; the runtime's on its *placement* stream, a
 library's on its *call stream*, :class:`CallStream`), optionally *armed* right after the spin kernel started (e.g. an
@@ -24,12 +25,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.libraries import CATALOGED
 from bench.vocabulary import PLACEMENTS, DocsHost, values
 
 RUNTIME = "cuda-runtime"  # the CUDA runtime's catalog
-LIBRARIES = ("cupy", "numba-cuda", "torch", "jax")  # the libraries' catalogs, in the library experiment's order
-MODULES = {RUNTIME: "runtime", "cupy": "cupy_calls", "numba-cuda": "numba_calls", "torch": "torch_calls",
-           "jax": "jax_calls"}
+LIBRARIES = tuple(library.name for library in CATALOGED)  # the libraries' catalogs, in the library experiment's order
+MODULES = {RUNTIME: "runtime", **{library.name: library.catalog for library in CATALOGED}}
 
 CATEGORIES = ("scalar", "transfer", "indexing", "reduction", "compute", "allocation", "creation", "compilation",
               "synchronization", "launch")
@@ -54,13 +55,11 @@ class Prepared:
 
 @dataclass(frozen=True)
 class CallStream:
-    """The stream a library call uses, as each library names it: its CUDA handle, a CuPy stream, a numba stream and
-    (where PyTorch is installed) a torch stream, all the same stream."""
+    """The stream a library call uses: its CUDA handle, and the same stream as the call's library names it (a CuPy
+    stream, a numba stream, a torch stream: its record's ``stream``; None for a library whose calls take none)."""
 
     ptr: int
-    cupy: object
-    numba: object
-    torch: object | None = None
+    named: object = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +109,11 @@ def documented_waits(call: Call, placement: str, spin_blocking: bool = False) ->
 def calls(library: str) -> tuple[Call, ...]:
     """One catalog's calls, in its order."""
     return importlib.import_module(f"{__name__}.{MODULES[library]}").CALLS
+
+
+def kit(library: str) -> object:
+    """The inputs a library's calls need, made on the current GPU (its catalog's ``Kit``)."""
+    return importlib.import_module(f"{__name__}.{MODULES[library]}").Kit()
 
 
 @functools.cache

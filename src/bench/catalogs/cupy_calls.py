@@ -70,7 +70,7 @@ def _raw(kit, stream) -> Prepared:
 
 
 def _stream_sync(kit, stream) -> Prepared:
-    return Prepared(call=stream.cupy.synchronize)
+    return Prepared(call=stream.named.synchronize)
 
 
 def _asarray(source: str, blocking: bool | None = None):

@@ -35,7 +35,7 @@ def _to_device(source: str, with_stream: bool):
     def prepare(kit, stream) -> Prepared:
         array = kit.host if source == "pageable" else kit.pinned
         if with_stream:
-            return Prepared(call=lambda: numba_cuda.to_device(array, stream=stream.numba))
+            return Prepared(call=lambda: numba_cuda.to_device(array, stream=stream.named))
         return Prepared(call=lambda: numba_cuda.to_device(array))
     return prepare
 
@@ -44,7 +44,7 @@ def _to_host(target: str, with_stream: bool):
     def prepare(kit, stream) -> Prepared:
         out = kit.pageable_out if target == "pageable" else kit.pinned
         if with_stream:
-            return Prepared(call=lambda: kit.device.copy_to_host(out, stream=stream.numba))
+            return Prepared(call=lambda: kit.device.copy_to_host(out, stream=stream.named))
         return Prepared(call=lambda: kit.device.copy_to_host(out))
     return prepare
 
@@ -57,7 +57,7 @@ def _launch(kit, stream) -> Prepared:
     def launch():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumbaPerformanceWarning)
-            kit.kernel[256, 256, stream.numba](kit.words, 1)
+            kit.kernel[256, 256, stream.named](kit.words, 1)
     launch()  # compiled and loaded before the measurement
     return Prepared(call=launch)
 
@@ -77,7 +77,7 @@ def _fresh_kernel(kit, stream) -> Prepared:
     namespace = {"cuda": cuda, "CONSTANT": fresh_number()}
     exec(FRESH_SOURCE, namespace)  # a new function object with its constant as a global
     kernel = cuda.jit(namespace["body"])
-    return Prepared(call=lambda: kernel[256, 256, stream.numba](kit.words))
+    return Prepared(call=lambda: kernel[256, 256, stream.named](kit.words))
 
 
 def _dropped(kit, stream) -> Prepared:
@@ -134,7 +134,7 @@ CALLS = (
     _call("first call of a new @cuda.jit kernel", "compilation", "given", "a kernel is compiled for its argument "
           "types on its first call; silent about waiting", KERNELS, _fresh_kernel, fresh=True),
     _call("stream.synchronize()", "synchronization", "given", "control: waits for the stream's work", DEVICE,
-          lambda kit, stream: Prepared(call=stream.numba.synchronize), docs_host="stream"),
+          lambda kit, stream: Prepared(call=stream.named.synchronize), docs_host="stream"),
     _call("cuda.synchronize()", "synchronization", "none", "control: \"Synchronize the current context\"", DEVICE,
           lambda kit, stream: Prepared(call=numba_cuda.synchronize), docs_host="device"),
 )

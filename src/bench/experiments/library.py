@@ -25,7 +25,9 @@ sweep's fork server, :mod:`bench.sweep.preload`). Calls that compile something n
 time: their kernels carry numbers no other process used. A spin must outlast
 the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
 call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
-watchdog. PyTorch rows are skipped, with the reason, where PyTorch is not installed.
+watchdog. An optional library's rows (PyTorch, JAX) are skipped, with the reason, where it is not installed or has
+no CUDA (its record, :mod:`bench.libraries`, tells). Every row records the version of the library it measured (and of
+those measured among its calls: Triton's on PyTorch's rows).
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-import bench
+from bench import catalogs
 from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, Prepared, catalog, documented_waits
-from bench.cuda import cupy, kept_device, make_current, numba_cuda, runtime
+from bench.cuda import cupy, kept_device, make_current, runtime
 from bench.experiments import Config, Experiment, Row
+from bench.libraries import BY_NAME, Library, measured_versions
 from bench.measure import columns
 from bench.measure.hold import device_hold
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
@@ -47,16 +50,15 @@ from bench.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit,
 
 PLACEMENTS = values(LibraryPlacement)
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
-MOVES_DEVICE = ("jax",)  # libraries that may leave another GPU current on the calling thread (XLA: starting its
-# backend, running its work, allocating pinned staging memory with the first GPU's context); their calls make the
-# row's GPU current again as they return (a cudaGetDevice, well under a microsecond, inside the timed call), before
-# bench's streams, spins and holds of that GPU are used
+# The calls of a library that may leave another GPU current (its record's moves_device: JAX) make the row's GPU
+# current again as they return (a cudaGetDevice, well under a microsecond, inside the timed call), before bench's
+# streams, spins and holds of that GPU are used.
 
 COLUMNS = (
     column("call", TEXT, "the library call, as named in bench.catalogs"),
     column("placement", TEXT, "where the spin kernels run: same (the call's stream), other (another stream), between "
                               "(two other streams, the call between them)", PLACEMENTS),
-    column("library", TEXT, "cupy, numba-cuda, torch or jax", LIBRARIES),
+    column("library", TEXT, f"{', '.join(LIBRARIES[:-1])} or {LIBRARIES[-1]}", LIBRARIES),
     column("category", TEXT, "what kind of call it is"),
     column("stream_use", TEXT, "the stream the call uses: the library's current stream, a stream it is given, the "
                                "legacy default stream, or none", STREAM_USE),
@@ -90,86 +92,42 @@ def seconds(config: Config, rule: StopRule) -> float:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-def _kit(library: str):
-    import importlib
-
-    from bench.catalogs import MODULES
-
-    return importlib.import_module(f"bench.catalogs.{MODULES[library]}").Kit()
-
-
-def torch_missing() -> str | None:
-    """Why PyTorch rows cannot run here, or None."""
-    try:
-        import torch
-    except ImportError as error:
-        return f"PyTorch is not installed (pip install \"{bench.DISTRIBUTION}[torch]\"): {error}"
-    if not torch.cuda.is_available():
-        return "PyTorch is installed without CUDA support"
-    return None
-
-
-def jax_missing() -> str | None:
-    """Why JAX rows cannot run here, or None. JAX is told not to take most of the GPU's memory up front: it shares
-    the process with CuPy and PyTorch. Starting JAX's backend can leave another GPU current: the current one is made
-    current again."""
-    import os
-
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    try:
-        import jax
-    except ImportError as error:
-        return f"JAX is not installed (pip install \"{bench.DISTRIBUTION}[jax]\"): {error}"
-    with kept_device(runtime.getDevice()):
-        if not any(device.platform == "gpu" for device in jax.devices()):
-            return "JAX is installed without CUDA support"
-    return None
-
-
-MISSING = {"torch": torch_missing, "jax": jax_missing}  # optional libraries: why their rows cannot run
-
-
-# Streams PyTorch has used, kept until the process ends: freeing a tensor (or a pinned block a copy read) later
-# records an event on the streams it was used on, and on a destroyed stream that aborts the process.
-_TORCH_USED: list = []
+# Streams a library may still use after its calls returned (its record's streams_outlive), kept until the process
+# ends: PyTorch records an event on a tensor's streams when the tensor (or a pinned block a copy read) is freed, and
+# on a destroyed stream that aborts the process.
+_OUTLIVING: list = []
 
 
 class _Streams:
-    """The streams of one configuration: the call's (as each library names it), another non-blocking one, a second
-    one for ``between``, and a blocking one (what the legacy default stream waits for)."""
+    """The streams of one configuration: the call's (a CuPy stream, and as the call's library names it), another
+    non-blocking one, a second one for ``between``, and a blocking one (what the legacy default stream waits for)."""
 
-    def __init__(self, with_torch: bool) -> None:
+    def __init__(self, library: Library) -> None:
         self.device = runtime.getDevice()  # the GPU they belong to
+        self.library = library
         self.owned = [cupy.cuda.Stream(non_blocking=True) for _ in range(3)] + [cupy.cuda.Stream(non_blocking=False)]
-        call, self.other, self.second, self.blocking = self.owned
-        torch_stream = None
-        if with_torch:
-            import torch
-
-            torch_stream = torch.cuda.ExternalStream(call.ptr)
-            _TORCH_USED.append(self.owned)
-        self.call = CallStream(call.ptr, call, numba_cuda.external_stream(call.ptr), torch_stream)
+        self.own, self.other, self.second, self.blocking = self.owned
+        if library.streams_outlive:
+            _OUTLIVING.append(self.owned)
+        self.call = CallStream(self.own.ptr, library.stream(self.own) if library.stream else None)
 
     @contextlib.contextmanager
     def current(self):
-        """The call stream as CuPy's and PyTorch's current stream."""
-        with self.call.cupy, (self._torch_stream() if self.call.torch is not None else contextlib.nullcontext()):
+        """The call stream as CuPy's current stream (for every library: bench's streams are CuPy's) and as the call's
+        library's, where it has one."""
+        library = self.library
+        with self.own, (library.current(self.call.named) if library.current else contextlib.nullcontext()):
             yield
-
-    def _torch_stream(self):
-        import torch
-
-        return torch.cuda.stream(self.call.torch)
 
     def spinning(self, call, placement: str):
         if placement == "other":
             return self.other
-        return self.blocking if call.stream == "default" else self.call.cupy
+        return self.blocking if call.stream == "default" else self.own
 
 
 def _keeping(device: int, function):
-    """``function``, making ``device`` current again as it returns (see MOVES_DEVICE); no context manager: it
-    runs inside the timed call."""
+    """``function``, making ``device`` current again as it returns (for a library that ``moves_device``); no context
+    manager: it runs inside the timed call."""
     def kept():
         try:
             return function()
@@ -181,7 +139,7 @@ def _keeping(device: int, function):
 def _prepared(call, kit, streams: _Streams):
     with streams.current(), kept_device(streams.device):
         prepared = call.prepare(kit, streams.call)
-    if call.library in MOVES_DEVICE:
+    if BY_NAME[call.library].moves_device:
         prepared = Prepared(call=_keeping(streams.device, prepared.call), arm=_keeping(streams.device, prepared.arm),
                             cleanup=_keeping(streams.device, prepared.cleanup), keep=prepared.keep)
     runtime.deviceSynchronize()  # inputs ready before anything is timed
@@ -199,7 +157,7 @@ def _timed(call, kit, streams: _Streams) -> float:
 
 
 def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
-    streams = _Streams(call.library == "torch")
+    streams = _Streams(BY_NAME[call.library])
     first_ms = _timed(call, kit, streams) if first else None
     idle_ms = _timed(call, kit, streams)
     spin_ms = spin_for(idle_ms)
@@ -236,22 +194,24 @@ def _measure(config: Config, call, kit, watch: SpinWatch, first: bool) -> Row:
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
-    device = runtime.getDevice()  # this process's GPU: current again after anything a library did (MOVES_DEVICE)
+    device = runtime.getDevice()  # this process's GPU: current again after anything a library did
     watch = SpinWatch()
     kits: dict[str, object] = {}
     used = {catalog()[config["call"]].library for config in configs}
     with kept_device(device):
-        missing = {library: MISSING[library]() for library in used & set(MISSING)}
+        missing = {library: BY_NAME[library].missing() for library in used}
+    versions = {library: measured_versions(library) for library in used}
     seen: set[str] = set()
     for config in configs:
         call = catalog()[config["call"]]
-        if missing.get(call.library):
-            yield {**config, "library": call.library, "status": Status.SKIPPED, "error": missing[call.library]}
+        if missing[call.library]:
+            yield {**config, "library": call.library, "status": Status.SKIPPED, "error": missing[call.library],
+                   **versions[call.library]}
             continue
         try:
             with kept_device(device):
                 if call.library not in kits:
-                    kits[call.library] = _kit(call.library)
+                    kits[call.library] = catalogs.kit(call.library)
                 first = call.name not in seen
                 seen.add(call.name)
                 row = _measure(config, call, kits[call.library], watch, first)
@@ -259,7 +219,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
             runtime.deviceSynchronize()
             row = {**config, "library": call.library, "status": Status.FAILED,
                    "error": f"{type(error).__name__}: {error}"}
-        yield row
+        yield {**row, **versions[call.library]}
 
 
 def warm() -> None:
@@ -271,11 +231,11 @@ def warm() -> None:
     for call in catalog().values():
         try:
             with kept_device(device):
-                if call.fresh or (call.library in MISSING and MISSING[call.library]()):
+                if call.fresh or BY_NAME[call.library].missing():
                     continue
                 if call.library not in kits:
-                    kits[call.library] = _kit(call.library)
-                _timed(call, kits[call.library], _Streams(call.library == "torch"))
+                    kits[call.library] = catalogs.kit(call.library)
+                _timed(call, kits[call.library], _Streams(BY_NAME[call.library]))
         except Exception:  # measured (and reported) by the sweep itself
             runtime.deviceSynchronize()
 

@@ -21,11 +21,10 @@ And the instruments that look at the user's code (``bench syncs``, ``probe``, ``
   trace compares with.
 
 What a module here may import: :mod:`bench.cuda` (CuPy and numba-cuda, on first use), :mod:`bench.timing`,
-:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, and each other. Never :mod:`bench.experiments` or
-the sweep (:mod:`bench.sweep`): experiments are built from these tools, not the other way round, and no experiment
-imports another; nor the call catalogs (:mod:`bench.catalogs`), which stand on these tools (their calls allocate
-with :mod:`bench.measure.memory`; :mod:`bench.catalogs.measured` measures the runtime's call by call)
-(``tests/test_layout.py`` checks). Importing this
-package imports none of its modules, and none of them imports a CUDA library before it is used, so an experiment's
-description can import them.
+:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, :mod:`bench.libraries` (the GPU libraries' records),
+and each other. Never :mod:`bench.experiments` or the sweep (:mod:`bench.sweep`): experiments are built from these
+tools, not the other way round, and no experiment imports another; nor the call catalogs (:mod:`bench.catalogs`),
+which stand on these tools (their calls allocate with :mod:`bench.measure.memory`; :mod:`bench.catalogs.measured`
+measures the runtime's call by call) (``tests/test_layout.py`` checks). Importing this package imports none of its
+modules, and none of them imports a CUDA library before it is used, so an experiment's description can import them.
 """

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType
 
-GPU_LIBRARIES = {"torch": "torch", "cupy": "cupy", "cupyx": "cupy", "cupy_backends": "cupy", "jax": "jax",
-                 "jaxlib": "jax", "numba": "numba-cuda", "numba_cuda": "numba-cuda", "triton": "triton",
-                 "flax": "jax", "optax": "jax"}  # top-level package -> the library it belongs to
-KNOWN = {*GPU_LIBRARIES, "numpy", "timm", "transformers", "torchvision", "accelerate", "safetensors", "huggingface_hub"}
+from bench.libraries import BY_NAME, BY_PREFIX
+
+KNOWN = {*BY_PREFIX, "numpy", "timm", "transformers", "torchvision", "accelerate", "safetensors", "huggingface_hub"}
 BENCH = str(Path(__file__).resolve().parents[1])
 STDLIB = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib"))
 
@@ -54,7 +53,7 @@ def library_of(file: str) -> str:
         if entry and path.startswith(str(Path(entry).resolve()) + "/"):
             top = Path(path[len(str(Path(entry).resolve())) + 1:]).parts[0].removesuffix(".py")
             if top in KNOWN or "-packages" in entry:
-                return GPU_LIBRARIES.get(top, top)
+                return BY_PREFIX.get(top, top)
             break
     if path.startswith(STDLIB):
         return "python"
@@ -97,8 +96,8 @@ def library_on_line(frame) -> str:
                 value = scope[name]
                 module = value.__name__ if isinstance(value, type(sys)) else type(value).__module__
                 top = (module or "").split(".")[0]
-                if top in GPU_LIBRARIES:
-                    return GPU_LIBRARIES[top]
+                if top in BY_PREFIX:
+                    return BY_PREFIX[top]
                 break
     return ""
 
@@ -107,7 +106,7 @@ def waited_in(frames: tuple[Frame, ...], frame) -> str:
     """The GPU library a thread waits in: the first GPU library's frame below the user's line, else the one the
     line's names belong to (``frame``: the innermost frame, whose line it is)."""
     below = frames[user_index(frames) + 1:]
-    return next((f.library for f in below if f.library in GPU_LIBRARIES.values()), "") or library_on_line(frame)
+    return next((f.library for f in below if f.library in BY_NAME), "") or library_on_line(frame)
 
 
 def user_index(frames: tuple[Frame, ...]) -> int:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from bench import analysis, plots
 from bench.analysis import Gpu
+from bench.libraries import LIBRARIES
 from bench.report.figures import Painter, Progress, experiment_figures, trace_figure
 from bench.report.gpu import TRUTH_TABLES, claims_section, experiment_id, gpu_id, gpu_section, truth_table
 from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
@@ -30,8 +31,8 @@ from bench.views import in_order
 
 __all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "newest_traces", "render", "syncs_section",
            "table", "trace_section", "truth_table", "write"]
-ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", "cupy_version", "numba_cuda_version",
-               "git_commit")
+VERSIONS = tuple(library.version_column for library in LIBRARIES)  # the libraries' versions
+ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", *VERSIONS, "git_commit")
 
 
 def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str = "",
@@ -216,8 +217,8 @@ def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
             "shown": count if count else "0 (newer runs measured all of it)",
             "driver / CUDA runtime": f"{first.get('driver_version', '')} / {first.get('cuda_runtime', '')}",
             "PCIe": f"Gen{cell(first.get('pcie_gen'))} x{cell(first.get('pcie_width'))}",
-            "libraries": ", ".join(cell(first[column]) for column in ("cupy_version", "numba_cuda_version")
-                                   if cell(first.get(column))),
+            "libraries": ", ".join(dict.fromkeys(cell(value) for column in VERSIONS if column in group
+                                                 for value in group[column] if cell(value))),
             "commit": cell(first.get("git_commit", ""))[:12],
         })
     return table(pd.DataFrame(lines))

@@ -73,7 +73,7 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
         shared_columns = {name: summary[name] for name in SUMMARY}
         spread = {name: _spread([getattr(run, figure) for run in result.per_run]) for name, figure in RUNS.items()}
         rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
-                  **spread, KERNEL_RUNS: _kernel_runs(result, row), **environment.as_dict(), **row}
+                  **spread, KERNEL_RUNS: _kernel_runs(result, row), **environment.as_dict(), **result.libraries, **row}
                  for row in result.table()]
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
 

@@ -110,6 +110,7 @@ class TraceResult:
     traced_ms: list[float] = field(default_factory=list)
     target: str = ""
     per_run: list[RunFigures] = field(default_factory=list)  # every traced run's headline numbers, in run order
+    libraries: dict[str, str] = field(default_factory=dict)  # the GPU libraries loaded as it ran: column -> version
 
     @property
     def hidden(self) -> float | None:

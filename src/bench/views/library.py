@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.libraries import LIBRARIES
 from bench.views import View
 from bench.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, LibraryPlacement, Status, values
 
@@ -74,17 +75,20 @@ def library_figure(rows: pd.DataFrame, tables: dict) -> list:
         if calls[y].split(" ", 1)[0] != calls[y - 1].split(" ", 1)[0]:
             ax.axhline(y - 0.5, color="k", linewidth=1.5)
     truth_legend(plt, figure, VERDICT_COLORS, "not measured (no such placement for the call)", 5)
-    env = ok.iloc[0]
     spin_ms = ok["spin_ms"].min() if ok["spin_ms"].notna().any() else SPIN_MS  # the run's: runs before differ
-    names = [NAMES[library] for library in NAMES if library in set(ok["library"])] or ["library"]
+    names = [library.title for library in LIBRARIES if library.name in set(ok["library"])] or ["library"]
     held = "; JAX's own streams: every SM held" if "jax" in set(ok["library"]) else ""
     libraries = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
-    figure.suptitle(f"Do {libraries} calls block? {gpu_label(ok)}, "
-                    f"{env['cupy_version']}, {env['numba_cuda_version']}; cell: host time in ms while a kernel of {spin_ms:g} "
-                    f"ms (or 4× the call's own time) runs{held}; ! = contradicts the library's docs", fontsize=9)
+    figure.suptitle(f"Do {libraries} calls block? {gpu_label(ok)}, {', '.join(versions(ok))}; cell: host time in ms "
+                    f"while a kernel of {spin_ms:g} ms (or 4× the call's own time) runs{held}; ! = contradicts the "
+                    "library's docs", fontsize=9)
     return [("library_truth_table", figure)]
 
 
-NAMES = {"cupy": "CuPy", "numba-cuda": "numba-cuda", "torch": "PyTorch", "jax": "JAX"}  # in the figure's title
+def versions(rows: pd.DataFrame) -> list[str]:
+    """The libraries' versions the rows recorded, each library's first (a file before a library's version column
+    was added recorded none of it)."""
+    return [str(rows[library.version_column].dropna().iloc[0]) for library in LIBRARIES
+            if library.version_column in rows and rows[library.version_column].notna().any()]
 
 VIEW = View("library", headline, answer, (library_figure,))

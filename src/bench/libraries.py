@@ -1,0 +1,158 @@
+"""The GPU libraries bench knows, one record each (:class:`Library`, in :data:`LIBRARIES`): what rows and catalogs
+call it, how pip installs it (the distribution's extras and the packages they name), the module bench imports and the
+top-level packages that are its code, how to tell that its calls cannot run here, how it is put on a stream, and how
+its version is read. What else names libraries derives from these records: the catalogs (:mod:`bench.catalogs`), the
+``library`` experiment and its view, the watcher's attribution of a wait (:mod:`bench.measure.waits`), the
+environment's and the rows' version columns (:mod:`bench.env`, :mod:`bench.schema`); a test holds ``pyproject.toml``'s
+extras to them.
+
+Imports nothing of bench but the distribution's name, and no library: a record reaches its library only when one of
+its functions runs, so that the analysis side reads the records without CuPy, numba-cuda, PyTorch or JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import bench
+
+
+@dataclass(frozen=True)
+class Library:
+    """One GPU library: its names, its installation, its code, its catalog, its streams and its version."""
+
+    name: str  # as rows, catalogs and the library column name it: "numba-cuda"
+    title: str  # as people write it: "PyTorch"
+    module: str  # what bench imports to use it ("numba.cuda")
+    extras: tuple[str, ...]  # the distribution's extras that install it: pip install "cuda-sync-bench[torch]"
+    packages: tuple[str, ...]  # the pip packages those extras name for it (one of them installs it)
+    versioned: tuple[str, ...]  # top-level modules whose installed distributions make its version; the first one
+    # in sys.modules: the library is loaded (finding them imports nothing)
+    prefixes: tuple[str, ...]  # top-level packages that are its code: a wait in their frames is a wait in it
+    catalog: str = ""  # its calls and the inputs they need: bench.catalogs.<catalog> (CALLS, Kit); "" for none
+    optional: bool = True  # measuring goes without it (its rows are skipped, saying why); False: the cu12/cu13 stack
+    part_of: str = ""  # the library among whose calls its own are measured (Triton: PyTorch's); those rows record its
+    # version too
+    settings: tuple[tuple[str, str], ...] = ()  # environment variables it reads as it loads: set (unless set) first
+    cuda_missing: Callable[[object], str | None] | None = None  # the imported module -> why it has no CUDA, or None
+    stream: Callable[[object], object] | None = None  # bench's stream (a CuPy stream) -> the same CUDA stream as this
+    # library names it, for calls that take one or make it current; None: its calls take no stream
+    current: Callable[[object], AbstractContextManager] | None = None  # that stream -> a block in which it is the
+    # library's current stream; None: the library has no current stream
+    streams_outlive: bool = False  # it may use a stream after its calls returned (PyTorch records an event on a
+    # tensor's streams when the tensor is freed): the streams it was given must live until the process ends
+    moves_device: bool = False  # it may leave another GPU current on the calling thread (XLA: starting its backend,
+    # running work, allocating pinned staging memory with the first GPU's context)
+
+    @property
+    def version_column(self) -> str:
+        """The column rows record its version in: 'numba_cuda_version'."""
+        return f"{self.name.replace('-', '_')}_version"
+
+    @property
+    def version_doc(self) -> str:
+        """What its version column holds, for an optional library's column."""
+        calls = f"{BY_NAME[self.part_of].title}'s" if self.part_of else "its"
+        return f"{self.title}'s version, on rows that measured {calls} calls or ran with it loaded (syncs, trace)"
+
+    def version(self) -> str:
+        """'cupy-cuda13x 14.2.0': which build is installed matters as much as its version ('not installed')."""
+        return distribution_version(*self.versioned)
+
+    def loaded(self) -> bool:
+        return self.versioned[0] in sys.modules
+
+    def missing(self) -> str | None:
+        """Why its calls cannot run here (not installed, or installed without CUDA), or None; imports it."""
+        for key, value in self.settings:
+            os.environ.setdefault(key, value)
+        try:
+            module = importlib.import_module(self.module)
+        except ImportError as error:
+            how = f"pip install \"{bench.DISTRIBUTION}[{self.extras[0]}]\"" if self.extras else \
+                f"it comes with {BY_NAME[self.part_of].title}"
+            return f"{self.title} is not installed ({how}): {error}"
+        return self.cuda_missing(module) if self.cuda_missing else None
+
+
+@functools.cache
+def distributions() -> Mapping[str, list[str]]:
+    """Top-level module -> the installed distributions providing it (scans every installed package: once per
+    process; the sweep's fork server reads it for every experiment process)."""
+    return importlib.metadata.packages_distributions()
+
+
+def distribution_version(*modules: str) -> str:
+    """'cupy-cuda13x 14.2.0' for module 'cupy'; the distributions of several modules, each once; 'not installed'."""
+    names = dict.fromkeys(name for module in modules for name in sorted(set(distributions().get(module, []))))
+    return ", ".join(f"{name} {importlib.metadata.version(name)}" for name in names) or "not installed"
+
+
+# --- how each library is reached (run only when a library is measured) ----------------------------------------------
+
+def _itself(stream):
+    """A CuPy stream is CuPy's, and ``with stream:`` makes it CuPy's current stream."""
+    return stream
+
+
+def _numba_stream(stream):
+    return importlib.import_module("numba.cuda").external_stream(stream.ptr)
+
+
+def _torch_stream(stream):
+    return importlib.import_module("torch").cuda.ExternalStream(stream.ptr)
+
+
+def _torch_current(stream) -> AbstractContextManager:
+    return importlib.import_module("torch").cuda.stream(stream)
+
+
+def _torch_cuda(torch) -> str | None:
+    return None if torch.cuda.is_available() else "PyTorch is installed without CUDA support"
+
+
+def _jax_cuda(jax) -> str | None:
+    """Starting JAX's backend can leave another GPU current: callers keep theirs (moves_device)."""
+    gpus = any(device.platform == "gpu" for device in jax.devices())
+    return None if gpus else "JAX is installed without CUDA support"
+
+
+LIBRARIES = (
+    Library("cupy", "CuPy", "cupy", ("cu12", "cu13"), ("cupy-cuda12x", "cupy-cuda13x"), ("cupy",),
+            ("cupy", "cupyx", "cupy_backends"), catalog="cupy_calls", optional=False, stream=_itself, current=_itself),
+    Library("numba-cuda", "numba-cuda", "numba.cuda", ("cu12", "cu13"), ("numba-cuda",), ("numba_cuda",),
+            ("numba", "numba_cuda"), catalog="numba_calls", optional=False, stream=_numba_stream),
+    Library("torch", "PyTorch", "torch", ("torch",), ("torch",), ("torch",), ("torch",), catalog="torch_calls",
+            cuda_missing=_torch_cuda, stream=_torch_stream, current=_torch_current, streams_outlive=True),
+    # JAX runs its work on streams of its own, and is told not to take most of the GPU's memory up front: it shares
+    # the process with CuPy and PyTorch
+    Library("jax", "JAX", "jax", ("jax",), ("jax",), ("jax", "jaxlib"), ("jax", "jaxlib", "flax", "optax"),
+            catalog="jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),), cuda_missing=_jax_cuda,
+            moves_device=True),
+    # Triton launches on PyTorch's current stream; it comes with PyTorch's CUDA builds on Linux
+    Library("triton", "Triton", "triton", (), (), ("triton",), ("triton",), part_of="torch"),
+)
+BY_NAME = {library.name: library for library in LIBRARIES}
+CATALOGED = tuple(library for library in LIBRARIES if library.catalog)  # the library experiment's, in its order
+REQUIRED = tuple(library for library in LIBRARIES if not library.optional)  # what measuring imports
+BY_PREFIX = {prefix: library.name for library in LIBRARIES for prefix in library.prefixes}  # top-level package ->
+# the library whose code it is
+
+
+def measured_versions(name: str) -> dict[str, str]:
+    """The version columns of a row that measured library ``name``'s calls: its own, and those of the libraries
+    measured among its calls."""
+    return {library.version_column: library.version() for library in LIBRARIES if name in (library.name,
+                                                                                          library.part_of)}
+
+
+def loaded_versions() -> dict[str, str]:
+    """The version column of every library loaded in this process (a region ran with them)."""
+    return {library.version_column: library.version() for library in LIBRARIES if library.loaded()}
