@@ -50,6 +50,9 @@ class Library:
     # tensor's streams when the tensor is freed): the streams it was given must live until the process ends
     moves_device: bool = False  # it may leave another GPU current on the calling thread (XLA: starting its backend,
     # running work, allocating pinned staging memory with the first GPU's context)
+    compiles_to_disk: bool = True  # what its first calls compile is kept on disk (CuPy's, numba-cuda's and Triton's
+    # kernel caches), so a warm-up process's compiling serves the sweep's; False: in memory only (XLA's, unless a
+    # persistent cache is set up), so warming its calls in another process saves the sweep nothing
 
     @property
     def version_column(self) -> str:
@@ -135,7 +138,7 @@ LIBRARIES = (
     # the process with CuPy and PyTorch
     Library("jax", "JAX", "jax", ("jax",), ("jax",), ("jax", "jaxlib"), ("jax", "jaxlib", "flax", "optax"),
             catalog="jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),), cuda_missing=_jax_cuda,
-            moves_device=True),
+            moves_device=True, compiles_to_disk=False),
     # Triton launches on PyTorch's current stream; it comes with PyTorch's CUDA builds on Linux
     Library("triton", "Triton", "triton", (), (), ("triton",), ("triton",), part_of="torch"),
 )

@@ -225,13 +225,16 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
 def warm() -> None:
     """Every call of the catalog once, untimed: CuPy compiles the kernels behind them into its on-disk cache
     (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s) before a sweep
-    measures them. Not the ``fresh`` calls: each compiles a kernel nothing has seen, which is what they measure."""
+    measures them. Not the ``fresh`` calls: each compiles a kernel nothing has seen, which is what they measure; nor
+    the calls of a library that keeps what it compiles in memory only (JAX): the measuring process compiles them
+    again whatever this one does."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
     for call in catalog().values():
         try:
             with kept_device(device):
-                if call.fresh or BY_NAME[call.library].missing():
+                library = BY_NAME[call.library]
+                if call.fresh or not library.compiles_to_disk or library.missing():
                     continue
                 if call.library not in kits:
                     kits[call.library] = catalogs.kit(call.library)
