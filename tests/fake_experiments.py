@@ -154,9 +154,9 @@ def touching_rows(configs, context, directory: str):
         yield {**config, **sample_columns(), "status": "ok", "error": ""}
 
 
-def touch_warm(directory: str) -> None:
-    """A warm hook: leaves a file named after its process in ``directory``."""
-    (Path(directory) / str(os.getpid())).touch()
+def touch_warm(directory: str, shard: int, shards: int) -> None:
+    """A warm hook: leaves a file named after its process and shard in ``directory``."""
+    (Path(directory) / f"{os.getpid()}-{shard}-{shards}").touch()
 
 
 def different(config) -> bool:

@@ -621,7 +621,7 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     touched.mkdir()
     warmed.mkdir()
     touching = [experiment(name, partial(touching_rows, directory=str(touched))) for name in ("one", "two")]
-    touching[1] = dataclasses.replace(touching[1], warm=partial(touch_warm, str(warmed)))
+    touching[1] = dataclasses.replace(touching[1], warm=partial(touch_warm, str(warmed)), warm_shards=2)
     broken = experiment("broken", partial(rows, fail_after=0, how="no kernel for you"))
     markers = tmp_path / "cache" / "bench" / "warm-key"
     reporter = Recorder()
@@ -636,9 +636,12 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
         processes[name.split("-")[0]].append(int(name.split("-")[1]))
     assert sorted(map(sorted, processes.values())) == [[0], [0], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]  # a warm-up
     # process per experiment with its first configuration, then the measuring ones
-    (_hooked,) = [pid for pid, configs in processes.items() if configs == [0] and pid in
-                 {path.name for path in warmed.iterdir()}]  # the warm hook ran once, in "two"'s warm-up process
-    assert len(list(warmed.iterdir())) == 1
+    hooked = {name.split("-")[0]: name.split("-", 1)[1] for name in (path.name for path in warmed.iterdir())}
+    assert sorted(hooked.values()) == ["0-2", "1-2"]  # "two"'s warm hook in two shards, each in a process of its own:
+    (first,) = [pid for pid, shard in hooked.items() if shard == "0-2"]
+    assert processes[first] == [0]  # the first shard's process warmed its first configuration; the second's none
+    (second,) = [pid for pid, shard in hooked.items() if shard == "1-2"]
+    assert second not in processes
     assert [event[0] for event in reporter.events][:2] == ["planned", "warmed"]
     (_, experiments, failed), = [event for event in reporter.events if event[0] == "warmed"]
     assert list(experiments) == ["one", "two", "broken"] and list(failed) == ["broken"] and "no kernel" in failed["broken"]

@@ -73,10 +73,11 @@ def _experiment_modules() -> list[str]:
     return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
 
 
-def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int], warming: bool,
-           pace: Pace | None) -> None:
+def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int],
+           warming: tuple[int, int] | None, pace: Pace | None) -> None:
     """The body of an experiment's process: move to the GPU's CPUs, select the GPU, measure, send each row as it
-    comes; ``warming`` (the warm-up): then the experiment's ``warm`` hook. ``pace``: keep to the plan's time."""
+    comes; ``warming`` (the warm-up's (shard, shards)): then that shard of the experiment's ``warm`` hook.
+    ``pace``: keep to the plan's time."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
         if cpus:
@@ -88,8 +89,8 @@ def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequenc
         sender.send(ReadyMessage())
         for row in paced(experiment, configs, rules, pace):
             sender.send(RowMessage(row))
-        if warming and experiment.warm is not None:
-            experiment.warm()
+        if warming is not None and experiment.warm is not None:
+            experiment.warm(*warming)
         sender.send(DoneMessage())
     except BaseException as error:
         sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
@@ -118,10 +119,11 @@ def paced(experiment, configs, rules, pace: Pace | None) -> Iterator[dict]:
 
 
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
-             warming: bool = False, pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+             warming: tuple[int, int] | None = None,
+             pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
     it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
-    is set (nobody listens any more), it ends the process and returns. ``warming``: a warm-up part (see
+    is set (nobody listens any more), it ends the process and returns. ``warming``: a warm-up part's (shard, shards) (see
     :func:`bench.sweep.warmup.warm_parts`); ``pace``: see :func:`paced`."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)

@@ -19,30 +19,33 @@ from bench.timing import Stopwatch
 WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CUDA context and first configuration
 
 
-def warm_parts(plans: Sequence[Plan]) -> list[Plan]:
+def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, tuple[int, int]]]:
     """Each experiment's first configuration under the quick stop rules, in a process of its own, which then runs
-    the experiment's ``warm`` hook: enough to compile the kernels its processes build (numba-cuda's and CuPy's
-    on-disk caches) on a fresh machine."""
+    the first shard of the experiment's ``warm`` hook; its other shards (``Experiment.warm_shards``) in processes of
+    their own, with no configuration: enough to compile the kernels its processes build (numba-cuda's, CuPy's and
+    Triton's on-disk caches) on a fresh machine. Each part with its (shard, shards)."""
     parts, seen = [], set()
     for item in plans:
         if item.experiment.name in seen or not item.configs:
             continue
         seen.add(item.experiment.name)
-        first = item.parts()[0]
-        parts.append(dataclasses.replace(first, configs=first.configs[:1], rules=rules_for(item.experiment, "quick")))
+        first = dataclasses.replace(item.parts()[0], rules=rules_for(item.experiment, "quick"))
+        shards = max(1, item.experiment.warm_shards) if item.experiment.warm is not None else 1
+        parts += [(dataclasses.replace(first, configs=first.configs[:1] if shard == 0 else []), (shard, shards))
+                  for shard in range(shards)]
     return parts
 
 
 def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> tuple[float, dict[str, float]]:
     """Where the kernel caches are cold for some experiments (no warm marker: ``gpu.warm_markers``), compile their
-    kernels at once, a process per experiment (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of
+    kernels at once, a process per experiment and shard of its warm hook (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of
     free memory for each), before measuring anything: what they measure is dropped. Done once per experiment,
     machine, bench version and GPU architecture; an experiment whose warm-up process failed stays cold. Returns the
     seconds it took (0: everything was warm) and each experiment's own, having told ``reporter``."""
     markers = gpu.warm_markers(environment)
     if markers is None:
         return 0.0, {}
-    parts = [part for part in warm_parts(plans) if not (markers / part.experiment.name).exists()]
+    parts = [(part, shard) for part, shard in warm_parts(plans) if not (markers / part.experiment.name).exists()]
     if not parts:
         return 0.0, {}
     watch = Stopwatch()
@@ -51,20 +54,19 @@ def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> t
     at_once = max(1, min(len(parts), gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
     markers.mkdir(parents=True, exist_ok=True)
     failed: dict[str, str] = {}
-    each_s: dict[str, float] = {}  # from its batch's start until its process ended
+    each_s: dict[str, float] = {}  # from the warm-up's start until its last process ended
     for start in range(0, len(parts), at_once):
         batch = parts[start:start + at_once]
-        began = Stopwatch()
-        warming = [_timed(functools.partial(isolated, part, child_device, cpus, warming=True),
-                          part.experiment.name, began, each_s) for part in batch]
+        warming = [_timed(functools.partial(isolated, part, child_device, cpus, warming=shard),
+                          part.experiment.name, watch, each_s) for part, shard in batch]
         for index, message in interleaved(warming):
             if isinstance(message, FailedMessage):
-                failed[batch[index].experiment.name] = message.why
-        for part in batch:  # a process that failed may not have compiled everything
-            if part.experiment.name not in failed:
-                (markers / part.experiment.name).touch()
+                failed[batch[index][0].experiment.name] = message.why
+    for name in dict.fromkeys(part.experiment.name for part, _ in parts):
+        if name not in failed:  # a process that failed may not have compiled everything
+            (markers / name).touch()
     seconds = watch.seconds()
-    each_s = {part.experiment.name: each_s.get(part.experiment.name, 0.0) for part in parts}
+    each_s = {part.experiment.name: each_s.get(part.experiment.name, 0.0) for part, _ in parts}
     reporter.warmed(seconds, each_s, failed)
     return seconds, each_s
 
@@ -74,6 +76,6 @@ def _timed(source: Callable[[threading.Event], Iterator], name: str, began: Stop
     """``source``, noting in ``each_s[name]`` when it ended (its process gone), ``began`` counting."""
     def messages(stop: threading.Event) -> Iterator:
         yield from source(stop)
-        each_s[name] = began.seconds()
+        each_s[name] = max(each_s.get(name, 0.0), began.seconds())
 
     return messages
