@@ -9,6 +9,7 @@ the planner and the schema use it without any CUDA library installed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -56,6 +57,29 @@ class Summary:
 
 
 FEWEST_SAMPLES = 3  # no rule scaled down to fit a time budget asks for fewer
+MEDIAN_LEVEL = 0.95  # the confidence of a median's interval (median_interval)
+
+
+def median_interval(samples: Sequence[float], level: float = MEDIAN_LEVEL) -> tuple[float, float] | None:
+    """The distribution-free interval of the median of ``samples`` at ``level`` confidence: the order statistics
+    x(k) and x(n+1-k) with the largest k for which P(Binomial(n, 1/2) < k) <= (1 - level) / 2, so that it covers the
+    true median with probability >= ``level`` whatever the samples' distribution. None when no interval reaches
+    ``level`` (at 95%: five samples or fewer; six give [min, max] at 96.9%, ten [x(2), x(9)] at 97.9%)."""
+    values = sorted(float(value) for value in samples)
+    k = _interval_rank(len(values), level)
+    return (values[k - 1], values[len(values) - k]) if k else None
+
+
+@functools.lru_cache(maxsize=None)
+def _interval_rank(n: int, level: float) -> int:
+    tail, log_mass, below, k = (1 - level) / 2, -n * math.log(2), 0.0, 0  # log P(Binomial(n, 1/2) = 0)
+    for j in range(n // 2):
+        below += math.exp(log_mass)  # P(Binomial(n, 1/2) <= j)
+        if below > tail:
+            break
+        k = j + 1
+        log_mass += math.log((n - j) / (j + 1))
+    return k
 
 
 @dataclass(frozen=True)
