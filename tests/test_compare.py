@@ -48,20 +48,10 @@ def slower(rows: list[dict], where, factor: float) -> list[dict]:
     return [scaled(row) if where(row) else row for row in rows]
 
 
-def sampled(rows: list[dict], where=lambda row: True, n: int = 11, noise: float = 0.002) -> list[dict]:
-    """The rows, those ``where(row)`` picks with ``n`` samples spread by ``noise`` around the same median (11: enough
-    to bound a median at 95%; synthetic rows keep 5, which bound none)."""
-    def resampled(row):
-        values = [row["median"] * (1 + noise * (index - n // 2)) for index in range(n)]
-        return {**row, "samples": values, "n_samples": n, "min": min(values), "max": max(values)}
-
-    return [resampled(row) if where(row) else row for row in rows]
-
-
 def driver_update() -> tuple[list[dict], list[dict]]:
     """Every experiment before and after a driver update: cudaFree stops waiting for running kernels, cudaMalloc
     stops serializing them, and pinned 16 MiB uploads get 25% slower."""
-    old = sampled(synthetic.all_records(), lambda row: row["experiment"] == "bandwidth")
+    old = synthetic.sampled(synthetic.all_records(), lambda row: row["experiment"] == "bandwidth")
     new = synthetic.tagged(old, run_id="20261122T000000Z", driver_version="590.0", cuda_runtime="13.0")
     new = changed(new, lambda row: row["experiment"] == "blocking" and row["call"] == "cudaFree",
                   verdict="returns", verdicts=["returns"] * 3, host_ms=0.004, samples=[0.004] * 3, median=0.004,
@@ -290,7 +280,7 @@ def test_fleets_pair_by_uuid_and_gpu_selects_one(tmp_path):
 
 
 def test_the_newest_measurement_of_each_configuration_is_compared(tmp_path):
-    rows = sampled([row for row in synthetic.all_records() if row["experiment"] == "launch"])
+    rows = synthetic.sampled([row for row in synthetic.all_records() if row["experiment"] == "launch"])
     synthetic.write(tmp_path / "old" / "1.parquet", rows)
     synthetic.write(tmp_path / "old" / "2.parquet", slower(synthetic.tagged(rows, run_id="20261122T000000Z"),
                                                           lambda row: row["path"] == "graph", 2.0))
@@ -354,7 +344,7 @@ MIB = 1 << 20
 def _machine(letter: str, factors: dict[int, float], sizes=(MIB, 16 * MIB, 256 * MIB)) -> list[dict]:
     """Pinned H2D copies of ``sizes`` on one more Test GPU (``letter``: its UUID and host), each size's times ×
     its factor in ``factors``."""
-    rows = sampled([row for row in synthetic.records("bandwidth")
+    rows = synthetic.sampled([row for row in synthetic.records("bandwidth")
                     if (row["host_memory"], row["direction"]) == ("pinned", "H2D") and row["bytes"] in sizes])
     for nbytes, factor in factors.items():
         rows = slower(rows, lambda row, nbytes=nbytes: row["bytes"] == nbytes, factor)
