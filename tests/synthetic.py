@@ -514,6 +514,17 @@ def failed_records(name: str) -> list[dict]:
     return out
 
 
+def sampled(rows: list[dict], where=lambda row: True, n: int = 11, noise: float = 0.002) -> list[dict]:
+    """The rows, those ``where(row)`` picks with ``n`` samples spread by ``noise`` around the same median (11: enough
+    to bound a median at 95%, as compare needs to call a change beyond noise; the rows here keep 5, which bound
+    none)."""
+    def resampled(row):
+        values = _spread(row["median"], n, noise)
+        return {**row, "samples": values, "n_samples": n, "min": min(values), "max": max(values)}
+
+    return [resampled(row) if where(row) else row for row in rows]
+
+
 def tagged(rows: list[dict], **changes) -> list[dict]:
     """The rows with some columns changed: ``tagged(rows, run_id="r2", hostname="node-b")``."""
     return [{**row, **changes} for row in rows]

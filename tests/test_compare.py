@@ -1,5 +1,6 @@
-"""compare: every experiment, noise-aware verdicts, outcome changes, GPU pairing, the driver-update diff (on
-synthetic rows and on the committed H200 results) and what the terminal shows."""
+"""compare: every experiment, verdicts that know the noise (95% intervals of medians, the accuracy floor, the
+machine-to-machine spread of a GPU kind), outcome changes, GPU pairing, the driver-update diff (on synthetic rows and
+on the committed results) and what the terminal shows."""
 
 import math
 import os
@@ -7,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 
 import synthetic
-from bench import compare, store
+from bench import analysis, compare, noise, store
 from bench.experiments import registry
+from bench.timing import median_interval
 from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +51,7 @@ def slower(rows: list[dict], where, factor: float) -> list[dict]:
 def driver_update() -> tuple[list[dict], list[dict]]:
     """Every experiment before and after a driver update: cudaFree stops waiting for running kernels, cudaMalloc
     stops serializing them, and pinned 16 MiB uploads get 25% slower."""
-    old = synthetic.all_records()
+    old = synthetic.sampled(synthetic.all_records(), lambda row: row["experiment"] == "bandwidth")
     new = synthetic.tagged(old, run_id="20261122T000000Z", driver_version="590.0", cuda_runtime="13.0")
     new = changed(new, lambda row: row["experiment"] == "blocking" and row["call"] == "cudaFree",
                   verdict="returns", verdicts=["returns"] * 3, host_ms=0.004, samples=[0.004] * 3, median=0.004,
@@ -61,19 +64,94 @@ def driver_update() -> tuple[list[dict], list[dict]]:
     return old, new
 
 
+SIX = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995]  # the fewest samples whose median a 95% interval bounds
+
+
 @pytest.mark.parametrize("old, new, expected", [
-    ([1.0, 1.01, 0.99, 1.0], [1.002, 1.0, 1.01, 0.995], "same"),
-    ([1.0, 1.01, 0.99, 1.0], [1.2, 1.21, 1.19, 1.2], "slower"),
-    ([1.0, 1.01, 0.99, 1.0], [0.8, 0.81, 0.79, 0.8], "faster"),
-    ([1.0, 1.0], [2.0, 2.0], "unclear"),  # too few samples
+    (SIX, [value * 1.009 for value in SIX], "same"),  # within 1%
+    (SIX, [value * 1.2 for value in SIX], "slower"),
+    (SIX, [value * 0.8 for value in SIX], "faster"),
+    ([1.0, 1.01, 0.99, 1.0, 1.0], [1.2, 1.21, 1.19, 1.2, 1.2], "unclear"),  # 5 samples bound no median at 95%
+    ([1.0, 1.0], [2.0, 2.0], "unclear"),
     ([1.0, 1.0], [1.0, 1.0], "same"),  # equal medians are the same however few the samples
-    ([1.0, 0.5, 1.6, 1.0, 0.7, 1.3], [1.1, 0.6, 1.7, 1.1, 0.8, 1.4], "same"),  # within the noise
-    ([1.0, 1.0, 1.0, 1.0, 2.0], [1.1, 1.1, 1.1, 1.1, 0.5], "unclear"),  # each median inside the other's range
+    ([1.0, 1.0], [1.005, 1.005], "same"),  # and so are medians within 1%
+    ([1.0, 0.5, 1.6, 1.0, 0.7, 1.3], [1.1, 0.6, 1.7, 1.1, 0.8, 1.4], "same"),  # +10% within the noise
     ([0.0, 0.0, 0.0], [0.1, 0.1, 0.1], "unclear"),  # nothing to take a ratio of
     ([], [1.0, 1.0, 1.0], "unclear"),
 ])
 def test_verdicts(old, new, expected):
     assert compare.verdict(old, new) == expected
+
+
+def test_a_change_is_flagged_only_beyond_both_rows_95_percent_intervals():
+    noisy = [1 + 0.03 * ((index * 7) % 20 - 10) / 10 for index in range(20)]  # 20 samples within ±3%
+    assert median_interval(noisy) == pytest.approx((0.985, 1.012))  # x(6) and x(15): order statistics, 95.9%
+    assert compare.verdict(noisy, [value * 1.02 for value in noisy]) == "same"  # +2%: the intervals overlap
+    assert compare.verdict(noisy, [value * 1.06 for value in noisy]) == "slower"  # +6%: they do not
+    assert compare.verdict([value * 1.06 for value in noisy], noisy) == "faster"
+    tight = [1 + 0.001 * (index % 5) for index in range(20)]
+    assert compare.verdict(tight, [value * 1.02 for value in tight]) == "slower"  # +2% beyond tight samples
+
+
+def test_the_interval_of_a_median_comes_from_order_statistics():
+    assert median_interval(range(5)) is None  # 5 samples: [min, max] covers 93.8%
+    assert median_interval([3, 1, 2, 6, 5, 4]) == (1, 6)  # 96.9%
+    assert median_interval(range(1, 11)) == (2, 9)  # x(3), x(8) would cover 89%
+    assert median_interval(range(1, 101)) == (40, 61)  # 96.5%; x(41), x(60) 94.3%
+    assert median_interval(range(1, 101), level=0.5) == (47, 54)
+
+
+def _floor_rows(old_met: bool | None, new_met: bool | None, samples: list[float]) -> tuple[list[dict], list[dict]]:
+    """One bandwidth row, then +30% slower, with ``samples`` (scaled) and whether each side met its floor (None: a
+    file from before floor_met, judged from its samples)."""
+    (row,) = [row for row in synthetic.records("bandwidth") if row["direction"] == "H2D" and row["bytes"] == 1 << 20
+              and row["host_memory"] == "pinned"]
+    old = {**row, "samples": samples, "median": float(np.median(samples)), "floor_met": old_met}
+    return [old], slower([{**old, "floor_met": new_met}], lambda row: True, 1.3)
+
+
+def test_a_row_below_its_floor_is_unclear_never_flagged():
+    spread = [1.0, 1.04, 0.96, 1.02, 0.98, 1.0, 1.03, 0.97]  # 8 samples, a 95% interval of ±4%
+    tight = [1.0, 1.001, 0.999, 1.0, 1.0005, 0.9995, 1.0, 1.0]  # 8 samples within ±0.1%
+    floor = registry()["bandwidth"].floor  # 10 samples, or a 95% interval within 1%
+    said = f"8 samples; its floor: {floor}"
+    judged = {}
+    for name, met, samples in (("at the floor", (True, True), spread), ("new below", (True, False), spread),
+                               ("old below", (False, True), spread), ("unrecorded, pinned", (None, None), tight),
+                               ("unrecorded, loose", (None, None), spread)):
+        old, new = _floor_rows(*met, samples)
+        (line,) = compare.compare(synthetic.frame(old), synthetic.frame(new), registry()).table.to_dict("records")
+        judged[name] = line["verdict"], line["note"]
+    assert judged == {
+        "at the floor": ("slower", ""),
+        "new below": ("unclear", f"below the floor: new ({said})"),
+        "old below": ("unclear", f"below the floor: old ({said})"),
+        "unrecorded, pinned": ("slower", ""),  # the interval is within 1%: at the floor
+        "unrecorded, loose": ("unclear", f"below the floor: old ({said}), new ({said})"),
+    }
+    assert noise.below_floor({}, spread, floor) and not noise.below_floor({}, tight, floor)
+    assert not noise.below_floor({}, spread + spread, floor)  # 16 samples: the floor's count
+    assert noise.below_floor({"floor_met": False}, spread + spread, floor)  # as the row recorded it
+    assert not noise.below_floor({"floor_met": True}, spread, floor)
+    old, new = _floor_rows(True, False, spread)
+    new = [{**new[0], "samples": [value * 1.005 for value in spread]}]
+    (line,) = compare.compare(synthetic.frame(old), synthetic.frame(new), registry()).table.to_dict("records")
+    assert (line["verdict"], line["note"]) == ("same", "")  # below its floor, but its median did not move
+
+
+def test_no_line_reports_an_unclear_change_of_nothing():
+    """Blocking rows keep 3 samples (host times of the call), library rows 2; paced rows fall below the floor:
+    where their medians agree within 1% they are the same, and only a change beyond that is unclear."""
+    old = synthetic.all_records()
+    new = synthetic.tagged(old, run_id="20261122T000000Z", stop_scale=0.05)
+    new = [{**row, "samples": [value * (1.004 if index % 2 else 1.0) for index, value in enumerate(row["samples"])]}
+           if row.get("samples") else row for row in new]
+    new = slower(new, lambda row: row["experiment"] == "blocking" and row["call"] == "cudaMalloc", 1.5)
+    result = compare.compare(synthetic.frame(old), synthetic.frame(new), registry())
+    unclear = result.table[result.table["verdict"] == "unclear"]
+    assert len(unclear) == 2 and set(unclear["configuration"].str.split().str[0]) == {"cudaMalloc"}
+    assert (unclear["ratio"] - 1).round(3).tolist() == [0.5, 0.5]
+    assert result.counts() == {"unclear": 2, "same": len(old) - 2}
 
 
 def test_every_configuration_of_every_experiment_is_the_same_as_itself(tmp_path):
@@ -208,7 +286,7 @@ def test_fleets_pair_by_uuid_and_gpu_selects_one(tmp_path):
 
 
 def test_the_newest_measurement_of_each_configuration_is_compared(tmp_path):
-    rows = [row for row in synthetic.all_records() if row["experiment"] == "launch"]
+    rows = synthetic.sampled([row for row in synthetic.all_records() if row["experiment"] == "launch"])
     synthetic.write(tmp_path / "old" / "1.parquet", rows)
     synthetic.write(tmp_path / "old" / "2.parquet", slower(synthetic.tagged(rows, run_id="20261122T000000Z"),
                                                           lambda row: row["path"] == "graph", 2.0))
@@ -264,3 +342,86 @@ def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path):
     assert run.stdout.rstrip().endswith(f"4 changed, 1 slower, {len(old) - 5} same (not listed; --all lists every "
                                         "configuration)")
     assert "warning" not in run.stdout and not {"old.parquet", "new.parquet"} ^ {p.name for p in tmp_path.iterdir()}
+
+
+MIB = 1 << 20
+
+
+def _machine(letter: str, factors: dict[int, float], sizes=(MIB, 16 * MIB, 256 * MIB)) -> list[dict]:
+    """Pinned H2D copies of ``sizes`` on one more Test GPU (``letter``: its UUID and host), each size's times ×
+    its factor in ``factors``."""
+    rows = synthetic.sampled([row for row in synthetic.records("bandwidth")
+                    if (row["host_memory"], row["direction"]) == ("pinned", "H2D") and row["bytes"] in sizes])
+    for nbytes, factor in factors.items():
+        rows = slower(rows, lambda row, nbytes=nbytes: row["bytes"] == nbytes, factor)
+    if letter == "a":
+        return rows
+    return synthetic.tagged(rows, gpu_uuid=f"GPU-{letter * 8}-0000-0000-0000-000000000000", hostname=f"node-{letter}")
+
+
+def test_two_machines_of_one_kind_say_which_changes_exceed_the_spread_on_record(tmp_path):
+    """Machine a against machine b, two Test GPUs: 1 MiB is 20% slower on b where the machines on record (a, c, d)
+    lie within 8.2%; 16 MiB is 20% slower where they lie 30% apart; 256 MiB no other machine measured. b's own
+    earlier run is left out of the record: it is the machine judged."""
+    import json
+
+    synthetic.write(tmp_path / "old.parquet", _machine("a", {}))
+    synthetic.write(tmp_path / "new.parquet", _machine("b", {MIB: 1.2, 16 * MIB: 1.2, 256 * MIB: 1.2}))
+    record = {"c": _machine("c", {MIB: 1.05, 16 * MIB: 1.3}, sizes=(MIB, 16 * MIB)),
+              "d": _machine("d", {MIB: 0.97}, sizes=(MIB, 16 * MIB)),
+              "b": _machine("b", {MIB: 2.0}, sizes=(MIB, 16 * MIB))}
+    for letter, rows in record.items():
+        synthetic.write(tmp_path / "results" / f"{letter}.parquet", rows)
+    old, new = (store.read(tmp_path / name, synthetic.suite()) for name in ("old.parquet", "new.parquet"))
+    everything = synthetic.frame([row for rows in record.values() for row in rows])
+    result = compare.compare(old, new, registry(), record=everything)
+    lines = result.table.set_index("configuration")
+    assert list(lines["verdict"]) == ["slower"] * 3
+    assert lines["machine_spread"].tolist()[:2] == pytest.approx([1.05 / 0.97 - 1, 0.3])
+    assert lines["beyond_machine_spread"].tolist() == [True, False, None]
+    assert lines["note"].tolist() == ["beyond the 8.2% spread of 3 machines", "within the 30.0% spread of 3 machines",
+                                      ""]
+    label = "Test GPU 00000000 on node-a → bbbbbbbb on node-b"
+    assert result.headlines[0] == (f"{label}: 1 of 3 changes beyond noise exceed the spread between the 3 Test GPU "
+                                   "machines on record; 1 with no spread on record")
+    assert "bandwidth pinned H2D 1 MiB: slower, " in result.headlines[1]
+    assert result.headlines[1].endswith("(time +20.0%); beyond the 8.2% spread of 3 machines")
+    run = bench("compare", "old.parquet", "new.parquet", "--format", "json", cwd=tmp_path)  # results/: the record
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert document["headlines"] == result.headlines
+    assert [(line["beyond_machine_spread"], line["note"]) for line in document["configurations"]] == [
+        (True, "beyond the 8.2% spread of 3 machines"), (False, "within the 30.0% spread of 3 machines"), (None, "")]
+    run = bench("compare", "old.parquet", "new.parquet", "--spread-from", "results/c.parquet", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "slower +20.0% (beyond the 5.0% spread of 2 machines)" in run.stdout
+    assert "between the 2 Test GPU machines on record; 1 with no spread on record" in " ".join(run.stdout.split())
+    (tmp_path / "elsewhere").mkdir()
+    for name in ("old.parquet", "new.parquet"):
+        (tmp_path / name).rename(tmp_path / "elsewhere" / name)
+    run = bench("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path / "elsewhere")
+    assert run.returncode == 0, run.stderr
+    assert (f"- {label}: two machines of one kind; no other Test GPU on record to measure the machine-to-machine "
+            "spread by (compare --spread-from names results that hold some)") in run.stdout
+    assert "| pinned H2D 1 MiB | " in run.stdout and "| slower +20.0% |" in run.stdout
+
+
+def test_two_committed_h100s_flag_no_row_below_its_floor_and_no_unclear_change_of_nothing():
+    """The issue-35 case: two H100 default sweeps on different machines, the newer paced down to stop_scale 0.05 in
+    places. No configuration whose medians agree within 1% is unclear, and none with a row below its floor is
+    flagged."""
+    runs = sorted((ROOT / "results").glob("*-NVIDIA-H100-80GB-HBM3.parquet"))[-2:]
+    if len(runs) < 2:
+        pytest.skip("fewer than two committed H100 results files directly in results/")
+    old, new = (store.read(path, synthetic.suite()) for path in runs)
+    result = compare.compare(old, new, registry())
+    table = result.table
+    unclear = table[table["verdict"] == "unclear"]
+    assert len(unclear) and ((unclear["ratio"] - 1).abs() > compare.SAME_WITHIN).all()
+    assert not (table["verdict"].isin(["same", "changed"]) & table["note"].astype(bool)).any()
+    floor = table["note"].str.startswith("below the floor")
+    assert floor.any() and not table[floor]["verdict"].ne("unclear").any()
+    flagged = table[table["verdict"].isin(["slower", "faster"])]
+    paced = {(row["experiment"], compare.describe(registry()[row["experiment"]], row)) for row in new.to_dict("records")
+             if noise.below_floor(row, analysis.samples_of(row), registry()[row["experiment"]].floor)}
+    assert paced and not paced & set(zip(flagged["experiment"], flagged["configuration"]))

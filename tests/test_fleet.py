@@ -99,7 +99,7 @@ def test_a_hostname_picks_every_gpu_on_that_host(tmp_path):
 def test_compare_of_two_fleet_snapshots_matches_gpus_by_uuid(tmp_path):
     """A week later node-a's GPUs enumerate the other way round and a1a1a1a1 uploads 25% slower; node-b's GPU 1 is
     gone."""
-    rows = measured()
+    rows = synthetic.sampled(measured())  # enough samples to bound a median
     synthetic.write_fleet(tmp_path / "fleet-old", rows)
     swapped = synthetic.on_gpus(rows, [{**A0, "gpu_index": 1}]) + slower(
         synthetic.on_gpus(rows, [{**A1, "gpu_index": 0}]), 1.25)

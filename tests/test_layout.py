@@ -6,9 +6,9 @@ from measurement. Every module under src/bench is parsed (imports inside functio
   experiment module (tests and scripts may);
 - no module imports another module's private name (``from X import _name``);
 - the measuring tools import neither experiments, the sweep, nor the catalogs that stand on them;
-- the analysis side (store, analysis, plots, report, compare, claims, the views) never reaches up to the registry,
-  the sweep or the measuring code: the experiments' descriptions are handed down to it; a view imports only what
-  presentation needs.
+- the analysis side (store, analysis, plots, report, compare, noise, claims, the views) never reaches up to the
+  registry, the sweep or the measuring code: the experiments' descriptions are handed down to it; a view imports
+  only what presentation needs.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_measure_imports_neither_experiments_nor_the_sweep():
 
 
 ANALYSIS = ("bench.store", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",
-            "bench.claims", "bench.views", "bench.traces.compare", "bench.traces.compare_text")
+            "bench.noise", "bench.claims", "bench.views", "bench.traces.compare", "bench.traces.compare_text")
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
              "bench.driver", "bench.probe", "bench.syncs")
 VIEWS_MAY_IMPORT = ("bench.views", "bench.plots", "bench.analysis", "bench.units", "bench.vocabulary", "bench.schema",

@@ -16,7 +16,7 @@ from bench.timing import clock as clock_module
 from bench.timing import gpu, host
 from bench.timing import timeline as timeline_module
 from bench.timing import (Context, Floor, GpuTiming, MeasurementFailed, Samples, StopRule, Stopwatch, Summary, Timeline,
-                          Timer, concurrency, host_interval, host_samples, host_steps, median_interval)
+                          Timer, concurrency, host_interval, host_samples, host_steps)
 from paths import with_path
 
 # --- statistics ------------------------------------------------------------------------------------------------
@@ -501,18 +501,6 @@ def test_gpu_clock_reads_gpu_time_between_calls_behind_a_gate(monkeypatch):
 
 
 # --- the accuracy floor -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("n, ranks", [(6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (100, (40, 61))])
-def test_the_median_interval_takes_the_binomial_order_statistics(n, ranks):
-    """The 95% distribution-free interval of a median: the published ranks (e.g. Conover, Practical Nonparametric
-    Statistics, table A3), 1-based, whatever order the samples come in."""
-    values = [float(value) for value in range(1, n + 1)][::-1]
-    assert median_interval(values) == (float(ranks[0]), float(ranks[1]))
-
-
-def test_too_few_samples_give_no_median_interval():
-    assert median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) == (-math.inf, math.inf)
 
 
 def test_a_floor_is_met_by_enough_samples_or_a_narrow_interval():

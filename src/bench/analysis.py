@@ -1,10 +1,11 @@
-"""Choosing rows to analyse: the newest measurement of each configuration on each GPU, and one GPU of many; and
-reading the verdict rows of the call catalogs (the report's truth tables and their figures). pandas only; never
-imports CUDA, and never an experiment: what identifies a configuration comes in with the experiments' descriptions
-(``experiments``: name -> description, :func:`bench.experiments.registry`)."""
+"""Choosing rows to analyse: the newest measurement of each configuration on each GPU, and one GPU of many; rows
+by configuration and their raw samples; and reading the verdict rows of the call catalogs (the report's truth tables
+and their figures). pandas only; never imports CUDA, and never an experiment: what identifies a configuration comes
+in with the experiments' descriptions (``experiments``: name -> description, :func:`bench.experiments.registry`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -45,6 +46,20 @@ def config_columns(experiment: str, experiments: Mapping) -> list[str]:
 def key_frame(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     present = [column for column in columns if column in rows]
     return rows[present].astype(object).where(rows[present].notna(), "")
+
+
+def keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
+    """Each row as a dict, by its values of ``axes`` (missing values as "")."""
+    keys = key_frame(rows, axes)
+    return dict(zip(map(tuple, keys.itertuples(index=False)), rows.to_dict("records")))
+
+
+def samples_of(row: Mapping) -> list[float]:
+    """A row's raw samples (none where it has no samples column or kept none)."""
+    values = row.get("samples")
+    if values is None or (isinstance(values, float) and math.isnan(values)):
+        return []
+    return [float(value) for value in values]
 
 
 def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:

@@ -158,6 +158,10 @@ def _parser() -> argparse.ArgumentParser:
                               "beyond its runs' spread (a share: by more than PERCENT points) (a CI gate)")
     compare.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
     compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
+    compare.add_argument("--spread-from", nargs="+", type=Path, metavar="RESULTS",
+                         help="comparing two machines of one kind: results files or directories whose other machines "
+                              "of that kind give the machine-to-machine spread, with the two compared (default: "
+                              "results/ where it exists)")
     for judging in (claims, compare):
         judging.add_argument("--format", choices=FORMATS, default="text",
                              help="text for a terminal (default), json for CI, markdown for a pull request; "
@@ -581,13 +585,16 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
         _warn(warnings)
         print(output)
         return 1 if failing else 0
+    for path in args.spread_from or []:
+        if not path.exists():
+            raise UsageError(f"--spread-from {path}: no such file or directory")
     experiments = registry()
     schema = store.suite_schema(experiments)
     old, new = store.read_any(args.old, schema, _unreadable(args)), store.read_any(args.new, schema, _unreadable(args))
     for path, rows in ((args.old, old), (args.new, new)):
         if not len(rows):
             raise UsageError(f"{path} holds no result rows")
-    result = compare.compare(old, new, experiments, gpu=args.gpu)
+    result = compare.compare(old, new, experiments, gpu=args.gpu, record=_spread_record(args, old, new, schema))
     if not len(result.table):
         raise UsageError(f"{args.old} and {args.new} have no configuration in common")
     _warn(result.warnings)
@@ -596,6 +603,25 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
     writers = {"text": _compare_text, "json": _compare_json, "markdown": _compare_markdown}
     writers[args.format](result, shown, args, failing, console)
     return 1 if failing else 0
+
+
+def _spread_record(args: argparse.Namespace, old, new, schema):
+    """The rows of --spread-from (default results/, where it exists) on the GPU kinds both sides hold on different
+    machines; None when there are none, which reads nothing."""
+    import pandas as pd
+
+    from bench import noise, store
+
+    kinds = noise.kinds_across_machines(old, new)
+    if args.spread_from is not None:
+        paths = args.spread_from
+    else:
+        paths = [RESULTS_DIR] if RESULTS_DIR.is_dir() else []
+    if not kinds or not paths:
+        return None
+    frames = [store.read_any(path, schema, _unreadable(args)) for path in paths]
+    frames = [rows[rows["gpu_name"].isin(kinds)] for rows in frames if "gpu_name" in rows]
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _compare_text(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
@@ -664,7 +690,8 @@ def _listing_head(result, unit: str) -> list[str]:
 
 def _listing_row(result, line, unit: str) -> list[str]:
     """One configuration's cells: GPU (several GPUs), configuration, old, new (with their unit where the column has
-    none), and the verdict with the change."""
+    none), and the verdict with the change and its note (why it is unclear; how it stands against the
+    machine-to-machine spread)."""
     from bench.compare import number
 
     if line["verdict"] == "changed":
@@ -673,6 +700,8 @@ def _listing_row(result, line, unit: str) -> list[str]:
         judged = line["verdict"]
     else:
         judged = f"{line['verdict']} {line['ratio'] - 1:+.1%}"
+    if line["note"]:
+        judged += f" ({line['note']})"
     values = [number(line["old"]), number(line["new"])]
     if not unit:
         values = [f"{value} {line['unit']}" if value else "" for value in values]

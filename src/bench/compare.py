@@ -10,13 +10,21 @@ values. For each pair:
 
 - the **outcome** columns an experiment declares (a blocking verdict, wrong results, a runtime error) or the row's
   status differ: ``changed``, with "old → new" beside it;
-- otherwise, where both rows carry samples, a **noise-aware verdict** on the samples (GPU ms, host µs, whatever
-  the row measured): ``same`` for equal medians, ``unclear`` with fewer than 3 samples on either side; ``same`` when
-  the medians differ by at most ``max(1%, 3 × the combined standard error of the two medians)``; otherwise
-  ``faster`` or ``slower`` (less or more time), unless each median lies inside the other run's range of samples,
-  which is ``unclear`` too;
+- otherwise, where both rows carry samples, a **verdict on the samples** (GPU ms, host µs, whatever the row
+  measured), which flags a change only beyond both rows' uncertainty: ``same`` when the medians differ by at most
+  :data:`SAME_WITHIN` or their 95% intervals (:func:`bench.timing.median_interval`, order statistics of each row's
+  samples) overlap; ``unclear`` when either row has too few samples to bound its median at 95% (five or fewer) or
+  is below its experiment's accuracy floor (:func:`bench.noise.below_floor`: the row's ``floor_met``, or its samples
+  against the floor), with why beside it; otherwise ``faster`` or ``slower`` (less or more time);
 - rows with the same outcome where either side has no samples (version 1 serialization rows kept none) are
   ``same``.
+
+An ``unclear`` configuration always moved by more than :data:`SAME_WITHIN`: one whose medians agree is ``same``.
+
+**Two machines of one kind** (the same GPU name, different UUIDs): a configuration found faster or slower also says
+whether its change exceeds the machine-to-machine spread on record for that kind (:mod:`bench.noise`: over the
+machines of that name in both results and in ``record``, such as the committed results), and the headlines say how
+many do, or that no spread is on record.
 
 The headlines are what a team reads after a driver update: outcome changes ("blocking cudaFree placement=none
 spin_stream=blocking: waits-for-device → returns"), configurations slower or faster beyond noise (copies in GB/s),
@@ -32,42 +40,46 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from bench import analysis
+from bench import analysis, noise
 from bench.analysis import Gpu
 from bench.errors import UsageError
 from bench.libraries import LIBRARIES
-from bench.timing import Summary
+from bench.timing import Floor, median_interval
 from bench.units import format_size
 from bench.vocabulary import Change, Status, values
 
 ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width",
                        *(library.version_column for library in LIBRARIES))  # a change is said where both sides have it
-SAME_WITHIN = 0.01
+SAME_WITHIN = 0.01  # medians closer than this (relative) are the same, however well the samples pin them down
 HEADLINES_PER_EXPERIMENT = 8  # slower/faster configurations named per experiment, largest change first
 RATES = {"bandwidth": ("gbps", "GB/s")}  # experiments whose changes read better as a rate than as a time
 SIZE_AXES = ("bytes", "total_bytes")
 NAMED_AXES = ("placement", "spin_stream", "release_threshold", "launch")  # text axes whose values need their name
 TO_MS = {"ms": 1.0, "us": 1e-3}
-COLUMNS = ["experiment", "gpu", "configuration", "unit", "old", "new", "ratio", "verdict", "change"]
+COLUMNS = ["experiment", "gpu", "configuration", "unit", "old", "new", "ratio", "verdict", "change", "note",
+           "machine_spread", "beyond_machine_spread"]
 VERDICTS = values(Change)
 
 
 def verdict(old: list[float], new: list[float]) -> str:
-    """``same``, ``faster``, ``slower`` or ``unclear`` for two lists of samples of a time."""
+    """``same``, ``faster``, ``slower`` or ``unclear`` for two lists of samples of a time (the module's rules; the
+    accuracy floor aside, which needs the rows)."""
     if not len(old) or not len(new):
         return Change.UNCLEAR
-    before, after = Summary.of(old), Summary.of(new)
-    if before.median == after.median:
+    before, after = float(np.median(old)), float(np.median(new))
+    if before == after:
         return Change.SAME
-    if len(old) < 3 or len(new) < 3 or before.median <= 0:
+    if before <= 0:
         return Change.UNCLEAR
-    change = after.median / before.median - 1
-    noise = 3 * math.hypot(before.median_relerr, after.median_relerr)
-    if abs(change) <= max(SAME_WITHIN, noise):
+    if abs(after / before - 1) <= SAME_WITHIN:
         return Change.SAME
-    if before.min <= after.median <= before.max and after.min <= before.median <= after.max:
+    intervals = median_interval(old), median_interval(new)
+    if None in intervals:
         return Change.UNCLEAR
-    return Change.SLOWER if change > 0 else Change.FASTER
+    (old_low, old_high), (new_low, new_high) = intervals
+    if new_low <= old_high and old_low <= new_high:
+        return Change.SAME
+    return Change.SLOWER if after > before else Change.FASTER
 
 
 @dataclass(frozen=True)
@@ -114,14 +126,17 @@ class Comparison:
         return {name: int(counts[name]) for name in VERDICTS if name in counts}
 
 
-def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str | None = None) -> Comparison:
+def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str | None = None,
+            record: pd.DataFrame | None = None) -> Comparison:
     """Match the configurations of two results (the newest measurement of each per GPU) and judge each, the
     experiments of ``experiments`` (name -> description: the registry, :func:`bench.experiments.registry`) in its
-    order, a configuration by its experiment's axes."""
+    order, a configuration by its experiment's axes. ``record``: more results, whose machines join the two results'
+    in the machine-to-machine spread of a kind compared across two machines (:mod:`bench.noise`)."""
     if not len(old) or not len(new):
         return Comparison(pd.DataFrame(columns=COLUMNS))
-    old = _select(analysis.newest(old, experiments), gpu, "old")
-    new = _select(analysis.newest(new, experiments), gpu, "new")
+    old, new = analysis.newest(old, experiments), analysis.newest(new, experiments)
+    record = noise.Record([old, new, *([] if record is None else [record])], experiments)
+    old, new = _select(old, gpu, "old"), _select(new, gpu, "new")
     pairs, warnings = _pairs(old, new, experiments)
     hosts = len({gpu.host for rows in (old, new) for gpu in analysis.gpus(rows)}) > 1
     pairs = [replace(pair, hosts=hosts) for pair in pairs]
@@ -129,7 +144,8 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
     for pair in pairs:
         mine = [analysis.rows_of(rows, gpu) for rows, gpu in ((old, pair.old), (new, pair.new))]
         mine = [rows[rows["experiment"] == pair.experiment] for rows in mine]
-        found, missing = _compare_pair(pair, experiments[pair.experiment], *mine)
+        spreads = record.spreads(pair.experiment, pair.old, pair.new)
+        found, missing = _compare_pair(pair, experiments[pair.experiment], *mine, spreads)
         lines += found
         warnings += missing
     table = pd.DataFrame(lines, columns=COLUMNS)
@@ -142,7 +158,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
                                                                        analysis.rows_of(new, after))]
         headlines += [prefix + text for text in _claims_changes(analysis.rows_of(old, before),
                                                                   analysis.rows_of(new, after))]
-    return Comparison(table, warnings, _headlines(table) + headlines)
+    return Comparison(table, warnings, _machine_headlines(table, pairs, record) + _headlines(table) + headlines)
 
 
 def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
@@ -211,23 +227,13 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _samples(row: dict) -> list[float]:
-    values = row.get("samples")
-    if values is None or (isinstance(values, float) and math.isnan(values)):
-        return []
-    return [float(value) for value in values]
-
-
-def _keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
-    keys = analysis.key_frame(rows, axes)
-    return dict(zip(map(tuple, keys.itertuples(index=False)), rows.to_dict("records")))
-
-
-def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[dict], list[str]]:
+def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame,
+                  spreads: Mapping[tuple, tuple[float, int]]) -> tuple[list[dict], list[str]]:
     """One line per configuration both sides measured (of ``experiment``, its description), and a warning if either
-    side has configurations the other lacks."""
-    before, after = _keyed(old, list(experiment.axes)), _keyed(new, list(experiment.axes))
-    lines = [_judge(pair, experiment, before[key], after[key]) for key in before if key in after]
+    side has configurations the other lacks. ``spreads``: the machine-to-machine spread of each configuration
+    (:meth:`bench.noise.Record.spreads`)."""
+    before, after = analysis.keyed(old, list(experiment.axes)), analysis.keyed(new, list(experiment.axes))
+    lines = [_judge(pair, experiment, before[key], after[key], spreads.get(key)) for key in before if key in after]
     only = {side: sum(key not in other for key in mine) for side, mine, other in
             (("old", before, after), ("new", after, before))}
     warnings = []
@@ -237,17 +243,19 @@ def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame) 
     return lines, warnings
 
 
-def _judge(pair: Pair, experiment, first: dict, second: dict) -> dict:
+def _judge(pair: Pair, experiment, first: dict, second: dict, spread: tuple[float, int] | None) -> dict:
     unit = second.get("unit") if isinstance(second.get("unit"), str) else ""
-    old_samples, new_samples = _samples(first), _samples(second)
+    old_samples, new_samples = analysis.samples_of(first), analysis.samples_of(second)
     if old_samples and first.get("unit") in TO_MS and unit in TO_MS:
         old_samples = [value * TO_MS[first["unit"]] / TO_MS[unit] for value in old_samples]
     line = {"experiment": pair.experiment, "gpu": pair.label, "configuration": describe(experiment, second),
-            "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": Change.SAME, "change": ""}
+            "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": Change.SAME, "change": "",
+            "note": "", "machine_spread": math.nan, "beyond_machine_spread": None}
     if old_samples and new_samples:
         old_median, new_median = float(np.median(old_samples)), float(np.median(new_samples))
-        line.update(old=old_median, new=new_median, verdict=verdict(old_samples, new_samples),
-                    ratio=new_median / old_median if old_median else math.nan)
+        line.update(old=old_median, new=new_median, ratio=new_median / old_median if old_median else math.nan)
+        line.update(_timing_verdict(line["ratio"], (first, old_samples), (second, new_samples), spread,
+                                    experiment.floor))
         if line["verdict"] != Change.SAME:
             line["change"] = _timing_change(pair.experiment, first, second, line)
     columns = ("status", *experiment.outcome)
@@ -258,8 +266,32 @@ def _judge(pair: Pair, experiment, first: dict, second: dict) -> dict:
         error = _plain(second.get("error"))
         if now[0] != Status.OK and error:
             changes.append(str(error).splitlines()[0][:80])
-        line.update(verdict=Change.CHANGED, change="; ".join(changes))
+        line.update(verdict=Change.CHANGED, change="; ".join(changes), note="", machine_spread=math.nan,
+                    beyond_machine_spread=None)
     return line
+
+
+def _timing_verdict(ratio: float, old: tuple[dict, list[float]], new: tuple[dict, list[float]],
+                    spread: tuple[float, int] | None, floor: Floor) -> dict:
+    """The verdict on two rows' samples (each side: the row and its samples in one unit), with the note that says
+    why a change is unclear (a row below its experiment's ``floor``, too few samples) or how it stands against the
+    machine-to-machine ``spread`` (spread, machines)."""
+    judged = verdict(old[1], new[1])
+    low = [f"{side} ({len(samples)} samples; its floor: {floor})"
+           for side, (row, samples) in (("old", old), ("new", new)) if noise.below_floor(row, samples, floor)]
+    if low and math.isfinite(ratio) and abs(ratio - 1) > SAME_WITHIN:
+        return {"verdict": Change.UNCLEAR, "note": f"below the floor: {', '.join(low)}"}
+    if judged == Change.SAME:
+        return {"verdict": judged}
+    if judged == Change.UNCLEAR:
+        counts = " and ".join(str(len(samples)) for _, samples in (old, new))
+        return {"verdict": judged, "note": f"{counts} samples: too few to bound a median"
+                if math.isfinite(ratio) else ""}
+    if spread is None:
+        return {"verdict": judged}
+    beyond = abs(math.log(ratio)) > math.log1p(spread[0])
+    return {"verdict": judged, "machine_spread": spread[0], "beyond_machine_spread": beyond,
+            "note": f"{'beyond' if beyond else 'within'} the {spread[0]:.1%} spread of {spread[1]} machines"}
 
 
 def _timing_change(experiment: str, first: dict, second: dict, line: dict) -> str:
@@ -304,9 +336,34 @@ def _headlines(table: pd.DataFrame) -> list[str]:
     for name, group in table.groupby("experiment", sort=False):
         timed = group[group["verdict"].isin([Change.SLOWER, Change.FASTER])]
         timed = timed.assign(_size=(timed["ratio"] - 1).abs()).sort_values("_size", ascending=False)
-        lines += [f"{where(line)}: {line['verdict']}, {line['change']}"
+        lines += [f"{where(line)}: {line['verdict']}, {line['change']}" + (f"; {line['note']}" if line["note"] else "")
                   for _, line in timed.head(HEADLINES_PER_EXPERIMENT).iterrows()]
         if len(timed) > HEADLINES_PER_EXPERIMENT:
             lines.append(f"{name}: {len(timed) - HEADLINES_PER_EXPERIMENT} more configurations slower or faster "
                          "beyond noise")
+    return lines
+
+
+def _machine_headlines(table: pd.DataFrame, pairs: list[Pair], record: noise.Record) -> list[str]:
+    """For each two machines of one kind: how many of their changes beyond noise exceed the machine-to-machine
+    spread on record for that kind, or that none is on record."""
+    lines, seen = [], set()
+    for pair in pairs:
+        if not noise.one_kind(pair.old, pair.new) or pair.label in seen:
+            continue
+        seen.add(pair.label)
+        mine = [other for other in pairs if other.label == pair.label]
+        timed = table[(table["gpu"] == pair.label) & table["verdict"].isin([Change.SLOWER, Change.FASTER])]
+        if not len(timed):
+            continue
+        known = timed["beyond_machine_spread"].notna()
+        machines = max(record.machines(other.experiment, other.new) for other in mine)
+        if not known.any():
+            lines.append(f"{pair.label}: two machines of one kind; no other {pair.new.name} on record to measure "
+                         "the machine-to-machine spread by (compare --spread-from names results that hold some)")
+            continue
+        beyond = int(timed["beyond_machine_spread"].eq(True).sum())
+        unknown = f"; {int((~known).sum())} with no spread on record" if not known.all() else ""
+        lines.append(f"{pair.label}: {beyond} of {len(timed)} changes beyond noise exceed the spread between the "
+                     f"{machines} {pair.new.name} machines on record{unknown}")
     return lines

@@ -9,6 +9,7 @@ the planner and the schema use it without any CUDA library installed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -55,23 +56,29 @@ class Summary:
         return cls(n, median, min(values), max(values), stdrel, median_relerr)
 
 
-def median_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """A distribution-free ``confidence`` interval of the median: the order statistics whose ranks the binomial
-    distribution of samples below the median puts around it. ``(-inf, inf)`` where too few samples reach the
-    confidence (fewer than 6 for 95%)."""
+MEDIAN_LEVEL = 0.95  # the confidence of a median's interval (median_interval)
+
+
+def median_interval(samples: Sequence[float], level: float = MEDIAN_LEVEL) -> tuple[float, float] | None:
+    """The distribution-free interval of the median of ``samples`` at ``level`` confidence: the order statistics
+    x(k) and x(n+1-k) with the largest k for which P(Binomial(n, 1/2) < k) <= (1 - level) / 2, so that it covers the
+    true median with probability >= ``level`` whatever the samples' distribution. None when no interval reaches
+    ``level`` (at 95%: five samples or fewer; six give [min, max] at 96.9%, ten [x(2), x(9)] at 97.9%)."""
     values = sorted(float(value) for value in samples)
-    n = len(values)
-    tail = (1 - confidence) / 2
-    below, rank = 0.0, 0
-    while rank < n:  # the largest rank k with P(Binomial(n, 1/2) < k) <= tail
-        step = math.comb(n, rank) / 2 ** n
-        if below + step > tail:
+    k = _interval_rank(len(values), level)
+    return (values[k - 1], values[len(values) - k]) if k else None
+
+
+@functools.lru_cache(maxsize=None)
+def _interval_rank(n: int, level: float) -> int:
+    tail, log_mass, below, k = (1 - level) / 2, -n * math.log(2), 0.0, 0  # log P(Binomial(n, 1/2) = 0)
+    for j in range(n // 2):
+        below += math.exp(log_mass)  # P(Binomial(n, 1/2) <= j)
+        if below > tail:
             break
-        below += step
-        rank += 1
-    if rank == 0:
-        return -math.inf, math.inf
-    return values[rank - 1], values[n - rank]
+        k = j + 1
+        log_mass += math.log((n - j) / (j + 1))
+    return k
 
 
 @dataclass(frozen=True)
@@ -93,8 +100,9 @@ class Floor:
         if not len(samples):
             return False
         median = statistics.median(samples)
-        low, high = median_interval(samples)
-        return median > 0 and max(median - low, high - median) <= self.interval * median
+        interval = median_interval(samples)
+        return (interval is not None and median > 0
+                and max(median - interval[0], interval[1] - median) <= self.interval * median)
 
     def __str__(self) -> str:
         return f"{self.min_samples} samples, or a 95% interval of the median within {self.interval:.0%}"

@@ -1,0 +1,94 @@
+"""How far results move by themselves, for :mod:`bench.compare`: whether a row is below its accuracy floor, and the
+machine-to-machine spread of a GPU kind. pandas only; never imports CUDA.
+
+**The accuracy floor.** Each experiment states its floor (``Experiment.floor``, :class:`bench.timing.Floor`: enough
+samples, or a 95% interval of their median narrow enough); a row records whether it met it (``floor_met``), and a
+row from before that column is judged from its samples. A row below its floor (a ``--quick`` smoke test, or a
+sweep of older code whose pacer cut its samples) may report a median its samples do not pin down.
+
+**The machine-to-machine spread.** Comparing two machines of one kind (the same GPU name, different UUIDs), a change
+beyond noise may still be no more than machines of that kind differ by. The spread of a configuration is the largest
+of the machines' medians over the smallest, less 1, over every machine of that name on record (:class:`Record`: each
+machine's newest row at its floor), the new machine left out (it is what is judged; the old one is part of the
+record); where fewer than two machines measured it, it has none. Nothing here is a fixed number: the record is the
+results handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from bench import analysis
+from bench.analysis import Gpu
+from bench.timing import UNITS, Floor
+
+def below_floor(row: Mapping, samples: list[float], floor: Floor) -> bool:
+    """Whether ``row`` (its ``samples`` in any one unit) was measured below ``floor``, its experiment's: as the row
+    recorded it (``floor_met``), else as its samples say."""
+    met = row.get("floor_met")
+    if met is not None and not pd.isna(met):
+        return not bool(met)
+    return bool(len(samples)) and not floor.met(samples)
+
+
+def one_kind(old: Gpu, new: Gpu) -> bool:
+    """Whether ``old`` and ``new`` are two machines of one kind: the same GPU name, different UUIDs."""
+    return bool(new.name) and old.name == new.name and old.uuid != new.uuid
+
+
+def kinds_across_machines(old: pd.DataFrame, new: pd.DataFrame) -> set[str]:
+    """The GPU names both results hold on different machines: the kinds whose spread a comparison may need."""
+    uuids = [{}, {}]
+    for found, rows in zip(uuids, (old, new)):
+        for gpu in analysis.gpus(rows):
+            found.setdefault(gpu.name, set()).add(gpu.uuid)
+    return {name for name in uuids[0].keys() & uuids[1].keys() if name and uuids[0][name] != uuids[1][name]}
+
+
+class Record:
+    """The newest medians at their floor of every GPU in ``frames`` (results of any machines), by GPU kind and
+    experiment, worked out on the first question about that kind and experiment."""
+
+    def __init__(self, frames: list[pd.DataFrame], experiments: Mapping) -> None:
+        self.frames, self.experiments = frames, experiments
+        self.found: dict[tuple[str, str], dict[Gpu, dict[tuple, float]]] = {}
+
+    def spreads(self, experiment: str, old: Gpu, new: Gpu) -> dict[tuple, tuple[float, int]]:
+        """For two machines of one kind, each configuration of ``experiment`` (by its axis values) with its spread
+        and how many machines it is over, where at least two measured it; nothing for any other two GPUs."""
+        if not one_kind(old, new):
+            return {}
+        medians: dict[tuple, list[float]] = {}
+        for gpu, found in self._medians(new.name, experiment).items():
+            if gpu.uuid != new.uuid:
+                for key, median in found.items():
+                    medians.setdefault(key, []).append(median)
+        return {key: (max(values) / min(values) - 1, len(values)) for key, values in medians.items()
+                if len(values) > 1 and min(values) > 0}
+
+    def machines(self, experiment: str, new: Gpu) -> int:
+        """How many machines of ``new``'s kind measured ``experiment`` on record, ``new`` left out."""
+        return sum(gpu.uuid != new.uuid for gpu in self._medians(new.name, experiment))
+
+    def _medians(self, kind: str, experiment: str) -> dict[Gpu, dict[tuple, float]]:
+        if (kind, experiment) not in self.found:
+            axes = list(self.experiments[experiment].axes)
+            wanted = ["experiment", "gpu_name", "run_id", "unit", "samples", "floor_met", *analysis.MACHINE, *axes]
+            frames = [rows[[column for column in wanted if column in rows]] for rows in self.frames
+                      if {"experiment", "gpu_name"} <= set(rows.columns)]
+            frames = [rows[(rows["experiment"] == experiment) & (rows["gpu_name"] == kind)] for rows in frames]
+            rows = analysis.newest(pd.concat(frames, ignore_index=True), self.experiments) if frames else pd.DataFrame()
+            self.found[kind, experiment] = {
+                gpu: {key: float(np.median(samples)) for key, row in analysis.keyed(mine, axes).items()
+                      if (samples := _in_ms(row)) and not below_floor(row, samples, self.experiments[experiment].floor)}
+                for gpu, mine in analysis.by_gpu(rows)}
+        return self.found[kind, experiment]
+
+
+def _in_ms(row: dict) -> list[float]:
+    """A row's samples in ms where its unit is a time, else as they are."""
+    scale = UNITS["ms"] / UNITS[row["unit"]] if row.get("unit") in UNITS else 1.0
+    return [value * scale for value in analysis.samples_of(row)]
