@@ -237,14 +237,15 @@ def shown_commands() -> list[tuple[str, list[str]]]:
 def _check_sweep(args: argparse.Namespace) -> None:
     """What the parser leaves to the sweep, checked as the sweep plans it, which needs no GPU: experiment names,
     axes, sizes, and that a ``--budget`` shown can be met by the configurations it would run."""
-    from bench.sweep.plan import make
+    from bench.sweep.plan import Request, make
     from bench.units import parse_sizes
 
     devices = (0, 1) if args.devices == "all" else tuple(args.devices or ()) or (args.device or 0,)
     axes = {item.partition("=")[0].strip(): item.partition("=")[2].split(",") for item in args.axis}
     names = [item.strip() for item in args.experiments.split(",")] if args.experiments else None
     make(names, mode=args.mode, sizes=parse_sizes(args.sizes) if args.sizes else None, axes=axes,
-         budget_s=args.budget, devices=devices, concurrent=args.concurrent)
+         budget_s=args.budget, devices=devices,
+         at_once=Request(concurrent=args.concurrent, one_at_a_time=getattr(args, "one_at_a_time", False)).at_once)
 
 
 COMMANDS = shown_commands()

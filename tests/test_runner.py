@@ -542,7 +542,7 @@ def test_devices_plan_each_gpu_and_the_pairs_once(two_gpu_registry):
     assert [item.name for item in plans] == ["fine on GPU 0", "fine on GPU 1", "pairs"]
     assert [item.devices for item in plans] == [(0,), (1,), (0, 1)]
     assert [(config["a"], config["b"]) for config in plans[2].configs] == [(0, 1), (1, 0)]
-    sequential, concurrent = planning.estimate_s(plans), planning.estimate_s(plans, concurrent=True)
+    sequential, concurrent = planning.estimate_s(plans), planning.estimate_s(plans, at_once=True)
     assert concurrent == pytest.approx(sequential - plans[1].estimate_s)  # GPU 1's part runs beside GPU 0's
 
 
@@ -560,9 +560,11 @@ def test_one_gpu_leaves_pairs_out_and_refuses_them_when_asked(two_gpu_registry):
 
 @pytest.mark.parametrize("concurrent", [False, True])
 def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_registry, concurrent):
+    """--concurrent runs every one-GPU experiment on both GPUs at once; --one-at-a-time one GPU after another."""
     reporter = Recorder()
-    subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=concurrent), reporter,
-                     gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
+    subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1), concurrent=concurrent,
+                             one_at_a_time=not concurrent), reporter, gpu=FakeGpu(gpus=2), isolate=False,
+                     save_every_s=0.0)
     outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
     rows = store.read(tmp_path / "r.parquet", synthetic.suite())
     fine = rows[rows["experiment"] == "fine"]
@@ -574,12 +576,47 @@ def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_regist
     assert set(outcome.wall_s) == {"fine on GPU 0", "fine on GPU 1", "pairs"}
     metadata = store.read_metadata(tmp_path / "r.parquet")
     assert metadata["devices"] == [0, 1] and metadata["concurrent"] is concurrent
+    assert metadata["one_at_a_time"] is not concurrent
     assert metadata["environments"]["1"]["gpu_uuid"] == "GPU-fake-1"
     events = [event[:2] for event in reporter.events if event[0] in ("started", "finished")]
     if concurrent:  # both GPUs' parts start before either finishes
         assert events[:2] == [("started", "fine on GPU 0"), ("started", "fine on GPU 1")]
     else:
         assert events[:2] == [("started", "fine on GPU 0"), ("finished", "fine on GPU 0")]
+
+
+def test_by_default_two_gpus_run_at_once_what_rides_no_shared_link(tmp_path, monkeypatch):
+    """Without --concurrent or --one-at-a-time, an experiment whose figures ride a link the GPUs share (host copies)
+    runs one GPU after another, the others on both GPUs at once; a multi-GPU one alone."""
+    from fake_experiments import PAIRS
+
+    linked = dataclasses.replace(FINE, name="linked", shares_link=True)
+    monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE, "linked": linked, "pairs": PAIRS})
+    request = Request(out=tmp_path / "r.parquet", devices=(0, 1))
+    assert [request.at_once(experiment) for experiment in (FINE, linked, PAIRS)] == [True, False, False]
+    assert [Request(concurrent=True).at_once(experiment) for experiment in (FINE, linked, PAIRS)] == [True, True,
+                                                                                                      False]
+    assert not any(Request(one_at_a_time=True).at_once(experiment) for experiment in (FINE, linked, PAIRS))
+    reporter = Recorder()
+    subject = Runner(request, reporter, gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
+    plans = subject.plan().plans
+    assert planning.estimate_s(plans, request.at_once) == pytest.approx(
+        planning.estimate_s(plans) - plans[1].estimate_s)  # fine on GPU 1 beside GPU 0; linked after it
+    outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
+    rows = pd.DataFrame(outcome.rows)
+    assert dict(rows.groupby("experiment")["concurrent_gpus"].max()) == {"fine": 2, "linked": 1, "pairs": 1}
+    assert outcome.concurrent
+    events = [event[:2] for event in reporter.events if event[0] in ("started", "finished")]
+    assert events[:2] == [("started", "fine on GPU 0"), ("started", "fine on GPU 1")]
+    at = events.index(("started", "linked on GPU 0"))
+    assert events[at:at + 3] == [("started", "linked on GPU 0"), ("finished", "linked on GPU 0"),
+                                 ("started", "linked on GPU 1")]
+    assert store.read_metadata(outcome.path)["links_shared"] is True
+    apart = Runner(Request(out=tmp_path / "apart.parquet", devices=(0, 1)), gpu=FakeGpu(gpus=2, links_shared=False),
+                   isolate=False, save_every_s=0.0)
+    outcome = apart.run(apart.check(apart.plan()), monitor=lambda: {})  # host links of their own: all at once
+    assert dict(pd.DataFrame(outcome.rows).groupby("experiment")["concurrent_gpus"].max()) == {
+        "fine": 2, "linked": 2, "pairs": 1}
 
 
 def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry):

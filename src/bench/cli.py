@@ -117,10 +117,15 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=_devices, metavar="all|0,1,...",
                        help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
-                            "GPU, one GPU after another; and the multi-GPU experiments (peer copies, shared host "
-                            "links, blocking across GPUs), which need two or more")
+                            "GPU (at once on every GPU where its figures ride no link the GPUs share; host copies one "
+                            "GPU after another); and the multi-GPU experiments (peer copies, shared host links, "
+                            "blocking across GPUs), which need two or more")
     sweep.add_argument("--concurrent", action="store_true",
-                       help="with --devices: run each one-GPU experiment on all the GPUs at once (shared links)")
+                       help="with --devices: run every one-GPU experiment on all the GPUs at once, host copies too "
+                            "(to expose shared links)")
+    sweep.add_argument("--one-at-a-time", action="store_true",
+                       help="with --devices: run every experiment one GPU after another (the baseline that "
+                            "running at once is checked against)")
     sweep.add_argument("--resume", type=Path, metavar="FILE",
                        help="an interrupted sweep's results file: run what it lacks and add it to the same file")
     sweep.add_argument("--list", action="store_true",
@@ -309,7 +314,7 @@ def _sweep(args: argparse.Namespace, console: Console):
         raise UsageError("--device and --devices: choose one (--devices 0,1 or --devices all for several GPUs)")
     request = Request(names, args.mode, sizes, axes, args.out, args.device or 0, args.resume, args.budget,
                       shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
-                      concurrent=args.concurrent, started_s=process_age_s())
+                      concurrent=args.concurrent, one_at_a_time=args.one_at_a_time, started_s=process_age_s())
     return _list_experiments(request, console) if args.list else _run(request, console)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import threading
@@ -56,7 +57,7 @@ class Outcome:
     wall_s: dict[str, float] = field(default_factory=dict)  # per experiment (and GPU: Plan.name)
     startup_s: dict[str, float] = field(default_factory=dict)  # likewise: its processes' start and GPU setup
     estimate_s: float = 0.0
-    concurrent: bool = False  # the GPUs ran each experiment at once: wall_s of one experiment's GPUs overlap
+    concurrent: bool = False  # GPUs ran some experiment at once: wall_s of that experiment's GPUs overlap
     warm_s: float = 0.0  # compiling a fresh machine's kernel caches before measuring (0: they were warm)
     mode: str = "default"  # quick, default or full
 
@@ -145,18 +146,20 @@ class _Sweep:
         self.earlier_tables = ({name: store.records(table) for name, table in earlier.tables.items()}
                                if earlier is not None else {})
         self.experiments = planning.experiments_of(self.plans)
+        self.at_once = functools.partial(runner.request.at_once, links_shared=checked.links_shared)
         self.schema = store.suite_schema(self.experiments)
         request = runner.request
         self.metadata = {
             "run_id": checked.run_id,
             "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": request.command, "mode": request.mode, "budget_s": request.budget_s,
-            "devices": list(checked.devices), "concurrent": request.concurrent,
+            "devices": list(checked.devices), "concurrent": request.concurrent, "one_at_a_time": request.one_at_a_time,
+            "links_shared": checked.links_shared,
             "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
                                                   for purpose, rule in item.rules.items()} for item in self.plans},
             "floors": {item.experiment.name: dataclasses.asdict(item.experiment.floor) for item in self.plans},
-            "estimate_s": planning.estimate_s(self.plans, request.concurrent),
-            "least_s": planning.least_s(self.plans, request.concurrent),
+            "estimate_s": planning.estimate_s(self.plans, self.at_once),
+            "least_s": planning.least_s(self.plans, self.at_once),
             "environment": dict(checked.environment),
             "environments": {str(device): dict(values) for device, values in checked.environments.items()},
         }
@@ -267,7 +270,8 @@ class _Sweep:
         path = self.path if self.rows else None
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
                        signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
-                       estimate_s=self.metadata["estimate_s"], concurrent=runner.request.concurrent,
+                       estimate_s=self.metadata["estimate_s"],
+                       concurrent=any(len(group) > 1 for group in self.groups()),
                        warm_s=self.warm_s, mode=runner.request.mode)
 
     def warm_up(self) -> None:
@@ -291,16 +295,16 @@ class _Sweep:
         spent = sum(wall for _, wall in self.finished_estimates)
         slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
         left_s = (self.budget_s - self.runner.started.seconds()) / slowness
-        expected_s = planning.estimate_s([item for later in groups for item in later], self.runner.request.concurrent,
+        expected_s = planning.estimate_s([item for later in groups for item in later], self.at_once,
                                          startup_s=0.0)
         return max(0.0, left_s / expected_s) if expected_s > 0 else 1.0
 
     def groups(self) -> list[list[Plan]]:
-        """The plans in the order they run: one at a time, or (--concurrent) an experiment's per-GPU plans
-        together."""
+        """The plans in the order they run: one at a time, or an experiment's per-GPU plans together where the sweep
+        runs them at once (:meth:`bench.sweep.plan.Request.at_once`)."""
         groups: list[list[Plan]] = []
         for item in self.plans:
-            together = (self.runner.request.concurrent and groups and item.experiment.gpus == 1
+            together = (self.at_once(item.experiment) and groups
                         and groups[-1][0].experiment is item.experiment)
             if together:
                 groups[-1].append(item)

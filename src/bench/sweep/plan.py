@@ -49,8 +49,19 @@ class Request:
     budget_s: float | None = None
     command: str = ""
     devices: Sequence[int] | str = ()  # several GPUs, or "all" (empty: just ``device``)
-    concurrent: bool = False  # the selected GPUs run each one-GPU experiment at the same time
+    concurrent: bool = False  # the selected GPUs run every one-GPU experiment at the same time, link-sharing too
+    one_at_a_time: bool = False  # the selected GPUs run every experiment one GPU after another
     started_s: float = 0.0  # seconds the command had run before it made the request: they count against the budget
+
+
+    def at_once(self, experiment: Experiment, links_shared: bool = True) -> bool:
+        """Whether this sweep runs ``experiment``'s per-GPU plans at the same time: by default a one-GPU
+        experiment's, unless its figures ride the GPUs' host links (``Experiment.shares_link``) and two of them share
+        one (``links_shared``: a PCIe switch, or nobody can tell); --concurrent every one-GPU experiment's;
+        --one-at-a-time none."""
+        if experiment.gpus != 1 or self.one_at_a_time:
+            return False
+        return self.concurrent or not experiment.shares_link or not links_shared
 
 
 def budget_for(mode: str, budget_s: float | None) -> float | None:
@@ -159,28 +170,33 @@ class Pace:
         return self.scale
 
 
-def estimate_s(plans: Sequence[Plan], concurrent: bool = False, startup_s: float = STARTUP_S) -> float:
-    """The sweep's expected wall time, ``startup_s`` included; ``concurrent``: one experiment's per-GPU plans run
-    at once, so it takes as long as the slowest of them."""
-    if not concurrent:
-        return startup_s + sum(item.estimate_s for item in plans)
-    slowest: dict[str, float] = {}
+AtOnce = bool | Callable[[Experiment], bool]  # which experiments' per-GPU plans run at the same time (all, or none)
+
+
+def estimate_s(plans: Sequence[Plan], at_once: AtOnce = False, startup_s: float = STARTUP_S) -> float:
+    """The sweep's expected wall time, ``startup_s`` included; an experiment whose per-GPU plans run at once
+    (``at_once``: :meth:`Request.at_once`) takes as long as the slowest of them."""
+    together = at_once if callable(at_once) else (lambda experiment: bool(at_once))
+    total, slowest = startup_s, {}
     for item in plans:
-        slowest[item.experiment.name] = max(slowest.get(item.experiment.name, 0.0), item.estimate_s)
-    return startup_s + sum(slowest.values())
+        if together(item.experiment):
+            slowest[item.experiment.name] = max(slowest.get(item.experiment.name, 0.0), item.estimate_s)
+        else:
+            total += item.estimate_s
+    return total + sum(slowest.values())
 
 
-def least_s(plans: Sequence[Plan], concurrent: bool = False) -> float:
+def least_s(plans: Sequence[Plan], at_once: AtOnce = False) -> float:
     """The sweep's expected wall time with every time cap at its smallest scale: what its accuracy floors need by the
     time model, below which no budget shortens it."""
-    return estimate_s([item.scaled(SMALLEST_SCALE) for item in plans], concurrent)
+    return estimate_s([item.scaled(SMALLEST_SCALE) for item in plans], at_once)
 
 
-def fitting_scale(plans: Sequence[Plan], budget_s: float, concurrent: bool = False) -> float:
+def fitting_scale(plans: Sequence[Plan], budget_s: float, at_once: AtOnce = False) -> float:
     """The largest stop-rule scale (at most 1, at least :data:`SMALLEST_SCALE`) at which ``plans`` are expected to
     fit ``budget_s`` (bisection); :data:`SMALLEST_SCALE` when even that does not fit."""
     def fits(scale: float) -> bool:
-        return estimate_s([item.scaled(scale) for item in plans], concurrent) <= budget_s
+        return estimate_s([item.scaled(scale) for item in plans], at_once) <= budget_s
 
     if fits(1.0):
         return 1.0
@@ -241,7 +257,7 @@ def axis_values(experiment: Experiment, axis: str, texts: Sequence[str]) -> tupl
 
 def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Sequence[int] | None = None,
          axes: Mapping[str, Sequence[str]] | None = None, budget_s: float | None = None,
-         devices: Sequence[int] = (0,), concurrent: bool = False) -> list[Plan]:
+         devices: Sequence[int] = (0,), at_once: AtOnce = False) -> list[Plan]:
     """The plans of a sweep. ``names`` picks experiments (default: all, in sweep order); ``sizes`` replaces each
     experiment's size axis; ``axes`` replaces axes' values by name (as the user typed them); ``budget_s`` scales the
     stop rules down until the estimate fits. ``devices``: the GPUs; a one-GPU experiment gets a plan per GPU, a
@@ -286,9 +302,9 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
         present = sorted({axis for experiment, _ in chosen for axis in experiment.axes})
         raise ValueError(f"unknown axis {sorted(unused)[0]!r}; the selected experiments have {', '.join(present)}")
     plans = _plans(chosen, mode, 1.0, tuple(devices))
-    if budget_s is None or estimate_s(plans, concurrent) <= budget_s:
+    if budget_s is None or estimate_s(plans, at_once) <= budget_s:
         return plans
-    return _fit(chosen, mode, budget_s, tuple(devices), concurrent)
+    return _fit(chosen, mode, budget_s, tuple(devices), at_once)
 
 
 def planned_axes(experiment: Experiment, mode: str, sizes: Sequence[int] | None,
@@ -319,15 +335,15 @@ def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Pl
     return plans
 
 
-def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], concurrent: bool) -> list[Plan]:
+def _fit(chosen, mode: str, budget_s: float, devices: tuple[int, ...], at_once: AtOnce) -> list[Plan]:
     """The plans with the largest stop-rule scale whose estimate fits ``budget_s``."""
     plans = _plans(chosen, mode, 1.0, devices)
-    least = least_s(plans, concurrent)
+    least = least_s(plans, at_once)
     if least > budget_s:
         raise ValueError(f"--budget {budget_s:g}: these {sum(len(c) for _, c in chosen)} configurations need at "
                          f"least {least:.0f} s at their accuracy floors; choose fewer (--quick, --experiments, --axis) "
                          "or a larger budget")
-    scale = fitting_scale(plans, budget_s, concurrent)
+    scale = fitting_scale(plans, budget_s, at_once)
     return [item.scaled(scale) for item in plans]
 
 
@@ -389,7 +405,7 @@ def for_request(request: Request, devices: tuple[int, ...]) -> Planned:
     that cannot be met)."""
     try:
         plans = make(request.experiments, mode=request.mode, sizes=request.sizes, axes=request.axes,
-                     budget_s=request.budget_s, devices=devices, concurrent=request.concurrent)
+                     budget_s=request.budget_s, devices=devices, at_once=request.at_once)
     except ValueError as error:
         raise UsageError(f"--experiments/--axis/--budget/--devices: {error}") from None
     left_out = too_few_gpus(None, devices) if request.experiments is None else {}

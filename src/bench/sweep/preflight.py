@@ -58,6 +58,10 @@ class Gpu:
         environment read them."""
         return env.parse_cpu_ranges(environment.host_cpus)
 
+    def host_links_shared(self, environments: Sequence) -> bool:
+        """Whether two of these GPUs (their environments) reach the host through one PCIe switch."""
+        return len(environments) > 1 and env.host_links_shared([item.pci_bus_id for item in environments])
+
 
 @dataclass(frozen=True)
 class Checked:
@@ -70,6 +74,7 @@ class Checked:
     selected: Mapping[int, object]  # by device ordinal: its bench.env.Environment
     environments: Mapping[int, dict]  # by device ordinal: the columns its rows carry
     earlier: resume.Earlier | None = None  # the resumed file's rows and side tables
+    links_shared: bool = True  # two of the GPUs reach the host through one PCIe switch (or nobody can tell)
 
     @property
     def environment(self) -> dict:
@@ -79,7 +84,7 @@ class Checked:
 
 def selected_devices(request: Request, gpu: Gpu) -> tuple[int, ...]:
     """The GPUs of ``--devices`` (all visible ones for "all"; a resumed sweep's own), else ``--device``; UsageError
-    for one that does not exist, or for --concurrent with fewer than two."""
+    for one that does not exist, for --concurrent with fewer than two, or for --concurrent with --one-at-a-time."""
     devices: tuple[int, ...] = (request.device,)
     chosen = request.devices
     if not chosen and request.resume is not None:  # a sweep of several GPUs resumes on the same GPUs
@@ -95,6 +100,8 @@ def selected_devices(request: Request, gpu: Gpu) -> tuple[int, ...]:
                     raise UsageError(f"--devices {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
     if request.concurrent and len(devices) < 2:
         raise UsageError("--concurrent runs several GPUs at once: select two or more with --devices")
+    if request.concurrent and request.one_at_a_time:
+        raise UsageError("--concurrent and --one-at-a-time contradict each other: choose one")
     return devices
 
 
@@ -139,14 +146,15 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     else:
         path = results_path(request.out, run_id, selected[devices[0]].gpu_name)
     host_available = env.host_memory_available()
-    if request.concurrent:  # every GPU's buffers at once
-        host_available //= len(selected)
+    links_shared = gpu.host_links_shared(list(selected.values()))
+    if len(selected) > 1 and any(request.at_once(item.experiment, links_shared) for item in plans):
+        host_available //= len(selected)  # every GPU's buffers at once
     for device, environment in selected.items():
         mine = [item for item in plans if device in item.devices]
         problem = memory_problem(mine, environment.gpu_name, gpu.free_bytes(environment), host_available)
         if problem:
             raise UsageError(problem if len(selected) == 1 else f"{problem} (GPU {device})")
-    return Checked(plans, devices, path, run_id, selected, environments, earlier)
+    return Checked(plans, devices, path, run_id, selected, environments, earlier, links_shared)
 
 
 def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_available: int) -> str | None:
