@@ -171,9 +171,8 @@ PAIRS = experiment("pairs", rows, axes={"a": (0, 1), "b": (0, 1)}, valid=differe
 class FakeGpu(preflight.Gpu):
     """A GPU that selects without CUDA; it records what the runner asked of it."""
 
-    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None,
-                 links_shared: bool = True) -> None:
-        self.uuid, self.free, self.gpus, self.marker, self.links_shared = uuid, free, gpus, marker, links_shared
+    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None) -> None:
+        self.uuid, self.free, self.gpus, self.marker = uuid, free, gpus, marker
         self.selected: list[int] = []
 
     def warm_markers(self, environment):
@@ -197,6 +196,3 @@ class FakeGpu(preflight.Gpu):
 
     def child_cpus(self, environment) -> list[int]:
         return []
-
-    def host_links_shared(self, environments) -> bool:
-        return self.links_shared

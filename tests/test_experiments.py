@@ -501,3 +501,12 @@ def test_the_floors_pass_a_full_accuracy_sweep_and_catch_what_a_pacer_cut():
     paced = store.read(PACED, suite)
     below = analysis.below_floor(paced, registry())
     assert below.sum() > 50 and (paced.loc[below, "stop_scale"] < 1).all()
+
+
+def test_a_verdict_experiment_floors_at_its_repeats():
+    """An experiment whose rows carry a verdict from repeats that must agree (verdicts.MIN_REPEATS, or
+    DEVICE_MIN_REPEATS between two spins) needs no more samples than those repeats: its floor says so (the crossgpu
+    rows of a two-GPU sweep at 942ae42 fell below a floor of 10 with their 3 agreeing repeats)."""
+    for experiment in registry().values():
+        if "verdict" in {column.name for column in experiment.columns}:
+            assert experiment.floor.min_samples <= verdicts.MIN_REPEATS, experiment.name

@@ -585,38 +585,32 @@ def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_regist
         assert events[:2] == [("started", "fine on GPU 0"), ("finished", "fine on GPU 0")]
 
 
-def test_by_default_two_gpus_run_at_once_what_rides_no_shared_link(tmp_path, monkeypatch):
-    """Without --concurrent or --one-at-a-time, an experiment whose figures ride a link the GPUs share (host copies)
-    runs one GPU after another, the others on both GPUs at once; a multi-GPU one alone."""
+def test_by_default_two_gpus_run_at_once_only_what_shares_nothing(tmp_path, monkeypatch):
+    """Without --concurrent or --one-at-a-time, an experiment that measures nothing another GPU's run shares
+    (own_gpu) runs on both GPUs at once, any other one GPU after another, a multi-GPU one alone."""
     from fake_experiments import PAIRS
 
-    linked = dataclasses.replace(FINE, name="linked", shares_link=True)
-    monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE, "linked": linked, "pairs": PAIRS})
+    alone = dataclasses.replace(FINE, name="alone", own_gpu=True)
+    monkeypatch.setattr(planning, "registry", lambda: {"alone": alone, "fine": FINE, "pairs": PAIRS})
     request = Request(out=tmp_path / "r.parquet", devices=(0, 1))
-    assert [request.at_once(experiment) for experiment in (FINE, linked, PAIRS)] == [True, False, False]
-    assert [Request(concurrent=True).at_once(experiment) for experiment in (FINE, linked, PAIRS)] == [True, True,
-                                                                                                      False]
-    assert not any(Request(one_at_a_time=True).at_once(experiment) for experiment in (FINE, linked, PAIRS))
+    assert [request.at_once(experiment) for experiment in (alone, FINE, PAIRS)] == [True, False, False]
+    assert [Request(concurrent=True).at_once(experiment) for experiment in (alone, FINE, PAIRS)] == [True, True,
+                                                                                                     False]
+    assert not any(Request(one_at_a_time=True).at_once(experiment) for experiment in (alone, FINE, PAIRS))
     reporter = Recorder()
     subject = Runner(request, reporter, gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
     plans = subject.plan().plans
     assert planning.estimate_s(plans, request.at_once) == pytest.approx(
-        planning.estimate_s(plans) - plans[1].estimate_s)  # fine on GPU 1 beside GPU 0; linked after it
+        planning.estimate_s(plans) - plans[1].estimate_s)  # alone on GPU 1 beside GPU 0; fine after it
     outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
     rows = pd.DataFrame(outcome.rows)
-    assert dict(rows.groupby("experiment")["concurrent_gpus"].max()) == {"fine": 2, "linked": 1, "pairs": 1}
+    assert dict(rows.groupby("experiment")["concurrent_gpus"].max()) == {"alone": 2, "fine": 1, "pairs": 1}
     assert outcome.concurrent
     events = [event[:2] for event in reporter.events if event[0] in ("started", "finished")]
-    assert events[:2] == [("started", "fine on GPU 0"), ("started", "fine on GPU 1")]
-    at = events.index(("started", "linked on GPU 0"))
-    assert events[at:at + 3] == [("started", "linked on GPU 0"), ("finished", "linked on GPU 0"),
-                                 ("started", "linked on GPU 1")]
-    assert store.read_metadata(outcome.path)["links_shared"] is True
-    apart = Runner(Request(out=tmp_path / "apart.parquet", devices=(0, 1)), gpu=FakeGpu(gpus=2, links_shared=False),
-                   isolate=False, save_every_s=0.0)
-    outcome = apart.run(apart.check(apart.plan()), monitor=lambda: {})  # host links of their own: all at once
-    assert dict(pd.DataFrame(outcome.rows).groupby("experiment")["concurrent_gpus"].max()) == {
-        "fine": 2, "linked": 2, "pairs": 1}
+    assert events[:2] == [("started", "alone on GPU 0"), ("started", "alone on GPU 1")]
+    at = events.index(("started", "fine on GPU 0"))
+    assert events[at:at + 3] == [("started", "fine on GPU 0"), ("finished", "fine on GPU 0"),
+                                 ("started", "fine on GPU 1")]
 
 
 def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry):

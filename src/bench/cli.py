@@ -117,12 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=_devices, metavar="all|0,1,...",
                        help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
-                            "GPU (at once on every GPU where its figures ride no link the GPUs share; host copies one "
-                            "GPU after another); and the multi-GPU experiments (peer copies, shared host links, "
-                            "blocking across GPUs), which need two or more")
+                            "GPU, one GPU after another (those that measure nothing the GPUs share on all at once); "
+                            "and the multi-GPU experiments (peer copies, shared host links, blocking across GPUs), "
+                            "which need two or more")
     sweep.add_argument("--concurrent", action="store_true",
                        help="with --devices: run every one-GPU experiment on all the GPUs at once, host copies too "
-                            "(to expose shared links)")
+                            "(to expose shared links and hosts)")
     sweep.add_argument("--one-at-a-time", action="store_true",
                        help="with --devices: run every experiment one GPU after another (the baseline that "
                             "running at once is checked against)")

@@ -9,7 +9,6 @@ import os
 import platform
 import socket
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,28 +170,6 @@ def git_commit() -> str:
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-
-
-def host_links_shared(pci_bus_ids: Sequence[str]) -> bool:
-    """Whether two of these GPUs reach the host through one PCIe switch (the nearest ancestor NVML finds for them in
-    the PCIe topology is a switch, not a host bridge, a CPU or the system), so that their host copies share its
-    uplink; True where NVML cannot tell."""
-    import itertools
-
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return True
-    try:
-        handles = [pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) for bus_id in pci_bus_ids]
-        return any(pynvml.nvmlDeviceGetTopologyCommonAncestor(first, second) < pynvml.NVML_TOPOLOGY_HOSTBRIDGE
-                   for first, second in itertools.combinations(handles, 2))
-    except pynvml.NVMLError:
-        return True
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def _nvml_readings(pci_bus_id: str) -> dict:

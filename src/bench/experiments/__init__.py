@@ -70,8 +70,9 @@ class Experiment:
     process_axis: str = ""  # an axis whose every value needs a process of its own (an environment variable or a
     # device flag that CUDA reads once, when the process first touches the GPU)
     before_cuda: Callable | None = None  # (that axis's value, device ordinal): run in the new process before CUDA
-    shares_link: bool = False  # its figures ride a link other GPUs' runs use too (host copies: the host's memory and
-    # PCIe switches): a sweep of several GPUs runs it on one GPU at a time (unless --concurrent), the others at once
+    own_gpu: bool = False  # nothing it measures is shared with another GPU's run (shown on two H100s: that sweep at
+    # once against one GPU after another moved none of its verdicts and none of its figures beyond noise): a sweep of
+    # several GPUs runs it on all of them at once; the others one GPU after another (unless --concurrent)
     gpus: int = 1  # 1: measures one GPU, run once per GPU the sweep selects; 2: needs two or more, and its one
     # process sees every selected GPU (peer copies, shared links); it is left out of a sweep of fewer GPUs
     device_axes: tuple[str, ...] = ()  # axes whose values are GPU ordinals: the sweep's --devices replace them

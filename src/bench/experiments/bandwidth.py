@@ -109,7 +109,6 @@ EXPERIMENT = Experiment(
     valid=valid,
     lean=lean,
     memory_needed=memory_needed,
-    shares_link=True,
     order=10,
     stop_rules={"pageable": {"time_cap_s": PAGEABLE_TIME_CAP_S}},
     share_s=15,

@@ -396,7 +396,6 @@ EXPERIMENT = Experiment(
     valid=valid,
     memory_needed=memory_needed,
     stop_rules={"default": {"time_cap_s": 0.05}},
-    shares_link=True,
     order=12,
     share_s=3,
 )

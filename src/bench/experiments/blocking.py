@@ -80,6 +80,7 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats: the host times are what they agreed on
+    own_gpu=True,
     order=40,
     share_s=7,
 )

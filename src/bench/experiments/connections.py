@@ -128,7 +128,6 @@ EXPERIMENT = Experiment(
     before_cuda=before_cuda,
     size_axis="",
     floor=Floor(min_samples=REPEATS),
-    shares_link=True,
     order=35,
     share_s=8,
 )

@@ -26,7 +26,7 @@ from bench.measure.memory import LEGACY_STREAM, OwnedStream
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, host_columns, host_verdict,
                                     repeat_until_settled, spin_for)
 from bench.schema import INT, TEXT, column
-from bench.timing import CallDuringSpin, Context, SpinWatch, StopRule, host_interval
+from bench.timing import CallDuringSpin, Context, Floor, SpinWatch, StopRule, host_interval
 from bench.vocabulary import Clock, CrossGpuCall, HostVerdict, SPIN_MS, SPIN_STREAMS, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
@@ -221,6 +221,7 @@ EXPERIMENT = Experiment(
     seconds=seconds,
     outcome=("verdict",),
     size_axis="",
+    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
     order=92,
     share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
     gpus=2,

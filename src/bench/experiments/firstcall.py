@@ -170,6 +170,7 @@ EXPERIMENT = Experiment(
     before_cuda=before_cuda,
     size_axis="",
     floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
+    own_gpu=True,
     order=45,
     share_s=2,
 )

@@ -249,7 +249,6 @@ EXPERIMENT = Experiment(
     lean=lean,
     memory_needed=memory_needed,
     stop_rules={CPU_PURPOSE: {"time_cap_s": CPU_TIME_CAP_S}},
-    shares_link=True,
     order=12,
     share_s=3,
 )

@@ -85,7 +85,6 @@ EXPERIMENT = Experiment(
     measure=measure,
     seconds=seconds,
     memory_needed=memory_needed,
-    shares_link=True,
     order=15,
     share_s=2,
 )

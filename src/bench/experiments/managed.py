@@ -359,7 +359,6 @@ EXPERIMENT = Experiment(
     memory_needed=memory_needed,
     stop_rules={MIGRATE_PURPOSE: MIGRATE_RULE},
     floor=Floor(min_samples=MIGRATE_RULE["min_samples"]),  # migrations: each a fresh page-in
-    shares_link=True,
     order=14,
     share_s=3,
 )

@@ -242,7 +242,6 @@ EXPERIMENT = Experiment(
                 "bound": BOUND_RULE},
     size_axis="total_bytes",
     floor=Floor(min_samples=5),  # whole pipelines, each its stages' copies and kernels
-    shares_link=True,
     order=30,
     share_s=23,
 )

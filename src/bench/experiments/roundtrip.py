@@ -80,7 +80,6 @@ EXPERIMENT = Experiment(
     measure=measure,
     seconds=seconds,
     stop_rules={"default": {"time_cap_s": 0.1, "min_samples": 20}},
-    shares_link=True,
     order=16,
     share_s=2,
 )

@@ -80,6 +80,7 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
+    own_gpu=True,
     order=50,
     share_s=6,
 )

@@ -97,7 +97,6 @@ EXPERIMENT = Experiment(
     measure=measure,
     seconds=seconds,
     memory_needed=memory_needed,
-    shares_link=True,
     order=11,
     setup_s=1.2,  # compiling the copy kernel (a fresh machine has no cache), 1 GiB buffers filled
     share_s=4,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import signal
 import threading
@@ -146,7 +145,7 @@ class _Sweep:
         self.earlier_tables = ({name: store.records(table) for name, table in earlier.tables.items()}
                                if earlier is not None else {})
         self.experiments = planning.experiments_of(self.plans)
-        self.at_once = functools.partial(runner.request.at_once, links_shared=checked.links_shared)
+        self.at_once = runner.request.at_once
         self.schema = store.suite_schema(self.experiments)
         request = runner.request
         self.metadata = {
@@ -154,7 +153,6 @@ class _Sweep:
             "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": request.command, "mode": request.mode, "budget_s": request.budget_s,
             "devices": list(checked.devices), "concurrent": request.concurrent, "one_at_a_time": request.one_at_a_time,
-            "links_shared": checked.links_shared,
             "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
                                                   for purpose, rule in item.rules.items()} for item in self.plans},
             "floors": {item.experiment.name: dataclasses.asdict(item.experiment.floor) for item in self.plans},

@@ -49,19 +49,18 @@ class Request:
     budget_s: float | None = None
     command: str = ""
     devices: Sequence[int] | str = ()  # several GPUs, or "all" (empty: just ``device``)
-    concurrent: bool = False  # the selected GPUs run every one-GPU experiment at the same time, link-sharing too
+    concurrent: bool = False  # the selected GPUs run every one-GPU experiment at the same time, host copies too
     one_at_a_time: bool = False  # the selected GPUs run every experiment one GPU after another
     started_s: float = 0.0  # seconds the command had run before it made the request: they count against the budget
 
 
-    def at_once(self, experiment: Experiment, links_shared: bool = True) -> bool:
-        """Whether this sweep runs ``experiment``'s per-GPU plans at the same time: by default a one-GPU
-        experiment's, unless its figures ride the GPUs' host links (``Experiment.shares_link``) and two of them share
-        one (``links_shared``: a PCIe switch, or nobody can tell); --concurrent every one-GPU experiment's;
-        --one-at-a-time none."""
+    def at_once(self, experiment: Experiment) -> bool:
+        """Whether this sweep runs ``experiment``'s per-GPU plans at the same time: by default those of an
+        experiment that measures nothing another GPU's run shares (``Experiment.own_gpu``); --concurrent every
+        one-GPU experiment's; --one-at-a-time none."""
         if experiment.gpus != 1 or self.one_at_a_time:
             return False
-        return self.concurrent or not experiment.shares_link or not links_shared
+        return self.concurrent or experiment.own_gpu
 
 
 def budget_for(mode: str, budget_s: float | None) -> float | None:

@@ -58,10 +58,6 @@ class Gpu:
         environment read them."""
         return env.parse_cpu_ranges(environment.host_cpus)
 
-    def host_links_shared(self, environments: Sequence) -> bool:
-        """Whether two of these GPUs (their environments) reach the host through one PCIe switch."""
-        return len(environments) > 1 and env.host_links_shared([item.pci_bus_id for item in environments])
-
 
 @dataclass(frozen=True)
 class Checked:
@@ -74,7 +70,6 @@ class Checked:
     selected: Mapping[int, object]  # by device ordinal: its bench.env.Environment
     environments: Mapping[int, dict]  # by device ordinal: the columns its rows carry
     earlier: resume.Earlier | None = None  # the resumed file's rows and side tables
-    links_shared: bool = True  # two of the GPUs reach the host through one PCIe switch (or nobody can tell)
 
     @property
     def environment(self) -> dict:
@@ -146,15 +141,14 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     else:
         path = results_path(request.out, run_id, selected[devices[0]].gpu_name)
     host_available = env.host_memory_available()
-    links_shared = gpu.host_links_shared(list(selected.values()))
-    if len(selected) > 1 and any(request.at_once(item.experiment, links_shared) for item in plans):
+    if len(selected) > 1 and any(request.at_once(item.experiment) for item in plans):
         host_available //= len(selected)  # every GPU's buffers at once
     for device, environment in selected.items():
         mine = [item for item in plans if device in item.devices]
         problem = memory_problem(mine, environment.gpu_name, gpu.free_bytes(environment), host_available)
         if problem:
             raise UsageError(problem if len(selected) == 1 else f"{problem} (GPU {device})")
-    return Checked(plans, devices, path, run_id, selected, environments, earlier, links_shared)
+    return Checked(plans, devices, path, run_id, selected, environments, earlier)
 
 
 def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_available: int) -> str | None:
