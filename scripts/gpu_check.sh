@@ -51,7 +51,7 @@
 #                               (scripts/copy_rate_drift.py, 30 s unless given) into results/_trace/
 #   "trace TARGET [args]"       python -m bench trace TARGET, its rows into results/_trace/
 #   "trace-readme"              the README's trace: docs/examples/input_pipeline.py's pageable_step and step, each
-#                               with its output (.txt), rows and timeline (--plot)
+#                               with its output (.txt), rows, timeline (--plot) and Perfetto export (.json)
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 # Every row names the commit it measured (bench.env.git_commit): a copy of the tree sent to a GPU machine has no .git
@@ -310,7 +310,8 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
         slug=$name-$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | cut -c5-12)
         for fn in pageable_step step; do
           timeout 300 python3 -m bench trace --save "results/_trace/$stamp-$slug-readme-$fn.parquet" \
-            --plot "${PLOTS:-plots}/$slug/trace-readme-$fn.png" docs/examples/input_pipeline.py:$fn \
+            --plot "${PLOTS:-plots}/$slug/trace-readme-$fn.png" --perfetto "results/_trace/$stamp-$slug-readme-$fn.json" \
+            docs/examples/input_pipeline.py:$fn \
             | tee "results/_trace/$stamp-$slug-readme-$fn.txt"
         done ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
