@@ -213,3 +213,34 @@ def test_trace_with_perfetto_without_a_gpu_writes_nothing(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     assert cli.main(["trace", "--perfetto", "t.json", "json:dumps"]) == 2
     assert f"trace needs a GPU: {no_gpu}" in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+# --- the committed export of the README example, traced on a GPU -----------------------------------------------------
+
+EXPORTS = [path for path in sorted((Path(__file__).resolve().parents[1] / "results" / "_trace").glob("*-readme-*.json"))
+           if '"traceEvents"' in path.read_text(encoding="utf-8")]  # not bench trace --json's outputs
+
+
+@pytest.mark.parametrize("export", EXPORTS, ids=[path.name for path in EXPORTS])
+def test_a_committed_export_holds_its_saved_trace(export):
+    """Each committed export of the README example (gpu_check trace-readme) reads back as a timeline whose GPU slices
+    are the described run's kernels and copies of the rows saved beside it, none overlapping on a track, with a
+    flow from every copy to the watched call that made it."""
+    import pandas as pd
+
+    timeline = read_timeline(export)
+    rows = pd.read_parquet(export.with_suffix(".parquet"))
+    gpu = [s for s in timeline.slices if s.process.startswith("GPU")]
+    records = rows[rows["op"].isin(["kernel", "H2D", "D2H", "D2D", "memset"])]
+    assert len(records) and sorted(s.dur for s in gpu if s.thread != "idle") == pytest.approx(
+        sorted((records["end_ms"] - records["start_ms"]) * 1000), abs=1e-3)
+    tracks: dict[tuple, list[Slice]] = {}
+    for s in timeline.slices:
+        tracks.setdefault((s.pid, s.tid), []).append(s)
+    for mine in tracks.values():
+        mine.sort(key=lambda s: s.ts)
+        assert all(later.ts >= earlier.ts + earlier.dur - 1e-6 for earlier, later in zip(mine, mine[1:]))
+    copies = [s for s in gpu if s.name.startswith(("H2D", "D2H"))]
+    assert {id(target) for _, target in timeline.flows} >= {id(s) for s in copies}
+    pageable = rows[(rows["op"].isin(["H2D", "D2H"])) & (rows["host_memory"] == "pageable")]
+    assert sum("pageable" in s.category for s in copies) == len(pageable)
