@@ -101,12 +101,13 @@ def test_spin_watch_tells_waiting_from_returning(cupy):
 
     watch = SpinWatch()
     stream = cupy.cuda.Stream(non_blocking=True)
+    # orderings and generous ratios, never a millisecond threshold: a loaded machine moves those (14.96 against 15)
     returned = watch.call_during_spin(stream, 20.0, lambda: None)
-    assert returned.spin_running and returned.host_ms < 1 and 15 < returned.spin_left_ms <= 20
+    assert returned.spin_running and returned.host_ms < 0.1 * returned.spin_left_ms and returned.spin_left_ms <= 20
     waited = watch.call_during_spin(stream, 20.0, runtime.deviceSynchronize)
     assert not waited.spin_running and waited.host_ms > 0.5 * waited.spin_left_ms
     pair = watch.call_between_spins(stream, cupy.cuda.Stream(non_blocking=True), 20.0, lambda: None)
-    assert pair.overlap_ms > 15 and pair.makespan_ms < 30 and not pair.host_waited
+    assert pair.overlap_ms > 0.5 * pair.makespan_ms and not pair.host_waited  # serialized spins overlap by nothing
 
 
 # --- memory -------------------------------------------------------------------------------------------------

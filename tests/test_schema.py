@@ -124,10 +124,6 @@ def test_a_schema_error_names_the_experiment():
         check_row({"bytes": 1.5}, schema_of((column("bytes", INT),)))
 
 
-def test_schema_error_is_a_value_error():
-    assert issubclass(SchemaError, ValueError)
-
-
 def test_common_sample_and_monitor_columns_are_typed():
     types = {item.name: item.type for group in (COMMON, SAMPLES, RUN, MONITOR) for item in group}
     assert types["status"] == TEXT and types["samples"] == FLOATS and types["n_samples"] == INT

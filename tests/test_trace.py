@@ -447,9 +447,12 @@ def test_bench_exposes_trace_and_importing_it_loads_no_gpu_library():
     assert result.stdout.splitlines() == ["True", "[]"]
 
 
-def test_a_trace_of_nothing_draws_an_empty_timeline():
+def test_a_trace_of_nothing_draws_an_empty_timeline_that_says_so():
     figure = plots.trace_figure(pd.DataFrame(analysed([]).table()), "nothing")
     try:
+        (axes,) = figure.axes
+        assert not axes.patches and not axes.collections  # no lane, no bar
+        assert "nothing ran on the GPU" in [text.get_text() for text in axes.texts] + [axes.get_title()]
         assert plots.render(figure, "png").startswith(b"\x89PNG")
     finally:
         plots.pyplot().close(figure)
