@@ -5,7 +5,7 @@ imports CUDA, and never an experiment: what identifies a configuration comes in 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import pandas as pd
@@ -45,6 +45,13 @@ def config_columns(experiment: str, experiments: Mapping) -> list[str]:
 def key_frame(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     present = [column for column in columns if column in rows]
     return rows[present].astype(object).where(rows[present].notna(), "")
+
+
+def only(rows: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """``rows`` with only those of ``columns`` they have (in the frame's order, the same index): a reader that
+    declares the columns it reads copies only those when it selects rows."""
+    wanted = set(columns)
+    return rows[[column for column in rows.columns if column in wanted]]
 
 
 def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:

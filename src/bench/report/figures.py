@@ -19,30 +19,39 @@ from bench.report.markup import DPI
 Progress = Callable[[int, int], None]  # (figures done, figures asked for)
 
 
-def compact(png: bytes) -> bytes:
-    """``png`` with a palette of (at most) 256 colours (an octree's: quick), undithered: the same picture to a
-    reader."""
+def compact(figure) -> bytes:
+    """The PNG of ``figure`` at :data:`DPI` with a palette of (at most) 256 colours (an octree's: quick),
+    undithered: the same picture to a reader. Drawn to raw RGBA (what a PNG of it would hold), never through a PNG
+    of all its colours; the figure is closed."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(png)) as image:
+    sink = io.BytesIO()
+    try:
+        figure.set_dpi(DPI)
+        width, height = figure.canvas.get_width_height(physical=True)  # Agg's canvas at DPI
+        figure.savefig(sink, format="rgba", dpi=DPI)
+    finally:
+        plots.pyplot().close(figure)
+    if len(sink.getbuffer()) != 4 * width * height:
+        raise ValueError(f"a {width}×{height} figure drew {len(sink.getbuffer())} bytes of RGBA")
+    with Image.frombuffer("RGBA", (width, height), sink.getbuffer(), "raw", "RGBA", 0, 1) as image:
         paletted = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                                                  dither=Image.Dither.NONE)
-    sink = io.BytesIO()
-    paletted.save(sink, format="PNG")
-    return sink.getvalue()
+    out = io.BytesIO()
+    paletted.save(out, format="PNG")
+    return out.getvalue()
 
 
 def experiment_figures(rows: pd.DataFrame, tables: dict, names: Sequence[str]) -> list[tuple[str, str, bytes]]:
     """(experiment, stem, PNG) of every figure the views of ``names`` draw of one GPU's rows and side tables."""
     from bench.views import in_order
 
-    return [(name, stem, compact(plots.rendered(drawn, "png", DPI)))
-            for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
+    return [(name, stem, compact(drawn)) for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
 
 
 def trace_figure(rows: pd.DataFrame, title: str) -> bytes:
     """The PNG of one trace's timeline."""
-    return compact(plots.rendered(plots.trace_figure(rows, title), "png", DPI))
+    return compact(plots.trace_figure(rows, title))
 
 
 def _workers() -> int:

@@ -87,4 +87,6 @@ def library_figure(rows: pd.DataFrame, tables: dict) -> list:
 
 NAMES = {"cupy": "CuPy", "numba-cuda": "numba-cuda", "torch": "PyTorch", "jax": "JAX"}  # in the figure's title
 
-VIEW = View("library", headline, answer, (library_figure,))
+VIEW = View("library", headline, answer, (library_figure,),
+            columns=("call", "cupy_version", "host_ms", "host_waited", "library", "matches_docs",
+                     "numba_cuda_version", "placement", "spin_ms", "verdict"))
