@@ -47,12 +47,12 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
     labels = _labels(groups) if len(groups) > 1 else {}
     syncs = syncs if syncs is not None and len(syncs) else None
     traces = traces if traces is not None and len(traces) else None
-    split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
-    with Painter(progress) as painter:
+    with Painter(progress) as painter:  # the figures are asked for first: the workers draw while this lays out
         traced_groups = newest_traces(traces) if traces is not None else []
         traced = {key: painter.ask(trace_figure, *args) for key, args in timelines(traced_groups).items()}
         owners = _figure_owners(groups, experiments)
         tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
+        split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
                  _contents(groups, split, experiments, syncs is not None, traces is not None),
                  "<h2 id='answers'>Answers</h2>",

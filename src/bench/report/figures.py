@@ -22,16 +22,22 @@ Progress = Callable[[int, int], None]  # (figures done, figures asked for)
 def compact(figure) -> bytes:
     """The PNG of ``figure`` at :data:`DPI` with a palette of (at most) 256 colours (an octree's: quick),
     undithered: the same picture to a reader. Drawn to raw RGBA (what a PNG of it would hold), never through a PNG
-    of all its colours; the figure is closed."""
+    of all its colours; its layout (constrained) laid out once, as ``savefig`` would, without the second,
+    draw-less pass ``savefig`` takes for it. The figure is closed."""
     from PIL import Image
 
-    sink = io.BytesIO()
+    plt, sink = plots.pyplot(), io.BytesIO()
     try:
         figure.set_dpi(DPI)
         width, height = figure.canvas.get_width_height(physical=True)  # Agg's canvas at DPI
+        layout = figure.get_layout_engine()
+        if layout is not None:
+            layout.execute(figure)  # with the canvas's renderer at DPI, as savefig's first pass does
+            with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+                figure.set_layout_engine(None)  # laid out: savefig draws it as it stands
         figure.savefig(sink, format="rgba", dpi=DPI)
     finally:
-        plots.pyplot().close(figure)
+        plt.close(figure)
     if len(sink.getbuffer()) != 4 * width * height:
         raise ValueError(f"a {width}×{height} figure drew {len(sink.getbuffer())} bytes of RGBA")
     with Image.frombuffer("RGBA", (width, height), sink.getbuffer(), "raw", "RGBA", 0, 1) as image:
@@ -61,6 +67,24 @@ def _workers() -> int:
         return os.cpu_count() or 1
 
 
+def _forkserver():
+    """The context the workers start from: a fork server (never a fork of this process's Arrow threads) that has
+    imported what drawing needs, once for every worker."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["bench.report.figures", "matplotlib.pyplot"])
+    return context
+
+
+def warm_up() -> None:
+    """Start the workers' fork server now, where figures will be drawn in workers: it imports what they need while
+    this process reads the results."""
+    if _workers() > 1:
+        from multiprocessing import forkserver
+
+        _forkserver()
+        forkserver.ensure_running()
+
+
 class Painter:
     """Figures asked for (:meth:`ask`) are drawn at once in worker processes, or where there is one CPU, when
     their result is wanted (:meth:`result`), which counts them for ``progress``."""
@@ -73,9 +97,7 @@ class Painter:
 
     def __enter__(self) -> Painter:
         if _workers() > 1:
-            context = multiprocessing.get_context("forkserver")  # never a fork of this process's (Arrow's) threads
-            context.set_forkserver_preload(["bench.report.figures"])
-            self.pool = ProcessPoolExecutor(_workers(), mp_context=context)
+            self.pool = ProcessPoolExecutor(_workers(), mp_context=_forkserver())
         return self
 
     def __exit__(self, *error) -> None:
