@@ -410,9 +410,8 @@ def test_two_committed_h100s_flag_no_row_below_its_floor_and_no_unclear_change_o
     """The issue-35 case: two H100 default sweeps on different machines, the newer paced down to stop_scale 0.05 in
     places. No configuration whose medians agree within 1% is unclear, and none with a row below its floor is
     flagged."""
-    runs = sorted((ROOT / "results").glob("*-NVIDIA-H100-80GB-HBM3.parquet"))[-2:]
-    if len(runs) < 2:
-        pytest.skip("fewer than two committed H100 results files directly in results/")
+    runs = [ROOT / "results" / name for name in ("20261123T215205Z-471-NVIDIA-H100-80GB-HBM3.parquet",
+                                                  "20261123T231801Z-2805-NVIDIA-H100-80GB-HBM3.parquet")]
     old, new = (store.read(path, synthetic.suite()) for path in runs)
     result = compare.compare(old, new, registry())
     table = result.table

@@ -274,3 +274,46 @@ def test_gpu_filters_every_section(tmp_path):
     assert cli.main(["report", str(tmp_path / "results"), "--gpu", "node-b", "--out", str(out)]) == 0
     section = out.read_text().split("<h2 id='syncs'>")[1]
     assert ">Test GPU bbbbbbbb on node-b</h3>" in section and "node-a" not in section
+
+
+def terminal() -> tuple:
+    """A console that is a terminal, writing into a buffer: (console, buffer)."""
+    import io
+
+    from rich.console import Console
+
+    sink = io.StringIO()
+    return Console(file=sink, force_terminal=True, width=100), sink
+
+
+def test_a_report_quicker_than_the_bars_delay_prints_no_bar():
+    from bench.report.bar import DelayedBar
+
+    console, sink = terminal()
+    with DelayedBar(console, after_s=60) as bar:  # left long before the bar is due: it never shows
+        bar.figures(3, 5)
+    assert sink.getvalue() == ""
+
+
+def test_a_longer_report_shows_what_it_does_and_how_many_figures_are_drawn():
+    from bench.report.bar import DelayedBar
+
+    console, sink = terminal()
+    with DelayedBar(console, after_s=0) as bar:
+        bar.timer.join()  # the bar is due at once: it has started
+        bar.doing("reading the results")
+        bar.figures(3, 5)
+    assert "drawing the report's figures" in sink.getvalue() and "3/5" in sink.getvalue()
+
+
+def test_report_shows_its_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
+    from bench import cli
+    from bench.report import bar
+
+    monkeypatch.setattr(bar, "AFTER_S", 0)
+    synthetic.write(tmp_path / "r.parquet", synthetic.launch_records())
+    assert cli.main(["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich takes stderr for a terminal
+    assert cli.main(["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")]) == 0
+    assert "drawing the report's figures" in capsys.readouterr().err

@@ -6,7 +6,7 @@ in with the experiments' descriptions (``experiments``: name -> description, :fu
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import pandas as pd
@@ -60,6 +60,13 @@ def samples_of(row: Mapping) -> list[float]:
     if values is None or (isinstance(values, float) and math.isnan(values)):
         return []
     return [float(value) for value in values]
+
+
+def only(rows: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """``rows`` with only those of ``columns`` they have (in the frame's order, the same index): a reader that
+    declares the columns it reads copies only those when it selects rows."""
+    wanted = set(columns)
+    return rows[[column for column in rows.columns if column in wanted]]
 
 
 def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:

@@ -744,58 +744,45 @@ def _markdown_table(head: list[str], rows: list[list]) -> str:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    import time
-
     import pandas as pd
 
     from bench import analysis, report, store
     from bench.experiments import registry
+    from bench.report import figures
+    from bench.report.bar import DelayedBar
 
     experiments = registry()
     sources = args.results or [RESULTS_DIR]
     if args.out.is_dir():
         raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
     store.write_target(args.out, "--out")
-    frames = [store.read_any(source, store.suite_schema(experiments), _unreadable(args)) for source in sources]
-    for source, frame in zip(sources, frames):
-        if not len(frame):
-            raise UsageError(f"{source} holds no result rows")
-    rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
-    tables: dict = {}
-    for source in sources:
-        for name, table in store.side_tables_any(source, _unreadable(args)).items():
-            tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
-    chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
+    figures.warm_up()  # the figures' workers get ready while the results are read
+    with DelayedBar(Console(stderr=True)) as bar:  # on a terminal, once it has taken 2 s
+        frames = [store.read_any(source, store.suite_schema(experiments), _unreadable(args)) for source in sources]
+        for source, frame in zip(sources, frames):
+            if not len(frame):
+                raise UsageError(f"{source} holds no result rows")
+        rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
+        tables: dict = {}
+        for source in sources:
+            for name, table in store.side_tables_any(source, _unreadable(args)).items():
+                tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
+        chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
 
-    def named(name: str) -> pd.DataFrame | None:
-        found = [store.named_tables(source, name) for source in sources if Path(source).is_dir()]
-        table = pd.concat(found, ignore_index=True) if found else None
-        return analysis.rows_of(table, *chosen) if chosen is not None and table is not None and len(table) else table
+        def named(name: str) -> pd.DataFrame | None:
+            found = [store.named_tables(source, name) for source in sources if Path(source).is_dir()]
+            table = pd.concat(found, ignore_index=True) if found else None
+            if chosen is None or table is None or not len(table):
+                return table
+            return analysis.rows_of(table, *chosen)
 
-    syncs, traces = named("syncs"), named("trace")
-    store.writable_directory(args.out.parent, "--out")
-    names = ", ".join(str(source) for source in sources)
-    from rich.progress import MofNCompleteColumn
-
-    terminal = Console(stderr=True)
-    started, bar = time.monotonic(), Progress(TextColumn("drawing the report's figures"), BarColumn(),
-                                              MofNCompleteColumn(), TimeElapsedColumn(), console=terminal,
-                                              transient=True)
-
-    def progress(done: int, total: int) -> None:  # a bar on a terminal once it has taken 2 s
-        if not bar.tasks and terminal.is_terminal and time.monotonic() - started >= 2:
-            bar.start()
-            bar.add_task("figures", total=total)
-        if bar.tasks:
-            bar.update(bar.tasks[0].id, completed=done, total=total)
-
-    try:
+        syncs, traces = named("syncs"), named("trace")
+        store.writable_directory(args.out.parent, "--out")
+        bar.doing("laying out the report")
+        names = ", ".join(str(source) for source in sources)
         written = report.write(rows, tables, args.out, experiments,
                                source=names if len(sources) < 4 else f"{len(sources)} sources", syncs=syncs,
-                               traces=traces, progress=progress)
-    finally:
-        if bar.tasks:
-            bar.stop()
+                               traces=traces, progress=bar.figures)
     console.print(f"wrote {written}", highlight=False)
     return 0
 

@@ -85,10 +85,13 @@ def literal_rows(frame: pd.DataFrame) -> pd.DataFrame:
     have written, are drawn as they are, never parsed as mathtext. The frame itself when no text holds a ``$``."""
     escaped = {}
     for column in frame.columns:
-        if frame[column].dtype == object or isinstance(frame[column].dtype, pd.StringDtype):
-            texts = frame[column]
-            if texts.map(lambda value: isinstance(value, str) and "$" in value).any():
-                escaped[column] = texts.map(lambda value: literal(value) if isinstance(value, str) else value)
+        texts = frame[column]
+        if isinstance(texts.dtype, pd.StringDtype):
+            dollars = texts.str.contains("$", regex=False).fillna(False).any()
+        else:
+            dollars = texts.dtype == object and texts.map(lambda value: isinstance(value, str) and "$" in value).any()
+        if dollars:
+            escaped[column] = texts.map(lambda value: literal(value) if isinstance(value, str) else value)
     return frame.assign(**escaped) if escaped else frame
 
 

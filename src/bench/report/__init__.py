@@ -24,7 +24,8 @@ from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.libraries import LIBRARIES
 from bench.report.figures import Painter, Progress, experiment_figures, trace_figure
-from bench.report.gpu import TRUTH_TABLES, claims_section, experiment_id, gpu_id, gpu_section, truth_table
+from bench.report.gpu import (TRUTH_TABLES, by_experiment, claims_section, experiment_id, gpu_id, gpu_section,
+                              truth_table)
 from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
 from bench.report.tools import newest_traces, syncs_section, timelines, trace_section
 from bench.views import in_order
@@ -47,18 +48,16 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
     labels = _labels(groups) if len(groups) > 1 else {}
     syncs = syncs if syncs is not None and len(syncs) else None
     traces = traces if traces is not None and len(traces) else None
-    with Painter(progress) as painter:
-        owners = _figure_owners(groups, experiments)
-        tickets = {(gpu, name): painter.ask(experiment_figures, mine[~mine["experiment"].isin(list(TRUTH_TABLES))],
-                                            plots.tables_of(tables, mine), [name])
-                   for gpu, mine in groups for name in in_order(experiments) if owners.get((gpu.name, name)) == gpu}
+    with Painter(progress) as painter:  # the figures are asked for first: the workers draw while this lays out
         traced_groups = newest_traces(traces) if traces is not None else []
-        drawn = timelines(traced_groups)
-        traced = {key: painter.ask(trace_figure, *args) for key, args in drawn.items()}
+        traced = {key: painter.ask(trace_figure, *args) for key, args in timelines(traced_groups).items()}
+        owners = _figure_owners(groups, experiments)
+        tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
+        split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
-                 _contents(groups, experiments, syncs is not None, traces is not None),
+                 _contents(groups, split, experiments, syncs is not None, traces is not None),
                  "<h2 id='answers'>Answers</h2>",
-                 *(_answers(gpu, mine, experiments) for gpu, mine in _newest_first(groups)),
+                 *(_answers(gpu, mine, split[gpu], experiments) for gpu, mine in _newest_first(groups)),
                  "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
         if syncs is not None:
             parts.append(syncs_section(syncs))
@@ -66,7 +65,7 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
             parts.append(trace_section(traced_groups, lambda key: painter.result(traced[key])))
         for gpu, mine in groups:
             figures = _figures_of(gpu, painter, tickets)
-            parts += gpu_section(gpu, mine, labels.get(gpu, ""), experiments, figures,
+            parts += gpu_section(gpu, mine, split[gpu], labels.get(gpu, ""), experiments, figures,
                                  lambda name, gpu=gpu: _elsewhere(gpu, owners.get((gpu.name, name)), name))
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
@@ -86,6 +85,22 @@ def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, sou
 
 
 # --- figures ---------------------------------------------------------------------------------------------------
+
+def _ask_figures(painter: Painter, groups: Sequence[tuple[Gpu, pd.DataFrame]], tables: dict,
+                 owners: Mapping[tuple[str, str], Gpu], experiments: Mapping) -> dict[tuple[Gpu, str], int]:
+    """(GPU, experiment) -> the ticket of its figures, for those the report draws (``owners``:
+    :func:`_figure_owners`): of the GPU's rows but the truth tables' (which get HTML tables), the columns the
+    experiment's view reads."""
+    views = in_order(experiments)
+    tickets = {}
+    for gpu, mine in groups:
+        drawable, side = mine[~mine["experiment"].isin(list(TRUTH_TABLES))], plots.tables_of(tables, mine)
+        for name, view in views.items():
+            if owners.get((gpu.name, name)) == gpu:
+                tickets[(gpu, name)] = painter.ask(experiment_figures, analysis.only(drawable, view.reads()), side,
+                                                   [name])
+    return tickets
+
 
 def _figure_owners(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping) -> dict[tuple[str, str], Gpu]:
     """(GPU model, experiment) -> the GPU whose figures of it the report shows: of the GPUs of that model, the one
@@ -137,7 +152,8 @@ def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: 
                 f"shown ({len(shown)} rows).")
 
 
-def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping, syncs: bool, traces: bool) -> str:
+def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]], split: Mapping[Gpu, Mapping], experiments: Mapping,
+              syncs: bool, traces: bool) -> str:
     """The report's contents in a line or two: its sections, and each GPU's (one GPU: each experiment's)."""
     entries = [("answers", "Answers"), ("runs", "Runs")]
     entries += [("syncs", "Where code waited")] if syncs else []
@@ -145,8 +161,7 @@ def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping, 
     if len(groups) > 1:
         entries += [(gpu_id(gpu), gpu.short) for gpu, _ in groups]
     else:
-        entries += [(experiment_id(gpu, name), name) for gpu, mine in groups for name in experiments
-                    if (mine["experiment"] == name).any()]
+        entries += [(experiment_id(gpu, name), name) for gpu, _ in groups for name in split[gpu]]
     return contents(entries, "Contents:")
 
 
@@ -161,17 +176,18 @@ def _latest(rows: pd.DataFrame) -> str:
     return str(ids.max()) if len(ids) else ""
 
 
-def _answers(gpu: Gpu, rows: pd.DataFrame, experiments: Mapping) -> str:
-    """One GPU's answers: its newest run (date, commit, driver) and each experiment's answer in a sentence, linked to
-    its section; the date each was measured where not all in the newest run."""
+def _answers(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame], experiments: Mapping) -> str:
+    """One GPU's answers: its newest run (date, commit, driver) and each experiment's answer in a sentence (of
+    ``experiment_rows``: :func:`by_experiment`), linked to its section; the date each was measured where not all in
+    the newest run."""
     latest = _latest(rows)
-    newest = rows[rows["run_id"].astype(str) == latest].iloc[0] if latest else rows.iloc[0]
+    newest = rows.iloc[int((rows["run_id"].astype(str) == latest).to_numpy().argmax()) if latest else 0]
     about = (f"newest run {_run_date(latest)} ({latest or 'no run id'}), commit {_commit(newest.get('git_commit'))}, "
              f"driver {cell(newest.get('driver_version'))}, CUDA runtime {cell(newest.get('cuda_runtime'))}")
     said = []
     for name, view in in_order(experiments).items():
-        mine = rows[rows["experiment"] == name]
-        answer = view.answer(mine) if len(mine) else None
+        mine = experiment_rows.get(name)
+        answer = view.answer(mine) if mine is not None else None
         if answer:
             said.append((name, plain_numbers(answer), _run_date(_latest(mine))))
     dated = len({date for *_, date in said}) > 1  # some answers come from an earlier run

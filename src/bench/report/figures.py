@@ -19,30 +19,45 @@ from bench.report.markup import DPI
 Progress = Callable[[int, int], None]  # (figures done, figures asked for)
 
 
-def compact(png: bytes) -> bytes:
-    """``png`` with a palette of (at most) 256 colours (an octree's: quick), undithered: the same picture to a
-    reader."""
+def compact(figure) -> bytes:
+    """The PNG of ``figure`` at :data:`DPI` with a palette of (at most) 256 colours (an octree's: quick),
+    undithered: the same picture to a reader. Drawn to raw RGBA (what a PNG of it would hold), never through a PNG
+    of all its colours; its layout (constrained) laid out once, as ``savefig`` would, without the second,
+    draw-less pass ``savefig`` takes for it. The figure is closed."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(png)) as image:
+    plt, sink = plots.pyplot(), io.BytesIO()
+    try:
+        figure.set_dpi(DPI)
+        width, height = figure.canvas.get_width_height(physical=True)  # Agg's canvas at DPI
+        layout = figure.get_layout_engine()
+        if layout is not None:
+            layout.execute(figure)  # with the canvas's renderer at DPI, as savefig's first pass does
+            with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+                figure.set_layout_engine(None)  # laid out: savefig draws it as it stands
+        figure.savefig(sink, format="rgba", dpi=DPI)
+    finally:
+        plt.close(figure)
+    if len(sink.getbuffer()) != 4 * width * height:
+        raise ValueError(f"a {width}×{height} figure drew {len(sink.getbuffer())} bytes of RGBA")
+    with Image.frombuffer("RGBA", (width, height), sink.getbuffer(), "raw", "RGBA", 0, 1) as image:
         paletted = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                                                  dither=Image.Dither.NONE)
-    sink = io.BytesIO()
-    paletted.save(sink, format="PNG")
-    return sink.getvalue()
+    out = io.BytesIO()
+    paletted.save(out, format="PNG")
+    return out.getvalue()
 
 
 def experiment_figures(rows: pd.DataFrame, tables: dict, names: Sequence[str]) -> list[tuple[str, str, bytes]]:
     """(experiment, stem, PNG) of every figure the views of ``names`` draw of one GPU's rows and side tables."""
     from bench.views import in_order
 
-    return [(name, stem, compact(plots.rendered(drawn, "png", DPI)))
-            for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
+    return [(name, stem, compact(drawn)) for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
 
 
 def trace_figure(rows: pd.DataFrame, title: str) -> bytes:
     """The PNG of one trace's timeline."""
-    return compact(plots.rendered(plots.trace_figure(rows, title), "png", DPI))
+    return compact(plots.trace_figure(rows, title))
 
 
 def _workers() -> int:
@@ -50,6 +65,24 @@ def _workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def _forkserver():
+    """The context the workers start from: a fork server (never a fork of this process's Arrow threads) that has
+    imported what drawing needs, once for every worker."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["bench.report.figures", "matplotlib.pyplot"])
+    return context
+
+
+def warm_up() -> None:
+    """Start the workers' fork server now, where figures will be drawn in workers: it imports what they need while
+    this process reads the results."""
+    if _workers() > 1:
+        from multiprocessing import forkserver
+
+        _forkserver()
+        forkserver.ensure_running()
 
 
 class Painter:
@@ -64,9 +97,7 @@ class Painter:
 
     def __enter__(self) -> Painter:
         if _workers() > 1:
-            context = multiprocessing.get_context("forkserver")  # never a fork of this process's (Arrow's) threads
-            context.set_forkserver_preload(["bench.report.figures"])
-            self.pool = ProcessPoolExecutor(_workers(), mp_context=context)
+            self.pool = ProcessPoolExecutor(_workers(), mp_context=_forkserver())
         return self
 
     def __exit__(self, *error) -> None:

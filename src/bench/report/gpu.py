@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from bench.analysis import Gpu
+from bench.analysis import Gpu, only
 from bench.compare import describe
 from bench.report.markup import anchor, cell, contents, figure, legend, table, text, web_link
 from bench.views import in_order
@@ -34,6 +34,11 @@ VERDICT_MEANINGS = {
 CLAIM_CLASSES = {ClaimVerdict.TRUE: "good", ClaimVerdict.PARTLY: "fair", ClaimVerdict.FALSE: "bad",
                  ClaimVerdict.NOT_MEASURED: "none"}
 Figures = Callable[[str], list[tuple[str, bytes]]]  # experiment -> its (stem, PNG) figures of this GPU
+SECTION_COLUMNS = ("experiment", "status", "error", "run_id")  # what a section reads of an experiment's rows
+# besides its axes (status, the configurations not ok) and what its view reads
+TRUTH_COLUMNS = ("call", "spin_stream", "placement", "spin_ms", "host_ms", "idle_host_ms", "host_waited", "overlap_ms",
+                 "verdict", "verdicts", "stable", "matches_docs", "docs", "docs_waits", "docs_serializes",
+                 "source")  # what truth_table reads besides SECTION_COLUMNS
 
 
 def gpu_id(gpu: Gpu) -> str:
@@ -46,21 +51,36 @@ def experiment_id(gpu: Gpu, experiment: str) -> str:
     return anchor("gpu", gpu.host, gpu.uuid, experiment)
 
 
-def gpu_section(gpu: Gpu, rows: pd.DataFrame, label: str, experiments: Mapping, figures: Figures,
-                elsewhere: Callable[[str], str]) -> list[str]:
-    """Every experiment of one GPU: headline table, figures, truth tables; then the claims. With a ``label`` (the
-    report has several GPUs) the section has its own heading and contents, and every table a GPU column.
-    ``figures`` gives an experiment's figures, ``elsewhere`` what to say where it has none of its own (another GPU
-    of its kind shows them)."""
+def by_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[str, pd.DataFrame]:
+    """Each of the ``experiments`` (name -> description, in their order) that has rows here: its rows, with only the
+    columns its section reads (:data:`SECTION_COLUMNS`, its axes, :data:`TRUTH_COLUMNS` for a truth table, what its
+    view reads). Selected once: every reader of an experiment's rows then copies a few columns, not the suite's."""
+    views = in_order(experiments)
+    positions = rows.groupby("experiment", sort=False).indices if "experiment" in rows else {}
+    found = {}
+    for name, experiment in experiments.items():
+        if name in positions:
+            columns = [*SECTION_COLUMNS, *experiment.axes, *(TRUTH_COLUMNS if name in TRUTH_TABLES else ()),
+                       *(views[name].reads() if name in views else ())]
+            found[name] = only(rows, columns).iloc[positions[name]]
+    return found
+
+
+def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame], label: str,
+                experiments: Mapping, figures: Figures, elsewhere: Callable[[str], str]) -> list[str]:
+    """Every experiment of one GPU: headline table, figures, truth tables; then the claims. ``rows``: the GPU's
+    rows, ``experiment_rows`` each experiment's (:func:`by_experiment`). With a ``label`` (the report has several
+    GPUs) the section has its own heading and contents, and every table a GPU column. ``figures`` gives an
+    experiment's figures, ``elsewhere`` what to say where it has none of its own (another GPU of its kind shows
+    them)."""
     level = 3 if label else 2
-    present = [name for name in experiments if (rows["experiment"] == name).any()]
+    present = list(experiment_rows)
     claims = claims_section(rows, label, level, experiment_id(gpu, "claims"))
     parts = [f"<h2 id='{gpu_id(gpu)}'>{text(str(gpu))}</h2>", contents(
         [(experiment_id(gpu, name), name) for name in present] + ([(experiment_id(gpu, "claims"), "claims")]
                                                                    if claims else []))] if label else []
     views = in_order(experiments)
-    for name in present:
-        mine = rows[rows["experiment"] == name]
+    for name, mine in experiment_rows.items():
         parts.append(f"<h{level} id='{experiment_id(gpu, name)}'>{text(name)}</h{level}>")
         parts.append(f"<p>{text(experiments[name].description)}. {status(mine)}</p>")
         if name in TRUTH_TABLES:

@@ -1,7 +1,9 @@
 """Views: how each experiment's results are shown, one module each, found by :func:`views`. A module
 ``bench/views/<experiment>.py`` defines ``VIEW``, a :class:`View` keyed by the experiment's name: its headline table
-(the numbers a summary shows), its answer in one sentence (the report's first table) and its figures. The helpers
-several views share are here.
+(the numbers a summary shows), its answer in one sentence (the report's first table), its figures and the columns
+they read (the report hands a view only those: a view of one experiment never copies the suite's every column;
+``tests/test_views.py`` checks that a view gives the same on only its columns as on all). The helpers several views
+share are here.
 
 The analysis side: a view reads rows (pandas), draws with matplotlib through :mod:`bench.plots`, and may import
 :mod:`bench.analysis`, :mod:`bench.plots`, :mod:`bench.units`, :mod:`bench.vocabulary` (the words and numbers it
@@ -24,6 +26,10 @@ import pandas as pd
 from bench.vocabulary import Status
 
 
+IDENTITY = ("experiment", "status", "run_id", "hostname", "gpu_uuid", "gpu_name", "git_commit", "driver_version",
+            "cuda_runtime")  # columns every view may read: which experiment, whether ok, which run on which GPU
+
+
 def no_answer(rows: pd.DataFrame) -> None:
     return None
 
@@ -36,6 +42,11 @@ class View:
     # for the report's summary, or None where the rows cannot give it
     figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
     split_axis: str = ""  # an axis whose every value gets a set of figures of its own (where several were measured)
+    columns: tuple[str, ...] = ()  # the columns headline, answer and figures read besides IDENTITY and split_axis
+
+    def reads(self) -> tuple[str, ...]:
+        """Every column the view reads: :data:`IDENTITY`, its ``split_axis`` and its ``columns``."""
+        return tuple(dict.fromkeys(column for column in (*IDENTITY, self.split_axis, *self.columns) if column))
 
 
 @functools.cache

@@ -71,4 +71,5 @@ def alloc_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("alloc", figure)]
 
 
-VIEW = View("alloc", headline, answer, (alloc_figure,))
+VIEW = View("alloc", headline, answer, (alloc_figure,),
+            columns=("api", "bytes", "gpu_us_per_iteration", "median", "pattern", "release_threshold"))

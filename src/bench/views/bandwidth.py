@@ -97,4 +97,6 @@ def bandwidth_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("bandwidth", figure)]
 
 
-VIEW = View("bandwidth", headline, answer, (bandwidth_figure,))
+VIEW = View("bandwidth", headline, answer, (bandwidth_figure,),
+            columns=("bytes", "direction", "gbps", "host_memory", "l2_cache_bytes", "max", "min", "pcie_gen",
+                     "pcie_gen_max", "pcie_width", "pcie_width_max"))

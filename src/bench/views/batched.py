@@ -134,4 +134,5 @@ def batched_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("batched", figure)]
 
 
-VIEW = View("batched", headline, answer, (batched_figure,))
+VIEW = View("batched", headline, answer, (batched_figure,),
+            columns=("access_order", "bytes", "copies", "gbps", "host_memory", "host_ms", "issue"))

@@ -29,4 +29,5 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
 
 VIEW = View("blocking", headline, partial(catalog_answer, verdict=HostVerdict.WAITS_FOR_DEVICE,
                                          what="wait for a running kernel in some placement"),
-            (truth_table_figure,))
+            (truth_table_figure,),
+            columns=("call", "host_ms", "host_waited", "matches_docs", "placement", "spin_stream", "verdict"))

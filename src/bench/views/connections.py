@@ -59,4 +59,5 @@ def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("connections", figure)]
 
 
-VIEW = View("connections", headline, answer, (connections_figure,))
+VIEW = View("connections", headline, answer, (connections_figure,),
+            columns=("connections", "efficiency", "spin_lengths", "streams", "workload"))

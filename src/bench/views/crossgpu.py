@@ -71,4 +71,5 @@ def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("crossgpu_truth_table", figure)]
 
 
-VIEW = View("crossgpu", headline, answer, (crossgpu_figure,))
+VIEW = View("crossgpu", headline, answer, (crossgpu_figure,),
+            columns=("call", "call_gpu", "host_ms", "matches_docs", "spin_gpu", "spin_stream", "verdict"))

@@ -55,4 +55,5 @@ def firstcall_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("firstcall", figure)]
 
 
-VIEW = View("firstcall", headline, answer, (firstcall_figure,))
+VIEW = View("firstcall", headline, answer, (firstcall_figure,),
+            columns=("call", "host_ms", "module_loading", "verdict"))

@@ -48,4 +48,6 @@ def answer(rows: pd.DataFrame) -> str | None:
     return "; ".join(parts) or None
 
 
-VIEW = View("graphs", headline, answer)
+VIEW = View("graphs", headline, answer,
+            columns=("bytes", "capture_state_after_sync", "case", "graph_equals_eager", "host_enqueue_ms",
+                     "iterations", "launch", "median", "sync_error", "trials", "wrong_results"))

@@ -73,4 +73,5 @@ def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("hostlinks", figure)]
 
 
-VIEW = View("hostlinks", headline, answer, (hostlinks_figure,))
+VIEW = View("hostlinks", headline, answer, (hostlinks_figure,),
+            columns=("bytes", "device", "direction", "gbps", "load", "total_gbps"))

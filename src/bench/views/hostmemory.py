@@ -92,4 +92,5 @@ def hostmemory_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("hostmemory", figure)]
 
 
-VIEW = View("hostmemory", headline, answer, (hostmemory_figure,))
+VIEW = View("hostmemory", headline, answer, (hostmemory_figure,),
+            columns=("bytes", "gbps", "host_memory", "max", "min", "operation"))

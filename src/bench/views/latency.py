@@ -45,4 +45,5 @@ def latency_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("latency", figure)]
 
 
-VIEW = View("latency", headline, answer, (latency_figure,))
+VIEW = View("latency", headline, answer, (latency_figure,),
+            columns=("bytes", "max", "memory", "min", "ns_per_access", "steps"))

@@ -40,4 +40,5 @@ def launch_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("launch", figure)]
 
 
-VIEW = View("launch", headline, answer, (launch_figure,))
+VIEW = View("launch", headline, answer, (launch_figure,),
+            columns=("launch", "max", "median", "min", "path"))

@@ -91,4 +91,6 @@ def versions(rows: pd.DataFrame) -> list[str]:
     return [str(rows[library.version_column].dropna().iloc[0]) for library in LIBRARIES
             if library.version_column in rows and rows[library.version_column].notna().any()]
 
-VIEW = View("library", headline, answer, (library_figure,))
+VIEW = View("library", headline, answer, (library_figure,),
+            columns=("call", "host_ms", "host_waited", "library", "matches_docs", "placement", "spin_ms", "verdict",
+                     *(library.version_column for library in LIBRARIES)))

@@ -82,4 +82,5 @@ def managed_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("managed", figure)]
 
 
-VIEW = View("managed", headline, answer, (managed_figure,))
+VIEW = View("managed", headline, answer, (managed_figure,),
+            columns=("bytes", "case", "gbps", "max", "median", "min", "prefetch_gbps"))

@@ -180,4 +180,6 @@ def _timeline(plt, selected: pd.DataFrame, timeline: pd.DataFrame, payload: str)
     return figure
 
 
-VIEW = View("overlap", headline, answer, (overlap_figures,), split_axis="total_bytes")
+VIEW = View("overlap", headline, answer, (overlap_figures,), split_axis="total_bytes",
+            columns=("allocator", "bound_ms", "chunks_per_stream", "compute_ratio", "concurrency", "efficiency",
+                     "host_memory", "launch", "makespan_ms", "serial_ms", "speedup", "streams"))

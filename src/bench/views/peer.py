@@ -101,4 +101,6 @@ def _select(rows: pd.DataFrame, panel: tuple[str, str, str, str]) -> pd.DataFram
                 & (rows["direction"] == direction)]
 
 
-VIEW = View("peer", headline, answer, (matrix_figures,))
+VIEW = View("peer", headline, answer, (matrix_figures,),
+            columns=("bytes", "direction", "dst", "gbps", "method", "ns_per_access", "nvlinks", "peer_access", "side",
+                     "src"))

@@ -53,4 +53,5 @@ def roundtrip_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("roundtrip", figure)]
 
 
-VIEW = View("roundtrip", headline, answer, (roundtrip_figure,))
+VIEW = View("roundtrip", headline, answer, (roundtrip_figure,),
+            columns=("bytes", "direction", "gpu_us", "max", "median", "min"))

@@ -24,4 +24,6 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
 
 VIEW = View("serialization", headline, partial(catalog_answer, verdict=DeviceVerdict.SERIALIZES,
                                               what="keep kernels on two streams from overlapping in some placement"),
-            (truth_table_figure,))
+            (truth_table_figure,),
+            columns=("call", "host_ms", "host_waited", "matches_docs", "overlap_ms", "placement", "spin_stream",
+                     "verdict"))

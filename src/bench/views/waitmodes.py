@@ -47,4 +47,5 @@ def waitmodes_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("waitmodes", figure)]
 
 
-VIEW = View("waitmodes", headline, answer, (waitmodes_figure,))
+VIEW = View("waitmodes", headline, answer, (waitmodes_figure,),
+            columns=("cpu_fraction", "max", "median", "min", "schedule", "wait"))

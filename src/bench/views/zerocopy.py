@@ -59,4 +59,5 @@ def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
     return [("zerocopy", figure)]
 
 
-VIEW = View("zerocopy", headline, answer, (zerocopy_figure,))
+VIEW = View("zerocopy", headline, answer, (zerocopy_figure,),
+            columns=("bytes", "direction", "gbps", "host_memory"))

@@ -1,0 +1,129 @@
+"""Every reader of the report's rows reads only the columns it declares, for the report hands each only those (an
+experiment's rows are selected once, of a few columns, not the suite's 165): a view (``View.reads``) gives the same
+headline, answer and figures of only its columns as of every column of the suite, and so do a GPU's section (its
+experiments' rows as :func:`bench.report.gpu.by_experiment` hands them) and the claims (``claims.COLUMNS``). Checked
+on every experiment's synthetic rows (with a failed row each) and on a committed run of a real GPU."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import synthetic
+from bench import claims, plots, store
+from bench.analysis import Gpu, only
+from bench.experiments import registry
+from bench.report.gpu import by_experiment, gpu_section
+from bench.views import View, views
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = sorted((ROOT / "results").glob("*.parquet"))[-1]  # the newest headline run: a default sweep
+
+
+def synthetic_results() -> tuple[pd.DataFrame, dict]:
+    """Every experiment's rows and a failed row of each, on one GPU, and the overlap timeline."""
+    records = synthetic.all_records()
+    failed = [row for name in synthetic.RECORDS for row in synthetic.failed_records(name)[:1]]
+    rows = synthetic.frame(records + failed)
+    return rows, {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
+
+
+def committed_results() -> tuple[pd.DataFrame, dict]:
+    return store.read(COMMITTED, store.suite_schema(registry())), store.side_tables(COMMITTED)
+
+
+def drawn(figure) -> list[str]:
+    """What a figure shows, artist by artist (texts, lines, patches, collections, images), without rendering it."""
+    from matplotlib.collections import Collection
+    from matplotlib.image import AxesImage
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.text import Text
+
+    found = []
+    for artist in figure.findobj():
+        kind = type(artist).__name__
+        if isinstance(artist, Text):
+            found.append(repr((kind, artist.get_text(), artist.get_position(), artist.get_color())))
+        elif isinstance(artist, Line2D):
+            found.append(repr((kind, artist.get_xydata().tolist(), artist.get_color(), artist.get_linestyle())))
+        elif isinstance(artist, Patch):
+            found.append(repr((kind, np.asarray(artist.get_verts()).tolist(), artist.get_facecolor())))
+        elif isinstance(artist, Collection):
+            found.append(repr((kind, [path.vertices.tolist() for path in artist.get_paths()],
+                               artist.get_offsets().tolist(), artist.get_facecolor().tolist())))
+        elif isinstance(artist, AxesImage):
+            found.append(repr((kind, artist.get_array().tolist())))
+    return found
+
+
+def figures(rows: pd.DataFrame, tables: dict, name: str, view: View) -> list[tuple[str, list[str]]]:
+    """(stem, what it shows) of each figure ``view`` draws of ``rows``, as the report draws them."""
+    shown = []
+    for _, stem, figure in plots.draw(rows, tables, {name: view}, on_skip=pytest.fail):
+        shown.append((stem, drawn(figure)))
+        plots.pyplot().close(figure)
+    return shown
+
+
+def differences(view: View, rows: pd.DataFrame, tables: dict) -> list[str]:
+    """What ``view`` shows differently of ``rows`` given only the columns it declares (an undeclared column it reads
+    raises, or silently changes what it shows)."""
+    name, narrow = view.name, only(rows, view.reads())
+    mine, narrow_mine = rows[rows["experiment"] == name], narrow[narrow["experiment"] == name]
+    found = []
+    try:
+        pd.testing.assert_frame_equal(view.headline(mine), view.headline(narrow_mine))
+        if view.answer(mine) != view.answer(narrow_mine):
+            found.append(f"{name}: its answer")
+        if figures(rows, tables, name, view) != figures(narrow, tables, name, view):
+            found.append(f"{name}: its figures")
+    except (KeyError, AssertionError) as error:
+        found.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+    return found
+
+
+RESULTS = pytest.mark.parametrize("results", [synthetic_results, committed_results], ids=["synthetic", "committed"])
+
+
+@RESULTS
+def test_every_view_reads_only_the_columns_it_declares(results):
+    rows, tables = results()
+    present = set(rows["experiment"])
+    checked = [view for name, view in views().items() if name in present]
+    assert len(checked) >= (len(views()) if results is synthetic_results else 10)
+    assert [problem for view in checked for problem in differences(view, rows, tables)] == []
+
+
+def test_a_view_that_reads_an_undeclared_column_is_found():
+    rows, tables = synthetic_results()
+    bandwidth = views()["bandwidth"]
+    quiet = View("bandwidth", bandwidth.headline, bandwidth.answer, bandwidth.figures,
+                 columns=tuple(column for column in bandwidth.columns if column != "l2_cache_bytes"))
+    loud = View("bandwidth", bandwidth.headline, bandwidth.answer,
+                columns=tuple(column for column in bandwidth.columns if column != "gbps"))
+    assert differences(quiet, rows, tables) == ["bandwidth: its figures"]  # read with .get: a line left out
+    assert differences(loud, rows, tables)[0].startswith("bandwidth: KeyError")
+
+
+@RESULTS
+def test_a_gpus_section_reads_only_the_columns_it_is_handed(results):
+    rows, _ = results()
+    experiments = registry()
+    handed = by_experiment(rows, experiments)
+    assert len(handed) >= 17 and all(len(frame.columns) < len(rows.columns) / 3 for frame in handed.values())
+
+    def section(experiment_rows: dict) -> list[str]:
+        return gpu_section(Gpu("host", "GPU-1", "GPU"), rows, experiment_rows, "", experiments, lambda name: [],
+                           lambda name: "")
+
+    assert section(handed) == section({name: rows[rows["experiment"] == name] for name in handed})
+
+
+@RESULTS
+def test_the_claims_read_only_the_columns_they_declare(results):
+    rows, _ = results()
+    judged = [claim.judge(rows) for claim in claims.CLAIMS]
+    assert sum(judgement is not None for judgement in judged) >= 10
+    assert [claim.judge(only(rows, claims.COLUMNS)) for claim in claims.CLAIMS] == judged
