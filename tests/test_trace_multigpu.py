@@ -156,6 +156,12 @@ def test_merging_refuses_two_traces_of_one_rank_or_one_gpu(ranks, devices, said)
         merged(parts)
 
 
+def test_a_merged_trace_is_not_merged_again():
+    both = merged([traced(GPU0, GPU0_CALLS, rank=0), traced(GPU1, GPU1_CALLS, rank=1)])
+    with pytest.raises(ValueError, match="merged already"):
+        merged([both, traced([kernel(2, 7, 0, 100)], [], rank=2)])
+
+
 def test_the_merged_timeline_has_a_host_per_rank_and_flows_within_each(tmp_path):
     found = merged([traced(GPU0, GPU0_CALLS, rank=0), traced(GPU1, GPU1_CALLS, rank=1)])
     timeline = read_timeline(found.to_perfetto(tmp_path / "ddp.json"))
@@ -310,3 +316,16 @@ def test_assert_overlap_traces_the_block_and_applies_min_comm_hidden(monkeypatch
     with pytest.raises(ValueError, match="min_comm_hidden must be between 0 and 1"):
         with plugin.assert_overlap(min_comm_hidden=1.5):
             raise AssertionError("the block ran")
+
+
+def test_two_merged_traces_compare_their_communication_and_every_gpus_kernels(rank_files, tmp_path):
+    from bench.traces import compare
+
+    paths = [save([("ddp:step", merged_files(rank_files))], None, tmp_path / "_trace" / f"{side}.parquet")
+             for side in ("old", "new")]
+    found = compare.compare(compare.read(paths[0]), compare.read(paths[1]))
+    lines = {line.measure: line for line in found.lines}
+    assert lines["communication hidden"].old == pytest.approx(0.11 / 0.26)
+    assert lines["communication hidden"].verdict == compare.Verdict.SAME
+    assert lines[f"kernel {NCCL_OLD} ms"].old == pytest.approx(0.1)  # GPU 1's, beside GPU 0's
+    assert lines[f"kernel {NCCL_NEW} ms"].old == pytest.approx(0.16)

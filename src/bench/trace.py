@@ -129,8 +129,7 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
-    from bench.cuda import runtime
-    from bench.measure.activity import open_recorder
+    from bench.measure.activity import open_recorder, synchronize_used
 
     recorder = open_recorder(calls=lines)
     recordings: list[Recording] = []
@@ -142,9 +141,9 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
 
     try:
         if warmup:
-            _run_synchronized(run, runtime.deviceSynchronize)
+            _run_synchronized(run, synchronize_used)
         for _ in range(runs):
-            untraced.append(_run_synchronized(run, runtime.deviceSynchronize))
+            untraced.append(_run_synchronized(run, synchronize_used))
             recorder.start()
             try:
                 traced.append(_run_synchronized(run, recorder.synchronize))
@@ -177,12 +176,12 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
     from the environment, as torchrun sets it)."""
     _usable()
     from bench.cuda import runtime
-    from bench.measure.activity import open_recorder
+    from bench.measure.activity import open_recorder, synchronize_used
 
     recorder = open_recorder()
     box = Traced()
     try:
-        runtime.deviceSynchronize()
+        synchronize_used()
         recorder.start()
         try:
             yield box

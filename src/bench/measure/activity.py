@@ -199,12 +199,10 @@ class Recorder:
         self._calls = []
 
     def synchronize(self) -> None:
-        """Wait for the GPU to finish the region's work: bench's own wait, not one of the region's."""
-        from bench.cuda import runtime
-
+        """Wait for the GPUs to finish the region's work: bench's own wait, not one of the region's."""
         calls, self._calls = self._calls, None
         try:
-            runtime.deviceSynchronize()
+            synchronize_used()
         finally:
             self._calls = calls
 
@@ -255,6 +253,15 @@ class Recorder:
 
             runtime.free(self._scratch)
             self._scratch = None
+
+
+def synchronize_used() -> None:
+    """Wait for every GPU this process has used: the current one and each whose primary context is active (a region
+    on several GPUs ends on all of them)."""
+    from bench.cuda import runtime
+    from bench.measure.hold import devices_in_use, synchronize
+
+    synchronize(sorted({runtime.getDevice(), *devices_in_use()}))
 
 
 @contextlib.contextmanager

@@ -22,9 +22,13 @@ from bench.traces.result import GpuFigures, TraceResult
 
 def merged(results: Sequence[TraceResult], target: str | None = None) -> TraceResult:
     """One result of the ranks' ``results`` (each of its own GPUs; a result's ``rank``, else its place in the list,
-    names it). ValueError (one line) where two results share a rank or a GPU, or ran on different hosts."""
+    names it). ValueError (one line) where two results share a rank or a GPU, ran on different hosts, or one is
+    merged already."""
     if not results:
         raise ValueError("no traces to merge")
+    for result in results:
+        if len({figures.rank for figures in result.gpus.values()}) > 1:
+            raise ValueError("a trace of several ranks is merged already: merge each rank's own trace")
     ranks = [result.rank if result.rank is not None else index for index, result in enumerate(results)]
     for rank in ranks:
         if ranks.count(rank) > 1:
