@@ -29,17 +29,18 @@ def waits_of(calls: Sequence[HostCall], sources: bool = True) -> list[HostWait]:
 def pageable_of(activities: Sequence[Activity], calls: Sequence[HostCall],
                 pinned: Callable[[Op, int], tuple[float, str]]) -> list[PageableCopies]:
     """The pageable copies, by direction, size and line, each group against ``pinned(op, bytes)``."""
-    made = {call.correlation: call for call in calls}
+    made = {(call.rank, call.correlation): call for call in calls}
     groups: dict[tuple, list[Activity]] = {}
     for activity in activities:
         if activity.op in LINK and activity.host_memory == "pageable":
-            call = made.get(activity.correlation)
+            call = made.get((activity.rank, activity.correlation))
             groups.setdefault((activity.op, activity.bytes, line_of_frames(call.frames) if call else ""),
                               []).append(activity)
     found = []
     for (op, nbytes, line), group in groups.items():
         pinned_ms, reference = pinned(op, nbytes)
-        host_ms = sum(made[a.correlation].ms for a in group if a.correlation in made) if calls else None
+        host_ms = (sum(made[(a.rank, a.correlation)].ms for a in group if (a.rank, a.correlation) in made) if calls
+                   else None)
         found.append(PageableCopies(op, nbytes, len(group), sum((a.end_ns - a.start_ns) / 1e6 for a in group),
                                     pinned_ms, reference, host_ms, line))
     return found
