@@ -52,6 +52,9 @@
 #   "trace TARGET [args]"       python -m bench trace TARGET, its rows into results/_trace/
 #   "trace-readme"              the README's trace: docs/examples/input_pipeline.py's pageable_step and step, each
 #                               with its output (.txt), rows, timeline (--plot) and Perfetto export (.json)
+#   "ddp-trace [RUNS]"          a PyTorch DDP training step on every GPU under torchrun, traced by each rank and
+#                               merged, against no_sync() plus one all-reduce and CUDA events (scripts/ddp_trace.py),
+#                               into results/_trace/ (needs torch and two or more GPUs)
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 # Every row names the commit it measured (bench.env.git_commit): a copy of the tree sent to a GPU machine has no .git
@@ -314,6 +317,9 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
             docs/examples/input_pipeline.py:$fn \
             | tee "results/_trace/$stamp-$slug-readme-$fn.txt"
         done ;;
+      ddp-trace)
+        timeout 540 torchrun --standalone --nproc-per-node "$(nvidia-smi -L | wc -l)" scripts/ddp_trace.py \
+          results/_trace --runs "${words[1]:-20}" ;;
       claims) timeout 300 python3 -m bench claims "${words[@]:1}" ;;
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
       compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;

@@ -90,7 +90,7 @@ def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line(tmp_path):
     assert 0 < group.pinned_ms < group.ms and group.host_ms >= group.ms * 0.5
     assert float(device[0]) == pytest.approx(2 * host[0])
     (upload,) = [a for a in result.activities if a.op == "H2D"]
-    assert upload.correlation in result.made_by  # CUPTI's record and the watched call share the correlation id
+    assert result.maker(upload).correlation == upload.correlation  # CUPTI's record and the watched call share it
     events = json.loads(result.to_perfetto(tmp_path / "pageable.json").read_text())["traceEvents"]
     (pageable,) = [e for e in events if e["ph"] == "X" and "pageable" in e["name"]]
     (arrow,) = [e for e in events if e["ph"] == "f" and e["pid"] == pageable["pid"] and e["tid"] == pageable["tid"]]
@@ -111,3 +111,31 @@ def test_bench_s_own_synchronize_is_never_a_wait_of_the_region(pipeline):
     for result in (found, traced.result):
         assert not [call for call in result.calls if any(frame.library == "bench" for frame in call.frames[-1:])]
         assert all("/bench/trace.py:" not in wait.line for wait in result.waits)  # bench's, not this test file
+
+
+@pytest.mark.two_gpus
+def test_a_region_on_two_gpus_is_traced_on_both_and_ends_on_both():
+    """One process, work on GPU 0 and GPU 1 and no synchronize of GPU 1 in the region: tracing() waits for both (its
+    records would be missing otherwise) and analyses each on its own."""
+    import cupy
+
+    arrays = []
+    for device in (0, 1):
+        with cupy.cuda.Device(device):
+            arrays.append(cupy.ones((2048, 2048), cupy.float32))
+            arrays[-1] @ arrays[-1]  # warm up
+            cupy.cuda.Device(device).synchronize()
+    from bench import tracing
+
+    with cupy.cuda.Device(0), tracing(bound=False) as traced:
+        for device, array in zip((0, 1), arrays):
+            with cupy.cuda.Device(device):
+                for _ in range(4):
+                    array @ array
+    found = traced.result
+    assert sorted(found.gpus) == [0, 1]
+    assert [sum(a.op == "kernel" and a.device == device for a in found.activities) for device in (0, 1)] == [4, 4]
+    gpu0, gpu1 = found.gpus[0], found.gpus[1]
+    assert found.busy_ms["compute"] == pytest.approx(
+        (gpu0.overlap.busy_ns["compute"] + gpu1.overlap.busy_ns["compute"]) / 1e6)
+    assert found.makespan_ms >= max(gpu0.makespan_ms, gpu1.makespan_ms) and found.comm_ms == 0

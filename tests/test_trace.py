@@ -285,18 +285,22 @@ def timeline():
     return analysed(activities, [upload, sync], copy_bound=lambda h2d, d2h: (0.04, 2), target="x.py:step")
 
 
-def row(op, stream, start_ms, end_ms, nbytes=0, memory="", name="", made="", line=""):
-    return {"op": op, "stream": stream, "start_ms": start_ms, "end_ms": end_ms, "bytes": nbytes,
-            "host_memory": memory, "name": name, "call": made, "line": line}
+def row(op, stream, start_ms, end_ms, nbytes=0, memory="", name="", made="", line="", device=0, correlation=None,
+        call_ms=(None, None)):
+    return {"op": op, "device": device, "rank": None, "stream": stream, "start_ms": start_ms, "end_ms": end_ms,
+            "bytes": nbytes, "host_memory": memory, "name": name, "call": made, "line": line,
+            "correlation": correlation, "call_start_ms": call_ms[0], "call_end_ms": call_ms[1], "pinned_ms": None}
 
 
 def test_the_table_has_a_row_per_activity_gap_and_wait_from_the_first_gpu_start():
     assert timeline().table() == [
-        row("kernel", 7, 0.0, 0.1, name="gemm"),
-        row("H2D", 8, 0.02, 0.06, 4096, "pinned", made="cuMemcpyHtoDAsync", line="/u/x.py:5"),
-        row("kernel", 7, 0.2, 0.25, name="add"),
-        row("idle", -1, 0.1, 0.2, made="cuStreamSynchronize", line="/u/x.py:9"),
-        row("wait", -2, 0.09, 0.18, made="cuStreamSynchronize", line="/u/x.py:9")]
+        row("kernel", 7, 0.0, 0.1, name="gemm", correlation=1),
+        row("H2D", 8, 0.02, 0.06, 4096, "pinned", made="cuMemcpyHtoDAsync", line="/u/x.py:5", correlation=2,
+            call_ms=(0.01, 0.015)),
+        row("kernel", 7, 0.2, 0.25, name="add", correlation=4),
+        row("idle", -1, 0.1, 0.2, made="cuStreamSynchronize", line="/u/x.py:9", correlation=3, call_ms=(0.09, 0.18)),
+        row("wait", -2, 0.09, 0.18, made="cuStreamSynchronize", line="/u/x.py:9", device=None, correlation=3,
+            call_ms=(0.09, 0.18))]
 
 
 def test_json_has_no_nan():
@@ -312,7 +316,7 @@ def test_json_has_no_nan():
     assert parsed["activities"] == found.table() and parsed["makespan_ms"] == 0.1
     whole = json.loads(timeline().to_json(), parse_constant=no_constants)
     assert whole["target"] == "x.py:step" and whole["gaps_list"] == [
-        {"start_ms": 0.1, "ms": 0.1, "call": "cuStreamSynchronize", "line": "/u/x.py:9"}]
+        {"start_ms": 0.1, "ms": 0.1, "device": 0, "call": "cuStreamSynchronize", "line": "/u/x.py:9"}]
     assert whole["waits"] == [{"line": "/u/x.py:9", "source": "", "call_names": "cuStreamSynchronize", "count": 1,
                                "ms": 0.09}]
 

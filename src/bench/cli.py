@@ -227,6 +227,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="leave out the driver-call callbacks: no host waits or lines, less overhead on code whose "
                             "every call blocks (pageable copies)")
     trace.add_argument("--device", type=ordinal, default=0, help="CUDA device ordinal (default 0)")
+    trace.add_argument("--merge", nargs="+", type=Path, metavar="FILE.parquet",
+                       help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("
+                            "save=..., rank=...) under torchrun) and show, --save, --plot or --perfetto them as one, "
+                            "each GPU's numbers and the whole; needs no GPU")
     trace.set_defaults(handler=_trace)
 
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
@@ -874,6 +878,13 @@ def _target(command: str, args: argparse.Namespace):
         raise UsageError(f"{command}: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
     if script and not Path(args.target).is_file():
         raise UsageError(f"{command}: {args.target} is not a file")
+    _outputs(args)
+    require_gpu(command)
+    return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
+
+
+def _outputs(args: argparse.Namespace) -> None:
+    """Check --save, --plot and --perfetto before anything runs or is read."""
     for option, path in (("--save", args.save), ("--plot", getattr(args, "plot", None)),
                          ("--perfetto", getattr(args, "perfetto", None))):
         if path is not None:
@@ -887,8 +898,6 @@ def _target(command: str, args: argparse.Namespace):
         raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
     if getattr(args, "perfetto", None) is not None and Path(args.perfetto).suffix != ".json":
         raise UsageError(f"--perfetto: {args.perfetto} is not a .json file")
-    require_gpu(command)
-    return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
 
 
 def _syncs(args: argparse.Namespace, console: Console) -> int:
@@ -913,6 +922,8 @@ def _syncs(args: argparse.Namespace, console: Console) -> int:
 
 
 def _trace(args: argparse.Namespace, console: Console) -> int:
+    if args.merge:
+        return _merge_traces(args, console)
     if args.results != RESULTS_DIR and not Path(args.results).exists():
         raise UsageError(f"--results: {args.results} does not exist")
     function = _target("trace", args)
@@ -928,14 +939,34 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
         found = trace(function, runs=args.runs, results=results, target=args.target, lines=not args.no_lines)
     except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
         raise UsageError(f"trace: {error}") from None
+    _trace_outputs(args, found, args.target, f"{args.target} on {environment.gpu_name}", environment)
+    _show(args, console, found, f"{args.target} on {environment.gpu_name}:\n")
+    return 0
+
+
+def _merge_traces(args: argparse.Namespace, console: Console) -> int:
+    """``trace --merge FILE...``: the ranks' saved traces as one."""
+    if args.target is not None:
+        raise UsageError("trace --merge takes no target: it reads the traces the ranks saved")
+    _outputs(args)
+    from bench.traces.merge import merged_files
+
+    found = merged_files(args.merge)
+    title = f"{found.target}, {len(args.merge)} trace{'s' * (len(args.merge) != 1)} merged"
+    _trace_outputs(args, found, found.target, title, None)
+    _show(args, console, found, f"{title}:\n")
+    return 0
+
+
+def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, environment) -> None:
+    """Write what --plot, --perfetto and --save ask of a trace (``environment``: the GPU's; None: the ranks')."""
     figure = None
     if args.plot is not None:
         import pandas as pd
 
         from bench import plots
 
-        drawn = plots.trace_figure(pd.DataFrame(found.table()), f"{args.target} on {environment.gpu_name}")
-        figure = plots.rendered(drawn, Path(args.plot).suffix[1:])
+        figure = plots.rendered(plots.trace_figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:])
     timeline = None
     if args.perfetto is not None:
         from bench.traces.perfetto import encoded
@@ -944,14 +975,12 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     if args.save is not None:
         from bench.trace import save
 
-        save([(args.target, found)], environment, args.save)
+        save([(target, found)], environment, args.save)
     from bench.store import write_bytes
 
     for path, content in ((args.plot, figure), (args.perfetto, timeline)):
         if content is not None:
             write_bytes(path, content)
-    _show(args, console, found, f"{args.target} on {environment.gpu_name}:\n")
-    return 0
 
 
 def _show(args: argparse.Namespace, console: Console, found, heading: str) -> None:

@@ -339,16 +339,52 @@ def truth_table_figure(rows: pd.DataFrame, tables: dict) -> list:
 
 # --- a trace's timeline ----------------------------------------------------------------------------------------------
 
-TRACE_COLORS = {"kernel": "#4c72b0", "memset": "#8172b3", "H2D": "#55a868", "D2H": "#dd8452", "D2D": "#937860",
-                "H2H": "#da8bc3", "P2P": "#8c8c8c", "idle": "#c44e52", "wait": "#c44e52"}
+TRACE_COLORS = {"kernel": "#4c72b0", "communication": "#64b5cd", "memset": "#8172b3", "H2D": "#55a868",
+                "D2H": "#dd8452", "D2D": "#937860", "H2H": "#da8bc3", "P2P": "#8c8c8c", "idle": "#c44e52",
+                "wait": "#c44e52"}
+
+
+TRACE_COMMUNICATION = "communication"  # NCCL's kernels' colour in the timeline
+
+
+def _devices_of(rows: pd.DataFrame) -> list[int]:
+    """Each row's GPU: 0 where the file predates the column, -1 for a host wait."""
+    if "device" not in rows:
+        return [0] * len(rows)
+    return [-1 if pd.isna(device) else int(device) for device in rows["device"]]
+
+
+def _trace_lanes(rows: pd.DataFrame) -> tuple[dict[tuple[int, int], int], list[str]]:
+    """The lane of each (device, stream) and the lanes' labels: each GPU's streams, then its idle gaps (of one GPU:
+    "GPU idle" after its streams), then the host's waits, key (-1, -2)."""
+    devices = sorted(set(rows.loc[rows["stream"] >= -1, "device"]) - {-1})
+    several = len(devices) > 1
+    keys: list[tuple[int, int]] = []
+    labels: list[str] = []
+    for device in devices:
+        mine = rows[(rows["device"] == device) & (rows["stream"] >= 0)]
+        for stream in sorted(int(stream) for stream in mine["stream"].unique()):
+            keys.append((device, stream))
+            labels.append(f"GPU {device} stream {stream}" if several else f"stream {stream}")
+        keys.append((device, -1))
+        labels.append(f"GPU {device} idle" if several else "GPU idle")
+    if not devices:
+        keys.append((0, -1))
+        labels.append("GPU idle")
+    keys.append((-1, -2))
+    labels.append("host waits")
+    return {key: lane for lane, key in enumerate(keys)}, labels
 
 
 def trace_figure(rows: pd.DataFrame, title: str):
-    """One trace's timeline (rows of a ``trace`` table of one target): a lane per stream with its kernels and each
-    copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and the host's waits below.
-    ``title`` is drawn as written (:func:`literal`)."""
+    """One trace's timeline (rows of a ``trace`` table of one target): a lane per stream with its kernels (NCCL's as
+    communication) and each copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and
+    the host's waits below; with several GPUs, a group of lanes per GPU, each with its idle lane. ``title`` is drawn
+    as written (:func:`literal`)."""
     plt = pyplot()
     from matplotlib.patches import Patch
+
+    from bench.traces.collectives import is_collective
 
     if not len(rows):
         figure, ax = plt.subplots(figsize=(11, 1.5))
@@ -356,20 +392,21 @@ def trace_figure(rows: pd.DataFrame, title: str):
         ax.set_axis_off()
         ax.set_title(literal(title), fontsize=10, loc="left")
         return figure
+    rows = rows.assign(device=_devices_of(rows))
+    rows = rows.assign(op=[TRACE_COMMUNICATION if op == "kernel" and is_collective(name) else op
+                           for op, name in zip(rows["op"], rows["name"].fillna("").astype(str))])
     work = rows[rows["stream"] >= 0]
-    streams = sorted(work["stream"].unique())
-    lanes = {stream: index for index, stream in enumerate(streams)}
-    lanes[-1], lanes[-2] = len(streams), len(streams) + 1
-    figure, ax = plt.subplots(figsize=(11, 1.2 + 0.42 * len(lanes)))
+    lanes, labels = _trace_lanes(rows)
+    figure, ax = plt.subplots(figsize=(11, 1.2 + 0.42 * len(labels)))
     for _, row in rows.iterrows():
-        lane = lanes.get(int(row["stream"]))
+        lane = lanes.get((-1, -2) if int(row["stream"]) == -2 else (int(row["device"]), int(row["stream"])))
         if lane is None:
             continue
         pageable = row.get("host_memory") == "pageable"
         ax.broken_barh([(row["start_ms"], max(row["end_ms"] - row["start_ms"], 1e-4))], (lane - 0.4, 0.8),
                        facecolors=TRACE_COLORS.get(row["op"], "#999999"), edgecolor="black" if pageable else "none",
                        linewidth=0.4, hatch="//" if pageable else None, alpha=0.55 if row["op"] == "wait" else 1)
-    ax.set_yticks(range(len(lanes)), [f"stream {stream}" for stream in streams] + ["GPU idle", "host waits"])
+    ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the first GPU start")
     shown = [op for op in TRACE_COLORS if op in set(rows["op"]) and op != "wait"]

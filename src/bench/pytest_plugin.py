@@ -1,5 +1,5 @@
 """bench's pytest plugin: fail a test when a region of code waits for the GPU, naming the lines that waited, or when
-its copies do not hide behind its kernels.
+its copies (or its NCCL communication) do not hide behind its kernels.
 
     def test_training_step_never_waits(assert_async):
         with assert_async():
@@ -9,6 +9,10 @@ its copies do not hide behind its kernels.
         pipeline()  # warm up: a first call's loading would be in the trace
         with assert_overlap(min_hidden=0.8):
             pipeline()
+
+    def test_ddp_step_hides_its_all_reduces(assert_overlap):  # in each rank, under torchrun
+        with assert_overlap(min_comm_hidden=0.5):
+            train_step(model, batch)
 
     # or, without the fixture:  from bench.pytest_plugin import assert_async
 
@@ -95,18 +99,24 @@ def _gated(stream, timeout_s: float) -> Iterator[None]:
 
 
 class DidNotOverlap(AssertionError):
-    """The traced region's copies hid less behind its kernels, or it ran further from its bound, than required."""
+    """The traced region's copies or communication hid less behind its kernels, or it ran further from its bound,
+    than required."""
 
 
 @contextmanager
-def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None = None) -> Iterator[None]:
+def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None = None,
+                   min_comm_hidden: float | None = None) -> Iterator[None]:
     """Trace one run of the block (:func:`bench.tracing`) and fail unless at least ``min_hidden`` of its H2D and D2H
-    copy time ran while a kernel or memset ran and, with ``min_efficiency``, it took at most bound /
-    ``min_efficiency``. The failure gives the numbers and the copies exposed longest, with the lines that made them.
-    A region without copies fails a ``min_hidden``: there is nothing to hide. Skipped without a GPU or CUPTI."""
+    copy time ran while a kernel or memset ran, with ``min_efficiency`` it took at most bound / ``min_efficiency``,
+    and with ``min_comm_hidden`` at least that share of its communication (NCCL's kernels) ran while compute ran on
+    the same GPU (HTA's overlap: in a DDP step, its gradient all-reduces behind the backward pass). The failure gives
+    the numbers and the copies exposed longest, with the lines that made them. A region without copies fails a
+    ``min_hidden``, one without NCCL kernels a ``min_comm_hidden``: there is nothing to hide. Skipped without a GPU or
+    CUPTI."""
     from bench.trace import TraceUnavailable, tracing
 
-    for name, value in (("min_hidden", min_hidden), ("min_efficiency", min_efficiency)):
+    for name, value in (("min_hidden", min_hidden), ("min_efficiency", min_efficiency),
+                        ("min_comm_hidden", min_comm_hidden)):
         if value is not None and not 0 <= value <= 1:
             raise ValueError(f"{name} must be between 0 and 1")
     skip_without_gpu()
@@ -115,7 +125,12 @@ def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None
             yield
     except TraceUnavailable as error:  # no CUPTI, or a profiler holds it: as without a GPU
         pytest.skip(str(error))
-    result = traced.result
+    check_overlap(traced.result, min_hidden, min_efficiency, min_comm_hidden)
+
+
+def check_overlap(result, min_hidden: float | None = None, min_efficiency: float | None = None,
+                  min_comm_hidden: float | None = None) -> None:
+    """:class:`DidNotOverlap` unless the trace ``result`` (a :class:`bench.TraceResult`) meets every share given."""
     problems = []
     if min_hidden is not None and (result.hidden is None or result.hidden < min_hidden):
         shown = "no H2D or D2H copies ran" if result.hidden is None else f"{result.hidden:.0%} of its copy time"
@@ -123,6 +138,13 @@ def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None
     if min_efficiency is not None and (result.efficiency is None or result.efficiency < min_efficiency):
         shown = "no bound" if result.efficiency is None else f"{result.efficiency:.0%} of its bound"
         problems.append(f"ran at {shown} (at least {min_efficiency:.0%} required)")
+    if min_comm_hidden is not None and (result.comm_hidden is None or result.comm_hidden < min_comm_hidden):
+        shown = ("no NCCL kernels ran" if result.comm_hidden is None else
+                 f"{result.comm_hidden:.0%} of its {result.comm_ms:.3f} ms, {result.comm_exposed_ms:.3f} ms exposed")
+        gpus = "; ".join(f"GPU {device}: {figures.comm_hidden:.0%}" for device, figures in result.gpus.items()
+                         if figures.comm_hidden is not None)
+        problems.append(f"communication hidden behind compute: {shown} (at least {min_comm_hidden:.0%} required)"
+                        + (f" [{gpus}]" if len(result.gpus) > 1 and gpus else ""))
     if problems:
         worst = []
         for activity, exposed in result.worst_copies():

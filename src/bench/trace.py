@@ -20,28 +20,38 @@ of median makespan is the one described, and the host time of the traced runs ag
 tracing overhead. Event intervals are not used for overlap: a copy's event interval includes the time it waited for
 its engine. :func:`tracing` records one run of a ``with`` block (the pytest helper ``assert_overlap`` uses it).
 
+Several GPUs: the records carry their GPU, each GPU is analysed on its own (its copies hide only behind its own
+compute) and the whole is their sum, with the makespan from the first start on any to the last end on any. NCCL's
+kernels are communication, not compute (:mod:`bench.traces.collectives`): their time hidden behind compute (HTA's
+overlap), exposed, and the compute idle while it was exposed. Ranks of a torchrun job each trace their own GPU and
+save it (``tracing(save=..., rank=...)``); :func:`bench.traces.merge.merged` makes them one.
+
 This module runs the region under CUPTI; what it finds is assembled, shown, saved and exported by the parts in
 :mod:`bench.traces`, whose public names it gives again.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from bench.libraries import loaded_versions
 from bench.measure.activity import Activity, Op, Recording, TraceUnavailable
 from bench.traces.assemble import result_of
+from bench.traces import files
 from bench.traces.files import SUMMARY, TABLE, columns, save
 from bench.traces.overlap import ENGINES, GAP_NS, JOIN_NS, LINK, Gap, Overlap, overlap_of
-from bench.traces.result import WAIT_NS, HostWait, PageableCopies, TraceResult, shown
+from bench.traces.merge import merged
+from bench.traces.result import WAIT_NS, GpuFigures, HostWait, PageableCopies, TraceResult, shown
 from bench.traces.text import describe
 
 DEFAULT_RUNS = 5
 
-__all__ = ["DEFAULT_RUNS", "ENGINES", "GAP_NS", "JOIN_NS", "LINK", "SUMMARY", "TABLE", "WAIT_NS", "Gap", "HostWait",
-           "Overlap", "PageableCopies", "TraceResult", "TraceUnavailable", "columns", "describe", "overlap_of",
-           "pinned_results", "result_of", "save", "shown", "trace", "tracing"]
+__all__ = ["DEFAULT_RUNS", "ENGINES", "GAP_NS", "JOIN_NS", "LINK", "SUMMARY", "TABLE", "WAIT_NS", "Gap", "GpuFigures",
+           "HostWait", "Overlap", "PageableCopies", "TraceResult", "TraceUnavailable", "columns", "describe", "merged",
+           "overlap_of", "pinned_results", "result_of", "save", "shown", "trace", "tracing"]
 
 
 # --- running on the GPU --------------------------------------------------------------------------------------------
@@ -91,6 +101,14 @@ def _run_synchronized(call: Callable[[], object], synchronize: Callable[[], None
     return ms
 
 
+def rank_of(rank: int | None) -> int | None:
+    """``rank``, else the process's rank as torchrun (and launchers like it) give it in ``RANK``, else None."""
+    if rank is not None:
+        return rank
+    given = os.environ.get("RANK", "")
+    return int(given) if given.isdigit() else None
+
+
 def _usable() -> None:
     from bench.env import no_gpu_reason
 
@@ -100,17 +118,18 @@ def _usable() -> None:
 
 
 def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, results=None, target: str = "",
-          leave_out: Callable[[Activity], bool] | None = None, lines: bool = True, **kwargs) -> TraceResult:
+          leave_out: Callable[[Activity], bool] | None = None, lines: bool = True, rank: int | None = None,
+          **kwargs) -> TraceResult:
     """Trace ``fn(*args, **kwargs)`` (see the module docstring). ``results``: rows of results files whose pinned
     bandwidth rows of this GPU stand in for measuring the pinned reference. ``leave_out``: records that are not the
     region's own (a gate kernel the region's work waits behind). ``lines=False`` leaves out the driver-call callbacks:
-    no host waits, no lines, less overhead where every call blocks (pageable copies). :class:`TraceUnavailable` (one
-    line) without a GPU or CUPTI."""
+    no host waits, no lines, less overhead where every call blocks (pageable copies). ``rank``: this process's rank
+    where several trace at once (default: ``RANK`` from the environment). :class:`TraceUnavailable` (one line) without
+    a GPU or CUPTI."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
-    from bench.cuda import runtime
-    from bench.measure.activity import open_recorder
+    from bench.measure.activity import open_recorder, synchronize_used
 
     recorder = open_recorder(calls=lines)
     recordings: list[Recording] = []
@@ -122,9 +141,9 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
 
     try:
         if warmup:
-            _run_synchronized(run, runtime.deviceSynchronize)
+            _run_synchronized(run, synchronize_used)
         for _ in range(runs):
-            untraced.append(_run_synchronized(run, runtime.deviceSynchronize))
+            untraced.append(_run_synchronized(run, synchronize_used))
             recorder.start()
             try:
                 traced.append(_run_synchronized(run, recorder.synchronize))
@@ -136,7 +155,7 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
         recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
     copy_bound, pinned = _references(results)
     result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
-                       target=target)
+                       target=target, rank=rank_of(rank))
     result.libraries = loaded_versions()
     return result
 
@@ -148,17 +167,21 @@ class Traced:
 
 
 @contextmanager
-def tracing(target: str = "", bound: bool = True) -> Iterator[Traced]:
+def tracing(target: str = "", bound: bool = True, save: str | Path | None = None,
+            rank: int | None = None) -> Iterator[Traced]:
     """Trace one run of the ``with`` block (warm it up first: a first call's loading is in the trace otherwise).
-    ``bound=False`` skips measuring the copies' bound (seconds of pinned copies): no bound, no efficiency."""
+    ``bound=False`` skips measuring the copies' bound (seconds of pinned copies): no bound, no efficiency. ``save``:
+    also write the trace to this new results file (table ``trace``), with this GPU's environment. ``rank``: this
+    process's rank where several trace at once, as :func:`bench.traces.merge.merged` names them (default: ``RANK``
+    from the environment, as torchrun sets it)."""
     _usable()
     from bench.cuda import runtime
-    from bench.measure.activity import open_recorder
+    from bench.measure.activity import open_recorder, synchronize_used
 
     recorder = open_recorder()
     box = Traced()
     try:
-        runtime.deviceSynchronize()
+        synchronize_used()
         recorder.start()
         try:
             yield box
@@ -168,5 +191,11 @@ def tracing(target: str = "", bound: bool = True) -> Iterator[Traced]:
     finally:
         recorder.close()
     copy_bound, pinned = _references(bound=bound)
-    box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target)
+    box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target, rank=rank_of(rank))
     box.result.libraries = loaded_versions()
+    if save is not None:
+        from bench.env import gpu_environment
+
+        environment = gpu_environment(runtime.getDevice())
+        box.result.environments = {box.result.rank: environment.as_dict()}
+        files.save([(target, box.result)], environment, save)

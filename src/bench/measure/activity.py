@@ -55,6 +55,7 @@ class Activity:
     name: str = ""  # a kernel's name
     correlation: int = 0  # the driver call that enqueued it (:attr:`HostCall.correlation`)
     device: int = 0  # the GPU that ran it: CUPTI's device id
+    rank: int | None = None  # the process that recorded it, in a trace merged from several (bench.traces.merge)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class HostCall:
     end_ns: int
     correlation: int
     frames: tuple[Frame, ...] = ()  # outermost first; empty for short calls that copied nothing
+    rank: int | None = None  # the process that made it, in a trace merged from several (bench.traces.merge)
 
     @property
     def ms(self) -> float:
@@ -197,12 +199,10 @@ class Recorder:
         self._calls = []
 
     def synchronize(self) -> None:
-        """Wait for the GPU to finish the region's work: bench's own wait, not one of the region's."""
-        from bench.cuda import runtime
-
+        """Wait for the GPUs to finish the region's work: bench's own wait, not one of the region's."""
         calls, self._calls = self._calls, None
         try:
-            runtime.deviceSynchronize()
+            synchronize_used()
         finally:
             self._calls = calls
 
@@ -253,6 +253,15 @@ class Recorder:
 
             runtime.free(self._scratch)
             self._scratch = None
+
+
+def synchronize_used() -> None:
+    """Wait for every GPU this process has used: the current one and each whose primary context is active (a region
+    on several GPUs ends on all of them)."""
+    from bench.cuda import runtime
+    from bench.measure.hold import devices_in_use, synchronize
+
+    synchronize(sorted({runtime.getDevice(), *devices_in_use()}))
 
 
 @contextlib.contextmanager

@@ -20,7 +20,8 @@ SYNCS_COLUMNS = {"target": ("what ran", ""), "file": ("file", ""), "line": ("lin
                  "cuda_calls": ("CUDA call", "")}  # column -> (header, format as ``bench syncs`` prints it)
 TRACE_COLUMNS = {"target": ("what ran", ""), "makespan_ms": ("makespan ms", ".3f"), "bound_ms": ("bound ms", ".3f"),
                  "efficiency": ("efficiency", ".0%"), "hidden": ("copies hidden", ".0%"),
-                 "idle_ms": ("idle ms", ".3f"), "pageable_cost_ms": ("pageable cost ms", ".3f"),
+                 "comm_hidden": ("communication hidden", ".0%"), "idle_ms": ("idle ms", ".3f"),
+                 "pageable_cost_ms": ("pageable cost ms", ".3f"),
                  "overhead": ("tracing overhead", "+.1%"), "git_commit": ("commit", "")}  # as ``bench trace`` prints
 Timeline = Callable[[tuple[Gpu, str]], bytes]  # (GPU, target) -> the PNG of its timeline
 

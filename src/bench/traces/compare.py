@@ -1,6 +1,6 @@
 """Two traces compared (``bench compare OLD.parquet NEW.parquet`` of two ``bench trace --save`` files): what changed,
 target by target, in the makespan, the efficiency, the share of copying hidden behind compute, the idle time, the
-pageable copies' cost and the time of each kernel name. The analysis side: pandas and the results files only.
+pageable copies' cost, the share of communication hidden behind compute and the time of each kernel name. The analysis side: pandas and the results files only.
 
 Each target's newest trace on each side is compared (a file may hold several targets; ``--gpu`` picks one GPU's). A
 trace keeps every traced run's numbers (the ``*_runs`` columns); a number's change is flagged only beyond their
@@ -11,7 +11,8 @@ spread:
 - ``worse`` or ``better``: every run of one side lies beyond every run of the other (more time, or a smaller share of
   the bound or of the copying hidden, is worse);
 - ``unclear``: a side keeps fewer than two runs (a ``tracing()`` block, or a file written before bench kept them);
-- ``changed``: a side lacks the number (a kernel name only one trace ran, copies only one side made).
+- ``changed``: a side lacks the number (a kernel name only one trace ran, copies or communication only one side
+  had).
 
 A change is the relative change of a time, in percent, and the difference of a share, in percentage points.
 """
@@ -59,7 +60,8 @@ MEASURES = (Measure("makespan", "makespan_ms", "makespan_runs_ms"),
             Measure("efficiency", "efficiency", "efficiency_runs", share=True),
             Measure("copies hidden", "hidden", "hidden_runs", share=True),
             Measure("idle", "idle_ms", "idle_runs_ms"),
-            Measure("pageable cost", "pageable_cost_ms", "pageable_cost_runs_ms"))
+            Measure("pageable cost", "pageable_cost_ms", "pageable_cost_runs_ms"),
+            Measure("communication hidden", "comm_hidden", "comm_hidden_runs", share=True))
 KERNEL_RUNS = "name_runs_ms"
 
 
@@ -190,12 +192,14 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Tra
 
 
 def _newest(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Each target's rows of its newest trace (the latest ``traced_at``; of a tie, the first GPU's)."""
+    """Each target's rows of its newest trace (the latest ``traced_at``; of a tie, the first GPU's, unless the trace
+    is one of several GPUs: a merged trace's rows name each rank's GPU)."""
     found = {}
     for target, mine in rows.groupby(rows["target"].astype(str), sort=False):
         newest = mine[mine["traced_at"].astype(str) == mine["traced_at"].astype(str).max()]
         first = analysis.gpus(newest)[0]
-        found[target] = analysis.rows_of(newest, first) if first.uuid or first.host else newest
+        several = "gpus" in newest and (pd.to_numeric(newest["gpus"], errors="coerce") > 1).any()
+        found[target] = analysis.rows_of(newest, first) if (first.uuid or first.host) and not several else newest
     return found
 
 

@@ -1,5 +1,7 @@
 """Results files of table ``trace`` (``bench trace --save``): one row per kernel, copy, memset, idle gap and host
-wait of the described run, each with the trace's headline numbers and the environment."""
+wait of the described run, each with the trace's headline numbers, its GPU's own (``gpu_*``) and the environment.
+A row keeps what :mod:`bench.traces.load` needs to read the trace back and :mod:`bench.traces.merge` to put it on one
+clock with other ranks' traces: its GPU, its rank, the run's origin on CUPTI's clock, the call that made it."""
 
 from __future__ import annotations
 
@@ -24,13 +26,29 @@ SUMMARY_DOCS = {
     "copy_ms": "time H2D or D2H copies ran", "hidden_ms": "of copy_ms, the time compute ran too",
     "duplex_ms": "time H2D and D2H copies ran at once",
     "concurrent_kernels_ms": "time two or more kernels ran at once",
+    "comm_ms": "time NCCL's kernels (communication) ran",
+    "comm_hidden_ms": "of comm_ms, the time compute ran on the same GPU",
+    "comm_hidden": "comm_hidden_ms / comm_ms: communication hidden behind compute (HTA's overlap)",
+    "comm_exposed_ms": "comm_ms - comm_hidden_ms: communication with no compute beside it",
+    "comm_idle_ms": "of comm_exposed_ms, the time between the GPU's first and last compute: compute stood idle",
     "idle_ms": f"time nothing ran, in gaps of {GAP_NS / 1000:g} µs or more",
     "pageable_cost_ms": "pageable copies' time beyond pinned copies of their sizes",
     "overhead": "traced runs' host time over untraced runs', less one",
-}  # the headline numbers every row carries: summary() names, each with what it is
+    "bound_compute_ms": "the bound's compute term (of several GPUs, the largest)",
+    "bound_copies_ms": "the bound's term of H2D and D2H copies at pinned speed (the largest of any GPU)",
+    "bound_D2D_ms": "the bound's term of D2D copies (the largest of any GPU)",
+}  # the headline numbers every row carries: summary() names, each with what it is; of several GPUs, times summed
 SUMMARY = tuple(SUMMARY_DOCS)
+GPU_DOCS = {"makespan_ms": "first start to last end on the row's GPU", "busy_compute_ms": "time compute ran on it",
+            "hidden": "share of its H2D and D2H copy time during which compute ran on it",
+            "comm_ms": "time NCCL's kernels ran on it", "comm_hidden": "its communication hidden behind its compute",
+            "comm_exposed_ms": "its communication with no compute beside it",
+            "comm_idle_ms": "its compute idle during exposed communication",
+            "idle_ms": "time nothing ran on it, in gaps", "bound_ms": "its bound", "efficiency": "its bound / makespan"}
+GPU_COLUMNS = {f"gpu_{name}": name for name in GPU_DOCS}  # column -> GpuFigures.as_dict() name
 RUNS = {"makespan_runs_ms": "makespan_ms", "efficiency_runs": "efficiency", "hidden_runs": "hidden",
-        "idle_runs_ms": "idle_ms", "pageable_cost_runs_ms": "pageable_cost_ms"}  # column -> RunFigures field
+        "idle_runs_ms": "idle_ms", "pageable_cost_runs_ms": "pageable_cost_ms",
+        "comm_hidden_runs": "comm_hidden"}  # column -> RunFigures field
 KERNEL_RUNS = "name_runs_ms"
 
 
@@ -43,6 +61,8 @@ def columns() -> tuple:
         column("target", TEXT, "what was traced: MODULE:FUNCTION, a script, or a name the caller gave"),
         column("traced_at", TEXT, "when the results file was written (UTC, ISO 8601)"),
         column("op", TEXT, "kernel, memset, H2D, D2H, D2D, H2H, P2P; idle (a gap of the GPU) or wait (a host call)"),
+        column("device", INT, "the GPU that ran it (CUPTI's device id; empty for a wait)"),
+        column("rank", INT, "the rank (process) that traced it, where ranks traced at once (torchrun's RANK)"),
         column("stream", INT, "the CUDA stream's id (idle: -1, wait: -2)"),
         column("start_ms", FLOAT, "start, ms after the run's first GPU start (CUPTI's clock)"),
         column("end_ms", FLOAT, "end, ms after the run's first GPU start"),
@@ -52,8 +72,16 @@ def columns() -> tuple:
         column("name", TEXT, "a kernel's name"),
         column("call", TEXT, "the driver call that made it, or that the host was in (idle, wait)"),
         column("line", TEXT, "the user's line of that call (FILE:LINE), where its stack was kept"),
+        column("correlation", INT, "CUPTI's correlation id of the record and of the call that made it"),
+        column("call_start_ms", FLOAT, "that call's host start, ms after the run's first GPU start"),
+        column("call_end_ms", FLOAT, "that call's host end"),
+        column("pinned_ms", FLOAT, "a pageable copy's row: one pinned copy of its size on this GPU"),
+        column("origin_ns", INT, "the run's first GPU start on CUPTI's clock (ns): where start_ms is 0"),
         column("runs", INT, "traced runs; the one of median makespan is described"),
+        column("gpus", INT, "the GPUs the trace ran on"),
+        column("copy_engines", INT, "the copy engines the copies' bound counted"),
         *(column(name, FLOAT, doc) for name, doc in SUMMARY_DOCS.items()),
+        *(column(name, FLOAT, f"the row's GPU: {GPU_DOCS[figure]}") for name, figure in GPU_COLUMNS.items()),
         *(column(name, FLOATS, f"every traced run's {figure}, in the order they ran (their spread; NaN where a run "
                                 "had none)") for name, figure in RUNS.items()),
         column(KERNEL_RUNS, FLOATS, "a kernel's row: the time the kernels of its name ran in each traced run"),
@@ -62,20 +90,36 @@ def columns() -> tuple:
 
 
 def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
-    """Write each (target, result)'s rows to a new results file ``path`` (table ``trace``)."""
+    """Write each (target, result)'s rows to a new results file ``path`` (table ``trace``). ``environment``: the
+    GPU's (:class:`bench.env.Environment`); None takes each rank's from a read or merged result."""
     from bench import store
     from bench.schema import schema_of
 
     traced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if environment is None and not all(result.environments for _, result in found):
+        raise ValueError("no environment to record: give the GPU's, or save a trace read back or merged from files")
     rows = []
     for target, result in found:
         summary = result.summary()
-        shared_columns = {name: summary[name] for name in SUMMARY}
+        shared_columns = {name: summary.get(name) for name in SUMMARY}
         spread = {name: _spread([getattr(run, figure) for run in result.per_run]) for name, figure in RUNS.items()}
-        rows += [{"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms), **shared_columns,
-                  **spread, KERNEL_RUNS: _kernel_runs(result, row), **environment.as_dict(), **result.libraries, **row}
-                 for row in result.table()]
+        gpus = {device: figures.as_dict() for device, figures in result.gpus.items()}
+        for row in result.table():
+            mine = gpus.get(row["device"], {})
+            rows.append({"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms),
+                         "gpus": len(result.gpus), "copy_engines": result.copy_engines,
+                         "origin_ns": result.origin_ns, **shared_columns, **spread,
+                         **{name: mine.get(figure) for name, figure in GPU_COLUMNS.items()},
+                         KERNEL_RUNS: _kernel_runs(result, row), **_environment(result, row, environment),
+                         **result.libraries, **row})
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
+
+
+def _environment(result: TraceResult, row: dict, environment) -> dict:
+    """The environment a row records: the GPU's given, else that of the rank that traced it."""
+    if environment is not None:
+        return environment.as_dict()
+    return result.environments.get(row["rank"], next(iter(result.environments.values()), {}))
 
 
 def _spread(values: list[float | None]) -> list[float] | None:

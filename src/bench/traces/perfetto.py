@@ -1,14 +1,15 @@
 """A trace's timeline for Perfetto (ui.perfetto.dev) and chrome://tracing: the JSON object form of the Chrome Trace
 Event format, written with the standard library.
 
-- A process per GPU ("GPU 0") with a track per stream ("stream 7"). Perfetto does not support JSON slices that
+- A process per GPU ("GPU 0", "GPU 1 (rank 1)") with a track per stream ("stream 7"). Perfetto does not support JSON slices that
   overlap on one track, so a stream's records that overlap in time go on further tracks ("stream 7 (2)"): each record
   takes the stream's first track free at its start.
 - Every kernel, copy and memset is a complete event (``X``), times in µs from the earliest record or watched call of
   the described run (``otherData.origin_ns`` is that time on CUPTI's clock); a copy's name gives its direction and
-  size, and "pageable" where its host memory is (its category is ``copy,pageable`` and its args say so too).
-- The GPU's idle gaps on an "idle" track, with the call the host was in when the GPU ran dry and its line.
-- A "host" process: the watched driver calls that took :data:`~bench.traces.result.WAIT_NS` or more on "host waits",
+  size, and "pageable" where its host memory is (its category is ``copy,pageable`` and its args say so too); NCCL's
+  kernels have the category ``kernel,communication``.
+- Each GPU's idle gaps on an "idle" track of its process, with the call the host was in when it ran dry and its line.
+- A "host" process (one per rank in a trace merged from several): the watched driver calls that took :data:`~bench.traces.result.WAIT_NS` or more on "host waits",
   the others on "driver calls", each with the line that made it (as many tracks as calls overlap: threads).
 - A flow (``s`` to ``f``, bound to the enclosing slices) from each watched call to the GPU work it enqueued, by
   CUPTI's correlation id: copies and memsets. bench watches only the calls that may wait, not kernel launches (a
@@ -22,10 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.measure.activity import Activity, HostCall, Op
+from bench.traces.collectives import is_collective
 from bench.traces.result import WAIT_NS, TraceResult, finite, line_of_frames
 from bench.units import format_size
 
 HOST = 0  # the host's process id; GPU d's is d + 1
+RANK_HOSTS = 1 << 16  # a merged trace's host of rank r is process RANK_HOSTS + r
 
 
 def lanes(spans: Sequence[tuple[int, int]]) -> list[int]:
@@ -84,7 +87,7 @@ class _Timeline:
 def _named(activity: Activity) -> tuple[str, str]:
     """A record's slice name and category."""
     if activity.op == Op.KERNEL:
-        return activity.name or "kernel", "kernel"
+        return activity.name or "kernel", "kernel,communication" if is_collective(activity.name) else "kernel"
     size = format_size(activity.bytes)
     if activity.op == Op.MEMSET:
         return f"memset {size}", "memset"
@@ -93,42 +96,57 @@ def _named(activity: Activity) -> tuple[str, str]:
     return f"{activity.op} {size}", "copy"
 
 
-def _gpu_work(timeline: _Timeline, result: TraceResult) -> dict[int, list[tuple[Activity, dict]]]:
-    """Every record's slice on its GPU's stream tracks; correlation id -> the records it enqueued, with their
+def _gpu_work(timeline: _Timeline, result: TraceResult) -> dict[tuple, list[tuple[Activity, dict]]]:
+    """Every record's slice on its GPU's stream tracks; (rank, correlation id) -> the records it enqueued, with their
     slices."""
-    made = result.made_by
     streams: dict[tuple[int, int], list[Activity]] = {}
     for activity in sorted(result.activities, key=lambda a: (a.start_ns, a.end_ns)):
         streams.setdefault((activity.device, activity.stream), []).append(activity)
-    enqueued: dict[int, list[tuple[Activity, dict]]] = {}
+    enqueued: dict[tuple, list[tuple[Activity, dict]]] = {}
     for (device, stream), records in sorted(streams.items()):
         tids = timeline.laid_out(device + 1, f"stream {stream}", [(a.start_ns, a.end_ns) for a in records])
         for activity, tid in zip(records, tids):
-            call = made.get(activity.correlation)
+            call = result.maker(activity)
             args = {"op": str(activity.op), "device": activity.device, "stream": stream,
+                    **({"rank": activity.rank} if activity.rank is not None else {}),
                     "correlation": activity.correlation, **({"bytes": activity.bytes} if activity.bytes else {}),
                     **({"host_memory": activity.host_memory} if activity.host_memory else {}),
                     **({"call": call.call, "line": line_of_frames(call.frames)} if call else {})}
             event = timeline.slice(device + 1, tid, activity.start_ns, activity.end_ns, *_named(activity), args)
-            enqueued.setdefault(activity.correlation, []).append((activity, event))
+            enqueued.setdefault((activity.rank, activity.correlation), []).append((activity, event))
     return enqueued
 
 
-def _host(timeline: _Timeline, calls: Sequence[HostCall]) -> dict[int, dict]:
-    """Every watched call's slice on the host's tracks; correlation id -> its slice."""
+def _host(timeline: _Timeline, calls: Sequence[HostCall], pid: int) -> dict[tuple, dict]:
+    """Every watched call's slice on the tracks of host process ``pid``; (rank, correlation id) -> its slice."""
     slices = {}
     for track, category, mine in (("host waits", "wait", [c for c in calls if c.end_ns - c.start_ns >= WAIT_NS]),
                                   ("driver calls", "driver call",
                                    [c for c in calls if c.end_ns - c.start_ns < WAIT_NS])):
         mine = sorted(mine, key=lambda call: (call.start_ns, call.end_ns))
-        for call, tid in zip(mine, timeline.laid_out(HOST, track, [(c.start_ns, c.end_ns) for c in mine])):
-            slices[call.correlation] = timeline.slice(
-                HOST, tid, call.start_ns, call.end_ns, call.call, category,
+        for call, tid in zip(mine, timeline.laid_out(pid, track, [(c.start_ns, c.end_ns) for c in mine])):
+            slices[(call.rank, call.correlation)] = timeline.slice(
+                pid, tid, call.start_ns, call.end_ns, call.call, category,
                 {"line": line_of_frames(call.frames), "correlation": call.correlation, "ms": call.ms})
     return slices
 
 
-def _flows(timeline: _Timeline, calls: dict[int, dict], enqueued: dict[int, list[tuple[Activity, dict]]]) -> None:
+def _hosts(timeline: _Timeline, result: TraceResult) -> dict[tuple, dict]:
+    """The host's process, or in a merged trace one per rank, with its calls' slices."""
+    name = f"host: {result.target}" if result.target else "host"
+    ranks = sorted({call.rank for call in result.calls if call.rank is not None})
+    if not ranks:
+        timeline.process(HOST, name)
+        return _host(timeline, result.calls, HOST)
+    slices = {}
+    for rank in ranks:
+        timeline.process(RANK_HOSTS + rank, f"{name} (rank {rank})")
+        slices.update(_host(timeline, [call for call in result.calls if call.rank == rank], RANK_HOSTS + rank))
+    return slices
+
+
+def _flows(timeline: _Timeline, calls: dict[tuple, dict],
+           enqueued: dict[tuple, list[tuple[Activity, dict]]]) -> None:
     """A flow from each call's slice to each slice of the work it enqueued: ``s`` and ``f`` (bound to the enclosing
     slice) at the middle of each."""
     flow = 0
@@ -145,21 +163,16 @@ def trace_events(result: TraceResult) -> dict:
     """The timeline of ``result``'s described run as a Trace Event document (a JSON object)."""
     starts = [a.start_ns for a in result.activities] + [call.start_ns for call in result.calls]
     timeline = _Timeline(min(starts, default=result.origin_ns))
-    timeline.process(HOST, f"host: {result.target}" if result.target else "host")
-    devices = sorted({activity.device for activity in result.activities})
-    for device in devices:
-        timeline.process(device + 1, f"GPU {device}")
+    calls = _hosts(timeline, result)
+    for device in sorted({activity.device for activity in result.activities} | {gap.device for gap in result.gaps}):
+        rank = result.gpu_rank(device)
+        timeline.process(device + 1, f"GPU {device}" + (f" (rank {rank})" if rank is not None else ""))
     enqueued = _gpu_work(timeline, result)
-    if result.gaps:
-        pid = devices[0] + 1 if len(devices) == 1 else max(devices, default=-1) + 2
-        if len(devices) != 1:
-            timeline.process(pid, "every GPU")
-        tid = timeline.thread(pid, "idle")
-        for gap in result.gaps:
-            timeline.slice(pid, tid, gap.start_ns, gap.end_ns, "idle", "idle",
-                           {"ms": gap.ms, "after": gap.wait.call if gap.wait else "",
-                            "line": line_of_frames(gap.wait.frames) if gap.wait else ""})
-    _flows(timeline, _host(timeline, result.calls), enqueued)
+    for gap in result.gaps:
+        timeline.slice(gap.device + 1, timeline.thread(gap.device + 1, "idle"), gap.start_ns, gap.end_ns, "idle",
+                       "idle", {"ms": gap.ms, "after": gap.wait.call if gap.wait else "",
+                                "line": line_of_frames(gap.wait.frames) if gap.wait else ""})
+    _flows(timeline, calls, enqueued)
     return {"traceEvents": timeline.events,
             "otherData": finite({"target": result.target, "origin_ns": timeline.zero_ns, "clock": "CUPTI, ns",
                                  **{key: value for key, value in result.summary().items() if key != "target"}})}

@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.measure.activity import Activity, HostCall, Op
 from bench.measure.waits import Frame, user_index
 from bench.timing import shared
-from bench.traces.overlap import LINK, Gap
+from bench.traces.overlap import LINK, Gap, Overlap, engine_of
 
 WAIT_NS = 50_000  # a watched driver call this long is a host wait in the listing
 
@@ -82,11 +82,51 @@ class RunFigures:
     idle_ms: float
     pageable_cost_ms: float
     kernel_ms: dict[str, float]  # the time the kernels of each name ran, in all
+    comm_hidden: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """One GPU's part of the described run: its analysis (ns), its bound (ms; None without one) and the rank that
+    traced it (None for one process)."""
+
+    device: int
+    overlap: Overlap
+    bound_ms: float | None
+    rank: int | None = None
+
+    @property
+    def makespan_ms(self) -> float:
+        return self.overlap.makespan_ns / 1e6
+
+    @property
+    def hidden(self) -> float | None:
+        return self.overlap.hidden_ns / self.overlap.copy_ns if self.overlap.copy_ns else None
+
+    @property
+    def comm_hidden(self) -> float | None:
+        return self.overlap.comm_hidden_ns / self.overlap.comm_ns if self.overlap.comm_ns else None
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.bound_ms / self.makespan_ms if self.bound_ms is not None and self.makespan_ms else None
+
+    def as_dict(self) -> dict:
+        """Its numbers (ms), as the JSON output and the results file's ``gpu_*`` columns carry them."""
+        o = self.overlap
+        return {"device": self.device, "rank": self.rank, "makespan_ms": self.makespan_ms,
+                **{f"busy_{engine}_ms": ns / 1e6 for engine, ns in o.busy_ns.items()}, "copy_ms": o.copy_ns / 1e6,
+                "hidden_ms": o.hidden_ns / 1e6, "hidden": self.hidden, "idle_ms": sum(gap.ms for gap in o.gaps),
+                "comm_ms": o.comm_ns / 1e6, "comm_hidden_ms": o.comm_hidden_ns / 1e6, "comm_hidden": self.comm_hidden,
+                "comm_exposed_ms": (o.comm_ns - o.comm_hidden_ns) / 1e6, "comm_idle_ms": o.comm_idle_ns / 1e6,
+                "bound_ms": self.bound_ms, "efficiency": self.efficiency}
 
 
 @dataclass
 class TraceResult:
-    """What :func:`bench.trace` found (times in ms; shares from 0 to 1; None where there is nothing to share)."""
+    """What :func:`bench.trace` found (times in ms; shares from 0 to 1; None where there is nothing to share). The
+    whole of the GPUs: with several, times of each GPU summed (GPU time) but the makespan, from the first start on any
+    GPU to the last end on any; ``gpus`` holds each GPU's own."""
 
     activities: list[Activity]  # of the described run, on CUPTI's clock (:meth:`table` starts them at 0)
     calls: list[HostCall]
@@ -111,10 +151,26 @@ class TraceResult:
     target: str = ""
     per_run: list[RunFigures] = field(default_factory=list)  # every traced run's headline numbers, in run order
     libraries: dict[str, str] = field(default_factory=dict)  # the GPU libraries loaded as it ran: column -> version
+    comm_ms: float = 0.0  # NCCL's kernels ran (GPU time)
+    comm_hidden_ms: float = 0.0  # of that, while compute ran on the same GPU
+    comm_idle_ms: float = 0.0  # compute idle while only communication ran, between a GPU's first and last compute
+    gpus: dict[int, GpuFigures] = field(default_factory=dict)  # each GPU's own numbers, by device
+    rank: int | None = None  # the rank that traced it (torchrun's RANK), None for one process or a merged trace
+    environments: dict[int | None, dict] = field(default_factory=dict)  # a read or merged trace's, by rank
 
     @property
     def hidden(self) -> float | None:
         return self.hidden_ms / self.copy_ms if self.copy_ms else None
+
+    @property
+    def comm_hidden(self) -> float | None:
+        """HTA's communication overlap: compute time during communication / communication time."""
+        return self.comm_hidden_ms / self.comm_ms if self.comm_ms else None
+
+    @property
+    def comm_exposed_ms(self) -> float:
+        """Communication time with no compute beside it on its GPU."""
+        return self.comm_ms - self.comm_hidden_ms
 
     @property
     def efficiency(self) -> float | None:
@@ -136,21 +192,29 @@ class TraceResult:
         return sum(group.cost_ms for group in self.pageable)
 
     def worst_copies(self, count: int = 3) -> list[tuple[Activity, float]]:
-        """The H2D and D2H copies with the most time exposed (not hidden behind compute), with that time (ms)."""
-        compute = [(a.start_ns, a.end_ns) for a in self.activities if a.op in (Op.KERNEL, Op.MEMSET)]
-        exposed = [(a, (a.end_ns - a.start_ns - shared([(a.start_ns, a.end_ns)], compute)) / 1e6)
+        """The H2D and D2H copies with the most time exposed (not hidden behind compute on their GPU), with that
+        time (ms)."""
+        compute: dict[int, list[tuple[int, int]]] = {}
+        for a in self.activities:
+            if engine_of(a) == "compute":
+                compute.setdefault(a.device, []).append((a.start_ns, a.end_ns))
+        exposed = [(a, (a.end_ns - a.start_ns - shared([(a.start_ns, a.end_ns)], compute.get(a.device, []))) / 1e6)
                    for a in self.activities if a.op in LINK]
         return sorted(exposed, key=lambda pair: -pair[1])[:count]
 
+    def maker(self, activity: Activity) -> HostCall | None:
+        """The watched call that enqueued ``activity`` (known for copies and memsets)."""
+        return self.made_by.get((activity.rank, activity.correlation))
+
     def line_of(self, activity: Activity) -> str:
         """The line that enqueued ``activity`` (known for copies)."""
-        made = self.made_by.get(activity.correlation)
+        made = self.maker(activity)
         return line_of_frames(made.frames) if made else ""
 
     @functools.cached_property
-    def made_by(self) -> dict[int, HostCall]:
-        """The watched call that enqueued each record, by correlation id."""
-        return {call.correlation: call for call in self.calls}
+    def made_by(self) -> dict[tuple[int | None, int], HostCall]:
+        """The watched call that enqueued each record, by rank and correlation id."""
+        return {(call.rank, call.correlation): call for call in self.calls}
 
     def summary(self) -> dict:
         """The headline numbers, as the JSON output and the results file carry them."""
@@ -161,38 +225,58 @@ class TraceResult:
                 "drain_ms": self.drain_ms, **{f"busy_{engine}_ms": ms for engine, ms in self.busy_ms.items()},
                 "copy_ms": self.copy_ms, "hidden_ms": self.hidden_ms, "hidden": self.hidden,
                 "duplex_ms": self.duplex_ms, "concurrent_kernels_ms": self.concurrent_kernels_ms,
+                "comm_ms": self.comm_ms, "comm_hidden_ms": self.comm_hidden_ms, "comm_hidden": self.comm_hidden,
+                "comm_exposed_ms": self.comm_exposed_ms, "comm_idle_ms": self.comm_idle_ms,
                 "idle_ms": self.idle_ms, "gaps": len(self.gaps),
                 "gaps_after_waits": sum(gap.wait is not None for gap in self.gaps),
                 "pageable_copies": sum(group.count for group in self.pageable),
                 "pageable_cost_ms": self.pageable_cost_ms, "copy_engines": self.copy_engines,
-                "overhead": self.overhead,
+                "overhead": self.overhead, "gpus": len(self.gpus),
                 "untraced_host_ms": statistics.median(self.untraced_ms) if self.untraced_ms else None,
                 "traced_host_ms": statistics.median(self.traced_ms) if self.traced_ms else None,
                 **{f"bound_{term}_ms": ms for term, ms in self.bound_terms.items()}}
 
     def table(self) -> list[dict]:
         """One row per kernel, copy and memset, per idle gap (``op`` idle, on stream -1, with the wait that caused
-        it) and per host wait (``op`` wait, stream -2), times in ms from the run's first GPU start."""
-        def ms(ns: int) -> float:
-            return (ns - self.origin_ns) / 1e6
-
-        made = self.made_by
-        rows = [{"op": str(a.op), "stream": a.stream, "start_ms": ms(a.start_ns), "end_ms": ms(a.end_ns),
-                 "bytes": a.bytes, "host_memory": a.host_memory, "name": a.name,
-                 "call": made[a.correlation].call if a.correlation in made else "",
-                 "line": line_of_frames(made[a.correlation].frames) if a.correlation in made else ""}
-                for a in sorted(self.activities, key=lambda a: (a.start_ns, a.stream))]
-        rows += [{"op": "idle", "stream": -1, "start_ms": ms(gap.start_ns), "end_ms": ms(gap.end_ns), "bytes": 0,
-                  "host_memory": "", "name": "", "call": gap.wait.call if gap.wait else "",
-                  "line": line_of_frames(gap.wait.frames) if gap.wait else ""} for gap in self.gaps]
-        rows += [{"op": "wait", "stream": -2, "start_ms": ms(call.start_ns), "end_ms": ms(call.end_ns), "bytes": 0,
-                  "host_memory": "", "name": "", "call": call.call, "line": line_of_frames(call.frames)}
+        it) and per host wait (``op`` wait, stream -2, no device), times in ms from the run's first GPU start; each
+        with the call that made it or that the host was in (its correlation id and host interval)."""
+        pinned = {(group.op, group.bytes, group.line): group.pinned_ms for group in self.pageable}
+        rows = []
+        for a in sorted(self.activities, key=lambda a: (a.start_ns, a.device, a.stream)):
+            made = self.maker(a)
+            line = line_of_frames(made.frames) if made else ""
+            rows.append(self._row(str(a.op), a.device, self._rank(a.rank), a.stream, a.start_ns, a.end_ns, made,
+                                  correlation=a.correlation, nbytes=a.bytes, host_memory=a.host_memory, name=a.name,
+                                  pinned_ms=_known(pinned.get((a.op, a.bytes, line)))))
+        rows += [self._row("idle", gap.device, self._rank(self.gpu_rank(gap.device)),
+                           -1, gap.start_ns, gap.end_ns, gap.wait) for gap in self.gaps]
+        rows += [self._row("wait", None, self._rank(call.rank), -2, call.start_ns, call.end_ns, call)
                  for call in self.calls if call.end_ns - call.start_ns >= WAIT_NS]
         return rows
 
+    def gpu_rank(self, device: int) -> int | None:
+        return self.gpus[device].rank if device in self.gpus else None
+
+    def _rank(self, rank: int | None) -> int | None:
+        return self.rank if rank is None else rank
+
+    def _row(self, op: str, device: int | None, rank: int | None, stream: int, start_ns: int, end_ns: int,
+             call: HostCall | None, correlation: int | None = None, nbytes: int = 0, host_memory: str = "",
+             name: str = "", pinned_ms: float | None = None) -> dict:
+        def ms(ns: int) -> float:
+            return (ns - self.origin_ns) / 1e6
+
+        return {"op": op, "device": device, "rank": rank, "stream": stream, "start_ms": ms(start_ns),
+                "end_ms": ms(end_ns), "bytes": nbytes, "host_memory": host_memory, "name": name,
+                "call": call.call if call else "", "line": line_of_frames(call.frames) if call else "",
+                "correlation": correlation if correlation is not None else (call.correlation if call else None),
+                "call_start_ms": ms(call.start_ns) if call else None, "call_end_ms": ms(call.end_ns) if call else None,
+                "pinned_ms": pinned_ms}
+
     def to_dict(self) -> dict:
         return {**self.summary(),
-                "gaps_list": [{"start_ms": (gap.start_ns - self.origin_ns) / 1e6, "ms": gap.ms,
+                "per_gpu": [figures.as_dict() for figures in self.gpus.values()],
+                "gaps_list": [{"start_ms": (gap.start_ns - self.origin_ns) / 1e6, "ms": gap.ms, "device": gap.device,
                                "call": gap.wait.call if gap.wait else None,
                                "line": line_of_frames(gap.wait.frames) if gap.wait else None} for gap in self.gaps],
                 "pageable": [{"op": str(group.op), "bytes": group.bytes, "count": group.count, "ms": group.ms,
@@ -215,6 +299,11 @@ class TraceResult:
         from bench.traces.text import describe
 
         return "\n".join(describe(self))
+
+
+def _known(value: float | None) -> float | None:
+    """``value``, None where it is not a finite number (a reference copy that could not be had)."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def finite(value):

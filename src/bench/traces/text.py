@@ -5,19 +5,22 @@ from __future__ import annotations
 import statistics
 
 from bench.measure.activity import COPIES, Op
-from bench.traces.result import WAIT_NS, TraceResult, line_of_frames, shown
+from bench.traces.collectives import is_collective
+from bench.traces.result import WAIT_NS, GpuFigures, TraceResult, line_of_frames, shown
 from bench.units import format_size
 
 
 def describe(result: TraceResult) -> list[str]:
     """The result in a few lines a person reads."""
     kernels = sum(a.op == Op.KERNEL for a in result.activities)
+    nccl = sum(a.op == Op.KERNEL and is_collective(a.name) for a in result.activities)
     copies = sum(a.op in COPIES for a in result.activities)
-    streams = len({a.stream for a in result.activities})
+    streams = len({(a.device, a.stream) for a in result.activities})
     spread = (f" (runs {min(result.makespans_ms):.3f}–{max(result.makespans_ms):.3f})"
               if len(result.makespans_ms) > 1 else "")
-    lines = [f"makespan {result.makespan_ms:.3f} ms{spread}: {kernels} kernels, {copies} copies on {streams} "
-             f"stream{'s' * (streams != 1)}"]
+    several = f" on {len(result.gpus)} GPUs" if len(result.gpus) > 1 else ""
+    lines = [f"makespan {result.makespan_ms:.3f} ms{spread}{several}: {kernels} kernels"
+             f"{f' ({nccl} NCCL)' if nccl else ''}, {copies} copies on {streams} stream{'s' * (streams != 1)}"]
     if result.efficiency is not None:
         terms = ", ".join(f"{term} {ms:.3f}" for term, ms in result.bound_terms.items())
         lines.append(f"runs at {result.efficiency:.0%} of what its copies and kernels allow: bound "
@@ -29,6 +32,14 @@ def describe(result: TraceResult) -> list[str]:
         lines.append(f"copies hidden behind compute: {result.hidden:.0%} ({result.hidden_ms:.3f} of "
                      f"{result.copy_ms:.3f} ms); H2D and D2H at once {result.duplex_ms:.3f} ms; kernels at once "
                      f"{result.concurrent_kernels_ms:.3f} ms")
+    if result.comm_ms:
+        lines.append(f"communication (NCCL) {result.comm_ms:.3f} ms: {result.comm_hidden:.0%} hidden behind compute "
+                     f"({result.comm_hidden_ms:.3f} ms), exposed {result.comm_exposed_ms:.3f} ms, compute idle "
+                     f"during it {result.comm_idle_ms:.3f} ms")
+    if several:
+        lines.append("per GPU (the times above are their sums; the makespan runs from the first start on any GPU to "
+                     "the last end on any):")
+        lines += [f"  {gpu_line(figures)}" for figures in result.gpus.values()]
     if result.pageable:
         count = sum(group.count for group in result.pageable)
         lines.append(f"{count} pageable cop{'ies' if count != 1 else 'y'} cost {result.pageable_cost_ms:.3f} ms "
@@ -53,3 +64,20 @@ def describe(result: TraceResult) -> list[str]:
                      f"({statistics.median(result.traced_ms):.3f} traced vs "
                      f"{statistics.median(result.untraced_ms):.3f} ms)")
     return lines
+
+
+def gpu_line(figures: GpuFigures) -> str:
+    """'GPU 1 (rank 1): makespan 5.000 ms, compute 3.000 ms, ...': one GPU's numbers."""
+    o = figures.overlap
+    rank = f" (rank {figures.rank})" if figures.rank is not None else ""
+    parts = [f"makespan {figures.makespan_ms:.3f} ms", f"compute {o.busy_ns['compute'] / 1e6:.3f} ms"]
+    if figures.efficiency is not None:
+        parts.append(f"efficiency {figures.efficiency:.0%}")
+    if figures.hidden is not None:
+        parts.append(f"copies hidden {figures.hidden:.0%}")
+    if o.comm_ns:
+        parts.append(f"communication {o.comm_ns / 1e6:.3f} ms, {figures.comm_hidden:.0%} hidden, exposed "
+                     f"{(o.comm_ns - o.comm_hidden_ns) / 1e6:.3f} ms, compute idle during it "
+                     f"{o.comm_idle_ns / 1e6:.3f} ms")
+    parts.append(f"idle {sum(gap.ms for gap in o.gaps):.3f} ms")
+    return f"GPU {figures.device}{rank}: " + ", ".join(parts)
