@@ -267,7 +267,7 @@ def slug(text: str) -> str:
 def write_outputs(out: Path, stem: str, rows: list[dict], summary: dict, environment,
                   found: list[tuple[str, object]]) -> list[Path]:
     """The table as parquet (typed, through bench.store) and JSON, and bench.syncs.save's per-line rows."""
-    from bench import store
+    from bench import store, writes
     from bench.schema import schema_of
 
     columns = table_columns()
@@ -276,7 +276,7 @@ def write_outputs(out: Path, stem: str, rows: list[dict], summary: dict, environ
              for row in rows]
     written = [store.write(out / f"{stem}-syncs-cases.parquet", typed, schema_of(columns), {"table": TABLE}, new=True)]
     json_path = out / f"{stem}-syncs-cases.json"
-    store.write_bytes(json_path, json.dumps({**summary, "rows": rows}, indent=2, default=str).encode())
+    writes.write_bytes(json_path, json.dumps({**summary, "rows": rows}, indent=2, default=str).encode())
     written.append(json_path)
     if found:
         try:

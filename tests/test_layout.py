@@ -120,7 +120,7 @@ def test_measure_imports_neither_experiments_nor_the_sweep():
     assert not wrong, f"bench.measure must not import experiments, the sweep or the catalogs: {wrong}"
 
 
-ANALYSIS = ("bench.store", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",
+ANALYSIS = ("bench.store", "bench.writes", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",
             "bench.noise", "bench.claims", "bench.views", "bench.traces.compare", "bench.traces.compare_text")
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
              "bench.driver", "bench.probe", "bench.syncs")

@@ -11,7 +11,7 @@ import pytest
 
 import disks
 import synthetic
-from bench import store
+from bench import store, writes
 from bench.errors import WriteError
 
 ROWS = synthetic.launch_records()
@@ -88,9 +88,9 @@ def test_what_is_not_a_regular_file_is_never_replaced(tmp_path, kind, make):
     mode = (tmp_path / "target").lstat().st_mode
     with pytest.raises(WriteError, match=f"^{tmp_path / 'target'} is {kind}, not a regular file; bench writes only "
                                          "regular files$"):
-        store.write_bytes(tmp_path / "target", b"report")
+        writes.write_bytes(tmp_path / "target", b"report")
     with pytest.raises(WriteError, match=f"^--out: {tmp_path / 'link'} is a symlink"):
-        store.write_target(tmp_path / "link", "--out")
+        writes.write_target(tmp_path / "link", "--out")
     with pytest.raises(WriteError, match="is a symlink"):
         _write(tmp_path / "link")
     assert (tmp_path / "target").lstat().st_mode == mode and (tmp_path / "link").is_symlink()
@@ -107,7 +107,7 @@ def test_a_full_disk_is_one_error_and_the_old_file_stays(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(WriteError, match=f"^cannot write {report}: No space left on device$"):
-        store.write_bytes(report, b"x" * 100_000)
+        writes.write_bytes(report, b"x" * 100_000)
     monkeypatch.undo()
     disks.fills_after(monkeypatch, 0)
     with pytest.raises(WriteError, match=f"^cannot write {results}: No space left on device$"):

@@ -20,7 +20,7 @@ from rich.table import Table
 
 import disks
 import synthetic
-from bench import cli, env, store
+from bench import cli, env, store, writes
 from bench.errors import ResultsError, UsageError, WriteError
 from bench.sweep import loop, preflight, processes
 from bench.sweep import plan as planning
@@ -421,8 +421,8 @@ def test_check_refuses_an_unwritable_place(tmp_path):
         _check(blocker / "r.parquet", FINE, gpu=gpu)
     assert gpu.selected == []
     with pytest.raises(UsageError, match="--out: cannot write to"):
-        store.writable_directory(Path("/proc/bench-results"), "--out")
-    assert store.writable_directory(tmp_path / "new" / "dir", "--out") == tmp_path / "new" / "dir"
+        writes.writable_directory(Path("/proc/bench-results"), "--out")
+    assert writes.writable_directory(tmp_path / "new" / "dir", "--out") == tmp_path / "new" / "dir"
     assert not (tmp_path / "new").exists()
 
 

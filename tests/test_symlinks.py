@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import synthetic
-from bench import cli, store
+from bench import cli, store, writes
 from bench.errors import WriteError
 
 RESULTS = synthetic.launch_records()
@@ -67,7 +67,7 @@ def test_the_store_writes_no_symlink(tmp_path):
     (tmp_path / "link.html").symlink_to("real.html")
     (tmp_path / "dangling.parquet").symlink_to("made.parquet")
     with pytest.raises(WriteError, match=f"^{tmp_path / 'link.html'} is a symlink"):
-        store.write_bytes(tmp_path / "link.html", b"new")
+        writes.write_bytes(tmp_path / "link.html", b"new")
     with pytest.raises(WriteError, match="dangling.parquet is a symlink"):
         store.write(tmp_path / "dangling.parquet", synthetic.tagged(RESULTS), synthetic.suite(), {}, new=True)
     assert (tmp_path / "real.html").read_text() == "old" and not (tmp_path / "made.parquet").exists()

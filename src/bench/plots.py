@@ -227,7 +227,7 @@ def _stage(figure, staging: Path, out_dir: Path, stem: Path, formats: Sequence[s
 
 def _move_in(staging: Path, out_dir: Path) -> None:
     """Every file under ``staging`` to its place under ``out_dir``, each replaced whole; every place is checked
-    first (:func:`bench.store.write_target`: never through a symlink), so a refusal writes none of them."""
+    first (:func:`bench.writes.write_target`: never through a symlink), so a refusal writes none of them."""
     from bench.store import write_bytes, write_target
 
     staged = sorted(path for path in staging.rglob("*") if path.is_file())

@@ -14,31 +14,28 @@ read together; files written before a column was added get it from ``python -m b
 (bench before the one-sample schema) are converted on read (:mod:`bench.version1`). The suite's columns are those of
 the experiments the caller hands in (the registry, :func:`bench.experiments.registry`): the store imports none.
 
-Writes never leave half a file (a full disk is a :class:`bench.errors.WriteError`), never go through a symlink
-(every writer refuses one: :func:`write_target`), never replace a device, a pipe or a directory, and a new run's file
-never replaces another file.
+Its writes are :mod:`bench.writes`': never half a file, never through a symlink, never over a device, a pipe or a
+directory, and a new run's file never replaces another file.
 """
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
-import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.errors import ResultsError, UsageError, WriteError
+from bench.errors import ResultsError
 from bench.schema import FLAG, INT, Column, check_row, column, schema_of, suite_columns
 from bench.version1 import from_version_1
+from bench.writes import umask, write_file
+from bench.writes import kind_of, writable_directory, write_bytes, write_target  # noqa: F401 (the writers' checks, named
+# through the store by the command line)
 
 SCHEMA_VERSION = 2
 METADATA_KEY = b"bench"
@@ -108,106 +105,7 @@ def write_table(path: Path, table: pa.Table, new: bool = False) -> Path:
     """Write ``table``, its schema's metadata as it is, to ``path`` atomically, as shareable as any file of the
     user's (umask). ``new`` (a new run's file): never replace a file; where ``path`` is taken (another run of the
     same second), the first free ``<stem>_<n>.parquet`` beside it, which sorts after it. Returns where it wrote."""
-    return _write_file(path, functools.partial(pq.write_table, table), 0o666 & ~_umask(), new)
-
-
-def write_bytes(path: Path, content: bytes) -> None:
-    """Write ``content`` to ``path`` atomically (temporary file, then rename), readable by everyone."""
-    _write_file(path, lambda sink: sink.write(content), 0o644)
-
-
-def write_target(path: Path, option: str = "") -> Path:
-    """``path``, checked before bench writes it: WriteError, naming ``option``, if it is a symlink (bench never writes
-    through one, dangling or not) or something other than a regular file (bench never replaces a device, a pipe or a
-    directory)."""
-    path = Path(path)
-    prefix = f"{option}: " if option else ""
-    if path.is_symlink():
-        raise WriteError(f"{prefix}{path} is a symlink (to {os.readlink(path)}); bench never writes through a "
-                         "symlink: name the file itself")
-    if path.exists() and not path.is_file():
-        raise WriteError(f"{prefix}{path} is {kind_of(path)}, not a regular file; bench writes only regular files")
-    return path
-
-
-def writable_directory(directory: Path, option: str) -> Path:
-    """``directory`` (or its nearest existing parent) must take a new file; UsageError naming ``option`` if not."""
-    existing = Path(directory)
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"{option}: {existing} is {kind_of(existing)}, not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=existing):  # a real probe: permission bits do not tell root's story
-            pass
-    except OSError as error:
-        raise UsageError(f"{option}: cannot write to {directory}/ ({existing}: {error.strerror})") from None
-    return Path(directory)
-
-
-def kind_of(path: Path) -> str:
-    """What is at ``path``, in words: 'a file', 'a directory', 'a character device', ..."""
-    mode = Path(path).stat().st_mode
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))
-    return next((word for test, word in kinds if test(mode)), "a file")
-
-
-def _write_file(path: Path, fill: Callable[[BinaryIO], object], mode: int, new: bool = False) -> Path:
-    """``fill`` a temporary file beside ``path`` (checked by :func:`write_target`), sync it, then give it that name
-    in one step (``new``: only a free name, see :func:`write_table`): a reader sees the old file or the new
-    one, and a write that fails (a full disk) leaves nothing behind. WriteError says what failed."""
-    target = write_target(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as error:
-        raise WriteError(_cannot_write(path, error)) from None
-    try:
-        with os.fdopen(descriptor, "wb") as sink:
-            fill(sink)
-            sink.flush()
-            os.fsync(sink.fileno())
-        os.chmod(temporary, mode)
-        if new:
-            return _publish_new(temporary, target)
-        os.replace(temporary, target)
-        return target
-    except OSError as error:
-        raise WriteError(_cannot_write(path, error)) from None
-    finally:
-        Path(temporary).unlink(missing_ok=True)  # renamed away already, or a second name of the published file
-
-
-def _cannot_write(path: Path, error: OSError) -> str:
-    return f"cannot write {path}: {error.strerror or _first_line(error)}"
-
-
-def _publish_new(temporary: str, path: Path) -> Path:
-    """Give the finished ``temporary`` a name that nothing has: ``path``, else ``<stem>_2``, ``<stem>_3``, ...
-    Returns that name."""
-    number, candidate = 1, path
-    while True:
-        try:
-            _link(temporary, candidate)
-            return candidate
-        except FileExistsError:
-            number += 1
-            candidate = path.with_name(f"{path.stem}_{number}{path.suffix}")
-
-
-def _link(temporary: str, path: Path) -> None:
-    """``path`` as a name of ``temporary``, FileExistsError if it is taken: a hard link or, on a file system without
-    them, an exclusively created empty file that ``temporary`` then replaces."""
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        raise
-    except OSError as error:
-        if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP):
-            raise
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.replace(temporary, path)
+    return write_file(path, functools.partial(pq.write_table, table), 0o666 & ~umask(), new)
 
 
 @functools.lru_cache(maxsize=8)
@@ -218,12 +116,6 @@ def pandas_metadata(schema: pa.Schema) -> bytes:
     dtypes = {INT: "Int64", FLAG: "boolean", pa.float64(): "float64"}
     empty = pd.DataFrame({field.name: pd.Series(dtype=dtypes.get(field.type, "object")) for field in schema})
     return pa.Table.from_pandas(empty, schema=schema, preserve_index=False).schema.metadata[b"pandas"]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def side_table_path(path: Path, name: str) -> Path:

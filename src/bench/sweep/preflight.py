@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import env, store
+from bench import env, store, writes
 from bench.errors import UsageError
 from bench.sweep import resume
 from bench.sweep.plan import Plan, Planned, Request, experiments_of
@@ -126,7 +126,7 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     if request.resume is not None:
         earlier = resume.read(request.resume, store.suite_schema(experiments_of(planned.plans)))
     else:
-        store.writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
+        writes.writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
         if request.out.suffix == ".parquet":
             refuse_existing(request.out)
     devices = planned.devices
@@ -178,7 +178,7 @@ def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
 
 def refuse_existing(path: Path) -> None:
     """A sweep never overwrites a results file, nor writes through a symlink."""
-    store.write_target(path, "--out")
+    writes.write_target(path, "--out")
     if path.exists():
         raise UsageError(f"--out: {path} already exists; bench never overwrites results (finish an interrupted "
                          f"sweep with --resume {path}, or choose another --out)")

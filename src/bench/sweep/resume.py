@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from bench import store
+from bench import store, writes
 from bench.errors import UsageError
 from bench.sweep.plan import Plan, without_done
 
@@ -40,8 +40,8 @@ def read(path: Path, schema: pa.Schema) -> Earlier:
         raise UsageError(f"--resume: {path} was written by an older bench (schema version {version}); start a new "
                          "sweep")
     earlier = Earlier(path, store.read(path, schema), store.side_tables(path))
-    store.write_target(path, "--resume")
-    store.writable_directory(path.parent, "--resume")
+    writes.write_target(path, "--resume")
+    writes.writable_directory(path.parent, "--resume")
     return earlier
 
 

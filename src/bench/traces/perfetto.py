@@ -185,7 +185,7 @@ def encoded(result: TraceResult) -> bytes:
 
 def write(result: TraceResult, path: Path) -> Path:
     """Write ``result``'s timeline to ``path`` (atomically, as bench writes every file)."""
-    from bench import store
+    from bench import writes
 
-    store.write_bytes(Path(path), encoded(result))
+    writes.write_bytes(Path(path), encoded(result))
     return Path(path)
