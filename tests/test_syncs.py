@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import inspect
 import time
 
 import pytest
@@ -81,9 +82,10 @@ def test_a_region_that_only_runs_python_waits_nowhere():
 
 
 def test_without_a_hold_the_watcher_measures_how_long_each_line_stands():
+    sleeping = inspect.currentframe().f_lineno + 1
     watcher = watched(lambda: time.sleep(0.1))
-    ((file, line), ms), = [(key, value) for key, value in watcher.dwell.ms.items() if value > 50]
-    assert file == __file__ and 80 <= ms <= 200  # time.sleep is C: the test's own line is the innermost frame
+    (file, line), ms = max(watcher.dwell.ms.items(), key=lambda item: item[1])  # a loaded machine adds lines, shorter
+    assert (file, line) == (__file__, sleeping) and ms >= 80  # time.sleep is C: the test's own line is the innermost
 
 
 def frame(file: str, line: int, library: str = "") -> Frame:
