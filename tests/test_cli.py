@@ -12,6 +12,7 @@ import pytest
 import disks
 import synthetic
 from bench import cli, store
+from bench.cli import measuring
 from bench.sweep import plan as planning
 from bench.sweep import preflight
 from fake_experiments import FINE, FakeGpu
@@ -310,7 +311,7 @@ def test_the_summary_says_which_rows_are_below_their_floor():
     for met in (True, False):
         console = Console(record=True, width=200)
         outcome = Outcome(None, [{**base, "n": n, "floor_met": met} for n in (0, 1)], 2, False, mode="quick")
-        cli._print_summary(plans, outcome, console)
+        measuring._print_summary(plans, outcome, console)
         said[met] = console.export_text()
     assert "accuracy floor" not in said[True]
     assert "2 configurations are below their experiment's accuracy floor (--quick: a smoke test)" in said[False]
@@ -322,7 +323,7 @@ def test_a_plan_that_cannot_keep_its_floors_in_its_budget_says_so_before_it_star
 
     plans = [planning.Plan(FINE, [{"n": n} for n in range(3)], {"default": planning.StopRule()})]
     console = Console(record=True, width=200)
-    progress = cli._Progress(console, budget_s)
+    progress = measuring._Progress(console, budget_s)
     progress.planned(plans, planning.estimate_s(plans), planning.least_s(plans))
     progress.bar.stop()
     assert ("the sweep keeps every floor and will take longer" in console.export_text()) is warned

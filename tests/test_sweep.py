@@ -20,7 +20,8 @@ from rich.table import Table
 
 import disks
 import synthetic
-from bench import cli, env, store, writes
+from bench import env, store, writes
+from bench.cli import measuring
 from bench.errors import ResultsError, UsageError, WriteError
 from bench.sweep import loop, preflight, processes
 from bench.sweep import plan as planning
@@ -189,7 +190,7 @@ def test_an_interrupt_keeps_finished_rows_and_says_where(tmp_path):
                               isolate=False)
     assert outcome.interrupted and outcome.signal == signal.SIGINT and outcome.stopped_in == "interrupted"
     assert outcome.planned == 15 and len(outcome.rows) == 7 and outcome.path == path
-    assert cli._exit_status(outcome) == 130
+    assert measuring.exit_status(outcome) == 130
     rows = store.read(path, synthetic.suite())
     assert list(rows["experiment"]) == ["fine"] * 5 + ["interrupted"] * 2
     assert store.read_metadata(path)["complete"] is False
@@ -205,7 +206,7 @@ def test_a_sweep_that_finishes_nothing_writes_nothing(tmp_path):
 SIGTERM_SCRIPT = """
 import sys
 from pathlib import Path
-from bench import cli
+from bench.cli import measuring
 from bench.sweep import plan as planning
 from bench.sweep.loop import Runner
 from fake_experiments import SLOW, FakeGpu
@@ -214,7 +215,7 @@ checked = subject.check(planning.Planned([planning.Plan(SLOW, planning.expand(SL
                                                         planning.rules_for(SLOW, "default"))]))
 outcome = subject.run(checked, monitor=lambda: {})
 print("stopped in", outcome.stopped_in, len(outcome.rows), outcome.signal, outcome.interrupted)
-sys.exit(cli._exit_status(outcome))
+sys.exit(measuring.exit_status(outcome))
 """
 
 
@@ -297,7 +298,7 @@ def test_rows_carry_what_the_monitor_saw(tmp_path):
             self.lines.append(str(text))
 
     console = Console()
-    cli._print_summary(checked.plans, outcome, console)
+    measuring._print_summary(checked.plans, outcome, console)
     assert any("2 configurations ran while the GPU was throttled (hw_thermal)" in line for line in console.lines)
     assert any("4 configurations ran while other processes used the GPU" in line for line in console.lines)
     assert any(f"5 configurations written to {outcome.path}" in line for line in console.lines)
@@ -331,7 +332,7 @@ def test_print_summary_lists_failures_and_headlines(tmp_path):
             self.lines.append(text)
 
     console = Console()
-    cli._print_summary(checked.plans, outcome, console)
+    measuring._print_summary(checked.plans, outcome, console)
     text = "\n".join(str(line) for line in console.lines)
     assert "crashing: 2 ok, 3 failed; the first:" in text
     assert "failed crashing 2: not measured" in text

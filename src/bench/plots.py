@@ -70,7 +70,7 @@ def rendered(figure, fmt: str, dpi: float = DPI) -> bytes:
 def _write_if_changed(path: Path, content: bytes) -> None:
     if path.is_file() and path.read_bytes() == content:
         return
-    from bench.store import write_bytes
+    from bench.writes import write_bytes
 
     write_bytes(path, content)
 
@@ -228,7 +228,7 @@ def _stage(figure, staging: Path, out_dir: Path, stem: Path, formats: Sequence[s
 def _move_in(staging: Path, out_dir: Path) -> None:
     """Every file under ``staging`` to its place under ``out_dir``, each replaced whole; every place is checked
     first (:func:`bench.writes.write_target`: never through a symlink), so a refusal writes none of them."""
-    from bench.store import write_bytes, write_target
+    from bench.writes import write_bytes, write_target
 
     staged = sorted(path for path in staging.rglob("*") if path.is_file())
     for path in staged:

@@ -34,8 +34,6 @@ from bench.errors import ResultsError
 from bench.schema import FLAG, INT, Column, check_row, column, schema_of, suite_columns
 from bench.version1 import from_version_1
 from bench.writes import umask, write_file
-from bench.writes import kind_of, writable_directory, write_bytes, write_target  # noqa: F401 (the writers' checks, named
-# through the store by the command line)
 
 SCHEMA_VERSION = 2
 METADATA_KEY = b"bench"

@@ -77,7 +77,7 @@ def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, sou
           syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None,
           progress: Progress | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
-    from bench.store import write_bytes
+    from bench.writes import write_bytes
 
     out = Path(out)
     write_bytes(out, render(rows, tables, experiments, source, syncs, traces, progress).encode("utf-8"))

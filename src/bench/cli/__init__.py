@@ -1,0 +1,57 @@
+"""``python -m bench {sweep,plot,claims,compare,report,probe,syncs,trace,env}``: parse the arguments, call the
+library, print.
+
+A user's mistake (bad argument, no GPU, unreadable results file, a place bench cannot write) is one line on stderr
+and exit status 2, and nothing is written. A sweep interrupted with Ctrl-C (SIGINT) or SIGTERM keeps its finished
+rows, says where it stopped and exits 130 (143 for SIGTERM); ``--resume FILE`` finishes it.
+
+The package: :mod:`.parser` (every command and option; :mod:`.options`, what several share), and a module per
+command family, each importing the bench modules it needs at its top and imported only when its command runs:
+:mod:`.measuring` (sweep, env), :mod:`.results` (plot, claims, compare, report; their documents in
+:mod:`.documents`), :mod:`.usercode` (probe, syncs, trace). It may import any bench module; none imports it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+import bench
+from bench import arrow_threads
+from bench.arguments import values_kept
+from bench.cli.parser import parser as _parser
+from bench.errors import UsageError
+
+
+def _version() -> str:
+    """'cuda-sync-bench 0.1.0': the installed distribution that bench came from, and its version."""
+    try:
+        return f"{bench.DISTRIBUTION} {importlib.metadata.version(bench.DISTRIBUTION)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"bench {bench.__version__} (not installed: {Path(bench.__file__).parent})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console()
+    try:
+        parser = _parser()
+        argv = sys.argv[1:] if argv is None else argv
+        args = parser.parse_args(values_kept(argv, ("--sizes",)) if argv[:1] == ["sweep"] else argv)
+        if args.version:
+            print(_version())
+            return 0
+        if args.command is None:  # bare `python -m bench`: what it does and how
+            parser.print_help()
+            return 0
+        return args.handler(args, console)
+    except UsageError as error:
+        print(f"bench: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        arrow_threads.wait_until_idle()  # else a pyarrow worker can abort the exiting interpreter

@@ -1,0 +1,116 @@
+"""What the commands share: the argument types, the options several commands take (each written once), where
+results and figures go by default, and the warnings on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+
+from bench.arguments import ordinal
+from bench.errors import UsageError
+
+RESULTS_DIR = Path("results")
+PLOTS_DIR = Path("plots/local")  # plot and report write here: git ignores it (docs cite scripts/doc_figures.py's)
+FORMATS = ("text", "json", "markdown")  # compare's and claims' outputs
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and a second line; we want one line
+        raise UsageError(message)
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A command's function, ``bench.cli.<module>.<function>``: its module is imported only when the command runs."""
+
+    module: str
+    function: str
+
+    def __call__(self, args: argparse.Namespace, console):
+        return getattr(import_module(f"bench.cli.{self.module}"), self.function)(args, console)
+
+
+def positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def devices(text: str) -> str | tuple[int, ...]:
+    if text.strip() == "all":
+        return "all"
+    try:
+        chosen = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'all' or GPU ordinals like 0,1") from None
+    if any(device < 0 for device in chosen):
+        raise argparse.ArgumentTypeError(f"{text!r}: GPU ordinals are 0 or more")
+    return chosen
+
+
+def add_gpu(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
+
+
+def add_device(command: argparse.ArgumentParser, help: str = "CUDA device ordinal (default 0)") -> None:
+    command.add_argument("--device", type=ordinal, default=0, help=help)
+
+
+def add_format(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--format", choices=FORMATS, default="text",
+                         help="text for a terminal (default), json for CI, markdown for a pull request; "
+                              "warnings go to stderr")
+
+
+def add_strict(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--strict", action="store_true",
+                         help="stop at a results file in a directory that bench cannot read (default: skip it "
+                              "with a warning)")
+
+
+def add_target(command: argparse.ArgumentParser) -> None:
+    """The target of syncs and trace: a function, or a script and the arguments that follow it."""
+    command.add_argument("target", nargs="?", metavar="MODULE:FUNCTION|FILE.py:FUNCTION|SCRIPT.py",
+                         help="a function taking no arguments (mypkg.train:step, train.py:step), or a script, run "
+                              "as __main__ with the ARGS that follow it")
+    script_args = command.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                                       help="the script's arguments")
+    script_args.required = False  # none is fine; a missing target is the command's one line (no_target)
+
+
+def add_outputs(command: argparse.ArgumentParser, shown_as: str) -> None:
+    """--json and --save of syncs and trace."""
+    command.add_argument("--json", action="store_true", help=f"print JSON instead of {shown_as}")
+    command.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
+
+
+def unreadable(args: argparse.Namespace):
+    """``on_unreadable`` for :mod:`bench.store`'s readers: a warning on stderr that names the file passed over and
+    why; with --strict, None (the file's error ends the command)."""
+    if args.strict:
+        return None
+    return lambda error: print(f"bench: warning: skipped a file: {error} (--strict stops instead)", file=sys.stderr)
+
+
+def warn(warnings: list[str]) -> None:
+    """Warnings on stderr, one line each: stdout is the command's output (a JSON or Markdown document too)."""
+    for warning in warnings:
+        print(f"bench: warning: {warning}", file=sys.stderr)

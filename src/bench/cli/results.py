@@ -1,0 +1,160 @@
+"""``plot``, ``claims``, ``compare`` and ``report``: read results files (anywhere, no GPU needed) and show them;
+``claims --measure`` runs what the results lack. Their text, JSON and Markdown: :mod:`bench.cli.documents`."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from bench import analysis, claims, compare, noise, plots, report, store, writes
+from bench.cli import measuring
+from bench.cli.documents import CLAIMS, COMPARISONS
+from bench.cli.options import RESULTS_DIR, unreadable, warn
+from bench.errors import UsageError
+from bench.experiments import registry
+from bench.report import figures
+from bench.report.bar import DelayedBar
+from bench.sweep.plan import Request
+from bench.traces.compare import is_trace
+from bench.traces.compare_text import compared
+from bench.views import in_order
+
+
+def plot_command(args: argparse.Namespace, console: Console) -> int:
+    experiments = registry()
+    schema = store.suite_schema(experiments)
+    if args.results:
+        path, rows = args.results, store.read_any(args.results, schema, unreadable(args))
+    else:
+        path, rows = store.read_newest(RESULTS_DIR, schema, unreadable(args))
+    if not len(rows):
+        raise UsageError(f"{path} holds no result rows")
+    rows = analysis.select_gpu(analysis.newest(rows, experiments), args.gpu)
+    writes.writable_directory(args.out, "--out")
+    paths = plots.plot_results(rows, args.out, in_order(experiments), store.side_tables_any(path, unreadable(args)))
+    if not paths:
+        raise UsageError(f"{path} holds no experiment that bench can plot")
+    for written in paths:
+        console.print(f"wrote {written}", highlight=False)
+    return 0
+
+
+def claims_command(args: argparse.Namespace, console: Console) -> int:
+    needed = claims.needed_experiments()
+    experiments = registry()
+    schema = store.suite_schema(experiments)
+    if args.results:
+        rows = store.read_any(args.results, schema, unreadable(args))
+        if not len(rows):
+            raise UsageError(f"{args.results} holds no result rows")
+        rows = analysis.newest(rows, experiments)
+    else:
+        rows = store.newest_rows(RESULTS_DIR, schema, needed, unreadable(args))
+    rows = analysis.select_gpu(rows, args.gpu)
+
+    def judged(rows: pd.DataFrame) -> list:  # each GPU that measured something a claim needs, with its rows
+        return [(gpu, mine) for gpu, mine in analysis.by_gpu(rows)
+                if len(claims.missing_experiments(mine)) < len(needed)]
+
+    missing = claims.missing_experiments(rows)
+    if missing and args.measure and len(judged(rows)) <= 1:
+        progress = console if args.format == "text" else Console(stderr=True)  # stdout is the document's
+        progress.print(f"measuring what the results lack: {', '.join(missing)}")
+        outcome = measuring.run(Request(missing, out=args.out, device=args.device,
+                               command="python -m bench claims --measure"), progress)
+        if outcome.interrupted:
+            return measuring.exit_status(outcome)
+        rows = pd.concat([rows, store.read(outcome.path, schema)], ignore_index=True)
+        missing = claims.missing_experiments(rows)
+    elif missing and args.measure:
+        warn([f"--measure measures for one GPU; the results hold {len(judged(rows))}: choose one with --gpu"])
+    elif missing:
+        again = shlex.join(["python", "-m", "bench", "claims", *([str(args.results)] if args.results else []),
+                            "--measure"])
+        warn([f"the results lack {', '.join(missing)} (or a default sweep's configurations of them): the claims "
+               f"that need them show as not measured; measure them on this machine's GPU with: {again}"])
+    groups = [(str(gpu), claims.table(mine)) for gpu, mine in judged(rows)] or [(None, claims.table(rows))]
+    CLAIMS[args.format](groups, missing, console)
+    return 0
+
+
+def compare_command(args: argparse.Namespace, console: Console) -> int:
+    if is_trace(args.old) or is_trace(args.new):  # two bench trace --save files
+        output, warnings, failing = compared(args.old, args.new, gpu=args.gpu, fail_above=args.fail_above,
+                                             listed_all=args.all, form=args.format)
+        warn(warnings)
+        print(output)
+        return 1 if failing else 0
+    for path in args.spread_from or []:
+        if not path.exists():
+            raise UsageError(f"--spread-from {path}: no such file or directory")
+    experiments = registry()
+    schema = store.suite_schema(experiments)
+    old, new = store.read_any(args.old, schema, unreadable(args)), store.read_any(args.new, schema, unreadable(args))
+    for path, rows in ((args.old, old), (args.new, new)):
+        if not len(rows):
+            raise UsageError(f"{path} holds no result rows")
+    result = compare.compare(old, new, experiments, gpu=args.gpu, record=_spread_record(args, old, new, schema))
+    if not len(result.table):
+        raise UsageError(f"{args.old} and {args.new} have no configuration in common")
+    warn(result.warnings)
+    failing = len(result.slower_than(args.fail_above)) if args.fail_above is not None else 0
+    shown = result.table if args.all else result.table[result.table["verdict"] != "same"]
+    COMPARISONS[args.format](result, shown, args, failing, console)
+    return 1 if failing else 0
+
+
+def _spread_record(args: argparse.Namespace, old, new, schema):
+    """The rows of --spread-from (default results/, where it exists) on the GPU kinds both sides hold on different
+    machines; None when there are none, which reads nothing."""
+    kinds = noise.kinds_across_machines(old, new)
+    if args.spread_from is not None:
+        paths = args.spread_from
+    else:
+        paths = [RESULTS_DIR] if RESULTS_DIR.is_dir() else []
+    if not kinds or not paths:
+        return None
+    frames = [store.read_any(path, schema, unreadable(args)) for path in paths]
+    frames = [rows[rows["gpu_name"].isin(kinds)] for rows in frames if "gpu_name" in rows]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def report_command(args: argparse.Namespace, console: Console) -> int:
+    experiments = registry()
+    sources = args.results or [RESULTS_DIR]
+    if args.out.is_dir():
+        raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
+    writes.write_target(args.out, "--out")
+    figures.warm_up()  # the figures' workers get ready while the results are read
+    with DelayedBar(Console(stderr=True)) as bar:  # on a terminal, once it has taken 2 s
+        frames = [store.read_any(source, store.suite_schema(experiments), unreadable(args)) for source in sources]
+        for source, frame in zip(sources, frames):
+            if not len(frame):
+                raise UsageError(f"{source} holds no result rows")
+        rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
+        tables: dict = {}
+        for source in sources:
+            for name, table in store.side_tables_any(source, unreadable(args)).items():
+                tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
+        chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
+
+        def named(name: str) -> pd.DataFrame | None:
+            found = [store.named_tables(source, name) for source in sources if Path(source).is_dir()]
+            table = pd.concat(found, ignore_index=True) if found else None
+            if chosen is None or table is None or not len(table):
+                return table
+            return analysis.rows_of(table, *chosen)
+
+        syncs, traces = named("syncs"), named("trace")
+        writes.writable_directory(args.out.parent, "--out")
+        bar.doing("laying out the report")
+        names = ", ".join(str(source) for source in sources)
+        written = report.write(rows, tables, args.out, experiments,
+                               source=names if len(sources) < 4 else f"{len(sources)} sources", syncs=syncs,
+                               traces=traces, progress=bar.figures)
+    console.print(f"wrote {written}", highlight=False)
+    return 0

@@ -1,0 +1,208 @@
+"""``probe``, ``syncs`` and ``trace``: load the user's function or script, run it under the tool on the GPU, and
+show (``--json``), save, draw or export what the tool found; ``trace --merge`` reads the traces ranks saved."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import runpy
+import sys
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from bench import plots, store, writes
+from bench.arguments import missing_function, no_target, require_gpu, split_target
+from bench.cli.options import RESULTS_DIR, warn
+from bench.env import gpu_environment, use_device
+from bench.errors import UsageError
+from bench.experiments import registry
+from bench.probe import probe
+from bench.syncs import save as save_syncs
+from bench.syncs import syncs
+from bench.timing import MeasurementFailed
+from bench.trace import TraceUnavailable, trace
+from bench.trace import save as save_trace
+from bench.traces.merge import merged_files
+from bench.traces.perfetto import encoded
+
+
+def _function(command: str, target: str):
+    """The function MODULE:FUNCTION (or FILE.py:FUNCTION) names, imported with the current directory on the path (a
+    file with its own directory)."""
+    module_name, function_name = split_target(command, target)
+    sys.path.insert(0, "")  # the current directory, as `python -m` does for the user's own modules
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise UsageError(f"{command}: {path} is not a file")
+            sys.path.insert(0, str(path.resolve().parent))
+            spec = importlib.util.spec_from_file_location("__bench_target__", path)  # never shadows a real module
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+        if not hasattr(module, function_name):
+            raise missing_function(command, module_name, function_name)
+        function = getattr(module, function_name)
+    except UsageError:
+        raise
+    except (Exception, SystemExit) as error:  # the user's module failed (or exited) on import: one line
+        raise UsageError(f"{command}: cannot load {target}: {type(error).__name__}: {error}") from None
+    if not callable(function):
+        raise UsageError(f"{command}: {target} is not callable")
+    return function
+
+
+def _script(path: Path, arguments: list[str], command: str = "syncs"):
+    """A function that runs the script as ``__main__`` with its arguments, as ``python SCRIPT ARGS`` would."""
+    if not path.is_file():
+        raise UsageError(f"{command}: {path} is not a file")
+
+    def run() -> None:
+        saved = sys.argv[:]
+        sys.argv = [str(path), *arguments]
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        except SystemExit as exit:  # sys.exit() ends the script, not bench: 0 is a normal end
+            if exit.code not in (None, 0):
+                raise UsageError(f"{command}: {path} exited with status {exit.code}") from None
+        finally:
+            sys.argv = saved
+            sys.path.remove(str(path.resolve().parent))
+
+    return run
+
+
+def probe_command(args: argparse.Namespace, console: Console) -> int:
+    split_target("probe", args.target)
+    require_gpu("probe")  # before the user's module is imported: importing runs it
+    function = _function("probe", args.target)
+    environment = gpu_environment(args.device)
+    use_device(args.device)
+    stream = {"all": None, "default": 0, "per-thread": 2}[args.stream]
+    try:
+        result = probe(function, stream=stream, spin_ms=args.spin_ms)
+    except MeasurementFailed as error:
+        raise UsageError(f"probe: {error}") from None
+    console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def _target(command: str, args: argparse.Namespace):
+    """Check the target and --save before anything runs; the function to run (a script's as ``__main__``)."""
+    if args.target is None:
+        raise no_target(command)
+    script = args.target.endswith(".py")
+    if not script and args.script_args:
+        raise UsageError(f"{command}: {' '.join(args.script_args)}: options go before the target (arguments follow "
+                         "only a script)")
+    if not script and ":" not in args.target:
+        raise UsageError(f"{command}: {args.target!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or SCRIPT.py")
+    if script and not Path(args.target).is_file():
+        raise UsageError(f"{command}: {args.target} is not a file")
+    _outputs(args)
+    require_gpu(command)
+    return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
+
+
+def _outputs(args: argparse.Namespace) -> None:
+    """Check --save, --plot and --perfetto before anything runs or is read."""
+    for option, path in (("--save", args.save), ("--plot", getattr(args, "plot", None)),
+                         ("--perfetto", getattr(args, "perfetto", None))):
+        if path is not None:
+            writes.write_target(path, option)
+            if option == "--save" and Path(path).exists():
+                raise UsageError(f"--save: {path} exists; bench never replaces a results file")
+            writes.writable_directory(Path(path).parent, option)
+    if getattr(args, "plot", None) is not None and Path(args.plot).suffix not in (".png", ".svg"):
+        raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
+    if getattr(args, "perfetto", None) is not None and Path(args.perfetto).suffix != ".json":
+        raise UsageError(f"--perfetto: {args.perfetto} is not a .json file")
+
+
+def syncs_command(args: argparse.Namespace, console: Console) -> int:
+    function = _target("syncs", args)
+    environment = gpu_environment(args.device)
+    use_device(args.device)
+    try:
+        found = syncs(function, settle_ms=args.settle_ms, cuda_calls=not args.no_cuda_calls)
+    except MeasurementFailed as error:  # the hold could not fill this GPU (shared, MPS): one line
+        raise UsageError(f"syncs: {error}") from None
+    if args.save is not None:
+        save_syncs([(args.target, found)], environment, args.save)
+    _show(args, console, found, f"{args.target} on {environment.gpu_name}: ")
+    return 0
+
+
+def trace_command(args: argparse.Namespace, console: Console) -> int:
+    if args.merge:
+        return _merge_traces(args, console)
+    if args.results != RESULTS_DIR and not Path(args.results).exists():
+        raise UsageError(f"--results: {args.results} does not exist")
+    function = _target("trace", args)
+    environment = gpu_environment(args.device)
+    use_device(args.device)
+    results = _reference_rows(args.results)
+    try:
+        found = trace(function, runs=args.runs, results=results, target=args.target, lines=not args.no_lines)
+    except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
+        raise UsageError(f"trace: {error}") from None
+    _trace_outputs(args, found, args.target, f"{args.target} on {environment.gpu_name}", environment)
+    _show(args, console, found, f"{args.target} on {environment.gpu_name}:\n")
+    return 0
+
+
+def _merge_traces(args: argparse.Namespace, console: Console) -> int:
+    """``trace --merge FILE...``: the ranks' saved traces as one."""
+    if args.target is not None:
+        raise UsageError("trace --merge takes no target: it reads the traces the ranks saved")
+    _outputs(args)
+    found = merged_files(args.merge)
+    title = f"{found.target}, {len(args.merge)} trace{'s' * (len(args.merge) != 1)} merged"
+    _trace_outputs(args, found, found.target, title, None)
+    _show(args, console, found, f"{title}:\n")
+    return 0
+
+
+def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, environment) -> None:
+    """Write what --plot, --perfetto and --save ask of a trace (``environment``: the GPU's; None: the ranks')."""
+    figure = None
+    if args.plot is not None:
+        figure = plots.rendered(plots.trace_figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:])
+    timeline = None
+    if args.perfetto is not None:
+        timeline = encoded(found)
+    if args.save is not None:
+        save_trace([(target, found)], environment, args.save)
+    for path, content in ((args.plot, figure), (args.perfetto, timeline)):
+        if content is not None:
+            writes.write_bytes(path, content)
+
+
+def _show(args: argparse.Namespace, console: Console, found, heading: str) -> None:
+    """What syncs or trace found: JSON with --json, else the heading and the text."""
+    if args.json:
+        print(found.to_json())
+    else:
+        console.print(f"{heading}{found}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _reference_rows(results: Path):
+    """The rows of the results under ``results`` (pinned bandwidth rows stand in for reference copies), or None;
+    a file bench cannot read is passed over with a warning."""
+    if not Path(results).exists():
+        return None
+    def skipped(error) -> None:
+        warn([f"skipped a file: {error}"])
+
+    try:
+        return store.read_any(results, store.suite_schema(registry()), skipped)
+    except store.ResultsError as error:
+        warn([f"--results: {error}; pinned copies are measured"])
+        return None
