@@ -37,7 +37,7 @@ class _Progress:
         self.done = self.total = 0
 
     def planned(self, plans, estimate_s: float, least_s: float) -> None:
-        kept = f"; kept within {self.budget_s:.0f} s on any GPU" if self.budget_s else ""
+        kept = f"; aiming at {self.budget_s:.0f} s, never below the accuracy floors" if self.budget_s else ""
         if self.budget_s and least_s > self.budget_s:
             self.console.print(f"[yellow]warning:[/yellow] at their accuracy floors these configurations need about "
                                f"{least_s:.0f} s by the time model, more than the {self.budget_s:.0f} s budget: the "
