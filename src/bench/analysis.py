@@ -86,26 +86,6 @@ def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:
     return pd.concat(kept).sort_index().reset_index(drop=True)
 
 
-def below_floor(rows: pd.DataFrame, experiments: Mapping) -> pd.Series:
-    """Which ok rows miss their experiment's accuracy floor (read them as unclear): their ``floor_met`` where they
-    recorded it, else (files from before it) their samples against the floor of ``experiments``' description."""
-    below = pd.Series(False, index=rows.index)
-    if not len(rows) or not {"status", "experiment", "n_samples"} <= set(rows.columns):
-        return below
-    recorded = rows["floor_met"] if "floor_met" in rows else pd.Series(None, index=rows.index, dtype=object)
-    below[recorded.eq(False) & (rows["status"] == "ok")] = True
-    narrow = rows[["experiment", "n_samples", "samples"]]  # a wide frame's row selections copy every column
-    unknown = narrow[recorded.isna() & (rows["status"] == "ok") & (rows["n_samples"].fillna(0) > 0)]
-    for name, group in unknown.groupby("experiment", sort=False):
-        known = experiments.get(name)
-        if known is None:
-            continue
-        short = group[group["n_samples"] < known.floor.min_samples]
-        for index, samples in short["samples"].items():
-            below.at[index] = not known.floor.met(list(samples))
-    return below
-
-
 def gpus(rows: pd.DataFrame) -> list[Gpu]:
     """Every GPU in the rows, sorted by host and UUID."""
     columns = [*MACHINE, "gpu_name"]
