@@ -230,15 +230,20 @@ def warm(shard: int = 0, shards: int = 1) -> None:
     again whatever this one does. Its ``shard`` of ``shards``: every shards-th call."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
+    missing: dict[str, str | None] = {}  # by library: why its calls cannot run here, asked once
     for call in list(catalog().values())[shard::shards]:
         try:
             with kept_device(device):
                 library = BY_NAME[call.library]
-                if call.fresh or not library.compiles_to_disk or library.missing():
+                if call.fresh or not library.compiles_to_disk:
+                    continue
+                if call.library not in missing:
+                    missing[call.library] = library.missing()
+                if missing[call.library]:
                     continue
                 if call.library not in kits:
                     kits[call.library] = catalogs.kit(call.library)
-                _timed(call, kits[call.library], _Streams(BY_NAME[call.library]))
+                _timed(call, kits[call.library], _Streams(library))
         except Exception:  # measured (and reported) by the sweep itself
             runtime.deviceSynchronize()
 

@@ -232,10 +232,10 @@ class _Sweep:
         current = ""
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         caught = 0
+        groups = self.groups()
         try:
             self.warm_up()
             self.readings = {device: self.read_monitor(device) for device in self.checked.devices}
-            groups = self.groups()
             for index in range(len(groups)):
                 group, slack = groups[index], self.slack(groups[index:])
                 current = ", ".join(item.name for item in group)
@@ -269,7 +269,7 @@ class _Sweep:
         return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
                        signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
                        estimate_s=self.metadata["estimate_s"],
-                       concurrent=any(len(group) > 1 for group in self.groups()),
+                       concurrent=any(len(group) > 1 for group in groups),
                        warm_s=self.warm_s, mode=runner.request.mode)
 
     def warm_up(self) -> None:

@@ -53,7 +53,6 @@ class Request:
     one_at_a_time: bool = False  # the selected GPUs run every experiment one GPU after another
     started_s: float = 0.0  # seconds the command had run before it made the request: they count against the budget
 
-
     def at_once(self, experiment: Experiment) -> bool:
         """Whether this sweep runs ``experiment``'s per-GPU plans at the same time: by default those of an
         experiment that measures nothing another GPU's run shares (``Experiment.own_gpu``); --concurrent every
