@@ -3,6 +3,8 @@ and memset with its GPU, its stream, the correlation id of the driver call that 
 on the GPU (execution times: a copy's record begins when its engine starts it, not when it was enqueued), and
 callbacks on the driver calls that may wait (:data:`bench.measure.cuda_calls.WAITING`), each with its host start and
 end on the same clock, its correlation id and, where it took long or copied, the Python stack that made it.
+The records go into buffers allocated before recording starts and are read after it stops
+(:mod:`bench.measure.activity_buffers`): no Python work per record while a region runs.
 
 :class:`Recorder` is opened once (:func:`open_recorder`, which says in one line why it cannot be: no cupti-python,
 no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder.start` and :meth:`Recorder.stop`.
@@ -11,16 +13,21 @@ no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from dataclasses import dataclass
 from threading import get_ident
 
+from bench.measure import activity_buffers
+from bench.measure.activity_buffers import Layout
 from bench.measure.cuda_calls import waiting_callback_ids
-from bench.measure.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame
+from bench.measure.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame, check, library
 from bench.measure.waits import Frame, frames_of, places_of
 from bench.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
-BUFFER_BYTES = 8 << 20
+KERNEL_FIELDS = ("start", "end", "device_id", "stream_id", "correlation_id", "name")
+MEMSET_FIELDS = ("start", "end", "device_id", "stream_id", "correlation_id", "bytes")
+MEMCPY_FIELDS = (*MEMSET_FIELDS, "copy_kind", "src_kind", "dst_kind")
 
 
 class Op(Word):
@@ -82,10 +89,6 @@ class Recording:
     calls: list[HostCall]
 
 
-_SINK: list | None = None  # where the activity buffer callback puts records while a recorder records
-_REGISTERED = False
-
-
 def _memory_kinds(cupti) -> dict[int, str]:
     kinds = cupti.ActivityMemoryKind
     names = {"PAGEABLE": "pageable", "PINNED": "pinned", "MANAGED": "managed", "MANAGED_STATIC": "managed",
@@ -98,6 +101,23 @@ def _copy_ops(cupti) -> dict[int, Op]:
     names = {"HTOD": Op.H2D, "HTOA": Op.H2D, "DTOH": Op.D2H, "ATOH": Op.D2H, "DTOD": Op.D2D, "DTOA": Op.D2D,
              "ATOD": Op.D2D, "ATOA": Op.D2D, "HTOH": Op.H2H, "PTOP": Op.P2P}
     return {int(getattr(kinds, name)): op for name, op in names.items() if hasattr(kinds, name)}
+
+
+def _newest(cupti, stem: str):
+    """``cupti-python``'s dtype of the newest version of a record structure (``activity_kernel10_dtype`` for
+    ``kernel``): the structure CUPTI writes (newer versions only add fields at the end)."""
+    prefix = f"activity_{stem}"
+    versions = {int(name[len(prefix):-6] or 0): name for name in dir(cupti)
+                if name.startswith(prefix) and name.endswith("_dtype") and (name[len(prefix):-6] or "0").isdigit()}
+    return getattr(cupti, versions[max(versions)])
+
+
+def _layouts(cupti) -> dict[int, Layout]:
+    """Where the fields bench reads lie in CUPTI's kernel, memset and copy records, by record kind."""
+    kinds = cupti.ActivityKind
+    return {int(kinds.CONCURRENT_KERNEL): Layout.of(_newest(cupti, "kernel"), KERNEL_FIELDS),
+            int(kinds.MEMCPY): Layout.of(_newest(cupti, "memcpy"), MEMCPY_FIELDS),
+            int(kinds.MEMSET): Layout.of(_newest(cupti, "memset"), MEMSET_FIELDS)}
 
 
 class Recorder:
@@ -115,16 +135,20 @@ class Recorder:
         self._names = waiting_callback_ids(cupti)
         self._copying = {callback_id for callback_id, name in self._names.items() if "Memcpy" in name}
         self._timestamp = cupti.get_timestamp
+        self._layouts = _layouts(cupti)
+        self._names_at: dict[int, str] = {}  # a kernel name's address in CUPTI -> the name
         self._open: dict[int, list[tuple[int, int, int]]] = {}
         self._calls: list[tuple] | None = None  # (callback id, start, end, correlation, places) while recording
-        self._records: list = []
         self._error: BaseException | None = None  # raised in a callback (an interrupt), re-raised by stop()
         self._scratch: int | None = None
         self._since = 0
         self._subscriber = self._subscribe() if calls else None
         try:
-            with _cupti_errors():
-                _register(cupti)
+            self._library = library(cupti)
+            self._pool = activity_buffers.registered(self._library, lambda status: check(self._library, status))
+        except CuptiFailed as error:
+            self._unsubscribe()
+            raise TraceUnavailable(f"CUPTI: {error}") from None
         except BaseException:
             self._unsubscribe()
             raise
@@ -178,11 +202,10 @@ class Recorder:
         """Record from now: activity records and watched calls. A 4-byte memset first makes CUPTI take its first
         activity buffer (a Python callback that would otherwise stall the region's first call); it and everything
         before it are dropped."""
-        global _SINK
         from bench.cuda import runtime
 
-        self._records, self._open, self._error = [], {}, None
-        _SINK = self._records
+        self._open, self._error = {}, None
+        self._pool.give_back(self._pool.take())  # what came before is not this recording's
         try:
             with _cupti_errors():
                 for kind in self._kinds:
@@ -215,34 +238,50 @@ class Recorder:
                 self._cupti.activity_flush_all(1)
         finally:
             self._disable()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        return Recording([self._activity(record) for record in self._records if record.start >= self._since],
+        buffers = self._pool.take()
+        try:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            activities = [activity for kind, fields in activity_buffers.read(self._library, buffers, self._layouts)
+                          for activity in self._activities(kind, fields) if activity.start_ns >= self._since]
+        finally:
+            self._pool.give_back(buffers)
+        activities.sort(key=lambda activity: (activity.start_ns, activity.end_ns))
+        return Recording(activities,
                          [HostCall(self._names[callback_id], start, end, correlation, frames_of(places))
                           for callback_id, start, end, correlation, places in calls if start >= self._since])
 
     def _disable(self) -> None:
-        global _SINK
         for kind in self._kinds:
             with contextlib.suppress(Exception):
                 self._cupti.activity_disable(kind)
-        if _SINK is self._records:
-            _SINK = None
 
-    def _activity(self, record) -> Activity:
-        kind = self._cupti.ActivityKind
-        if record.kind == kind.MEMCPY:
-            op = self._copy.get(int(record.copy_kind), Op.D2D)
-            host_side = record.src_kind if op == Op.H2D else record.dst_kind
-            return Activity(op, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
-                            self._memory.get(int(host_side), "unknown"), "", int(record.correlation_id),
-                            int(record.device_id))
-        if record.kind == kind.MEMSET:
-            return Activity(Op.MEMSET, int(record.stream_id), int(record.start), int(record.end), int(record.bytes),
-                            "", "", int(record.correlation_id), int(record.device_id))
-        return Activity(Op.KERNEL, int(record.stream_id), int(record.start), int(record.end), 0, "",
-                        str(record.name), int(record.correlation_id), int(record.device_id))
+    def _activities(self, kind: int, fields: dict) -> list[Activity]:
+        """The records of one kind of one buffer (their fields as arrays) as activities."""
+        rows = zip(*(fields[name].tolist() for name in MEMSET_FIELDS[:5]))
+        if kind == self._kinds[0]:
+            names = [self._name(address) for address in fields["name"].tolist()]
+            return [Activity(Op.KERNEL, stream, start, end, 0, "", name, correlation, device)
+                    for (start, end, device, stream, correlation), name in zip(rows, names)]
+        if kind == self._kinds[2]:
+            return [Activity(Op.MEMSET, stream, start, end, size, "", "", correlation, device)
+                    for (start, end, device, stream, correlation), size in zip(rows, fields["bytes"].tolist())]
+        found = []
+        for (start, end, device, stream, correlation), size, copy, source, target in zip(
+                rows, *(fields[name].tolist() for name in MEMCPY_FIELDS[5:])):
+            op = self._copy.get(copy, Op.D2D)
+            host_side = source if op == Op.H2D else target
+            found.append(Activity(op, stream, start, end, size, self._memory.get(host_side, "unknown"), "",
+                                  correlation, device))
+        return found
+
+    def _name(self, address: int) -> str:
+        """A kernel's name from its address in CUPTI (names are CUPTI's for the process's life)."""
+        name = self._names_at.get(address)
+        if name is None:
+            name = self._names_at[address] = ctypes.string_at(address).decode(errors="replace") if address else ""
+        return name
 
     def close(self) -> None:
         self._calls = None
@@ -273,47 +312,6 @@ def _cupti_errors():
         yield
     except cupti.cuptiError as error:
         raise TraceUnavailable(f"CUPTI: {error}") from None
-
-
-class _Record:
-    """The fields of one activity record, copied out of CUPTI's buffer before the buffer is reused."""
-
-    __slots__ = ("kind", "copy_kind", "src_kind", "dst_kind", "stream_id", "start", "end", "bytes", "name",
-                 "correlation_id", "device_id")
-
-    def __init__(self, record, kinds) -> None:
-        self.kind = record.kind
-        self.stream_id, self.start, self.end = record.stream_id, record.start, record.end
-        self.correlation_id, self.device_id = record.correlation_id, record.device_id
-        self.copy_kind = self.src_kind = self.dst_kind = self.bytes = 0
-        self.name = ""
-        if record.kind == kinds.MEMCPY:
-            self.copy_kind, self.src_kind, self.dst_kind = record.copy_kind, record.src_kind, record.dst_kind
-            self.bytes = record.bytes
-        elif record.kind == kinds.MEMSET:
-            self.bytes = record.bytes
-        else:
-            self.name = record.name
-
-
-def _register(cupti) -> None:
-    """CUPTI's activity buffer callbacks, once per process (records go to the recording recorder's list)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
-    kinds = cupti.ActivityKind
-    wanted = (kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET)
-
-    def requested():
-        return BUFFER_BYTES, 0
-
-    def completed(activities: list) -> None:
-        sink = _SINK
-        if sink is not None:
-            sink.extend(_Record(record, kinds) for record in activities if record.kind in wanted)
-
-    cupti.activity_register_callbacks(requested, completed)
-    _REGISTERED = True
 
 
 def open_recorder(calls: bool = True) -> Recorder:

@@ -8,6 +8,7 @@ blocks the host adds to the GPU's idle time (``scripts/trace_callback_cost.py`` 
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 import weakref
 from collections.abc import Callable, Iterable
@@ -60,7 +61,8 @@ def mapped_library(maps: Iterable[str], major: str) -> str:
     return paths.pop()
 
 
-def _library(cupti) -> ctypes.CDLL:
+@functools.cache
+def library(cupti) -> ctypes.CDLL:
     """The libcupti ``cupti-python`` loaded (the same library: one CUPTI per process)."""
     from importlib.metadata import version  # here, not at import: it costs every ``import bench`` ~10 ms
 
@@ -75,6 +77,19 @@ def _library(cupti) -> ctypes.CDLL:
     return library
 
 
+def message(library: ctypes.CDLL, status: int) -> str:
+    """CUPTI's words for a status it returned."""
+    text = ctypes.c_char_p()
+    library.cuptiGetResultString(status, ctypes.byref(text))
+    return (text.value or b"").decode(errors="replace") or f"CUPTI error {status}"
+
+
+def check(library: ctypes.CDLL, status: int) -> None:
+    """:class:`CuptiFailed` in CUPTI's words where ``status`` is an error."""
+    if status:
+        raise CuptiFailed(message(library, status))
+
+
 def _unsubscribe(library: ctypes.CDLL, handle: ctypes.c_void_p, trampoline) -> None:
     """Unsubscribe (``trampoline`` is held until then: CUPTI calls it until this returns)."""
     library.cuptiUnsubscribe(handle)
@@ -87,7 +102,7 @@ class DriverCallbacks:
 
     def __init__(self, cupti, name: str, callback_ids: Iterable[int], on_call: Callable[[int, bool, int], None],
                  on_error: Callable[[BaseException], None]) -> None:
-        self._library = _library(cupti)
+        self._library = library(cupti)
         self._ids = list(callback_ids)
         self._domain = int(cupti.CallbackDomain.DRIVER_API)
         trampoline = _CALLBACK(reader(cupti, on_call, on_error))
@@ -113,13 +128,10 @@ class DriverCallbacks:
         self._check(status)
 
     def _message(self, status: int) -> str:
-        text = ctypes.c_char_p()
-        self._library.cuptiGetResultString(status, ctypes.byref(text))
-        return (text.value or b"").decode(errors="replace") or f"CUPTI error {status}"
+        return message(self._library, status)
 
     def _check(self, status: int) -> None:
-        if status:
-            raise CuptiFailed(self._message(status))
+        check(self._library, status)
 
     def watch(self, on: bool) -> None:
         """The callbacks on or off (off: the calls cost nothing extra)."""

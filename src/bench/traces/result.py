@@ -182,9 +182,13 @@ class TraceResult:
 
     @property
     def overhead(self) -> float | None:
-        """The traced runs' median host time over the untraced ones', less one."""
+        """What tracing added to a run's host time: the median over runs of each traced run's time over the untraced
+        run just before it, less one (runs alternate, and a host's speed drifts over seconds: a pair shares it);
+        the ratio of the medians where the runs do not pair."""
         if not self.untraced_ms or not self.traced_ms:
             return None
+        if len(self.untraced_ms) == len(self.traced_ms):
+            return statistics.median(t / u for t, u in zip(self.traced_ms, self.untraced_ms) if u > 0) - 1
         return statistics.median(self.traced_ms) / statistics.median(self.untraced_ms) - 1
 
     @property

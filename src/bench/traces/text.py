@@ -60,9 +60,9 @@ def describe(result: TraceResult) -> list[str]:
     for wait in result.waits[:5]:
         lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} at {shown(wait.line)}")
     if result.overhead is not None:
-        lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run "
+        lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run, paired "
                      f"({statistics.median(result.traced_ms):.3f} traced vs "
-                     f"{statistics.median(result.untraced_ms):.3f} ms)")
+                     f"{statistics.median(result.untraced_ms):.3f} ms, medians)")
     return lines
 
 

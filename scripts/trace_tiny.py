@@ -1,0 +1,172 @@
+"""What tracing costs a region of many tiny kernels, and where it goes: the region's host time (from an idle GPU to
+the GPU idle again, as ``bench trace`` times its runs) and its GPU time (CUDA events around it), untraced and traced,
+paired round by round, each case and variant in a process of its own.
+
+    python scripts/trace_tiny.py OUT.json [--cases LIBRARY:KERNELS,...] [--rounds N] [--variants bench,records]
+
+Regions: ``torch`` (``x.add_(1)`` on a 1-element tensor, KERNELS times: launch-bound, as a user's small ops are) and
+``cupy`` (``x += 1`` on a 1-element array). Variants: ``bench`` (bench trace's default: records and the driver-call
+callbacks) and ``records`` (records only, ``--no-lines``). Each child also counts the buffers CUPTI handed back while
+a region ran. Rounds: ``--rounds`` for regions of up to 4,000 kernels, a third of them (at least 11) above. Run it
+with an older ``src`` on ``PYTHONPATH`` to measure before a change on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CASES = "torch:4000,cupy:4000,torch:40000"
+VARIANTS = ("bench", "records")
+
+
+def region(library: str, kernels: int):
+    """``kernels`` tiny kernels on the current stream, and the event pair that brackets them."""
+    if library == "torch":
+        import torch
+
+        x = torch.zeros(1, device="cuda")
+        make = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+
+        def run() -> None:
+            for _ in range(kernels):
+                x.add_(1)
+
+        return run, make, lambda a, b: a.elapsed_time(b)
+    import cupy
+
+    y = cupy.zeros(1, dtype=cupy.float32)
+    make = lambda: cupy.cuda.Event()  # noqa: E731
+
+    def run_cupy() -> None:
+        for _ in range(kernels):
+            y.__iadd__(1)
+
+    return run_cupy, make, lambda a, b: cupy.cuda.get_elapsed_time(a, b)
+
+
+def child(library: str, variant: str, kernels: int, rounds: int) -> dict:
+    """One process: warm-up, then ``rounds`` rounds of an untraced and a traced run (order alternating)."""
+    from cupti import cupti
+
+    from bench.measure import activity
+
+    completions = {"during": 0, "all": 0}
+    in_region = [False]
+    register = cupti.activity_register_callbacks
+
+    def counting(requested, completed):
+        def counted(records):
+            completions["all"] += 1
+            completions["during"] += in_region[0]
+            return completed(records)
+
+        return register(requested, counted)
+
+    cupti.activity_register_callbacks = counting  # cupti-python's buffers (bench before 2026-11-27)
+    buffers = getattr(activity, "activity_buffers", None)  # bench's own pool (since): count what it is handed
+    if buffers is not None:
+        completed = buffers.Pool.completed
+
+        def counted_pool(self, *args):
+            completions["all"] += 1
+            completions["during"] += in_region[0]
+            return completed(self, *args)
+
+        buffers.Pool.completed = counted_pool
+    run, make, elapsed = region(library, kernels)
+    recorder = activity.open_recorder(calls=variant != "records")
+    host = {"untraced": [], "traced": []}
+    gpu = {"untraced": [], "traced": []}
+    records: list[int] = []
+
+    def once(traced: bool) -> None:
+        activity.synchronize_used()
+        if traced:
+            recorder.start()
+        start, end = make(), make()
+        in_region[0] = True
+        began = time.perf_counter()
+        start.record()
+        run()
+        end.record()
+        recorder.synchronize() if traced else activity.synchronize_used()
+        host_ms = (time.perf_counter() - began) * 1e3
+        in_region[0] = False
+        if traced:
+            records.append(sum(str(a.op) == "kernel" for a in recorder.stop().activities))
+        mode = "traced" if traced else "untraced"
+        host[mode].append(host_ms)
+        gpu[mode].append(elapsed(start, end))
+
+    try:
+        for _ in range(3):
+            once(False)
+            once(True)
+        for mode in host:
+            host[mode].clear()
+            gpu[mode].clear()
+        records.clear()
+        for number in range(rounds):
+            for traced in ((False, True) if number % 2 == 0 else (True, False)):
+                once(traced)
+    finally:
+        recorder.close()
+
+    def paired(values: dict[str, list[float]]) -> float:
+        return statistics.median(t / u - 1 for t, u in zip(values["traced"], values["untraced"]))
+
+    return {"library": library, "variant": variant, "kernels": kernels, "rounds": rounds, "host_ms": host,
+            "gpu_ms": gpu, "kernel_records": records, "completions": completions,
+            "host_overhead": paired(host), "gpu_overhead": paired(gpu),
+            "host_median_ms": {mode: statistics.median(v) for mode, v in host.items()},
+            "gpu_median_ms": {mode: statistics.median(v) for mode, v in gpu.items()}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--cases", default=CASES)
+    parser.add_argument("--rounds", type=int, default=61)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--child", nargs=3, metavar=("LIBRARY", "VARIANT", "KERNELS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        library, variant, kernels = args.child
+        args.out.write_text(json.dumps(child(library, variant, int(kernels), args.rounds)))
+        return 0
+    import bench
+    from bench.env import gpu_environment
+
+    found = {"gpu": gpu_environment(0).as_dict(), "bench": str(Path(bench.__file__).parent), "cases": []}
+    for case in args.cases.split(","):
+        library, kernels = case.split(":")
+        rounds = args.rounds if int(kernels) <= 4000 else max(11, args.rounds // 3)
+        for variant in args.variants.split(","):
+            part = args.out.with_suffix(f".{library}.{kernels}.{variant}.part")
+            done = subprocess.run([sys.executable, __file__, str(part), "--rounds", str(rounds), "--child", library,
+                                   variant, kernels], env=os.environ, timeout=300)
+            if done.returncode or not part.exists():
+                print(f"{library:<6} {kernels:>6} {variant:<8} failed ({done.returncode})", flush=True)
+                continue
+            case = json.loads(part.read_text())
+            part.unlink()
+            found["cases"].append(case)
+            print(f"{library:<6} {kernels:>6} {variant:<8} host {case['host_median_ms']['untraced']:.2f} → "
+                  f"{case['host_median_ms']['traced']:.2f} ms ({case['host_overhead']:+.1%}), GPU "
+                  f"{case['gpu_median_ms']['untraced']:.2f} → {case['gpu_median_ms']['traced']:.2f} ms "
+                  f"({case['gpu_overhead']:+.1%}), {(case['host_median_ms']['traced'] - case['host_median_ms']['untraced']) / int(kernels) * 1e3:.2f} µs per kernel, "
+                  f"{statistics.median(case['kernel_records'])} kernel records, "
+                  f"buffers completed during regions {case['completions']['during']}", flush=True)
+    args.out.write_text(json.dumps(found, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
