@@ -135,6 +135,7 @@ def main() -> int:
     parser.add_argument("--cases", default=CASES)
     parser.add_argument("--rounds", type=int, default=61)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--case-timeout", type=float, default=300, help="seconds a case may take (default 300)")
     parser.add_argument("--child", nargs=3, metavar=("LIBRARY", "VARIANT", "KERNELS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -151,13 +152,14 @@ def main() -> int:
         for variant in args.variants.split(","):
             part = args.out.with_suffix(f".{library}.{kernels}.{variant}.part")
             done = subprocess.run([sys.executable, __file__, str(part), "--rounds", str(rounds), "--child", library,
-                                   variant, kernels], env=os.environ, timeout=300)
+                                   variant, kernels], env=os.environ, timeout=args.case_timeout)
             if done.returncode or not part.exists():
                 print(f"{library:<6} {kernels:>6} {variant:<8} failed ({done.returncode})", flush=True)
                 continue
             case = json.loads(part.read_text())
             part.unlink()
             found["cases"].append(case)
+            args.out.write_text(json.dumps(found, indent=2))  # after every case: a run cut short keeps what it found
             print(f"{library:<6} {kernels:>6} {variant:<8} host {case['host_median_ms']['untraced']:.2f} → "
                   f"{case['host_median_ms']['traced']:.2f} ms ({case['host_overhead']:+.1%}), GPU "
                   f"{case['gpu_median_ms']['untraced']:.2f} → {case['gpu_median_ms']['traced']:.2f} ms "
