@@ -151,8 +151,14 @@ def main() -> int:
         rounds = args.rounds if int(kernels) <= 4000 else max(11, args.rounds // 3)
         for variant in args.variants.split(","):
             part = args.out.with_suffix(f".{library}.{kernels}.{variant}.part")
-            done = subprocess.run([sys.executable, __file__, str(part), "--rounds", str(rounds), "--child", library,
-                                   variant, kernels], env=os.environ, timeout=args.case_timeout)
+            try:
+                done = subprocess.run([sys.executable, __file__, str(part), "--rounds", str(rounds), "--child",
+                                       library, variant, kernels], env=os.environ, timeout=args.case_timeout)
+            except subprocess.TimeoutExpired:
+                print(f"{library:<6} {kernels:>6} {variant:<8} took over {args.case_timeout:g} s", flush=True)
+                found["cases"].append({"library": library, "kernels": int(kernels), "variant": variant,
+                                       "timed_out_s": args.case_timeout})
+                continue
             if done.returncode or not part.exists():
                 print(f"{library:<6} {kernels:>6} {variant:<8} failed ({done.returncode})", flush=True)
                 continue
