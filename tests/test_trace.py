@@ -516,3 +516,13 @@ def test_the_text_shows_paths_below_the_working_directory_relative(tmp_path, mon
     assert "  host waited 0.740 ms in 1 × cuCtxSynchronize at docs/train.py:4" in text, text
     assert not any(str(tmp_path) in line for line in text)
     assert any(row["line"] == f"{here}:4" for row in found.table())
+
+
+def test_a_wait_no_python_made_says_so_instead_of_an_empty_line():
+    """A driver call from a library's own thread (PyTorch's autograd engine copying DDP's buckets) has no Python
+    line: the text says so rather than ending in 'at '."""
+    last = call("cuCtxSynchronize", 60 * US, 800 * US)
+    text = describe(analysed([kernel(1, 0, 100 * US), kernel(1, 1000 * US, 1100 * US)], [last]))
+    assert "  host waited 0.740 ms in 1 × cuCtxSynchronize in a thread without Python code" in text, text
+    assert "  0.900 ms after cuCtxSynchronize (0.740 ms) in a thread without Python code" in text, text
+    assert not any(line.rstrip().endswith(" at") for line in text)

@@ -329,3 +329,33 @@ def test_two_merged_traces_compare_their_communication_and_every_gpus_kernels(ra
     assert lines["communication hidden"].verdict == compare.Verdict.SAME
     assert lines[f"kernel {NCCL_OLD} ms"].old == pytest.approx(0.1)  # GPU 1's, beside GPU 0's
     assert lines[f"kernel {NCCL_NEW} ms"].old == pytest.approx(0.16)
+
+
+# --- the committed DDP traces, merged from two ranks on two GPUs (scripts/ddp_trace.py) -----------------------------
+
+COMMITTED = sorted(Path(__file__).resolve().parents[1].glob("results/_trace/*-ddp-*-merged.parquet"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.name)
+def test_a_committed_ddp_trace_reads_back_with_the_communication_overlap_it_saved(path):
+    """Each committed merged DDP trace holds two GPUs of two ranks, NCCL kernels among its records, and a
+    communication-overlap column whose saved value is what its records give when read back and analysed again; the
+    exposed step (one all-reduce after backward) hides none of its communication."""
+    from bench.traces.load import load
+
+    rows = pd.read_parquet(path)
+    assert {"comm_hidden", "gpu_comm_hidden", "comm_ms", "rank", "device"} <= set(rows.columns)
+    assert rows["gpus"].iloc[0] == 2 and set(rows["rank"].dropna()) == {0, 1} and rows["gpu_uuid"].nunique() == 2
+    found = load(path)
+    assert len(found.gpus) == 2
+    assert any(is_collective(activity.name) for activity in found.activities)
+    assert found.comm_hidden == pytest.approx(float(rows["comm_hidden"].iloc[0]), abs=1e-3)
+    for device, figures in found.gpus.items():
+        saved = rows.loc[rows["device"] == device, "gpu_comm_hidden"].iloc[0]
+        assert figures.comm_hidden == pytest.approx(float(saved), abs=1e-3)
+    if "-exposed-" in path.name:
+        assert found.comm_hidden == 0.0 and found.comm_ms > 0
+
+
+def test_the_committed_ddp_traces_are_found():
+    assert {"ddp", "exposed"} <= {path.name.split("-ddp-")[1].split("-")[0] for path in COMMITTED}

@@ -10,6 +10,12 @@ from bench.traces.result import WAIT_NS, GpuFigures, TraceResult, line_of_frames
 from bench.units import format_size
 
 
+def where(line: str) -> str:
+    """'at docs/x.py:22', or where no Python made the call (a library's own thread: PyTorch's autograd engine, NCCL)
+    what is known: that."""
+    return f"at {shown(line)}" if line else "in a thread without Python code"
+
+
 def describe(result: TraceResult) -> list[str]:
     """The result in a few lines a person reads."""
     kernels = sum(a.op == Op.KERNEL for a in result.activities)
@@ -53,12 +59,12 @@ def describe(result: TraceResult) -> list[str]:
     lines.append(f"idle {result.idle_ms:.3f} ms in {len(result.gaps)} gap{'s' * (len(result.gaps) != 1)}"
                  + (f", {len(waited)} after a host wait:" if waited else ""))
     for gap in sorted(waited, key=lambda gap: -gap.ms)[:5]:
-        where = shown(line_of_frames(gap.wait.frames))
-        lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) at {where}")
+        lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) "
+                     f"{where(line_of_frames(gap.wait.frames))}")
     if result.waits:
         lines.append(f"host waits (driver calls of {WAIT_NS / 1000:g} µs or more):")
     for wait in result.waits[:5]:
-        lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} at {shown(wait.line)}")
+        lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} {where(wait.line)}")
     if result.overhead is not None:
         lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run, paired "
                      f"({statistics.median(result.traced_ms):.3f} traced vs "
