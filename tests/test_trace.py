@@ -442,9 +442,11 @@ def test_assert_overlap_refuses_shares_outside_0_to_1_before_tracing(arguments, 
 
 
 def test_bench_exposes_trace_and_importing_it_loads_no_gpu_library():
+    """Nor numpy or pandas: ``import bench`` is what every command line start pays."""
     script = ("import sys\nimport bench\nimport bench.trace\n"
               "print(all(hasattr(bench, name) for name in ('trace', 'tracing', 'TraceResult')))\n"
-              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'numba', 'torch', 'cupti')))")
+              "print(sorted(m for m in sys.modules\n"
+              "             if m.split('.')[0] in ('cupy', 'numba', 'torch', 'cupti', 'numpy', 'pandas')))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": with_path(SRC)})
     assert result.returncode == 0, result.stderr

@@ -11,8 +11,10 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where records are read: ``import bench`` stays light
+    import numpy as np
 
 BUFFER_BYTES = 8 << 20  # records of ~40,000 kernels
 POOL = 4  # buffers allocated up front: one per thread that launches work, as CUPTI keeps a buffer per thread
@@ -92,6 +94,8 @@ class Layout:
 
     def columns(self, memory: np.ndarray, offsets: np.ndarray) -> dict[str, np.ndarray]:
         """Each field of the records at ``offsets`` (bytes into ``memory``), as one array per field."""
+        import numpy as np
+
         found = {}
         for name, (kind, at) in self.fields.items():
             spans = offsets[:, None] + at + np.arange(kind.itemsize)
@@ -102,6 +106,8 @@ class Layout:
 def record_offsets(library: ctypes.CDLL, buffer: ctypes.Array, valid: int) -> tuple[np.ndarray, np.ndarray]:
     """Each record's offset in ``buffer`` and its kind, in CUPTI's order (``library`` as :func:`registered` left
     it)."""
+    import numpy as np
+
     base = ctypes.addressof(buffer)
     record = ctypes.c_void_p(None)
     offsets, kinds = [], []
@@ -115,6 +121,8 @@ def record_offsets(library: ctypes.CDLL, buffer: ctypes.Array, valid: int) -> tu
 def read(library: ctypes.CDLL, buffers: Iterable[tuple[ctypes.Array, int]],
          layouts: dict[int, Layout]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """The records of the kinds in ``layouts``, buffer by buffer: (kind, its fields as arrays)."""
+    import numpy as np
+
     for buffer, valid in buffers:
         if not valid:
             continue
