@@ -62,8 +62,8 @@ def main() -> int:
 
     from bench.cuda import cupy, runtime
     from bench.env import gpu_environment
-    from bench.measure import activity
-    from bench.measure.activity import open_recorder
+    from bench.usercode import activity
+    from bench.usercode.activity import open_recorder
     from bench.measure.memory import host_buffer
 
     environment = gpu_environment(0)

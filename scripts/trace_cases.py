@@ -260,7 +260,7 @@ def side_by_side_bounds(runner, config: dict, payload, found) -> tuple[list[floa
     BOUND_ROUNDS times (the trace's copies at pinned speed, :func:`bench.measure.pinned.copy_engines`; the
     experiment's stages): a GPU's copy rate drifts by several percent over seconds, so only bounds measured side by
     side compare the two ways of measuring it."""
-    from bench.measure.activity import Op
+    from bench.usercode.activity import Op
     from bench.measure.pinned import copy_engines
 
     h2d = sum(activity.bytes for activity in found.activities if activity.op == Op.H2D)

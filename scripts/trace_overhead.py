@@ -54,7 +54,7 @@ def main() -> int:
 
     from bench.cuda import runtime
     from bench.env import gpu_environment
-    from bench.measure.activity import open_recorder
+    from bench.usercode.activity import open_recorder
 
     environment = gpu_environment(0)
     report = {"gpu": environment.as_dict(), "rounds": arguments.rounds, "cases": {}}

@@ -11,7 +11,7 @@ import pytest
 import synthetic
 from bench import cli, store
 from bench.experiments import registry
-from bench.measure.activity import Activity, Op, Recording
+from bench.usercode.activity import Activity, Op, Recording
 from bench.trace import result_of, save
 from bench.traces.compare import Verdict, compare, judge, read
 

@@ -179,7 +179,7 @@ def test_loaded_libraries_are_those_in_the_process(monkeypatch, versions):
 
 
 def test_syncs_and_trace_rows_record_the_libraries_loaded(tmp_path):
-    from bench.measure.activity import Activity, Op, Recording
+    from bench.usercode.activity import Activity, Op, Recording
     from bench.measure.waits import Frame, Wait
     from bench.syncs import SyncsResult, places
     from bench.syncs import save as save_syncs

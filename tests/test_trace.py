@@ -13,7 +13,7 @@ import pytest
 
 import synthetic
 from bench import cli, plots, report, store
-from bench.measure.activity import Activity, HostCall, Op, Recording
+from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.measure.waits import Frame
 from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
 from paths import with_path

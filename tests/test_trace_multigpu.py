@@ -10,7 +10,7 @@ import pytest
 
 import synthetic
 from bench import cli, plots, store
-from bench.measure.activity import Activity, HostCall, Op, Recording
+from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.measure.waits import Frame
 from bench.trace import merged, result_of, save
 from bench.traces.collectives import is_collective

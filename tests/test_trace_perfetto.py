@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.measure.activity import Activity, HostCall, Op, Recording
+from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.measure.waits import Frame
 from bench.trace import WAIT_NS, result_of
 

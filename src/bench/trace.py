@@ -1,5 +1,5 @@
 """How much does my code overlap? ``bench.trace(fn)`` records what ``fn`` ran on the GPU with CUPTI
-(:mod:`bench.measure.activity`) and tells, from the records' execution intervals:
+(:mod:`bench.usercode.activity`) and tells, from the records' execution intervals:
 
 - the makespan (first start to last end on the GPU) and the busy time of each engine: ``compute`` (kernels and
   memsets), ``H2D``, ``D2H`` and ``D2D`` copies;
@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.libraries import loaded_versions
-from bench.measure.activity import Activity, Op, Recording, TraceUnavailable
+from bench.usercode.activity import Activity, Op, Recording, TraceUnavailable
 from bench.traces.assemble import result_of
 from bench.traces import files
 from bench.traces.files import SUMMARY, TABLE, columns, save
@@ -129,7 +129,7 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
-    from bench.measure.activity import open_recorder, synchronize_used
+    from bench.usercode.activity import open_recorder, synchronize_used
 
     recorder = open_recorder(calls=lines)
     recordings: list[Recording] = []
@@ -176,7 +176,7 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
     from the environment, as torchrun sets it)."""
     _usable()
     from bench.cuda import runtime
-    from bench.measure.activity import open_recorder, synchronize_used
+    from bench.usercode.activity import open_recorder, synchronize_used
 
     recorder = open_recorder()
     box = Traced()

@@ -17,8 +17,8 @@ And the instruments that look at the user's code (``bench syncs``, ``probe``, ``
 - :mod:`~bench.measure.waits`: stacks named by library, and the records of waits and dwell;
 - :mod:`~bench.measure.cuda_calls`, :mod:`~bench.measure.driver_callbacks`: CUPTI's driver callbacks (what call a
   thread is in);
-- :mod:`~bench.measure.activity`, :mod:`~bench.measure.pinned`: CUPTI's activity records, and the pinned copies a
-  trace compares with.
+- :mod:`~bench.measure.pinned`: the pinned copies a trace compares with (CUPTI's activity records are in
+  :mod:`bench.usercode.activity`).
 
 What a module here may import: :mod:`bench.cuda` (CuPy and numba-cuda, on first use), :mod:`bench.timing`,
 :mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, :mod:`bench.libraries` (the GPU libraries' records),

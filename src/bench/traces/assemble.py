@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bench.measure.activity import Activity, HostCall, Op, Recording
+from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.traces.overlap import LINK, Overlap, combined, per_gpu
 from bench.traces.result import (WAIT_NS, GpuFigures, HostWait, PageableCopies, RunFigures, TraceResult,
                                  line_of_frames, source_of_frames)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import ResultsError
-from bench.measure.activity import Activity, HostCall, Op
+from bench.usercode.activity import Activity, HostCall, Op
 from bench.measure.waits import Frame
 from bench.traces.assemble import described, pageable_of, waits_of
 from bench.traces.files import KERNEL_RUNS, RUNS, TABLE

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.measure.activity import Activity, HostCall, Op
+from bench.usercode.activity import Activity, HostCall, Op
 from bench.timing import concurrent, gaps, length, shared, union
 from bench.traces.collectives import is_collective
 

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.measure.activity import Activity, HostCall, Op
+from bench.usercode.activity import Activity, HostCall, Op
 from bench.traces.collectives import is_collective
 from bench.traces.result import WAIT_NS, TraceResult, finite, line_of_frames
 from bench.units import format_size

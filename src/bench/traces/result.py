@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.measure.activity import Activity, HostCall, Op
+from bench.usercode.activity import Activity, HostCall, Op
 from bench.measure.waits import Frame, user_index
 from bench.timing import shared
 from bench.traces.overlap import LINK, Gap, Overlap, engine_of

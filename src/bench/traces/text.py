@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.measure.activity import COPIES, Op
+from bench.usercode.activity import COPIES, Op
 from bench.traces.collectives import is_collective
 from bench.traces.result import WAIT_NS, GpuFigures, TraceResult, line_of_frames, shown
 from bench.units import format_size
