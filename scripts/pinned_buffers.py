@@ -29,7 +29,7 @@ TOTAL_BYTES = 256 << 20
 def main() -> int:
     arguments = out_and_rounds(__doc__.splitlines()[0], 5)
     from bench.env import gpu_environment
-    from bench.measure.pinned import copy_engines
+    from bench.usercode.pinned import copy_engines
     from bench.measure.pipeline import Payload
 
     environment = gpu_environment(0)

@@ -2,7 +2,7 @@
 activity records only, with the records and the callbacks (bench trace's default), with the callbacks but no Python
 stack taken, and with the records and an empty callback entered the two ways there are: cupti-python's
 ``subscribe`` (which builds a Python object of CUPTI's record per call) and bench's ctypes one
-(:mod:`bench.measure.driver_callbacks`). For a 4 KiB pinned copy (the call's own cost) and a 16 MiB pageable copy (a
+(:mod:`bench.usercode.driver_callbacks`). For a 4 KiB pinned copy (the call's own cost) and a 16 MiB pageable copy (a
 call that blocks the host while it copies). The modes run one after another, not interleaved: differences of a
 microsecond or two are within the machine's drift.
 
@@ -25,7 +25,7 @@ class EmptyCupti:
     def __init__(self) -> None:
         from cupti import cupti
 
-        from bench.measure.cuda_calls import waiting_callback_ids
+        from bench.usercode.cuda_calls import waiting_callback_ids
 
         self.cupti, self.ids = cupti, list(waiting_callback_ids(cupti))
         self.handle = cupti.subscribe(lambda *arguments: None, None)
@@ -45,8 +45,8 @@ def empty_callbacks(mode: str):
     if mode == "empty callbacks, ctypes":
         from cupti import cupti
 
-        from bench.measure.cuda_calls import waiting_callback_ids
-        from bench.measure.driver_callbacks import DriverCallbacks
+        from bench.usercode.cuda_calls import waiting_callback_ids
+        from bench.usercode.driver_callbacks import DriverCallbacks
 
         return DriverCallbacks(cupti, "bench empty", waiting_callback_ids(cupti), lambda *arguments: None, print)
     return None

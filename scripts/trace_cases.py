@@ -257,11 +257,11 @@ def paired_agreement(case: dict, draws: int = 4000) -> dict:
 
 def side_by_side_bounds(runner, config: dict, payload, found) -> tuple[list[float], list[float]]:
     """The trace's bound for the work of its described run and the experiment's bound, measured alternately
-    BOUND_ROUNDS times (the trace's copies at pinned speed, :func:`bench.measure.pinned.copy_engines`; the
+    BOUND_ROUNDS times (the trace's copies at pinned speed, :func:`bench.usercode.pinned.copy_engines`; the
     experiment's stages): a GPU's copy rate drifts by several percent over seconds, so only bounds measured side by
     side compare the two ways of measuring it."""
     from bench.usercode.activity import Op
-    from bench.measure.pinned import copy_engines
+    from bench.usercode.pinned import copy_engines
 
     h2d = sum(activity.bytes for activity in found.activities if activity.op == Op.H2D)
     d2h = sum(activity.bytes for activity in found.activities if activity.op == Op.D2H)

@@ -1,4 +1,4 @@
-"""bench's way into CUPTI's driver callbacks (:mod:`bench.measure.driver_callbacks`), without a GPU: what the C
+"""bench's way into CUPTI's driver callbacks (:mod:`bench.usercode.driver_callbacks`), without a GPU: what the C
 callback hands bench's function, read out of a ``CUpti_CallbackData`` laid out as cupti-python declares it; the
 frame of the call, from Python and from a thread with no Python under it; which libcupti is the one loaded."""
 
@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from bench.measure.driver_callbacks import _CALLBACK, CuptiFailed, caller_frame, mapped_library, reader
+from bench.usercode.driver_callbacks import _CALLBACK, CuptiFailed, caller_frame, mapped_library, reader
 
 # CUpti_CallbackData's fields bench reads, at the offsets cupti-python 13.0.1's callback_data_dtype gives
 CALLBACK_DATA = np.dtype({"names": ["callback_site", "function_name", "correlation_id"],

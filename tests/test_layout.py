@@ -107,7 +107,7 @@ def test_no_private_name_crosses_a_module():
     assert not crossing, "private names imported across modules:\n" + "\n".join(crossing)
 
 
-def test_measure_imports_neither_experiments_nor_the_sweep():
+def test_measure_imports_neither_experiments_nor_the_sweep_nor_usercode():
     wrong = []
     for name, path in MODULES.items():
         if name != "bench.measure" and not name.startswith("bench.measure."):
@@ -115,9 +115,9 @@ def test_measure_imports_neither_experiments_nor_the_sweep():
         for line, module, names in imports(path):
             targets = [module] + [f"{module}.{item}" for item in names] if module == "bench" else [module]
             for target in targets:
-                if target.startswith(("bench.experiments", "bench.sweep", "bench.catalogs")):
+                if target.startswith(("bench.experiments", "bench.sweep", "bench.catalogs", "bench.usercode")):
                     wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
-    assert not wrong, f"bench.measure must not import experiments, the sweep or the catalogs: {wrong}"
+    assert not wrong, f"bench.measure must not import experiments, the sweep, the catalogs or bench.usercode: {wrong}"
 
 
 ANALYSIS = ("bench.store", "bench.writes", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",

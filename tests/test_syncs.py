@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from bench.measure.waits import Frame, Wait, library_of, stack_of, user_index
-from bench.measure.watcher import Watcher
+from bench.usercode.waits import Frame, Wait, library_of, stack_of, user_index
+from bench.usercode.watcher import Watcher
 from bench.syncs import SyncsResult, places
 
 

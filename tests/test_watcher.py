@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from bench.measure.watcher import FAST_SETTLE_S, KNOWN_AFTER, Gate, Watcher
+from bench.usercode.watcher import FAST_SETTLE_S, KNOWN_AFTER, Gate, Watcher
 from bench.probe import outlasting
 from bench.syncs import places
 
@@ -152,7 +152,7 @@ def test_an_idle_thread_is_not_a_wait():
 
 
 def test_holds_launch_where_none_holds_and_end_with_any(monkeypatch):
-    from bench.measure import hold as module
+    from bench.usercode import hold as module
 
     class Fake:
         def __init__(self, device):

@@ -5,7 +5,7 @@
     print(result)                                # "waits-for-device: held the host 19.8 ms ..."
     result = bench.probe(step, batch, stream=s)  # or a spin on one stream (CuPy, PyTorch, numba, a handle; 0: legacy)
 
-:func:`probe` holds the GPU for ``spin_ms`` more than twice the call's own time (by default the device-wide hold, :mod:`bench.measure.hold`, which keeps
+:func:`probe` holds the GPU for ``spin_ms`` more than twice the call's own time (by default the device-wide hold, :mod:`bench.usercode.hold`, which keeps
 every kernel of every stream from starting; with ``stream``, a one-thread spin kernel on that stream), calls
 ``fn(*args, **kwargs)`` while it holds and times the call on the host; the host knows whether the hold (or the spin)
 still ran when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``, the call
@@ -83,7 +83,7 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
-    from bench.measure.hold import in_use
+    from bench.usercode.hold import in_use
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch

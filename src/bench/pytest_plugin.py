@@ -16,9 +16,9 @@ its copies (or its NCCL communication) do not hide behind its kernels.
 
     # or, without the fixture:  from bench.pytest_plugin import assert_async
 
-While the region runs, the device-wide hold (:mod:`bench.measure.hold`) keeps every kernel of every stream and every
+While the region runs, the device-wide hold (:mod:`bench.usercode.hold`) keeps every kernel of every stream and every
 library from starting, so a call that needs the GPU's results cannot return; a watcher thread finds where the
-region's thread stands still (:mod:`bench.measure.waits`), releases the hold and holds again. The test fails with the
+region's thread stands still (:mod:`bench.usercode.waits`), releases the hold and holds again. The test fails with the
 lines that waited; a region that only enqueues work passes. Regions nest (an inner one joins the outer hold), and an
 exception inside releases the GPU at once. ``stream=`` keeps the old meaning: only work queued on that stream (a CuPy,
 PyTorch or numba stream, or a handle; 0 for the legacy default stream) is held, behind a one-thread gate.

@@ -5,10 +5,10 @@
     print(found)                                     # one row per line that waited
 
 :func:`syncs` calls ``fn(*args, **kwargs)`` three times: once to warm up (compiling, caches), once as it is (how long
-it stands at each line on its own), and once under the device-wide hold (:mod:`bench.measure.hold`), which keeps every
+it stands at each line on its own), and once under the device-wide hold (:mod:`bench.usercode.hold`), which keeps every
 kernel of every stream from starting. Under the hold a call that needs the GPU's results cannot return; a watcher
 thread sees the region's thread stand still, takes its stack, releases the hold and holds again for the next wait
-(:mod:`bench.measure.waits`). A place that stood still as long without the hold was busy on the host, not waiting:
+(:mod:`bench.usercode.waits`). A place that stood still as long without the hold was busy on the host, not waiting:
 it is listed apart (``own_work``). With CUPTI (the ``cupti`` extra) each wait also names the CUDA driver call it
 waited in. Make the callable repeatable.
 
@@ -163,8 +163,8 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
         return
     if _ACTIVE:
         raise UsageError("a held region is already running in another thread: the GPU has one hold")
-    from bench.measure.hold import in_use, synchronize
-    from bench.measure.watcher import Watcher
+    from bench.usercode.hold import in_use, synchronize
+    from bench.usercode.watcher import Watcher
 
     hold = in_use()
     synchronize(hold.devices)
@@ -193,8 +193,8 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
 
 def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
     """``fn()`` as it is, watched: ms stood at each place, and the whole call's ms."""
-    from bench.measure.hold import devices_in_use, synchronize
-    from bench.measure.watcher import Watcher
+    from bench.usercode.hold import devices_in_use, synchronize
+    from bench.usercode.watcher import Watcher
 
     synchronize(devices_in_use())
     watcher = Watcher(threading.get_ident(), settle_s=settle_ms / 1e3).start()
@@ -211,7 +211,7 @@ def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
 
 def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], list[Place]]:
     """The waits grouped by the user's line, first waited first: (waits for the GPU, host work). ``natural``: ms
-    stood still at each place without the hold (:class:`bench.measure.waits.Dwell`). A line is host work where,
+    stood still at each place without the hold (:class:`bench.usercode.waits.Dwell`). A line is host work where,
     at the places it stood, it stood still without the hold nearly as long as under it (less than half a settle
     longer: one wait for the GPU adds about a settle, host work adds nothing). A place where JAX waits and then
     works on the host for long is still a wait: a rule of half a settle per wait missed one on an H200."""
@@ -243,7 +243,7 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
     reason = no_gpu_reason()
     if reason:
         raise UsageError(f"bench syncs needs a GPU: {reason}")
-    from bench.measure.hold import devices_in_use, synchronize
+    from bench.usercode.hold import devices_in_use, synchronize
 
     call = lambda: fn(*args, **kwargs)  # noqa: E731
     call()
@@ -251,7 +251,7 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
     natural, region_ms = _dwell(call, settle_ms)
     tracker, why = (None, "CUDA calls not named (cuda_calls=False)")
     if cuda_calls:
-        from bench.measure.cuda_calls import open_cuda_calls
+        from bench.usercode.cuda_calls import open_cuda_calls
 
         tracker, why = open_cuda_calls()
     try:

@@ -71,7 +71,7 @@ def _references(results=None, bound: bool = True):
     """The GPU-side references: the copies' bound (None without ``bound``) and one pinned copy's time, from
     ``results`` (rows of results files: the bandwidth experiment's pinned copies on this GPU) where they hold the
     size, else measured."""
-    from bench.measure.pinned import copy_engines, pinned_copy_ms
+    from bench.usercode.pinned import copy_engines, pinned_copy_ms
 
     known: dict[tuple[str, int], float] = {}
     if results is not None and len(results):

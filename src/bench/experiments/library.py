@@ -3,7 +3,7 @@ overlapping: each call in :mod:`bench.catalogs`, measured as the ``blocking`` an
 measure CUDA runtime calls.
 
 JAX runs its work on streams of its own that nobody can name: its ``same`` placement holds every stream with the
-device-wide hold (:mod:`bench.measure.hold`) instead of a spin on one.
+device-wide hold (:mod:`bench.usercode.hold`) instead of a spin on one.
 
 Every call has its own *call stream*, a fresh non-blocking stream that CuPy and PyTorch use as their current stream
 and that numba-cuda calls are given (calls without a stream argument use the legacy default stream). Placements:
@@ -41,7 +41,7 @@ from bench.cuda import cupy, kept_device, make_current, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.libraries import BY_NAME, Library, measured_versions
 from bench.measure import columns
-from bench.measure.hold import device_hold
+from bench.usercode.hold import device_hold
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
                                     pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
 from bench.schema import FLAG, FLOAT, TEXT, column

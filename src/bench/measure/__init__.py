@@ -10,21 +10,15 @@
 - :mod:`~bench.measure.verdicts`: a call made while spin kernels run, its verdicts, repeated until they settle;
 - :mod:`~bench.measure.columns`: result columns several experiments declare alike.
 
-And the instruments that look at the user's code (``bench syncs``, ``probe``, ``trace``, the pytest fixtures):
-
-- :mod:`~bench.measure.hold`: the device-wide hold, on one GPU or on every GPU a region uses;
-- :mod:`~bench.measure.watcher`: the watcher of every thread under the hold, and the gate at a driver call's return;
-- :mod:`~bench.measure.waits`: stacks named by library, and the records of waits and dwell;
-- :mod:`~bench.measure.cuda_calls`, :mod:`~bench.measure.driver_callbacks`: CUPTI's driver callbacks (what call a
-  thread is in);
-- :mod:`~bench.measure.pinned`: the pinned copies a trace compares with (CUPTI's activity records are in
-  :mod:`bench.usercode.activity`).
+The instruments that look at the user's code (the hold, the watcher, CUPTI's callbacks and records) are not here:
+they are :mod:`bench.usercode`'s.
 
 What a module here may import: :mod:`bench.cuda` (CuPy and numba-cuda, on first use), :mod:`bench.timing`,
-:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, :mod:`bench.libraries` (the GPU libraries' records),
-and each other. Never :mod:`bench.experiments` or the sweep (:mod:`bench.sweep`): experiments are built from these
-tools, not the other way round, and no experiment imports another; nor the call catalogs (:mod:`bench.catalogs`),
-which stand on these tools (their calls allocate with :mod:`bench.measure.memory`; :mod:`bench.catalogs.measured`
-measures the runtime's call by call) (``tests/test_layout.py`` checks). Importing this package imports none of its
-modules, and none of them imports a CUDA library before it is used, so an experiment's description can import them.
+:mod:`bench.schema`, :mod:`bench.units`, :mod:`bench.vocabulary`, and each other. Never :mod:`bench.experiments` or
+the sweep (:mod:`bench.sweep`): experiments are built from these tools, not the other way round, and no experiment
+imports another; nor the call catalogs (:mod:`bench.catalogs`), which stand on these tools (their calls allocate with
+:mod:`bench.measure.memory`; :mod:`bench.catalogs.measured` measures the runtime's call by call); nor
+:mod:`bench.usercode`, which stands on them too (``tests/test_layout.py`` checks). Importing this package imports
+none of its modules, and none of them imports a CUDA library before it is used, so an experiment's description can
+import them.
 """

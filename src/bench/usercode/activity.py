@@ -1,7 +1,7 @@
 """What ran on the GPU, from CUPTI (``cupti-python``, the ``cupti`` extra): activity records of every kernel, copy
 and memset with its GPU, its stream, the correlation id of the driver call that enqueued it, and its start and end
 on the GPU (execution times: a copy's record begins when its engine starts it, not when it was enqueued), and
-callbacks on the driver calls that may wait (:data:`bench.measure.cuda_calls.WAITING`), each with its host start and
+callbacks on the driver calls that may wait (:data:`bench.usercode.cuda_calls.WAITING`), each with its host start and
 end on the same clock, its correlation id and, where it took long or copied, the Python stack that made it.
 The records go into buffers allocated before recording starts and are read after it stops
 (:mod:`bench.measure.activity_buffers`): no Python work per record while a region runs.
@@ -19,9 +19,9 @@ from threading import get_ident
 
 from bench.measure import activity_buffers
 from bench.measure.activity_buffers import Layout
-from bench.measure.cuda_calls import waiting_callback_ids
-from bench.measure.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame, check, library
-from bench.measure.waits import Frame, frames_of, places_of
+from bench.usercode.cuda_calls import waiting_callback_ids
+from bench.usercode.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame, check, library
+from bench.usercode.waits import Frame, frames_of, places_of
 from bench.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
@@ -298,7 +298,7 @@ def synchronize_used() -> None:
     """Wait for every GPU this process has used: the current one and each whose primary context is active (a region
     on several GPUs ends on all of them)."""
     from bench.cuda import runtime
-    from bench.measure.hold import devices_in_use, synchronize
+    from bench.usercode.hold import devices_in_use, synchronize
 
     synchronize(sorted({runtime.getDevice(), *devices_in_use()}))
 

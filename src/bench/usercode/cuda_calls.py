@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import threading
 
-from bench.measure.watcher import Gate
+from bench.usercode.watcher import Gate
 
 
 WAITING = re.compile(r"Synchronize|Memcpy|Memset|Free|Unregister|Destroy|cuMemAlloc|cuMemHostAlloc|HostRegister")
@@ -24,13 +24,13 @@ def waiting_callback_ids(cupti) -> dict[int, str]:
 
 class CudaCalls:
     """Subscribed to the driver API's callbacks of the calls that may wait (``WAITING``) until :meth:`close`: each
-    runs a short Python callback on entry and exit (:mod:`bench.measure.driver_callbacks`); on exit, the
-    :class:`~bench.measure.watcher.Gate` may keep the thread there."""
+    runs a short Python callback on entry and exit (:mod:`bench.usercode.driver_callbacks`); on exit, the
+    :class:`~bench.usercode.watcher.Gate` may keep the thread there."""
 
     def __init__(self) -> None:
         from cupti import cupti
 
-        from bench.measure.driver_callbacks import DriverCallbacks
+        from bench.usercode.driver_callbacks import DriverCallbacks
 
         self._names = waiting_callback_ids(cupti)
         self.gate = Gate()  # the watcher's: keeps a thread at a call's return until the GPU is held again

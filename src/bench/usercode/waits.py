@@ -1,5 +1,5 @@
 """Where a thread stands: its stack as frames named by their library (the user's own code, a GPU library, Python's),
-the GPU library a line waits in, and the records the watcher (:mod:`bench.measure.watcher`) makes of it: a
+the GPU library a line waits in, and the records the watcher (:mod:`bench.usercode.watcher`) makes of it: a
 :class:`Wait` under the hold, :class:`Dwell` without one.
 """
 

@@ -1,5 +1,5 @@
 """The watcher: finds where the threads of a region wait for the GPU, reading every Python thread's stack every half
-millisecond while the device-wide hold (:mod:`bench.measure.hold`) keeps every kernel from starting.
+millisecond while the device-wide hold (:mod:`bench.usercode.hold`) keeps every kernel from starting.
 
 A call that needs the GPU's results cannot return while the GPU is held; PyTorch, CuPy, numba-cuda and JAX release
 the GIL while they wait, so the watcher sees the waiting thread stand still at one place with the GIL free (a thread
@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from bench.measure.waits import Dwell, Frame, Wait, position, stack_of, waited_in
+from bench.usercode.waits import Dwell, Frame, Wait, position, stack_of, waited_in
 
 POLL_S = 0.0005
 STARVED_WITHIN_S = 0.1  # a thread that let the GIL go this soon after the hold's watchdog ended it waited for it
