@@ -97,7 +97,7 @@ def test_the_extras_install_what_the_records_say():
 
 
 def test_the_watcher_names_each_records_code(tmp_path, monkeypatch):
-    from bench.usercode.waits import library_of
+    from bench.usercode.stacks import library_of
 
     site = tmp_path / "site-packages"
     monkeypatch.setattr(sys, "path", [str(site), *sys.path])
@@ -180,7 +180,8 @@ def test_loaded_libraries_are_those_in_the_process(monkeypatch, versions):
 
 def test_syncs_and_trace_rows_record_the_libraries_loaded(tmp_path):
     from bench.usercode.activity import Activity, Op, Recording
-    from bench.usercode.waits import Frame, Wait
+    from bench.usercode.stacks import Frame
+    from bench.usercode.waits import Wait
     from bench.syncs import SyncsResult, places
     from bench.syncs import save as save_syncs
     from bench.trace import result_of

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from bench.usercode.waits import Frame, Wait, library_of, stack_of, user_index
+from bench.usercode.stacks import Frame, library_of, stack_of, user_index
+from bench.usercode.waits import Wait
 from bench.usercode.watcher import Watcher
 from bench.syncs import SyncsResult, places
 

@@ -14,7 +14,7 @@ import pytest
 import synthetic
 from bench import cli, plots, report, store
 from bench.usercode.activity import Activity, HostCall, Op, Recording
-from bench.usercode.waits import Frame
+from bench.usercode.stacks import Frame
 from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
 from paths import with_path
 
@@ -481,7 +481,7 @@ def test_pinned_references_come_from_this_gpus_newest_pinned_bandwidth_rows():
 
 
 def test_a_stack_to_the_user_line_stops_at_the_innermost_frame_of_the_users_code():
-    from bench.usercode.waits import frames_of, places_of, stack_of
+    from bench.usercode.stacks import frames_of, places_of, stack_of
 
     taken = {}
 

@@ -11,7 +11,7 @@ import pytest
 import synthetic
 from bench import cli, plots, store
 from bench.usercode.activity import Activity, HostCall, Op, Recording
-from bench.usercode.waits import Frame
+from bench.usercode.stacks import Frame
 from bench.trace import merged, result_of, save
 from bench.traces.collectives import is_collective
 from bench.traces.load import load

@@ -14,7 +14,7 @@ import pytest
 
 from bench import cli
 from bench.usercode.activity import Activity, HostCall, Op, Recording
-from bench.usercode.waits import Frame
+from bench.usercode.stacks import Frame
 from bench.trace import WAIT_NS, result_of
 
 US = 1_000  # ns

@@ -2,7 +2,7 @@
 call it, how pip installs it (the distribution's extras and the packages they name), the module bench imports and the
 top-level packages that are its code, how to tell that its calls cannot run here, how it is put on a stream, and how
 its version is read. What else names libraries derives from these records: the catalogs (:mod:`bench.catalogs`), the
-``library`` experiment and its view, the watcher's attribution of a wait (:mod:`bench.usercode.waits`), the
+``library`` experiment and its view, the attribution of a wait to a library (:mod:`bench.usercode.stacks`), the
 environment's and the rows' version columns (:mod:`bench.env`, :mod:`bench.schema`); a test holds ``pyproject.toml``'s
 extras to them.
 

@@ -4,7 +4,7 @@ text (``text``), the result assembled from the traced runs (``assemble``), resul
 (``files``), a trace read back from one (``load``), the ranks' traces merged into one (``merge``), the Perfetto
 timeline (``perfetto``), and two traces compared (``compare``) and printed (``compare_text``).
 
-May import: the records' types (:mod:`bench.usercode.activity`, :mod:`bench.usercode.waits`), :mod:`bench.timing`'s
+May import: the records' types (:mod:`bench.usercode.activity`, :mod:`bench.usercode.stacks`), :mod:`bench.timing`'s
 interval arithmetic, :mod:`bench.schema`, :mod:`bench.store`, :mod:`bench.units`, :mod:`bench.vocabulary`,
 :mod:`bench.errors`; never CUDA and never the code that records (CUPTI runs only in :mod:`bench.trace`). ``compare``
 and ``compare_text`` are the analysis side: they read results files with pandas (and :mod:`bench.store`,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench.errors import ResultsError
 from bench.usercode.activity import Activity, HostCall, Op
-from bench.usercode.waits import Frame
+from bench.usercode.stacks import Frame
 from bench.traces.assemble import described, pageable_of, waits_of
 from bench.traces.files import KERNEL_RUNS, RUNS, TABLE
 from bench.traces.overlap import Gap, one_gpu

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.usercode.activity import Activity, HostCall, Op
-from bench.usercode.waits import Frame, user_index
+from bench.usercode.stacks import Frame, user_index
 from bench.timing import shared
 from bench.traces.overlap import LINK, Gap, Overlap, engine_of
 

@@ -21,7 +21,7 @@ from bench.measure import activity_buffers
 from bench.measure.activity_buffers import Layout
 from bench.usercode.cuda_calls import waiting_callback_ids
 from bench.usercode.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame, check, library
-from bench.usercode.waits import Frame, frames_of, places_of
+from bench.usercode.stacks import Frame, frames_of, places_of
 from bench.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)

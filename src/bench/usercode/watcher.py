@@ -32,7 +32,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from bench.usercode.waits import Dwell, Frame, Wait, position, stack_of, waited_in
+from bench.usercode.stacks import Frame, position, stack_of, waited_in
+from bench.usercode.waits import Dwell, Wait
 
 POLL_S = 0.0005
 STARVED_WITHIN_S = 0.1  # a thread that let the GIL go this soon after the hold's watchdog ended it waited for it
