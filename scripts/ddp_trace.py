@@ -12,7 +12,7 @@ step (forward, backward, SGD step) on its own batch:
 Each variant is warmed up, then run ``--runs`` times untraced, each run between CUDA events on the step's stream
 (the step's GPU time, and, for ``exposed``, events just before and after the all-reduce: the collective's time as the
 step's stream sees it), then once under ``bench.tracing(save=..., rank=...)``. Rank 0 merges the ranks' traces of
-each variant (:func:`bench.traces.merge.merged_files`) and writes them with their Perfetto timelines; every rank's
+each variant (:func:`bench.usercode.trace.merge.merged_files`) and writes them with their Perfetto timelines; every rank's
 readings go into one JSON. The readings printed side by side:
 
 - bench's communication hidden, exposed and idle per GPU, ``ddp`` against ``exposed`` (whose hidden share must be
@@ -248,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
 def write_merged(out: Path, stamp: str, readings: list[Readings], spread_us: float, ranks: int) -> None:
     """Rank 0: each variant's ranks merged (rows, timeline, text), the readings' JSON, the report."""
     from bench.trace import save
-    from bench.traces.merge import merged_files
-    from bench.traces.perfetto import write
+    from bench.usercode.trace.merge import merged_files
+    from bench.usercode.trace.perfetto import write
 
     for variant in VARIANTS:
         found = merged_files([trace_path(out, stamp, rank, variant) for rank in range(ranks)])

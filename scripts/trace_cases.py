@@ -335,6 +335,7 @@ def main() -> int:
     import pandas as pd
 
     from bench import plots, store
+    from bench.usercode.trace.timeline import timeline
     from bench.env import gpu_environment
     from bench.experiments import registry
     from bench.trace import save
@@ -364,7 +365,7 @@ def main() -> int:
         title = (f"{case['case']} on {environment.gpu_name}: makespan {result.makespan_ms:.2f} ms, "
                  f"bound {result.bound_ms:.2f} ms ({result.efficiency:.0%}), copies hidden "
                  f"{(result.hidden or 0):.0%}")
-        plots.save(plots.trace_figure(rows, title),
+        plots.save(timeline(rows, title),
                    arguments.plots / slug / f"trace-{''.join(c if c.isalnum() else '-' for c in case['case']).strip('-')}")
         document.append({**case, "summary": result.summary(), "text": str(result)})
         print(f"\n== {case['case']}\n{result}", flush=True)

@@ -13,7 +13,7 @@ from bench import cli, store
 from bench.experiments import registry
 from bench.usercode.activity import Activity, Op, Recording
 from bench.trace import result_of, save
-from bench.traces.compare import Verdict, compare, judge, read
+from bench.usercode.trace.compare import Verdict, compare, judge, read
 
 MS = 1_000_000
 MIB = 1 << 20

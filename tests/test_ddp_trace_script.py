@@ -12,7 +12,7 @@ import pytest
 
 import synthetic
 from bench.trace import save
-from bench.traces.load import load
+from bench.usercode.trace.load import load
 from paths import with_path
 from test_trace_multigpu import GPU0, GPU0_CALLS, GPU1, GPU1_CALLS, traced
 

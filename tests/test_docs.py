@@ -400,21 +400,18 @@ def test_the_results_file_is_named_as_the_sweep_names_it():
 
 
 def _folders_report_reads() -> set[str]:
-    """The ``_<name>/`` folders that ``bench report`` reads besides results files: the tables it asks
-    ``store.named_tables`` for (directly, or through ``report_command``'s own ``named``)."""
-    tree = ast.parse((ROOT / "src" / "bench" / "cli" / "results.py").read_text())
-    function = next(node for node in ast.walk(tree)
-                    if isinstance(node, ast.FunctionDef) and node.name == "report_command")
-    calls = [node for node in ast.walk(function) if isinstance(node, ast.Call) and node.args and
-             (getattr(node.func, "attr", "") == "named_tables" or getattr(node.func, "id", "") == "named")]
-    return {f"_{node.args[-1].value}/" for node in calls if isinstance(node.args[-1], ast.Constant)}
+    """The ``_<name>/`` folders that ``bench report`` reads besides results files: the tables of the tools that save
+    one (``tests/test_tools.py`` holds ``report_command`` to them)."""
+    from bench.usercode.tools import saved
+
+    return {f"_{tool.table}/" for tool in saved()}
 
 
 def test_what_report_says_it_reads_is_what_it_reads():
     from bench.cli import _parser
 
     folders = _folders_report_reads()
-    assert folders, "bench report reads no _<name>/ folder: this test reads cli.results.report_command wrongly"
+    assert folders, "bench report reads no _<name>/ folder: no tool saves a table"
     report = _subcommands(_parser())["report"]
     helps = {"report --help": " ".join(action.help or "" for action in report._actions),
              f"{name(CLI_PAGE)} ## report": _sections(CLI_PAGE.read_text())["report"]}

@@ -5,10 +5,12 @@ from measurement. Every module under src/bench is parsed (imports inside functio
 - outside the registry (``bench/experiments/__init__.py``) and the sweep (``bench/sweep/``), no module imports an
   experiment module (tests and scripts may);
 - no module imports another module's private name (``from X import _name``);
-- the measuring tools import neither experiments, the sweep, nor the catalogs that stand on them;
-- the analysis side (store, analysis, plots, report, compare, noise, claims, the views) never reaches up to the
-  registry, the sweep or the measuring code: the experiments' descriptions are handed down to it; a view imports
-  only what presentation needs.
+- the measuring tools import neither experiments, the sweep, nor the catalogs or the user-code tools that stand on
+  them; the user-code tools (``bench/usercode/``) import neither experiments, the sweep nor the catalogs;
+- the analysis side (store, analysis, plots, report, compare, noise, claims, the views, and the tools' records,
+  report sections, figures and trace comparison) never reaches up to the registry, the sweep or the measuring code:
+  the experiments' descriptions are handed down to it; a view imports only what presentation needs;
+- no modules import each other in a circle (the root package ``bench``, whose imports are its public names, aside).
 """
 
 from __future__ import annotations
@@ -120,10 +122,13 @@ def test_measure_imports_neither_experiments_nor_the_sweep_nor_usercode():
     assert not wrong, f"bench.measure must not import experiments, the sweep, the catalogs or bench.usercode: {wrong}"
 
 
-ANALYSIS = ("bench.store", "bench.writes", "bench.version1", "bench.analysis", "bench.plots", "bench.report", "bench.compare",
-            "bench.noise", "bench.claims", "bench.views", "bench.traces.compare", "bench.traces.compare_text")
+ANALYSIS = ("bench.store", "bench.writes", "bench.version1", "bench.analysis", "bench.plots", "bench.report",
+            "bench.compare", "bench.noise", "bench.claims", "bench.views", "bench.usercode.tools",
+            "bench.usercode.syncs.section", "bench.usercode.trace.section", "bench.usercode.trace.timeline",
+            "bench.usercode.trace.collectives", "bench.usercode.trace.compare", "bench.usercode.trace.compare_text")
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
-             "bench.driver", "bench.probe", "bench.syncs")
+             "bench.driver", "bench.usercode", "bench.probe", "bench.syncs", "bench.trace", "bench.pytest_plugin")
+# the user-code tools are measuring code but for their analysis side (ANALYSIS names it)
 VIEWS_MAY_IMPORT = ("bench.views", "bench.plots", "bench.analysis", "bench.units", "bench.vocabulary", "bench.schema",
                     "bench.errors", "bench.env", "bench.libraries")
 
@@ -144,18 +149,38 @@ def test_the_analysis_side_never_reaches_up():
             continue
         for line, module, names in imports(path):
             for target in _targets(module, names):
-                if any(target == prefix or target.startswith(prefix + ".") for prefix in MEASURING):
+                if _measuring(target) and not _analysis(target):
                     wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
     assert not wrong, f"the analysis side imports the registry, the sweep or measuring code: {wrong}"
 
 
-def test_the_trace_comparison_reads_results_files_only():
-    """Comparing two traces is the analysis side: it reads the trace table, never the code that records or analyses
-    CUPTI's records (bench.trace, the other parts of bench.traces)."""
-    wrong = [f"{name}:{line}: {target}" for name in ("bench.traces.compare", "bench.traces.compare_text")
-             for line, module, names in imports(MODULES[name]) for target in _targets(module, names)
-             if target.startswith("bench.trace") and not target.startswith("bench.traces.compare")]
-    assert not wrong, f"comparing traces imports the tracing code: {wrong}"
+def _measuring(name: str) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in MEASURING)
+
+
+def test_the_check_tells_the_tools_analysis_side_from_their_measuring_code():
+    assert _analysis("bench.usercode.trace.compare") and _analysis("bench.usercode.tools")
+    assert _measuring("bench.usercode.trace.result") and not _analysis("bench.usercode.trace.result")
+    assert _measuring("bench.usercode.hold") and _measuring("bench.trace") and not _analysis("bench.trace")
+
+
+def test_the_tools_sections_and_figures_are_the_analysis_side():
+    """The report draws a tool's section and figure: their modules are checked as the analysis side is."""
+    from bench.usercode.tools import TOOLS
+
+    shown = {f"{tool.name}.{part}": getattr(tool, part).module for tool in TOOLS for part in ("section", "figure")
+             if getattr(tool, part) is not None}
+    assert shown and all(module in MODULES for module in shown.values())
+    wrong = {part: module for part, module in shown.items() if not _analysis(module)}
+    assert not wrong, f"add these to ANALYSIS, and keep them from measuring code: {wrong}"
+
+
+def test_the_user_code_tools_import_neither_experiments_nor_the_sweep():
+    wrong = [f"{path.relative_to(ROOT)}:{line}: {target}" for name, path in MODULES.items()
+             if name.startswith("bench.usercode.") for line, module, names in imports(path)
+             for target in _targets(module, names)
+             if target.startswith(("bench.experiments", "bench.sweep", "bench.catalogs"))]
+    assert not wrong, f"bench.usercode must not import experiments, the sweep or the catalogs: {wrong}"
 
 
 def test_experiments_never_show_their_rows():
@@ -182,3 +207,63 @@ def test_views_import_only_what_presentation_needs():
                                                           for allowed in VIEWS_MAY_IMPORT):
                     wrong.append(f"{MODULES[name].relative_to(ROOT)}:{line}: {target}")
     assert not wrong, f"views import more than presentation needs: {wrong}"
+
+
+def import_graph(modules: dict[str, Path], src: Path = SRC) -> dict[str, set[str]]:
+    """Module -> the modules of ``modules`` it imports (at its top, in a function or for annotations alike): ``from a
+    import b`` reaches the module a.b where there is one, else a. The root package ``bench`` is left out: its imports
+    are its public names."""
+    graph = {}
+    for name, path in modules.items():
+        reached = set()
+        for _, module, names in imports(path, src):
+            submodules = {f"{module}.{item}" for item in names} & set(modules)
+            reached |= submodules or ({module} & set(modules))
+        graph[name] = reached - {name, "bench"}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that import each other in a loop, each loop's modules sorted (Tarjan's strongly connected
+    components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for reached in sorted(graph[name]):
+            if reached not in index:
+                visit(reached)
+                low[name] = min(low[name], low[reached])
+            elif reached in stack:
+                low[name] = min(low[name], index[reached])
+        if low[name] == index[name]:
+            component = []
+            while not component or component[-1] != name:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return found
+
+
+def test_the_circle_check_finds_a_loop_through_a_function(tmp_path):
+    package = tmp_path / "src" / "bench" / "loop"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from bench.loop import b\n")
+    (package / "b.py").write_text("def f():\n    from bench.loop.c import g\n")
+    (package / "c.py").write_text("import bench.loop.a\n")
+    (package / "d.py").write_text("from bench.loop.a import x\n")
+    modules = {module_name(path, tmp_path / "src"): path for path in sorted(package.glob("*.py"))}
+    assert circles(import_graph(modules, tmp_path / "src")) == [["bench.loop.a", "bench.loop.b", "bench.loop.c"]]
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    found = circles(import_graph(MODULES))
+    assert not found, f"modules that import each other in a circle: {found}"

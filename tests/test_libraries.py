@@ -182,7 +182,8 @@ def test_syncs_and_trace_rows_record_the_libraries_loaded(tmp_path):
     from bench.usercode.activity import Activity, Op, Recording
     from bench.usercode.stacks import Frame
     from bench.usercode.waits import Wait
-    from bench.syncs import SyncsResult, places
+    from bench.syncs import SyncsResult
+    from bench.usercode.syncs.result import places
     from bench.syncs import save as save_syncs
     from bench.trace import result_of
     from bench.trace import save as save_trace

@@ -1,7 +1,6 @@
 """What the experiments' figures show, drawn from synthetic rows through ``plots.plot_results``."""
 
 import matplotlib.image
-import pandas as pd
 import pytest
 
 import synthetic
@@ -132,10 +131,6 @@ def test_plot_writes_every_figure_or_none(tmp_path, monkeypatch):
     assert len(plots.plot_results(rows, out, synthetic.views())) == 6
     assert (out / "alloc.png").read_bytes() != b"an older figure"
 
-
-def test_a_trace_title_is_drawn_literally():
-    svg = plots.rendered(plots.trace_figure(pd.DataFrame(), "mod:step $\\bad{$ on GPU $5"), "svg").decode()
-    assert "mod:step $\\bad{$ on GPU $5" in svg
 
 
 def test_plot_and_report_draw_a_file_with_dollars_and_unknown_categories(tmp_path, capsys):

@@ -14,7 +14,8 @@ import pytest
 from bench.usercode.stacks import Frame, library_of, stack_of, user_index
 from bench.usercode.waits import Wait
 from bench.usercode.watcher import Watcher
-from bench.syncs import SyncsResult, places
+from bench.syncs import SyncsResult
+from bench.usercode.syncs.result import places
 
 
 class FakeHold:
@@ -136,6 +137,7 @@ def test_saved_rows_are_typed_never_replace_a_file_and_make_a_report_section(tmp
     import synthetic
 
     from bench import report, store
+    from bench.usercode.tools import tool
 
     waited, own = places([wait(10, 0.15)], {}, settle_ms=100)
     found = SyncsResult(waited, own, region_ms=12.5)
@@ -153,5 +155,6 @@ def test_saved_rows_are_typed_never_replace_a_file_and_make_a_report_section(tmp
     first = path.read_bytes()
     again = save([("train.py:step", found)], synthetic.environment(), path)
     assert again != path and path.read_bytes() == first  # a new file beside it, never a replacement
-    section = report.syncs_section(rows)
+    syncs = tool("syncs")
+    section = report.tool_section(syncs, syncs.section(rows))
     assert "Where code waited" in section and "train.py" in section and "cuStreamSynchronize" in section

@@ -16,12 +16,14 @@ from bench import cli, plots, report, store
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame
 from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
+from bench.usercode.tools import tool
 from paths import with_path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 US = 1_000  # ns
 MS = 1_000_000
 MIB = 1 << 20
+TRACE = tool("trace")
 
 
 # --- building recordings -------------------------------------------------------------------------------------------
@@ -361,13 +363,13 @@ def test_saved_rows_read_back_and_a_second_save_never_replaces_the_file(saved, t
 
 
 def test_the_report_section_names_the_target_and_embeds_the_timeline(saved):
-    section = report.trace_section(report.newest_traces(saved[1]))
+    section = report.tool_section(TRACE, TRACE.section(saved[1]))
     assert "How much code overlapped (bench trace)" in section and "x.py:step" in section
     assert section.count("data:image/png;base64,") == 1
 
 
 def test_the_figure_has_a_lane_per_stream_and_for_idle_and_waits(saved):
-    figure = plots.trace_figure(saved[1], "x.py:step on Test GPU")
+    figure = TRACE.figure(saved[1], "x.py:step on Test GPU")
     try:
         ticks = [label.get_text() for label in figure.axes[0].get_yticklabels()]
     finally:
@@ -454,7 +456,7 @@ def test_bench_exposes_trace_and_importing_it_loads_no_gpu_library():
 
 
 def test_a_trace_of_nothing_draws_an_empty_timeline_that_says_so():
-    figure = plots.trace_figure(pd.DataFrame(analysed([]).table()), "nothing")
+    figure = TRACE.figure(pd.DataFrame(analysed([]).table()), "nothing")
     try:
         (axes,) = figure.axes
         assert not axes.patches and not axes.collections  # no lane, no bar
@@ -462,6 +464,11 @@ def test_a_trace_of_nothing_draws_an_empty_timeline_that_says_so():
         assert plots.render(figure, "png").startswith(b"\x89PNG")
     finally:
         plots.pyplot().close(figure)
+
+
+def test_a_trace_title_is_drawn_literally():
+    svg = plots.rendered(TRACE.figure(pd.DataFrame(), "mod:step $\\bad{$ on GPU $5"), "svg").decode()
+    assert "mod:step $\\bad{$ on GPU $5" in svg
 
 
 def test_pinned_references_come_from_this_gpus_newest_pinned_bandwidth_rows():

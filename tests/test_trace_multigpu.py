@@ -10,12 +10,13 @@ import pytest
 
 import synthetic
 from bench import cli, plots, store
+from bench.usercode.trace.timeline import timeline
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame
 from bench.trace import merged, result_of, save
-from bench.traces.collectives import is_collective
-from bench.traces.load import load
-from bench.traces.merge import merged_files
+from bench.usercode.trace.collectives import is_collective
+from bench.usercode.trace.load import load
+from bench.usercode.trace.merge import merged_files
 from test_trace_perfetto import read_timeline
 
 US = 1_000  # ns
@@ -217,14 +218,14 @@ def test_an_old_trace_file_still_reads_and_draws_beside_a_new_one(rank_files, tm
     rows = store.named_tables(tmp_path, "trace")
     assert rows["comm_hidden"].isna().sum() == (rows["traced_at"] == store.read_table(old)["traced_at"][0]).sum()
     for target_rows in (store.read_table(old), store.read_table(rank_files[0])):
-        figure = plots.trace_figure(target_rows, "t")
+        figure = timeline(target_rows, "t")
         plots.pyplot().close(figure)
     with pytest.raises(store.ResultsError, match="saved before bench kept each trace's clock"):
         load(tmp_path / "_trace" / old.name)
 
 
 def test_the_merged_figure_has_a_lane_group_per_gpu(rank_files):
-    figure = plots.trace_figure(pd.DataFrame(merged_files(rank_files).table()), "ddp:step")
+    figure = timeline(pd.DataFrame(merged_files(rank_files).table()), "ddp:step")
     try:
         ticks = [label.get_text() for label in figure.axes[0].get_yticklabels()]
         legend = [text.get_text() for text in figure.legends[0].get_texts()]
@@ -290,9 +291,8 @@ def test_check_overlap_gates_the_communication_hidden():
 
 
 def test_assert_overlap_traces_the_block_and_applies_min_comm_hidden(monkeypatch):
-    import sys
-
-    import bench.pytest_plugin as plugin
+    import bench.usercode.pytest_plugin as plugin
+    import bench.usercode.trace.run as run
 
     class Box:
         result = None
@@ -306,7 +306,7 @@ def test_assert_overlap_traces_the_block_and_applies_min_comm_hidden(monkeypatch
         box.result = traced(GPU0 + GPU1, [])
 
     monkeypatch.setattr(plugin, "skip_without_gpu", lambda: None)
-    monkeypatch.setattr(sys.modules["bench.trace"], "tracing", tracing)
+    monkeypatch.setattr(run, "tracing", tracing)
     with plugin.assert_overlap(min_comm_hidden=0.4):
         ran.append(1)
     with pytest.raises(plugin.DidNotOverlap, match="communication hidden behind compute: 42%"):
@@ -319,7 +319,7 @@ def test_assert_overlap_traces_the_block_and_applies_min_comm_hidden(monkeypatch
 
 
 def test_two_merged_traces_compare_their_communication_and_every_gpus_kernels(rank_files, tmp_path):
-    from bench.traces import compare
+    from bench.usercode.trace import compare
 
     paths = [save([("ddp:step", merged_files(rank_files))], None, tmp_path / "_trace" / f"{side}.parquet")
              for side in ("old", "new")]

@@ -9,8 +9,8 @@ import threading
 import time
 
 from bench.usercode.watcher import FAST_SETTLE_S, KNOWN_AFTER, Gate, Watcher
-from bench.probe import outlasting
-from bench.syncs import places
+from bench.usercode.probe import outlasting
+from bench.usercode.syncs.result import places
 
 
 class FakeHold:

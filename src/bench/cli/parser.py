@@ -9,7 +9,8 @@ from pathlib import Path
 from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
 from bench.cli.options import (PLOTS_DIR, RESULTS_DIR, Handler, Parser, add_device, add_format, add_gpu, add_outputs,
                                add_strict, add_target, devices, positive_int, positive_number)
-from bench.trace import DEFAULT_RUNS
+from bench.usercode.tools import saved
+from bench.usercode.trace.run import DEFAULT_RUNS
 
 DESCRIPTION = f"""\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
@@ -121,14 +122,20 @@ def _reading(commands: argparse._SubParsersAction) -> None:
     report.add_argument("results", nargs="*", type=Path,
                         help="results files or directories (default: results/): the results files under a "
                              "directory, leaving out subdirectories whose names start with _ or ., with their side "
-                             "tables and the rows syncs --save and trace --save keep in _syncs/ and _trace/; of "
-                             "several measurements of a configuration on one GPU, the newest is shown")
+                             f"tables and the rows {_listed([f'{tool.name} --save' for tool in saved()])} keep in "
+                             f"{_listed([f'_{tool.table}/' for tool in saved()])}; of several measurements of a "
+                             "configuration on one GPU, the newest is shown")
     report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html",
                         help="the HTML file to write (default plots/local/report.html)")
     add_gpu(report)
     for name, reading in (("plot", plot), ("claims", claims), ("compare", compare), ("report", report)):
         add_strict(reading)
         reading.set_defaults(handler=Handler("results", f"{name}_command"))
+
+
+def _listed(words: list[str]) -> str:
+    """'a, b and c'."""
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def _probe(commands: argparse._SubParsersAction) -> None:

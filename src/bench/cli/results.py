@@ -19,8 +19,9 @@ from bench.experiments import registry
 from bench.report import figures
 from bench.report.bar import DelayedBar
 from bench.sweep.plan import Request
-from bench.traces.compare import is_trace
-from bench.traces.compare_text import compared
+from bench.usercode.trace.compare import is_trace
+from bench.usercode.trace.compare_text import compared
+from bench.usercode.tools import saved
 from bench.views import in_order
 
 
@@ -141,20 +142,22 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
             for name, table in store.side_tables_any(source, unreadable(args)).items():
                 tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
         chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
-
-        def named(name: str) -> pd.DataFrame | None:
-            found = [store.named_tables(source, name) for source in sources if Path(source).is_dir()]
-            table = pd.concat(found, ignore_index=True) if found else None
-            if chosen is None or table is None or not len(table):
-                return table
-            return analysis.rows_of(table, *chosen)
-
-        syncs, traces = named("syncs"), named("trace")
+        found = {tool.name: _saved(sources, tool.table, chosen) for tool in saved()}
         writes.writable_directory(args.out.parent, "--out")
         bar.doing("laying out the report")
         names = ", ".join(str(source) for source in sources)
         written = report.write(rows, tables, args.out, experiments,
-                               source=names if len(sources) < 4 else f"{len(sources)} sources", syncs=syncs,
-                               traces=traces, progress=bar.figures)
+                               source=names if len(sources) < 4 else f"{len(sources)} sources", tools=found,
+                               progress=bar.figures)
     console.print(f"wrote {written}", highlight=False)
     return 0
+
+
+def _saved(sources: list[Path], table: str, chosen: list[analysis.Gpu] | None) -> pd.DataFrame | None:
+    """The rows of table ``table`` that a tool saved under the ``sources`` directories (``_<table>/``): of the
+    ``chosen`` GPUs only, where --gpu chose some; None where no source is a directory."""
+    found = [store.named_tables(source, table) for source in sources if Path(source).is_dir()]
+    rows = pd.concat(found, ignore_index=True) if found else None
+    if chosen is None or rows is None or not len(rows):
+        return rows
+    return analysis.rows_of(rows, *chosen)

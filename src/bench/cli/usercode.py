@@ -19,14 +19,16 @@ from bench.cli.options import RESULTS_DIR, warn
 from bench.env import gpu_environment, use_device
 from bench.errors import UsageError
 from bench.experiments import registry
-from bench.probe import probe
-from bench.syncs import save as save_syncs
-from bench.syncs import syncs
 from bench.timing import MeasurementFailed
-from bench.trace import TraceUnavailable, trace
-from bench.trace import save as save_trace
-from bench.traces.merge import merged_files
-from bench.traces.perfetto import encoded
+from bench.usercode.activity import TraceUnavailable
+from bench.usercode.probe import probe
+from bench.usercode.syncs.run import syncs
+from bench.usercode.tools import tool
+from bench.usercode.trace.merge import merged_files
+from bench.usercode.trace.perfetto import encoded
+from bench.usercode.trace.run import trace
+
+SYNCS, TRACE = tool("syncs"), tool("trace")
 
 
 def _function(command: str, target: str):
@@ -135,7 +137,7 @@ def syncs_command(args: argparse.Namespace, console: Console) -> int:
     except MeasurementFailed as error:  # the hold could not fill this GPU (shared, MPS): one line
         raise UsageError(f"syncs: {error}") from None
     if args.save is not None:
-        save_syncs([(args.target, found)], environment, args.save)
+        SYNCS.save([(args.target, found)], environment, args.save)
     _show(args, console, found, f"{args.target} on {environment.gpu_name}: ")
     return 0
 
@@ -174,12 +176,12 @@ def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, env
     """Write what --plot, --perfetto and --save ask of a trace (``environment``: the GPU's; None: the ranks')."""
     figure = None
     if args.plot is not None:
-        figure = plots.rendered(plots.trace_figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:])
+        figure = plots.rendered(TRACE.figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:])
     timeline = None
     if args.perfetto is not None:
         timeline = encoded(found)
     if args.save is not None:
-        save_trace([(target, found)], environment, args.save)
+        TRACE.save([(target, found)], environment, args.save)
     for path, content in ((args.plot, figure), (args.perfetto, timeline)):
         if content is not None:
             writes.write_bytes(path, content)

@@ -1,6 +1,6 @@
 """One self-contained HTML report of results, for people to read: the answers first (per GPU, newest run first: its
 newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
-on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
+on, the tools' own results (where code waited, how much it overlapped: :mod:`bench.report.tools`), then per GPU (a section each when there
 are several) each experiment's headline table and figures, the blocking and serialization truth tables as HTML
 tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU, the
 newest is shown. Of several GPUs of one model, the one that measured an experiment last shows its figures, the
@@ -23,46 +23,40 @@ import pandas as pd
 from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.libraries import LIBRARIES
-from bench.report.figures import Painter, Progress, experiment_figures, trace_figure
+from bench.report.figures import Painter, Progress, experiment_figures
 from bench.report.gpu import (TRUTH_TABLES, by_experiment, claims_section, experiment_id, gpu_id, gpu_section,
                               truth_table)
 from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
-from bench.report.tools import newest_traces, syncs_section, timelines, trace_section
+from bench.report.tools import asked, entries, sections, tool_section
 from bench.views import in_order
 
-__all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "newest_traces", "render", "syncs_section",
-           "table", "trace_section", "truth_table", "write"]
+__all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "render", "table", "tool_section",
+           "truth_table", "write"]
 VERSIONS = tuple(library.version_column for library in LIBRARIES)  # the libraries' versions
 ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", *VERSIONS, "git_commit")
 
 
 def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str = "",
-           syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None,
-           progress: Progress | None = None) -> str:
+           tools: Mapping[str, pd.DataFrame | None] | None = None, progress: Progress | None = None) -> str:
     """The report of ``rows`` (every row of the input; the newest measurement of each configuration per GPU is
-    shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``syncs``
-    (rows of ``bench syncs --save`` files), a section of the lines of code that waited; with ``traces`` (rows of
-    ``bench trace --save`` files), one of how much code overlapped. ``progress`` is told of each figure drawn."""
+    shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``tools``
+    (tool name -> rows of its results files: ``bench syncs --save``'s, ``bench trace --save``'s), a section of each
+    tool's (:mod:`bench.report.tools`). ``progress`` is told of each figure drawn."""
     shown = analysis.newest(rows, experiments)
     groups = analysis.by_gpu(shown)
     labels = _labels(groups) if len(groups) > 1 else {}
-    syncs = syncs if syncs is not None and len(syncs) else None
-    traces = traces if traces is not None and len(traces) else None
+    found = sections(tools or {})
     with Painter(progress) as painter:  # the figures are asked for first: the workers draw while this lays out
-        traced_groups = newest_traces(traces) if traces is not None else []
-        traced = {key: painter.ask(trace_figure, *args) for key, args in timelines(traced_groups).items()}
+        drawn = asked(painter, found)
         owners = _figure_owners(groups, experiments)
         tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
         split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
-                 _contents(groups, split, experiments, syncs is not None, traces is not None),
+                 _contents(groups, split, experiments, entries(found)),
                  "<h2 id='answers'>Answers</h2>",
                  *(_answers(gpu, mine, split[gpu], experiments) for gpu, mine in _newest_first(groups)),
                  "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
-        if syncs is not None:
-            parts.append(syncs_section(syncs))
-        if traces is not None:
-            parts.append(trace_section(traced_groups, lambda key: painter.result(traced[key])))
+        parts += [tool_section(tool, section, drawn) for tool, section in found]
         for gpu, mine in groups:
             figures = _figures_of(gpu, painter, tickets)
             parts += gpu_section(gpu, mine, split[gpu], labels.get(gpu, ""), experiments, figures,
@@ -74,13 +68,12 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
 
 
 def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, source: str = "",
-          syncs: pd.DataFrame | None = None, traces: pd.DataFrame | None = None,
-          progress: Progress | None = None) -> Path:
+          tools: Mapping[str, pd.DataFrame | None] | None = None, progress: Progress | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
     from bench.writes import write_bytes
 
     out = Path(out)
-    write_bytes(out, render(rows, tables, experiments, source, syncs, traces, progress).encode("utf-8"))
+    write_bytes(out, render(rows, tables, experiments, source, tools, progress).encode("utf-8"))
     return out
 
 
@@ -153,16 +146,15 @@ def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: 
 
 
 def _contents(groups: Sequence[tuple[Gpu, pd.DataFrame]], split: Mapping[Gpu, Mapping], experiments: Mapping,
-              syncs: bool, traces: bool) -> str:
-    """The report's contents in a line or two: its sections, and each GPU's (one GPU: each experiment's)."""
-    entries = [("answers", "Answers"), ("runs", "Runs")]
-    entries += [("syncs", "Where code waited")] if syncs else []
-    entries += [("trace", "How much code overlapped")] if traces else []
+              tools: list[tuple[str, str]]) -> str:
+    """The report's contents in a line or two: its sections (``tools``: the tools' sections' entries), and each
+    GPU's (one GPU: each experiment's)."""
+    lines = [("answers", "Answers"), ("runs", "Runs"), *tools]
     if len(groups) > 1:
-        entries += [(gpu_id(gpu), gpu.short) for gpu, _ in groups]
+        lines += [(gpu_id(gpu), gpu.short) for gpu, _ in groups]
     else:
-        entries += [(experiment_id(gpu, name), name) for gpu, _ in groups for name in split[gpu]]
-    return contents(entries, "Contents:")
+        lines += [(experiment_id(gpu, name), name) for gpu, _ in groups for name in split[gpu]]
+    return contents(lines, "Contents:")
 
 
 def _newest_first(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> list[tuple[Gpu, pd.DataFrame]]:

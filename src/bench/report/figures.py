@@ -55,11 +55,6 @@ def experiment_figures(rows: pd.DataFrame, tables: dict, names: Sequence[str]) -
     return [(name, stem, compact(drawn)) for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
 
 
-def trace_figure(rows: pd.DataFrame, title: str) -> bytes:
-    """The PNG of one trace's timeline."""
-    return compact(plots.trace_figure(rows, title))
-
-
 def _workers() -> int:
     try:
         return len(os.sched_getaffinity(0))

@@ -62,7 +62,7 @@ class Activity:
     name: str = ""  # a kernel's name
     correlation: int = 0  # the driver call that enqueued it (:attr:`HostCall.correlation`)
     device: int = 0  # the GPU that ran it: CUPTI's device id
-    rank: int | None = None  # the process that recorded it, in a trace merged from several (bench.traces.merge)
+    rank: int | None = None  # the process that recorded it, in a trace merged from several (bench.usercode.trace.merge)
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class HostCall:
     end_ns: int
     correlation: int
     frames: tuple[Frame, ...] = ()  # outermost first; empty for short calls that copied nothing
-    rank: int | None = None  # the process that made it, in a trace merged from several (bench.traces.merge)
+    rank: int | None = None  # the process that made it, in a trace merged from several (bench.usercode.trace.merge)
 
     @property
     def ms(self) -> float:

@@ -1,46 +1,18 @@
-"""What :func:`bench.trace` found: :class:`TraceResult`, its numbers, rows and JSON."""
+"""What a trace found, as its outputs read it: :class:`Trace`, its numbers, rows and JSON, and the figures it holds of
+each GPU, each run, its pageable copies and its host waits."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
-import os
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench.usercode.activity import Activity, HostCall, Op
-from bench.usercode.stacks import Frame, user_index
 from bench.timing import shared
-from bench.traces.overlap import LINK, Gap, Overlap, engine_of
-
-WAIT_NS = 50_000  # a watched driver call this long is a host wait in the listing
-
-
-def line_of_frames(frames: tuple[Frame, ...]) -> str:
-    """'/u/train.py:12': the user's line of a call's frames ('' without frames)."""
-    if not frames:
-        return ""
-    frame = frames[user_index(frames)]
-    return f"{frame.file}:{frame.line}"
-
-
-def source_of_frames(frames: tuple[Frame, ...]) -> str:
-    return frames[user_index(frames)].source if frames else ""
-
-
-def shown(line: str) -> str:
-    """'docs/examples/step.py:22': a ``file:line`` as the text output shows it, the file relative to the current
-    directory where it is below it (as ``bench syncs`` shows its lines); the JSON and the results file keep it whole."""
-    file, colon, number = line.rpartition(":")
-    if not colon or not os.path.isabs(file):
-        return line
-    with contextlib.suppress(ValueError):
-        file = str(Path(file).relative_to(Path.cwd()))
-    return f"{file}:{number}"
-
+from bench.usercode.activity import Activity, HostCall, Op
+from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
+from bench.usercode.trace.overlap import LINK, Gap, Overlap, engine_of
 
 @dataclass(frozen=True)
 class PageableCopies:
@@ -74,7 +46,7 @@ class HostWait:
 @dataclass(frozen=True)
 class RunFigures:
     """One traced run's headline numbers: the traced runs spread over these, and a comparison of two traces flags a
-    change only beyond that spread (:mod:`bench.traces.compare`)."""
+    change only beyond that spread (:mod:`bench.usercode.trace.compare`)."""
 
     makespan_ms: float
     efficiency: float | None
@@ -123,8 +95,9 @@ class GpuFigures:
 
 
 @dataclass
-class TraceResult:
-    """What :func:`bench.trace` found (times in ms; shares from 0 to 1; None where there is nothing to share). The
+class Trace:
+    """What a trace found (times in ms; shares from 0 to 1; None where there is nothing to share), which its text,
+    Perfetto export and results file read: :class:`bench.usercode.trace.result.TraceResult` is this with them. The
     whole of the GPUs: with several, times of each GPU summed (GPU time) but the makespan, from the first start on any
     GPU to the last end on any; ``gpus`` holds each GPU's own."""
 
@@ -292,30 +265,7 @@ class TraceResult:
     def to_json(self) -> str:
         return json.dumps(finite(self.to_dict()), indent=2, ensure_ascii=False)
 
-    def to_perfetto(self, path) -> Path:
-        """Write the described run's timeline to ``path``, a JSON file Perfetto (ui.perfetto.dev) and
-        chrome://tracing open (:mod:`bench.traces.perfetto`)."""
-        from bench.traces.perfetto import write
-
-        return write(self, path)
-
-    def __str__(self) -> str:
-        from bench.traces.text import describe
-
-        return "\n".join(describe(self))
-
 
 def _known(value: float | None) -> float | None:
     """``value``, None where it is not a finite number (a reference copy that could not be had)."""
     return value if value is not None and math.isfinite(value) else None
-
-
-def finite(value):
-    """``value`` with every NaN and infinity, at any depth of its dicts and lists, None (JSON has neither)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [finite(item) for item in value]
-    return value

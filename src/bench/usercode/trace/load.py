@@ -1,5 +1,5 @@
 """A trace read back from its results file (``bench trace --save``), to merge it with other ranks' traces
-(:mod:`bench.traces.merge`) and show, save or export the whole.
+(:mod:`bench.usercode.trace.merge`) and show, save or export the whole.
 
 The rows keep the described run's records (their GPU, stream, times from the run's origin on CUPTI's clock), the
 idle gaps with the call each followed, the host waits, and for each record the call that made it (its interval,
@@ -20,10 +20,11 @@ import pandas as pd
 from bench.errors import ResultsError
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.stacks import Frame
-from bench.traces.assemble import described, pageable_of, waits_of
-from bench.traces.files import KERNEL_RUNS, RUNS, TABLE
-from bench.traces.overlap import Gap, one_gpu
-from bench.traces.result import GpuFigures, RunFigures, TraceResult
+from bench.usercode.trace.assemble import described, pageable_of, waits_of
+from bench.usercode.trace.files import KERNEL_RUNS, RUNS, TABLE
+from bench.usercode.trace.overlap import Gap, one_gpu
+from bench.usercode.trace.model import GpuFigures, RunFigures
+from bench.usercode.trace.result import TraceResult
 
 RECORDS = tuple(str(op) for op in Op)
 TERMS = ("compute", "copies", "D2D")  # the bound's terms

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import statistics
 
-from bench.usercode.activity import COPIES, Op
-from bench.traces.collectives import is_collective
-from bench.traces.result import WAIT_NS, GpuFigures, TraceResult, line_of_frames, shown
 from bench.units import format_size
+from bench.usercode.activity import COPIES, Op
+from bench.usercode.trace.collectives import is_collective
+from bench.usercode.trace.model import GpuFigures, Trace
+from bench.usercode.trace.outputs import WAIT_NS, line_of_frames, shown
 
 
 def where(line: str) -> str:
@@ -16,7 +17,7 @@ def where(line: str) -> str:
     return f"at {shown(line)}" if line else "in a thread without Python code"
 
 
-def describe(result: TraceResult) -> list[str]:
+def describe(result: Trace) -> list[str]:
     """The result in a few lines a person reads."""
     kernels = sum(a.op == Op.KERNEL for a in result.activities)
     nccl = sum(a.op == Op.KERNEL and is_collective(a.name) for a in result.activities)

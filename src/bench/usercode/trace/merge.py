@@ -3,7 +3,7 @@ GPU and saves it (``bench.tracing(save=..., rank=...)``, ``bench trace --save``)
 timeline with a figure set per GPU and the whole.
 
 Each rank's figures are its own, as its process found them (its GPUs' gaps joined with its own host calls). The
-whole is :func:`bench.traces.overlap.combined` of every GPU's: the makespan from the first start on any GPU to the
+whole is :func:`bench.usercode.trace.overlap.combined` of every GPU's: the makespan from the first start on any GPU to the
 last end on any, which holds only where the ranks' timestamps are on one clock. CUPTI's timestamps of the processes
 of one host are (they read the host's clock); those of two hosts are not, so bench merges the ranks of one host only.
 """
@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.errors import UsageError
-from bench.traces.assemble import described, waits_of
-from bench.traces.overlap import Gap, combined
-from bench.traces.result import GpuFigures, TraceResult
+from bench.usercode.trace.assemble import described, waits_of
+from bench.usercode.trace.overlap import Gap, combined
+from bench.usercode.trace.model import GpuFigures
+from bench.usercode.trace.result import TraceResult
 
 
 def merged(results: Sequence[TraceResult], target: str | None = None) -> TraceResult:
@@ -75,7 +76,7 @@ def _gap(gap: Gap, rank: int) -> Gap:
 def merged_files(paths: Sequence[Path]) -> TraceResult:
     """:func:`merged` of the traces saved in ``paths`` (one trace each); UsageError (one line) for a file that is
     not one trace or traces that cannot be merged."""
-    from bench.traces.load import load
+    from bench.usercode.trace.load import load
 
     results = [load(path) for path in paths]
     try:

@@ -1,6 +1,6 @@
 """Results files of table ``trace`` (``bench trace --save``): one row per kernel, copy, memset, idle gap and host
 wait of the described run, each with the trace's headline numbers, its GPU's own (``gpu_*``) and the environment.
-A row keeps what :mod:`bench.traces.load` needs to read the trace back and :mod:`bench.traces.merge` to put it on one
+A row keeps what :mod:`bench.usercode.trace.load` needs to read the trace back and :mod:`bench.usercode.trace.merge` to put it on one
 clock with other ranks' traces: its GPU, its rank, the run's origin on CUPTI's clock, the call that made it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import datetime
 import math
 from collections.abc import Sequence
 
-from bench.traces.overlap import GAP_NS
-from bench.traces.result import TraceResult
+from bench.usercode.trace.overlap import GAP_NS
+from bench.usercode.trace.model import Trace
 
 TABLE = "trace"
 SUMMARY_DOCS = {
@@ -89,7 +89,7 @@ def columns() -> tuple:
     )
 
 
-def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
+def save(found: Sequence[tuple[str, Trace]], environment, path) -> object:
     """Write each (target, result)'s rows to a new results file ``path`` (table ``trace``). ``environment``: the
     GPU's (:class:`bench.env.Environment`); None takes each rank's from a read or merged result."""
     from bench import store
@@ -115,7 +115,7 @@ def save(found: Sequence[tuple[str, TraceResult]], environment, path) -> object:
     return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
 
 
-def _environment(result: TraceResult, row: dict, environment) -> dict:
+def _environment(result: Trace, row: dict, environment) -> dict:
     """The environment a row records: the GPU's given, else that of the rank that traced it."""
     if environment is not None:
         return environment.as_dict()
@@ -129,7 +129,7 @@ def _spread(values: list[float | None]) -> list[float] | None:
     return [math.nan if value is None else value for value in values]
 
 
-def _kernel_runs(result: TraceResult, row: dict) -> list[float] | None:
+def _kernel_runs(result: Trace, row: dict) -> list[float] | None:
     """Of a kernel's row, the time the kernels of its name ran in each traced run (None for other rows)."""
     if row["op"] != "kernel" or not result.per_run:
         return None

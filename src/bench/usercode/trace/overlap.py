@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.timing import concurrent, gaps, length, shared, union
-from bench.traces.collectives import is_collective
+from bench.usercode.trace.collectives import is_collective
 
 GAP_NS = 10_000  # shorter idle stretches are launch latency, not a gap
 JOIN_NS = 50_000  # a call that returned this soon before the GPU ran dry still counts as the one it waited in

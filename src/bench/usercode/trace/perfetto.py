@@ -9,7 +9,7 @@ Event format, written with the standard library.
   size, and "pageable" where its host memory is (its category is ``copy,pageable`` and its args say so too); NCCL's
   kernels have the category ``kernel,communication``.
 - Each GPU's idle gaps on an "idle" track of its process, with the call the host was in when it ran dry and its line.
-- A "host" process (one per rank in a trace merged from several): the watched driver calls that took :data:`~bench.traces.result.WAIT_NS` or more on "host waits",
+- A "host" process (one per rank in a trace merged from several): the watched driver calls that took :data:`~bench.usercode.trace.outputs.WAIT_NS` or more on "host waits",
   the others on "driver calls", each with the line that made it (as many tracks as calls overlap: threads).
 - A flow (``s`` to ``f``, bound to the enclosing slices) from each watched call to the GPU work it enqueued, by
   CUPTI's correlation id: copies and memsets. bench watches only the calls that may wait, not kernel launches (a
@@ -22,10 +22,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.usercode.activity import Activity, HostCall, Op
-from bench.traces.collectives import is_collective
-from bench.traces.result import WAIT_NS, TraceResult, finite, line_of_frames
 from bench.units import format_size
+from bench.usercode.activity import Activity, HostCall, Op
+from bench.usercode.trace.collectives import is_collective
+from bench.usercode.trace.model import Trace
+from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
 
 HOST = 0  # the host's process id; GPU d's is d + 1
 RANK_HOSTS = 1 << 16  # a merged trace's host of rank r is process RANK_HOSTS + r
@@ -96,7 +97,7 @@ def _named(activity: Activity) -> tuple[str, str]:
     return f"{activity.op} {size}", "copy"
 
 
-def _gpu_work(timeline: _Timeline, result: TraceResult) -> dict[tuple, list[tuple[Activity, dict]]]:
+def _gpu_work(timeline: _Timeline, result: Trace) -> dict[tuple, list[tuple[Activity, dict]]]:
     """Every record's slice on its GPU's stream tracks; (rank, correlation id) -> the records it enqueued, with their
     slices."""
     streams: dict[tuple[int, int], list[Activity]] = {}
@@ -131,7 +132,7 @@ def _host(timeline: _Timeline, calls: Sequence[HostCall], pid: int) -> dict[tupl
     return slices
 
 
-def _hosts(timeline: _Timeline, result: TraceResult) -> dict[tuple, dict]:
+def _hosts(timeline: _Timeline, result: Trace) -> dict[tuple, dict]:
     """The host's process, or in a merged trace one per rank, with its calls' slices."""
     name = f"host: {result.target}" if result.target else "host"
     ranks = sorted({call.rank for call in result.calls if call.rank is not None})
@@ -159,7 +160,7 @@ def _flows(timeline: _Timeline, calls: dict[tuple, dict],
                 timeline.events.append({**event, "bp": "e"} if phase == "f" else event)
 
 
-def trace_events(result: TraceResult) -> dict:
+def trace_events(result: Trace) -> dict:
     """The timeline of ``result``'s described run as a Trace Event document (a JSON object)."""
     starts = [a.start_ns for a in result.activities] + [call.start_ns for call in result.calls]
     timeline = _Timeline(min(starts, default=result.origin_ns))
@@ -178,12 +179,12 @@ def trace_events(result: TraceResult) -> dict:
                                  **{key: value for key, value in result.summary().items() if key != "target"}})}
 
 
-def encoded(result: TraceResult) -> bytes:
+def encoded(result: Trace) -> bytes:
     """The timeline's JSON, UTF-8."""
     return json.dumps(trace_events(result), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-def write(result: TraceResult, path: Path) -> Path:
+def write(result: Trace, path: Path) -> Path:
     """Write ``result``'s timeline to ``path`` (atomically, as bench writes every file)."""
     from bench import writes
 

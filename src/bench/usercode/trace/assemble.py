@@ -1,4 +1,4 @@
-"""The result of the traced runs: each run's records analysed (:mod:`bench.traces.overlap`), the run of median
+"""The result of the traced runs: each run's records analysed (:mod:`bench.usercode.trace.overlap`), the run of median
 makespan described (its bound, pageable copies and host waits), and every run's headline numbers, whose spread tells
 a change from noise when two traces are compared."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bench.usercode.activity import Activity, HostCall, Op, Recording
-from bench.traces.overlap import LINK, Overlap, combined, per_gpu
-from bench.traces.result import (WAIT_NS, GpuFigures, HostWait, PageableCopies, RunFigures, TraceResult,
-                                 line_of_frames, source_of_frames)
+from bench.usercode.trace.overlap import LINK, Overlap, combined, per_gpu
+from bench.usercode.trace.outputs import WAIT_NS, line_of_frames, source_of_frames
+from bench.usercode.trace.model import GpuFigures, HostWait, PageableCopies, RunFigures
+from bench.usercode.trace.result import TraceResult
 
 
 def waits_of(calls: Sequence[HostCall], sources: bool = True) -> list[HostWait]:

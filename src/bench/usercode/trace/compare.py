@@ -31,7 +31,7 @@ from bench.compare import ENVIRONMENT_COLUMNS
 from bench.errors import ResultsError, UsageError
 from bench.vocabulary import Word
 
-TABLE = "trace"  # the table name bench.traces.files writes
+TABLE = "trace"  # the table name bench.usercode.trace.files writes
 HEADLINES_PER_TARGET = 8
 
 

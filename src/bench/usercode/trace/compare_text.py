@@ -1,4 +1,4 @@
-"""Two traces compared (:mod:`bench.traces.compare`) as ``bench compare`` prints them: text for a terminal, Markdown for
+"""Two traces compared (:mod:`bench.usercode.trace.compare`) as ``bench compare`` prints them: text for a terminal, Markdown for
 a pull request, JSON for CI, every text a results file carries escaped for where it lands. The analysis side: it reads
 results files only."""
 
@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from bench.errors import UsageError
-from bench.traces.compare import (Line, TraceComparison, Verdict, compare, read, size_text, spread_text,
+from bench.usercode.trace.compare import (Line, TraceComparison, Verdict, compare, read, size_text, spread_text,
                                   value_text)
 
 NAME_SHOWN = 72  # a kernel's name in the tables is cut to this many characters

@@ -1,0 +1,115 @@
+"""Does *my* code block? Probe any callable the way the truth tables probe library calls.
+
+    import bench
+    result = bench.probe(step, batch)            # the whole GPU held: work on any stream, of any library
+    print(result)                                # "waits-for-device: held the host 19.8 ms ..."
+    result = bench.probe(step, batch, stream=s)  # or a spin on one stream (CuPy, PyTorch, numba, a handle; 0: legacy)
+
+:func:`probe` holds the GPU for ``spin_ms`` more than twice the call's own time (by default the device-wide hold, :mod:`bench.usercode.hold`, which keeps
+every kernel of every stream from starting; with ``stream``, a one-thread spin kernel on that stream), calls
+``fn(*args, **kwargs)`` while it holds and times the call on the host; the host knows whether the hold (or the spin)
+still ran when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``, the call
+is also made between two spins on two other non-blocking streams, to see whether they still overlap.
+
+Under the hold nothing is queued on your streams before the call: the call waits only for work it queued itself, or
+for the whole device (a ``.item()`` of a result computed before the probe returns: the copy engines are not held).
+With ``stream``, the spin is queued ahead of the call on that stream, and only work on that stream waits behind it:
+``stream=0`` is the legacy default stream, where the spin runs on a blocking stream (which that stream waits for). To see where in ``fn`` it waited, use
+:func:`bench.syncs`. The callable runs as often as the repeats need (at least ``repeats`` + 1 times): make it
+repeatable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.timing import Summary, host_interval
+from bench.vocabulary import HostVerdict
+
+DEFAULT_SPIN_MS = 20.0
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    verdict: str  # returns, own-work or waits-for-device
+    host_ms: float  # median host time of the call while the spin ran
+    gpu_busy_after: bool  # the spin still ran when the call returned (in most repeats)
+    idle_host_ms: float  # the call with nothing running
+    stable: bool  # all repeats agreed
+    verdicts: list[str] = field(default_factory=list)
+    serialization: str | None = None  # overlaps, partial or serializes (None: not checked)
+    spin_ms: float = DEFAULT_SPIN_MS
+    held: str = "every stream"  # what was held: every stream (the device-wide hold) or one stream
+
+    @property
+    def waited(self) -> bool:
+        return self.verdict == HostVerdict.WAITS_FOR_DEVICE
+
+    def __str__(self) -> str:
+        what = {HostVerdict.RETURNS: "returned while the GPU was busy",
+                HostVerdict.OWN_WORK: "did not wait for the GPU, but took a while of its own",
+                HostVerdict.WAITS_FOR_DEVICE: "waited for the GPU"}.get(self.verdict, "could not tell")
+        text = (f"{self.verdict}: {what}; held the host {self.host_ms:.3f} ms with a {self.spin_ms:g} ms kernel "
+                f"running on {self.held} ({self.idle_host_ms:.3f} ms with nothing running)")
+        if not self.stable:
+            text += f"; repeats disagreed: {', '.join(self.verdicts)}"
+        if self.serialization:
+            text += f"; kernels on two other streams around it: {self.serialization}"
+        return text
+
+
+def stream_handle(stream) -> int | None:
+    """The CUDA handle of a stream given as CuPy, PyTorch or numba-cuda stream, or as an int; None for None."""
+    if stream is None or isinstance(stream, int):
+        return stream
+    for attribute in ("ptr", "cuda_stream"):  # CuPy, PyTorch
+        if hasattr(stream, attribute):
+            return int(getattr(stream, attribute))
+    handle = getattr(stream, "handle", None)  # numba-cuda
+    if handle is not None:
+        return int(getattr(handle, "value", handle) or 0)
+    raise TypeError(f"cannot tell the CUDA stream of {stream!r}; give a CuPy, PyTorch or numba stream or a handle")
+
+
+def outlasting(spin_ms: float, idle_ms: float) -> float:
+    """How long to hold: ``spin_ms`` more than twice the call's own time without a hold, so that a call that only
+    works on the host (a sleep, a long loop) returns while the GPU is still held, and one that waits cannot."""
+    return spin_ms + 2 * idle_ms
+
+
+def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, repeats: int = 3,
+          serialization: bool = True, **kwargs) -> ProbeResult:
+    """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
+    the module docstring). Needs a GPU."""
+    from bench.cuda import cupy, runtime
+    from bench.usercode.hold import in_use
+    from bench.measure.memory import StreamRef
+    from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
+    from bench.timing import SpinWatch
+
+    handle = stream_handle(stream)
+    owned = [cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream(non_blocking=True),
+             cupy.cuda.Stream(non_blocking=True)]
+    spinning = owned[0] if not handle else StreamRef(handle)
+    call = lambda: fn(*args, **kwargs)  # noqa: E731
+    runtime.deviceSynchronize()
+    idle_ms, _ = host_interval(call)
+    runtime.deviceSynchronize()
+    spin_ms = outlasting(spin_ms, idle_ms)
+    watch = SpinWatch()
+    if handle is None:
+        hold = in_use()
+        during = lambda: hold.call_during(spin_ms, call)  # noqa: E731
+    else:
+        during = lambda: watch.call_during_spin(spinning, spin_ms, call)  # noqa: E731
+    measured = repeat_until_settled(during, host_verdict, repeats)
+    serializes = None
+    if serialization:
+        pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
+        serializes = consensus([classify_pair(pair.first, pair.second, spin_ms) for pair in pairs],
+                               DEVICE_VERDICTS)[0]
+    busy = [result.spin_running for result in measured.seen]
+    return ProbeResult(measured.verdict, Summary.of([result.host_ms for result in measured.seen]).median,
+                       sum(busy) > len(busy) / 2, idle_ms, measured.stable, measured.verdicts, serializes, spin_ms,
+                       "every stream" if handle is None else f"stream {handle:#x}")

@@ -1,0 +1,180 @@
+"""bench's pytest plugin: fail a test when a region of code waits for the GPU, naming the lines that waited, or when
+its copies (or its NCCL communication) do not hide behind its kernels.
+
+    def test_training_step_never_waits(assert_async):
+        with assert_async():
+            step(batch)
+
+    def test_input_pipeline_overlaps(assert_overlap):
+        pipeline()  # warm up: a first call's loading would be in the trace
+        with assert_overlap(min_hidden=0.8):
+            pipeline()
+
+    def test_ddp_step_hides_its_all_reduces(assert_overlap):  # in each rank, under torchrun
+        with assert_overlap(min_comm_hidden=0.5):
+            train_step(model, batch)
+
+    # or, without the fixture:  from bench.pytest_plugin import assert_async
+
+While the region runs, the device-wide hold (:mod:`bench.usercode.hold`) keeps every kernel of every stream and every
+library from starting, so a call that needs the GPU's results cannot return; a watcher thread finds where the
+region's thread stands still (:mod:`bench.usercode.waits`), releases the hold and holds again. The test fails with the
+lines that waited; a region that only enqueues work passes. Regions nest (an inner one joins the outer hold), and an
+exception inside releases the GPU at once. ``stream=`` keeps the old meaning: only work queued on that stream (a CuPy,
+PyTorch or numba stream, or a handle; 0 for the legacy default stream) is held, behind a one-thread gate.
+
+Without a GPU the test is skipped, with the reason bench's own GPU tests give ("needs a GPU: ..."). Registered through
+the ``pytest11`` entry point; it imports nothing CUDA until a test uses it, so installing bench changes nothing for
+other test suites.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from bench.usercode.syncs.result import DEFAULT_SETTLE_MS
+
+
+class WaitedForGpu(AssertionError):
+    """The region waited for the GPU."""
+
+
+@contextmanager
+def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT_SETTLE_MS) -> Iterator[None]:
+    """Fail (:class:`WaitedForGpu`) if the block waits for the GPU: for work on any stream (the default), or only for
+    work queued on ``stream``. A call that stands still ``settle_ms`` under the hold counts as waiting. Skips the
+    test where no GPU is usable."""
+    skip_without_gpu()
+    if stream is not None:
+        with _gated(stream, timeout_s):
+            yield
+        return
+    from bench.usercode.syncs.run import held_region
+
+    with held_region(settle_ms, entry=sys._getframe(2).f_back) as region:
+        yield
+    if region.waits:
+        raise WaitedForGpu(describe(region.waits))
+
+
+def describe(waits) -> str:
+    """'the region waited for the GPU 2 times: test_step.py:14 loss.item() (torch, cuStreamSynchronize) ...'"""
+    lines = [f"the region waited for the GPU {len(waits)} time{'s' * (len(waits) != 1)} (a line that stood still as "
+             "long on the host, a sleep, I/O or a lock, counts too: python -m bench syncs tells them apart):"]
+    for wait in waits:
+        what = ", ".join(part for part in (wait.library, wait.cuda_call) if part)
+        how = ("held the GIL until the hold's watchdog ended the wait (a kernel's first launch loads it, and "
+               "loading waits for the GPU)" if wait.gil_held else f"stood there {wait.held_ms:.0f} ms under the hold")
+        lines.append(f"  {wait.line.file}:{wait.line.line} {wait.line.source}" + (f" ({what})" if what else "")
+                     + f": {how}")
+    return "\n".join(lines)
+
+
+@contextmanager
+def _gated(stream, timeout_s: float) -> Iterator[None]:
+    """The old meaning: a one-thread gate holds ``stream``; the region waited if the gate's watchdog released it."""
+    from bench.cuda import runtime
+    from bench.measure.memory import StreamRef
+    from bench.usercode.probe import stream_handle
+    from bench.timing import Gate
+
+    gate = Gate(timeout_s)
+    gate.close(StreamRef(stream_handle(stream)))
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        held_ms = (time.perf_counter() - started) * 1e3
+        waited = gate.expired()
+        gate.open()
+        runtime.deviceSynchronize()
+    if waited:
+        raise WaitedForGpu(f"the region waited for the GPU: it held the host {held_ms:.0f} ms and returned only "
+                           f"after the gate holding the stream was released by its {timeout_s:g} s watchdog")
+
+
+class DidNotOverlap(AssertionError):
+    """The traced region's copies or communication hid less behind its kernels, or it ran further from its bound,
+    than required."""
+
+
+@contextmanager
+def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None = None,
+                   min_comm_hidden: float | None = None) -> Iterator[None]:
+    """Trace one run of the block (:func:`bench.tracing`) and fail unless at least ``min_hidden`` of its H2D and D2H
+    copy time ran while a kernel or memset ran, with ``min_efficiency`` it took at most bound / ``min_efficiency``,
+    and with ``min_comm_hidden`` at least that share of its communication (NCCL's kernels) ran while compute ran on
+    the same GPU (HTA's overlap: in a DDP step, its gradient all-reduces behind the backward pass). The failure gives
+    the numbers and the copies exposed longest, with the lines that made them. A region without copies fails a
+    ``min_hidden``, one without NCCL kernels a ``min_comm_hidden``: there is nothing to hide. Skipped without a GPU or
+    CUPTI."""
+    from bench.usercode.activity import TraceUnavailable
+    from bench.usercode.trace.run import tracing
+
+    for name, value in (("min_hidden", min_hidden), ("min_efficiency", min_efficiency),
+                        ("min_comm_hidden", min_comm_hidden)):
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(f"{name} must be between 0 and 1")
+    skip_without_gpu()
+    try:
+        with tracing(bound=min_efficiency is not None) as traced:
+            yield
+    except TraceUnavailable as error:  # no CUPTI, or a profiler holds it: as without a GPU
+        pytest.skip(str(error))
+    check_overlap(traced.result, min_hidden, min_efficiency, min_comm_hidden)
+
+
+def check_overlap(result, min_hidden: float | None = None, min_efficiency: float | None = None,
+                  min_comm_hidden: float | None = None) -> None:
+    """:class:`DidNotOverlap` unless the trace ``result`` (a :class:`bench.TraceResult`) meets every share given."""
+    problems = []
+    if min_hidden is not None and (result.hidden is None or result.hidden < min_hidden):
+        shown = "no H2D or D2H copies ran" if result.hidden is None else f"{result.hidden:.0%} of its copy time"
+        problems.append(f"copies hidden behind kernels: {shown} (at least {min_hidden:.0%} required)")
+    if min_efficiency is not None and (result.efficiency is None or result.efficiency < min_efficiency):
+        shown = "no bound" if result.efficiency is None else f"{result.efficiency:.0%} of its bound"
+        problems.append(f"ran at {shown} (at least {min_efficiency:.0%} required)")
+    if min_comm_hidden is not None and (result.comm_hidden is None or result.comm_hidden < min_comm_hidden):
+        shown = ("no NCCL kernels ran" if result.comm_hidden is None else
+                 f"{result.comm_hidden:.0%} of its {result.comm_ms:.3f} ms, {result.comm_exposed_ms:.3f} ms exposed")
+        gpus = "; ".join(f"GPU {device}: {figures.comm_hidden:.0%}" for device, figures in result.gpus.items()
+                         if figures.comm_hidden is not None)
+        problems.append(f"communication hidden behind compute: {shown} (at least {min_comm_hidden:.0%} required)"
+                        + (f" [{gpus}]" if len(result.gpus) > 1 and gpus else ""))
+    if problems:
+        worst = []
+        for activity, exposed in result.worst_copies():
+            line = result.line_of(activity)
+            worst.append(f"{activity.op} {activity.bytes} bytes ({activity.host_memory}) exposed {exposed:.3f} ms"
+                         + (f" at {line}" if line else ""))
+        bound = "not measured" if result.bound_ms is None else f"{result.bound_ms:.3f} ms"
+        raise DidNotOverlap("; ".join(problems) + f". Makespan {result.makespan_ms:.3f} ms, bound {bound}. Copies "
+                            "exposed longest: " + ("; ".join(worst) or "none"))
+
+
+def skip_without_gpu() -> None:
+    """Skip the running test where no GPU is usable, saying why."""
+    from bench.env import gpu_skip_reason
+
+    reason = gpu_skip_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(name="assert_async")
+def assert_async_fixture():
+    """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable."""
+    skip_without_gpu()
+    return assert_async
+
+
+@pytest.fixture(name="assert_overlap")
+def assert_overlap_fixture():
+    """:func:`assert_overlap`, as a fixture; skips the test where no GPU is usable."""
+    skip_without_gpu()
+    return assert_overlap

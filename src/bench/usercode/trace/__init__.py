@@ -1,0 +1,15 @@
+"""The trace tool (``bench trace``, :func:`bench.trace`, :func:`bench.tracing`, the pytest plugin's
+``assert_overlap``), one concern a module: running a region under CUPTI (``run``), which kernels are communication
+(``collectives``), the overlap arithmetic over one run's records, GPU by GPU and whole (``overlap``), the result and
+its numbers (``result``), its text (``text``), the result assembled from the traced runs (``assemble``), results
+files of table ``trace`` (``files``), a trace read back from one (``load``), the ranks' traces merged into one
+(``merge``), the Perfetto timeline (``perfetto``); and the analysis side: its report section (``section``), its
+figure (``timeline``), two traces compared (``compare``) and printed (``compare_text``).
+
+May import: the records' types (:mod:`bench.usercode.activity`, :mod:`bench.usercode.stacks`), :mod:`bench.timing`'s
+interval arithmetic, :mod:`bench.schema`, :mod:`bench.store`, :mod:`bench.units`, :mod:`bench.vocabulary`,
+:mod:`bench.errors`; never CUDA but in ``run``, the one that records (CUDA and CUPTI on first use). The analysis side
+reads results files with pandas (and :mod:`bench.store`, :mod:`bench.analysis`, :mod:`bench.plots`,
+:mod:`bench.compare`'s environment columns) and imports nothing that measures, not even the records' types;
+``collectives`` imports nothing, so the timeline uses its rule.
+"""

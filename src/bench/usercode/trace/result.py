@@ -1,0 +1,24 @@
+"""What :func:`bench.trace` found: :class:`TraceResult`, a :class:`~bench.usercode.trace.model.Trace` that prints as
+its text (:mod:`bench.usercode.trace.text`) and writes its Perfetto timeline (:mod:`bench.usercode.trace.perfetto`):
+the model stands below the outputs that read it, and this stands above them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.usercode.trace.model import Trace
+from bench.usercode.trace.perfetto import write
+from bench.usercode.trace.text import describe
+
+
+class TraceResult(Trace):
+    """What :func:`bench.trace` found (see :class:`~bench.usercode.trace.model.Trace`): ``str()`` is its text,
+    ``to_json()`` its JSON, ``to_perfetto(path)`` its timeline."""
+
+    def to_perfetto(self, path) -> Path:
+        """Write the described run's timeline to ``path``, a JSON file Perfetto (ui.perfetto.dev) and
+        chrome://tracing open (:mod:`bench.usercode.trace.perfetto`)."""
+        return write(self, path)
+
+    def __str__(self) -> str:
+        return "\n".join(describe(self))

@@ -1,0 +1,193 @@
+"""How much does my code overlap? ``bench.trace(fn)`` records what ``fn`` ran on the GPU with CUPTI
+(:mod:`bench.usercode.activity`) and tells, from the records' execution intervals:
+
+- the makespan (first start to last end on the GPU) and the busy time of each engine: ``compute`` (kernels and
+  memsets), ``H2D``, ``D2H`` and ``D2D`` copies;
+- the copy time hidden behind compute: of the time an H2D or D2H copy ran, the share during which a kernel or memset
+  ran too;
+  the time both directions copied at once; the time two or more kernels ran at once;
+- the GPU's idle gaps of :data:`GAP_NS` or more, each joined with the driver call the host was in when the GPU ran
+  dry (the line that made it, from the call's Python stack), where there was one;
+- the pageable copies, each against a pinned copy of its size on this GPU (the bandwidth experiment's result where
+  the GPU has one, else measured);
+- the bound: the least time the same work can take with perfect overlap, ``max(compute busy, the copies at pinned
+  speed with both directions at once where there are two copy engines, D2D busy)``, the overlap experiment's rule
+  (:mod:`bench.experiments.overlap`), fill and drain not in it; the efficiency is bound / makespan. ``fill_ms`` (until
+  compute first ran) and ``drain_ms`` (after compute last ran) say what the pipeline's ends cost.
+
+``fn`` runs once to warm up, then ``runs`` times without tracing and ``runs`` times traced, alternately: the traced run
+of median makespan is the one described, and the host time of the traced runs against the untraced ones is the
+tracing overhead. Event intervals are not used for overlap: a copy's event interval includes the time it waited for
+its engine. :func:`tracing` records one run of a ``with`` block (the pytest helper ``assert_overlap`` uses it).
+
+Several GPUs: the records carry their GPU, each GPU is analysed on its own (its copies hide only behind its own
+compute) and the whole is their sum, with the makespan from the first start on any to the last end on any. NCCL's
+kernels are communication, not compute (:mod:`bench.usercode.trace.collectives`): their time hidden behind compute (HTA's
+overlap), exposed, and the compute idle while it was exposed. Ranks of a torchrun job each trace their own GPU and
+save it (``tracing(save=..., rank=...)``); :func:`bench.usercode.trace.merge.merged` makes them one.
+
+This module runs the region under CUPTI; what it finds is assembled, shown, saved and exported by the other parts of
+:mod:`bench.usercode.trace`; :mod:`bench.trace` gives their public names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.libraries import loaded_versions
+from bench.usercode.activity import Activity, Op, Recording, TraceUnavailable
+from bench.usercode.trace import files
+from bench.usercode.trace.assemble import result_of
+from bench.usercode.trace.result import TraceResult
+
+DEFAULT_RUNS = 5
+
+
+# --- running on the GPU --------------------------------------------------------------------------------------------
+
+def pinned_results(results, gpu_uuid: str) -> dict[tuple[str, int], float]:
+    """(direction, bytes) -> median ms of the bandwidth experiment's pinned, ok rows of GPU ``gpu_uuid`` in
+    ``results`` (rows of results files); of several runs, the newest."""
+    if not {"experiment", "gpu_uuid", "host_memory", "direction", "bytes", "status", "median_ms"} <= set(results):
+        return {}
+    mine = results[(results["experiment"] == "bandwidth") & (results["gpu_uuid"] == gpu_uuid)
+                   & (results["host_memory"] == "pinned") & (results["status"] == "ok")]
+    order = mine.sort_values("run_id") if "run_id" in mine else mine  # the newest run last: it wins
+    return {(str(row["direction"]), int(row["bytes"])): float(row["median_ms"]) for _, row in order.iterrows()}
+
+
+def _references(results=None, bound: bool = True):
+    """The GPU-side references: the copies' bound (None without ``bound``) and one pinned copy's time, from
+    ``results`` (rows of results files: the bandwidth experiment's pinned copies on this GPU) where they hold the
+    size, else measured."""
+    from bench.usercode.pinned import copy_engines, pinned_copy_ms
+
+    known: dict[tuple[str, int], float] = {}
+    if results is not None and len(results):
+        from bench.cuda import runtime
+        from bench.env import gpu_environment
+
+        known = pinned_results(results, gpu_environment(runtime.getDevice()).gpu_uuid)
+
+    def copy_bound(h2d_bytes: int, d2h_bytes: int) -> tuple[float, int]:
+        engines = copy_engines(h2d_bytes, d2h_bytes)
+        return engines.bound_ms(), engines.engines
+
+    def pinned(op: Op, nbytes: int) -> tuple[float, str]:
+        if (str(op), nbytes) in known:
+            return known[(str(op), nbytes)], "results"
+        return pinned_copy_ms(str(op), nbytes), "measured"
+
+    return (copy_bound if bound else None), pinned
+
+
+def _run_synchronized(call: Callable[[], object], synchronize: Callable[[], None]) -> float:
+    """The host time (ms) of ``call()`` from an idle GPU until ``synchronize()`` found the GPU idle again."""
+    from bench.timing import host_interval
+
+    synchronize()
+    ms, _ = host_interval(lambda: (call(), synchronize()))
+    return ms
+
+
+def rank_of(rank: int | None) -> int | None:
+    """``rank``, else the process's rank as torchrun (and launchers like it) give it in ``RANK``, else None."""
+    if rank is not None:
+        return rank
+    given = os.environ.get("RANK", "")
+    return int(given) if given.isdigit() else None
+
+
+def _usable() -> None:
+    from bench.env import no_gpu_reason
+
+    reason = no_gpu_reason()
+    if reason:
+        raise TraceUnavailable(f"tracing needs a GPU: {reason}")
+
+
+def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, results=None, target: str = "",
+          leave_out: Callable[[Activity], bool] | None = None, lines: bool = True, rank: int | None = None,
+          **kwargs) -> TraceResult:
+    """Trace ``fn(*args, **kwargs)`` (see the module docstring). ``results``: rows of results files whose pinned
+    bandwidth rows of this GPU stand in for measuring the pinned reference. ``leave_out``: records that are not the
+    region's own (a gate kernel the region's work waits behind). ``lines=False`` leaves out the driver-call callbacks:
+    no host waits, no lines, less overhead where every call blocks (pageable copies). ``rank``: this process's rank
+    where several trace at once (default: ``RANK`` from the environment). :class:`TraceUnavailable` (one line) without
+    a GPU or CUPTI."""
+    if runs < 1:
+        raise ValueError("runs must be at least 1")
+    _usable()
+    from bench.usercode.activity import open_recorder, synchronize_used
+
+    recorder = open_recorder(calls=lines)
+    recordings: list[Recording] = []
+    untraced: list[float] = []
+    traced: list[float] = []
+
+    def run() -> None:
+        fn(*args, **kwargs)
+
+    try:
+        if warmup:
+            _run_synchronized(run, synchronize_used)
+        for _ in range(runs):
+            untraced.append(_run_synchronized(run, synchronize_used))
+            recorder.start()
+            try:
+                traced.append(_run_synchronized(run, recorder.synchronize))
+            finally:
+                recordings.append(recorder.stop())
+    finally:
+        recorder.close()
+    if leave_out is not None:
+        recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
+    copy_bound, pinned = _references(results)
+    result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
+                       target=target, rank=rank_of(rank))
+    result.libraries = loaded_versions()
+    return result
+
+
+class Traced:
+    """What :func:`tracing` yields: ``result`` once the block has ended."""
+
+    result: TraceResult | None = None
+
+
+@contextmanager
+def tracing(target: str = "", bound: bool = True, save: str | Path | None = None,
+            rank: int | None = None) -> Iterator[Traced]:
+    """Trace one run of the ``with`` block (warm it up first: a first call's loading is in the trace otherwise).
+    ``bound=False`` skips measuring the copies' bound (seconds of pinned copies): no bound, no efficiency. ``save``:
+    also write the trace to this new results file (table ``trace``), with this GPU's environment. ``rank``: this
+    process's rank where several trace at once, as :func:`bench.usercode.trace.merge.merged` names them (default: ``RANK``
+    from the environment, as torchrun sets it)."""
+    _usable()
+    from bench.cuda import runtime
+    from bench.usercode.activity import open_recorder, synchronize_used
+
+    recorder = open_recorder()
+    box = Traced()
+    try:
+        synchronize_used()
+        recorder.start()
+        try:
+            yield box
+            recorder.synchronize()
+        finally:
+            recording = recorder.stop()
+    finally:
+        recorder.close()
+    copy_bound, pinned = _references(bound=bound)
+    box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target, rank=rank_of(rank))
+    box.result.libraries = loaded_versions()
+    if save is not None:
+        from bench.env import gpu_environment
+
+        environment = gpu_environment(runtime.getDevice())
+        box.result.environments = {box.result.rank: environment.as_dict()}
+        files.save([(target, box.result)], environment, save)
