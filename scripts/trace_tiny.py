@@ -55,7 +55,7 @@ def child(library: str, variant: str, kernels: int, rounds: int) -> dict:
     """One process: warm-up, then ``rounds`` rounds of an untraced and a traced run (order alternating)."""
     from cupti import cupti
 
-    from bench.measure import activity
+    from bench.usercode import activity
 
     completions = {"during": 0, "all": 0}
     in_region = [False]

@@ -7,8 +7,8 @@ import ctypes
 
 import numpy as np
 
-from bench.measure import activity_buffers
-from bench.measure.activity_buffers import BUFFER_BYTES, Layout, Pool, read
+from bench.usercode import activity_buffers
+from bench.usercode.activity_buffers import BUFFER_BYTES, Layout, Pool, read
 
 RECORD = np.dtype([("kind", np.uint32), ("pad", np.uint32), ("start", np.uint64), ("end", np.uint64),
                    ("stream_id", np.uint32), ("bytes", np.uint64)], align=True)

@@ -341,7 +341,7 @@ def test_a_committed_ddp_trace_reads_back_with_the_communication_overlap_it_save
     """Each committed merged DDP trace holds two GPUs of two ranks, NCCL kernels among its records, and a
     communication-overlap column whose saved value is what its records give when read back and analysed again; the
     exposed step (one all-reduce after backward) hides none of its communication."""
-    from bench.traces.load import load
+    from bench.usercode.trace.load import load
 
     rows = pd.read_parquet(path)
     assert {"comm_hidden", "gpu_comm_hidden", "comm_ms", "rank", "device"} <= set(rows.columns)

@@ -18,8 +18,8 @@ The instruments:
 - :mod:`~bench.usercode.stacks`: stack attribution, a stack's frames named by library and the user's line in it;
 - :mod:`~bench.usercode.driver_callbacks`, :mod:`~bench.usercode.cuda_calls`: CUPTI's driver callbacks, what call a
   thread is in;
-- :mod:`~bench.usercode.activity`: CUPTI's records of what ran, each with its GPU; :mod:`~bench.usercode.pinned`:
-  the pinned copies a trace compares with.
+- :mod:`~bench.usercode.activity`: CUPTI's records of what ran, each with its GPU, read from the buffers of
+  :mod:`~bench.usercode.activity_buffers`; :mod:`~bench.usercode.pinned`: the pinned copies a trace compares with.
 
 May import the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`), :mod:`bench.cuda`, CUPTI (each on first
 use), :mod:`bench.libraries`, :mod:`bench.schema`, :mod:`bench.store` and the bottom floor; never an experiment, the

@@ -4,7 +4,7 @@ on the GPU (execution times: a copy's record begins when its engine starts it, n
 callbacks on the driver calls that may wait (:data:`bench.usercode.cuda_calls.WAITING`), each with its host start and
 end on the same clock, its correlation id and, where it took long or copied, the Python stack that made it.
 The records go into buffers allocated before recording starts and are read after it stops
-(:mod:`bench.measure.activity_buffers`): no Python work per record while a region runs.
+(:mod:`bench.usercode.activity_buffers`): no Python work per record while a region runs.
 
 :class:`Recorder` is opened once (:func:`open_recorder`, which says in one line why it cannot be: no cupti-python,
 no libcupti, another profiler holding CUPTI) and records between :meth:`Recorder.start` and :meth:`Recorder.stop`.
@@ -17,8 +17,8 @@ import ctypes
 from dataclasses import dataclass
 from threading import get_ident
 
-from bench.measure import activity_buffers
-from bench.measure.activity_buffers import Layout
+from bench.usercode import activity_buffers
+from bench.usercode.activity_buffers import Layout
 from bench.usercode.cuda_calls import waiting_callback_ids
 from bench.usercode.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame, check, library
 from bench.usercode.stacks import Frame, frames_of, places_of
