@@ -29,8 +29,8 @@ TOTAL_BYTES = 256 << 20
 def main() -> int:
     arguments = out_and_rounds(__doc__.splitlines()[0], 5)
     from bench.env import gpu_environment
-    from bench.usercode.pinned import copy_engines
     from bench.measure.pipeline import Payload
+    from bench.usercode.pinned import copy_engines
 
     environment = gpu_environment(0)
     bounds: dict[str, list[float]] = {"payload A": [], "payload B": [], "fresh (trace)": []}

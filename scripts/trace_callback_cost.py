@@ -62,9 +62,9 @@ def main() -> int:
 
     from bench.cuda import cupy, runtime
     from bench.env import gpu_environment
+    from bench.measure.memory import host_buffer
     from bench.usercode import activity
     from bench.usercode.activity import open_recorder
-    from bench.measure.memory import host_buffer
 
     environment = gpu_environment(0)
     print(f"{environment.gpu_name} {environment.gpu_uuid} {environment.git_commit}")

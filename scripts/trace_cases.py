@@ -335,10 +335,10 @@ def main() -> int:
     import pandas as pd
 
     from bench import plots, store
-    from bench.usercode.trace.timeline import timeline
     from bench.env import gpu_environment
     from bench.experiments import registry
     from bench.trace import save
+    from bench.usercode.trace.timeline import timeline
 
     environment = gpu_environment(0)
     slug = plots.gpu_slug(pd.DataFrame([environment.as_dict()]))

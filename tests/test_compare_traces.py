@@ -11,8 +11,8 @@ import pytest
 import synthetic
 from bench import cli, store
 from bench.experiments import registry
-from bench.usercode.activity import Activity, Op, Recording
 from bench.trace import result_of, save
+from bench.usercode.activity import Activity, Op, Recording
 from bench.usercode.trace.compare import Verdict, compare, judge, read
 
 MS = 1_000_000

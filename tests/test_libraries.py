@@ -179,14 +179,14 @@ def test_loaded_libraries_are_those_in_the_process(monkeypatch, versions):
 
 
 def test_syncs_and_trace_rows_record_the_libraries_loaded(tmp_path):
-    from bench.usercode.activity import Activity, Op, Recording
-    from bench.usercode.stacks import Frame
-    from bench.usercode.waits import Wait
     from bench.syncs import SyncsResult
-    from bench.usercode.syncs.result import places
     from bench.syncs import save as save_syncs
     from bench.trace import result_of
     from bench.trace import save as save_trace
+    from bench.usercode.activity import Activity, Op, Recording
+    from bench.usercode.stacks import Frame
+    from bench.usercode.syncs.result import places
+    from bench.usercode.waits import Wait
 
     loaded = {"cupy_version": "cupy-cuda12x 14", "torch_version": "torch 2.5.1"}
     frames = (Frame("/u/train.py", 3, "step", ""), Frame("/site/torch/x.py", 9, "sync", "torch"))

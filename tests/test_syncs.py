@@ -11,11 +11,11 @@ import time
 
 import pytest
 
+from bench.syncs import SyncsResult
 from bench.usercode.stacks import Frame, library_of, stack_of, user_index
+from bench.usercode.syncs.result import places
 from bench.usercode.waits import Wait
 from bench.usercode.watcher import Watcher
-from bench.syncs import SyncsResult
-from bench.usercode.syncs.result import places
 
 
 class FakeHold:

@@ -13,9 +13,9 @@ import pytest
 
 import synthetic
 from bench import cli, plots, report, store
+from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame
-from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
 from bench.usercode.tools import tool
 from paths import with_path
 

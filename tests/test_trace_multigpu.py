@@ -10,13 +10,13 @@ import pytest
 
 import synthetic
 from bench import cli, plots, store
-from bench.usercode.trace.timeline import timeline
+from bench.trace import merged, result_of, save
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame
-from bench.trace import merged, result_of, save
 from bench.usercode.trace.collectives import is_collective
 from bench.usercode.trace.load import load
 from bench.usercode.trace.merge import merged_files
+from bench.usercode.trace.timeline import timeline
 from test_trace_perfetto import read_timeline
 
 US = 1_000  # ns

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bench import cli
+from bench.trace import WAIT_NS, result_of
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame
-from bench.trace import WAIT_NS, result_of
 
 US = 1_000  # ns
 MIB = 1 << 20

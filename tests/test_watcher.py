@@ -8,9 +8,9 @@ import sys
 import threading
 import time
 
-from bench.usercode.watcher import FAST_SETTLE_S, KNOWN_AFTER, Gate, Watcher
 from bench.usercode.probe import outlasting
 from bench.usercode.syncs.result import places
+from bench.usercode.watcher import FAST_SETTLE_S, KNOWN_AFTER, Gate, Watcher
 
 
 class FakeHold:

@@ -7,9 +7,9 @@ from bench.usercode.trace.assemble import result_of
 from bench.usercode.trace.files import SUMMARY, TABLE, columns, save
 from bench.usercode.trace.load import load
 from bench.usercode.trace.merge import merged, merged_files
+from bench.usercode.trace.model import GpuFigures, HostWait, PageableCopies
 from bench.usercode.trace.outputs import WAIT_NS, shown
 from bench.usercode.trace.overlap import ENGINES, GAP_NS, JOIN_NS, LINK, Gap, Overlap, overlap_of
-from bench.usercode.trace.model import GpuFigures, HostWait, PageableCopies
 from bench.usercode.trace.result import TraceResult
 from bench.usercode.trace.run import DEFAULT_RUNS, pinned_results, trace, tracing
 from bench.usercode.trace.text import describe

@@ -19,9 +19,9 @@ from bench.experiments import registry
 from bench.report import figures
 from bench.report.bar import DelayedBar
 from bench.sweep.plan import Request
+from bench.usercode.tools import saved
 from bench.usercode.trace.compare import is_trace
 from bench.usercode.trace.compare_text import compared
-from bench.usercode.tools import saved
 from bench.views import in_order
 
 

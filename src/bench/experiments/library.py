@@ -41,11 +41,11 @@ from bench.cuda import cupy, kept_device, make_current, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.libraries import BY_NAME, Library, measured_versions
 from bench.measure import columns
-from bench.usercode.hold import device_hold
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
                                     pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
 from bench.schema import FLAG, FLOAT, TEXT, column
 from bench.timing import Context, Floor, SpinWatch, StopRule, host_interval
+from bench.usercode.hold import device_hold
 from bench.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit, values
 
 PLACEMENTS = values(LibraryPlacement)

@@ -83,10 +83,10 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
     from bench.cuda import cupy, runtime
-    from bench.usercode.hold import in_use
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
+    from bench.usercode.hold import in_use
 
     handle = stream_handle(stream)
     owned = [cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream(non_blocking=True),

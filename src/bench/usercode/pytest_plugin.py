@@ -80,8 +80,8 @@ def _gated(stream, timeout_s: float) -> Iterator[None]:
     """The old meaning: a one-thread gate holds ``stream``; the region waited if the gate's watchdog released it."""
     from bench.cuda import runtime
     from bench.measure.memory import StreamRef
-    from bench.usercode.probe import stream_handle
     from bench.timing import Gate
+    from bench.usercode.probe import stream_handle
 
     gate = Gate(timeout_s)
     gate.close(StreamRef(stream_handle(stream)))

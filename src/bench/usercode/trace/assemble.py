@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bench.usercode.activity import Activity, HostCall, Op, Recording
-from bench.usercode.trace.overlap import LINK, Overlap, combined, per_gpu
-from bench.usercode.trace.outputs import WAIT_NS, line_of_frames, source_of_frames
 from bench.usercode.trace.model import GpuFigures, HostWait, PageableCopies, RunFigures
+from bench.usercode.trace.outputs import WAIT_NS, line_of_frames, source_of_frames
+from bench.usercode.trace.overlap import LINK, Overlap, combined, per_gpu
 from bench.usercode.trace.result import TraceResult
 
 

@@ -9,8 +9,8 @@ import datetime
 import math
 from collections.abc import Sequence
 
-from bench.usercode.trace.overlap import GAP_NS
 from bench.usercode.trace.model import Trace
+from bench.usercode.trace.overlap import GAP_NS
 
 TABLE = "trace"
 SUMMARY_DOCS = {

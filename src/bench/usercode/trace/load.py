@@ -22,8 +22,8 @@ from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.stacks import Frame
 from bench.usercode.trace.assemble import described, pageable_of, waits_of
 from bench.usercode.trace.files import KERNEL_RUNS, RUNS, TABLE
-from bench.usercode.trace.overlap import Gap, one_gpu
 from bench.usercode.trace.model import GpuFigures, RunFigures
+from bench.usercode.trace.overlap import Gap, one_gpu
 from bench.usercode.trace.result import TraceResult
 
 RECORDS = tuple(str(op) for op in Op)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from bench.errors import UsageError
 from bench.usercode.trace.assemble import described, waits_of
-from bench.usercode.trace.overlap import Gap, combined
 from bench.usercode.trace.model import GpuFigures
+from bench.usercode.trace.overlap import Gap, combined
 from bench.usercode.trace.result import TraceResult
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.usercode.activity import Activity, HostCall, Op
 from bench.timing import concurrent, gaps, length, shared, union
+from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.collectives import is_collective
 
 GAP_NS = 10_000  # shorter idle stretches are launch latency, not a gap
