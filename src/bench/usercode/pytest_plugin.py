@@ -18,14 +18,14 @@ its copies (or its NCCL communication) do not hide behind its kernels.
 
 While the region runs, the device-wide hold (:mod:`bench.usercode.hold`) keeps every kernel of every stream and every
 library from starting, so a call that needs the GPU's results cannot return; a watcher thread finds where the
-region's thread stands still (:mod:`bench.usercode.waits`), releases the hold and holds again. The test fails with the
+region's thread stands still (:mod:`bench.usercode.watcher`), releases the hold and holds again. The test fails with the
 lines that waited; a region that only enqueues work passes. Regions nest (an inner one joins the outer hold), and an
 exception inside releases the GPU at once. ``stream=`` keeps the old meaning: only work queued on that stream (a CuPy,
 PyTorch or numba stream, or a handle; 0 for the legacy default stream) is held, behind a one-thread gate.
 
 Without a GPU the test is skipped, with the reason bench's own GPU tests give ("needs a GPU: ..."). Registered through
-the ``pytest11`` entry point; it imports nothing CUDA until a test uses it, so installing bench changes nothing for
-other test suites.
+the ``pytest11`` entry point, :mod:`bench.pytest_plugin`, which gives these names; it imports nothing CUDA until a
+test uses it, so installing bench changes nothing for other test suites.
 """
 
 from __future__ import annotations
