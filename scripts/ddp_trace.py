@@ -9,11 +9,11 @@ step (forward, backward, SGD step) on its own batch:
 - ``exposed``: the same step inside ``no_sync()`` (no bucketed all-reduce) and then one explicit all-reduce of
   every gradient, flattened, after backward: communication exposed by construction.
 
-Each variant is warmed up, then run ``--runs`` times untraced, each run between CUDA events on the step's stream
-(the step's GPU time, and, for ``exposed``, events just before and after the all-reduce: the collective's time as the
-step's stream sees it), then once under ``bench.tracing(save=..., rank=...)``. Rank 0 merges the ranks' traces of
-each variant (:func:`bench.usercode.trace.merge.merged_files`) and writes them with their Perfetto timelines; every rank's
-readings go into one JSON. The readings printed side by side:
+Each variant is warmed up, then run ``--runs`` times untraced, each run between CUDA events on the step's stream (the
+step's GPU time, and, for ``exposed``, events just before and after the all-reduce: the collective's time as the step's
+stream sees it), then once under ``bench.tracing(save=..., rank=...)``. Rank 0 merges the ranks' traces of each variant
+(:func:`bench.usercode.trace.merge.merged_files`) and writes them with their Perfetto timelines; every rank's readings
+go into one JSON. The readings printed side by side:
 
 - bench's communication hidden, exposed and idle per GPU, ``ddp`` against ``exposed`` (whose hidden share must be
   near 0: its all-reduce follows backward);

@@ -1,6 +1,6 @@
-"""Two traces compared (:mod:`bench.usercode.trace.compare`) as ``bench compare`` prints them: text for a terminal, Markdown for
-a pull request, JSON for CI, every text a results file carries escaped for where it lands. The analysis side: it reads
-results files only."""
+"""Two traces compared (:mod:`bench.usercode.trace.compare`) as ``bench compare`` prints them: text for a terminal,
+Markdown for a pull request, JSON for CI, every text a results file carries escaped for where it lands. The analysis
+side: it reads results files only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Results files of table ``trace`` (``bench trace --save``): one row per kernel, copy, memset, idle gap and host
-wait of the described run, each with the trace's headline numbers, its GPU's own (``gpu_*``) and the environment.
-A row keeps what :mod:`bench.usercode.trace.load` needs to read the trace back and :mod:`bench.usercode.trace.merge` to put it on one
-clock with other ranks' traces: its GPU, its rank, the run's origin on CUPTI's clock, the call that made it."""
+"""Results files of table ``trace`` (``bench trace --save``): one row per kernel, copy, memset, idle gap and host wait
+of the described run, each with the trace's headline numbers, its GPU's own (``gpu_*``) and the environment. A row keeps
+what :mod:`bench.usercode.trace.load` needs to read the trace back and :mod:`bench.usercode.trace.merge` to put it on
+one clock with other ranks' traces: its GPU, its rank, the run's origin on CUPTI's clock, the call that made it."""
 
 from __future__ import annotations
 

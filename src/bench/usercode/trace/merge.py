@@ -2,10 +2,10 @@
 GPU and saves it (``bench.tracing(save=..., rank=...)``, ``bench trace --save``); :func:`merged` puts them on one
 timeline with a figure set per GPU and the whole.
 
-Each rank's figures are its own, as its process found them (its GPUs' gaps joined with its own host calls). The
-whole is :func:`bench.usercode.trace.overlap.combined` of every GPU's: the makespan from the first start on any GPU to the
-last end on any, which holds only where the ranks' timestamps are on one clock. CUPTI's timestamps of the processes
-of one host are (they read the host's clock); those of two hosts are not, so bench merges the ranks of one host only.
+Each rank's figures are its own, as its process found them (its GPUs' gaps joined with its own host calls). The whole is
+:func:`bench.usercode.trace.overlap.combined` of every GPU's: the makespan from the first start on any GPU to the last
+end on any, which holds only where the ranks' timestamps are on one clock. CUPTI's timestamps of the processes of one
+host are (they read the host's clock); those of two hosts are not, so bench merges the ranks of one host only.
 """
 
 from __future__ import annotations

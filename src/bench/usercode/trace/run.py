@@ -19,11 +19,11 @@
 of median makespan is the one described, and the host time of the traced runs against the untraced ones is the
 tracing overhead. Event intervals are not used for overlap: a copy's event interval includes the time it waited for
 its engine. :func:`tracing` records one run of a ``with`` block (the pytest helper ``assert_overlap`` uses it).
-
-Several GPUs: the records carry their GPU, each GPU is analysed on its own (its copies hide only behind its own
+ Several GPUs: the records carry their GPU, each GPU is analysed on its own (its copies hide only behind its own
 compute) and the whole is their sum, with the makespan from the first start on any to the last end on any. NCCL's
-kernels are communication, not compute (:mod:`bench.usercode.trace.collectives`): their time hidden behind compute (HTA's
-overlap), exposed, and the compute idle while it was exposed. Ranks of a torchrun job each trace their own GPU and
+kernels are communication, not compute (:mod:`bench.usercode.trace.collectives`): their time hidden behind compute
+(HTA's overlap), exposed, and the compute idle while it was exposed. Ranks of a torchrun job each trace their own GPU
+and
 save it (``tracing(save=..., rank=...)``); :func:`bench.usercode.trace.merge.merged` makes them one.
 
 This module runs the region under CUPTI; what it finds is assembled, shown, saved and exported by the other parts of
@@ -164,8 +164,8 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
     """Trace one run of the ``with`` block (warm it up first: a first call's loading is in the trace otherwise).
     ``bound=False`` skips measuring the copies' bound (seconds of pinned copies): no bound, no efficiency. ``save``:
     also write the trace to this new results file (table ``trace``), with this GPU's environment. ``rank``: this
-    process's rank where several trace at once, as :func:`bench.usercode.trace.merge.merged` names them (default: ``RANK``
-    from the environment, as torchrun sets it)."""
+    process's rank where several trace at once, as :func:`bench.usercode.trace.merge.merged` names them (default:
+    ``RANK`` from the environment, as torchrun sets it)."""
     _usable()
     from bench.cuda import runtime
     from bench.usercode.activity import open_recorder, synchronize_used
