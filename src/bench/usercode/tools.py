@@ -1,8 +1,8 @@
 """The tools that look at the user's code, one record each (:class:`Tool`, in :data:`TOOLS`): its name (its command,
-its results table, its report section), what it shows, its result type, and the parts that show what it found: its
-table's columns and writer, its report section and its figure. The report (its sections, their figures, its
-contents) and the command line (the tables ``report`` reads and says it reads, what ``--save`` writes and
-``--plot`` draws) loop over these records: a new tool is its own files and one record here.
+its report section), what it shows, its result type, and the parts that keep and show what it found: its results
+table, that table's columns and writer, its report section (:class:`Section`) and its figure. The report loops over
+the records for its sections, their figures and its contents, and ``bench report`` for the tables it reads and says it
+reads; ``--save`` and ``--plot`` go through a tool's record. A new tool is its own files and one record here.
 
 Imports nothing of bench and no library: a record names its parts (:class:`Part`), each imported only when it is
 used, so that the command line starts without them and the analysis side reads the records without measuring code. A
