@@ -3,8 +3,8 @@ pytest-benchmark benchmarks in benchmarks/ (the other suite is deselected).
 
 Plain ``pytest`` spreads the tests over the machine's CPUs (pytest-xdist's ``-n auto`` in pyproject.toml; ``-n 0``
 runs them in this process). Each test is a unit of work of its own, but for the modules run by one worker each, test
-after test: each GPU test module (every GPU test lives in tests/test_gpu*.py), so that its tests never share the GPU
-with each other (a GPU machine runs its GPU modules at once, each in a process and CUDA context of its own), and each
+after test: every GPU test (each lives in tests/test_gpu*.py), one worker running them all, so that no two share the GPU
+(run at once, one module's copies slowed another's bandwidth below its own ordering checks), and each
 module of GROUPED, whose module-scoped fixtures are expensive (a report rendered once for the module). ``--benchmark-only`` runs in this process: pytest-benchmark measures nothing
 under xdist."""
 
@@ -22,10 +22,12 @@ def is_benchmark(item) -> bool:
 
 
 def group(nodeid: str) -> str:
-    """The unit of work of a test, by its node id: its module for a GPU module or a module of GROUPED, else the
-    test itself."""
+    """The unit of work of a test, by its node id: all GPU tests together, a module of GROUPED, else the test
+    itself."""
     module = nodeid.split("::")[0]
-    return module if module.startswith("tests/test_gpu") or module in GROUPED else nodeid
+    if module.startswith("tests/test_gpu"):
+        return "tests/test_gpu"
+    return module if module in GROUPED else nodeid
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist turns -n auto into workers

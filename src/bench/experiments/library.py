@@ -265,5 +265,7 @@ EXPERIMENT = Experiment(
     share_s=22,
     row_timeout_s=60,
     warm=warm,
-    warm_shards=8,  # the catalog's first calls (CuPy's and Triton's compiling): 27 s in one process, 19.0 s in 4, fresh H100
+    # the catalog's first calls (CuPy's and Triton's compiling): 27 s in one process on a fresh H100; in 8 processes
+    # 22.1 s, where 4 took 19.0 s (all the warm-up's processes were slower)
+    warm_shards=4,
 )
