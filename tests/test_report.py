@@ -72,7 +72,7 @@ def test_cells_read_as_people_write_them():
 
 
 def test_the_truth_tables_are_html_tables_with_the_documentation_on_hover(one_gpu):
-    assert one_gpu.startswith("<!doctype html>") and one_gpu.count("<table class='truth'>") == 2
+    assert one_gpu.startswith("<!doctype html>") and one_gpu.count("<table class='truth'>") == 3
     classes, title, text = td(one_gpu, "cudaFree on none (spinning stream blocking)")
     assert classes == "bad" and text == "20"  # host ms in blocking cells
     assert title == ("cudaFree on none (spinning stream blocking): waits-for-device; host 19.9 ms; with nothing "
@@ -91,6 +91,19 @@ def test_the_truth_tables_are_html_tables_with_the_documentation_on_hover(one_gp
                     "serializes</b>: the second started only after the first ended"):
         assert meaning in one_gpu
     assert "blocking_truth_table" not in one_gpu  # the tables replace the (unreadably wide) figure
+
+
+def test_the_library_truth_table_is_an_html_table_after_its_headline(one_gpu):
+    section = one_gpu.split(">library</h2>")[1].split("<h2")[0]
+    assert "library_truth_table" not in section and "<img" not in section  # the table replaces the (long) figure
+    assert section.index("<th>waits on its own stream</th>") < section.index("<table class='truth'>")
+    assert ">where the spin kernel runs</th>" in section and ">two spins around the call</th>" in section
+    classes, title, text = td(section, "cupy a.item(), on the call's stream: waits-for-device")
+    assert classes == "bad group" and text == "20"  # the first column of its group
+    classes, title, text = td(section, "cupy cupy.cuda.Device().synchronize(), two spins around the call: serializes")
+    assert classes == "bad" and text == "host"
+    assert "<tr class=library><th>numba " in section  # each library's calls begin below a rule
+    assert "<b>serializes</b>: the second started only after the first ended" in section
 
 
 def test_claims_are_coloured_by_whether_the_measurement_agrees(one_gpu):
@@ -119,7 +132,7 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
                         one_gpu)
     assert sorted(name for name, *_ in images) == [
         "alloc", "bandwidth", "batched", "connections", "crossgpu_truth_table", "firstcall", "hostlinks",
-        "hostmemory", "latency", "launch", "library_truth_table", "managed", "overlap_heatmap", "overlap_scaling",
+        "hostmemory", "latency", "launch", "managed", "overlap_heatmap", "overlap_scaling",
         "overlap_timeline", "peer_matrix_16mib", "peer_matrix_1mib", "peer_matrix_256mib", "roundtrip", "waitmodes",
         "zerocopy"]
     for name, width, height, encoded in images:

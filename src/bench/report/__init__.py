@@ -1,8 +1,8 @@
 """One self-contained HTML report of results, for people to read: the answers first (per GPU, newest run first: its
 newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
 on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
-are several) each experiment's headline table and figures, the blocking and serialization truth tables as HTML
-tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU, the
+are several) each experiment's headline table and figures, the truth tables (blocking, serialization, library) as
+HTML tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU, the
 newest is shown. Of several GPUs of one model, the one that measured an experiment last shows its figures, the
 others say so (``bench report --gpu`` or ``bench plot`` draw theirs): the report stays quick to make and to open.
 Figures shrink to the page's width; a table column holds one unit, named in its header.

@@ -1,5 +1,5 @@
-"""One GPU's part of the report: each experiment's headline table and figures, the blocking and serialization truth
-tables as HTML tables, the claims."""
+"""One GPU's part of the report: each experiment's headline table and figures, the truth tables (blocking,
+serialization, library) as HTML tables, the claims."""
 
 from __future__ import annotations
 
@@ -12,13 +12,20 @@ from bench.analysis import Gpu, only
 from bench.compare import describe
 from bench.report.markup import anchor, cell, contents, figure, legend, table, text, web_link
 from bench.views import in_order
-from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, ClaimVerdict, DeviceVerdict, HostVerdict, Status
+from bench.vocabulary import (PLACEMENTS, SPIN_MS, SPIN_STREAMS, ClaimVerdict, DeviceVerdict, HostVerdict,
+                              LibraryPlacement, Status, values)
 
 TRUTH_TABLES = {  # experiment -> the question its truth table answers
     "blocking": "Host: does the call return while a {spin_ms} ms kernel runs? Cell: host ms.",
     "serialization": "Device: do kernels on two streams around the call still overlap? \"host\": the call held the "
                      "host until the first kernel ended.",
-}  # these experiments get HTML tables instead of their (too wide to read) figure
+    "library": "Host: does the call return while a {spin_ms} ms kernel (or one of 4× the call's own time) runs on "
+               "its stream or another? Cell: host ms. Device: do two spins around the call still overlap? \"host\": "
+               "the call held the host until the first spin ended.",
+}  # these experiments get HTML tables instead of their figure (too wide or too long to read, and slow to draw)
+TRUTH_ONLY = ("blocking", "serialization")  # their truth table says all their headline does
+LIBRARY_PLACEMENTS = dict(zip(values(LibraryPlacement), ("on the call's stream", "on another stream",
+                                                         "two spins around the call")))  # the library table's columns
 VERDICT_CLASSES = {HostVerdict.RETURNS: "good", DeviceVerdict.OVERLAPS: "good", HostVerdict.OWN_WORK: "fair",
                    DeviceVerdict.PARTIAL: "poor", HostVerdict.WAITS_FOR_DEVICE: "bad", DeviceVerdict.SERIALIZES: "bad",
                    HostVerdict.UNCLEAR: "none"}
@@ -31,6 +38,7 @@ VERDICT_MEANINGS = {
                       (DeviceVerdict.PARTIAL, "they overlapped less than that"),
                       (DeviceVerdict.SERIALIZES, "the second started only after the first ended")),
 }
+VERDICT_MEANINGS["library"] = VERDICT_MEANINGS["blocking"] + VERDICT_MEANINGS["serialization"]
 CLAIM_CLASSES = {ClaimVerdict.TRUE: "good", ClaimVerdict.PARTLY: "fair", ClaimVerdict.FALSE: "bad",
                  ClaimVerdict.NOT_MEASURED: "none"}
 Figures = Callable[[str], list[tuple[str, bytes]]]  # experiment -> its (stem, PNG) figures of this GPU
@@ -83,12 +91,13 @@ def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.D
     for name, mine in experiment_rows.items():
         parts.append(f"<h{level} id='{experiment_id(gpu, name)}'>{text(name)}</h{level}>")
         parts.append(f"<p>{text(experiments[name].description)}. {status(mine)}</p>")
-        if name in TRUTH_TABLES:
-            parts.append(truth_table(name, mine, label))
-        elif name in views:
+        if name in views and name not in TRUTH_ONLY:
             headline = views[name].headline(mine)
             if len(headline):
                 parts.append(table(headline, label, plain=True))
+        if name in TRUTH_TABLES:
+            parts.append(truth_table(name, mine, label))
+        elif name in views:
             drawn = figures(name)
             parts += [figure(stem, png) for stem, png in drawn]
             if not drawn and views[name].figures:
@@ -119,27 +128,29 @@ def _not_ok(experiment, rows: pd.DataFrame, label: str) -> str:
 # --- truth tables and claims -----------------------------------------------------------------------------------
 
 def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
-    """Calls × (spinning stream, placement), each cell coloured by the verdict, with host ms (blocking) or "host"
-    where the call held the host (serialization), "!" where the measurement contradicts the documentation, and
-    the documentation's statement on hover."""
-    cells = {(row["call"], row["spin_stream"], row["placement"]): row for _, row in rows.iterrows()}
-    groups = {spin: [placement for placement in PLACEMENTS if any(key[1:] == (spin, placement) for key in cells)]
-              for spin in SPIN_STREAMS}
-    groups = {spin: placements for spin, placements in groups.items() if placements}
-    spins = "".join(f"<th class='group' colspan='{len(placements)}'>spinning stream {text(spin)}</th>"
-                    for spin, placements in groups.items())
-    places = "".join(f"<th{' class=group' if index == 0 else ''}>{text(placement)}</th>"
-                     for placements in groups.values() for index, placement in enumerate(placements))
-    body = []
+    """Calls × (spinning stream, placement), or for ``library`` × placement of the spin, each cell coloured by the
+    verdict, with host ms (where the host may wait) or "host" where the call held the host (where kernels may
+    serialize), "!" where the measurement contradicts the documentation, and the documentation's statement on
+    hover."""
+    groups = _columns(name, rows)
+    cells = {(row["call"], *_column_of(name, row)): row for _, row in rows.iterrows()}
+    headings = "".join(f"<th class='group' colspan='{len(columns)}'>{text(heading)}</th>"
+                       for heading, columns in groups.items())
+    columns = "".join(f"<th{' class=group' if index == 0 else ''}>{text(heading)}</th>"
+                      for columns in groups.values() for index, (_, heading) in enumerate(columns))
+    absent = "no such placement for the call" if name == "library" else "the call takes no such stream"
+    body, library = [], None
     for call in dict.fromkeys(rows["call"]):
         tds = []
-        for spin, placements in groups.items():
-            for index, placement in enumerate(placements):
+        for columns_of_group in groups.values():
+            for index, (key, _) in enumerate(columns_of_group):
                 group = " group" if index == 0 else ""
-                row = cells.get((call, spin, placement))
-                tds.append(f"<td class='absent{group}' title='the call takes no such stream'></td>" if row is None
+                row = cells.get((call, *key))
+                tds.append(f"<td class='absent{group}' title='{absent}'></td>" if row is None
                            else _truth_cell(name, row, group))
-        body.append(f"<tr><th>{text(call)}</th>{''.join(tds)}</tr>")
+        first = name == "library" and library is not None and cell(call).split(" ", 1)[0] != library
+        library = cell(call).split(" ", 1)[0]
+        body.append(f"<tr{' class=library' if first else ''}><th>{text(call)}</th>{''.join(tds)}</tr>")
     spin_ms = rows["spin_ms"].dropna().median() if "spin_ms" in rows and rows["spin_ms"].notna().any() else SPIN_MS
     caption = (TRUTH_TABLES[name].format(spin_ms=cell(spin_ms))
                + " \"!\": contradicts the documentation (hover a cell for what it says).")
@@ -147,8 +158,26 @@ def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
         caption = f"GPU {label}. {caption}"
     meanings = legend((VERDICT_CLASSES[verdict], verdict, meaning) for verdict, meaning in VERDICT_MEANINGS[name])
     return (f"{meanings}<div class='scroll truth'><table class='truth'><caption>{text(caption)}</caption>"
-            f"<thead><tr><th class='corner' rowspan='2'>call</th>{spins}</tr><tr>{places}</tr></thead>"
+            f"<thead><tr><th class='corner' rowspan='2'>call</th>{headings}</tr><tr>{columns}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _columns(name: str, rows: pd.DataFrame) -> dict[str, list[tuple[tuple, str]]]:
+    """A truth table's columns that ``rows`` fill: heading of a group -> [(key, heading)] of its columns (the key:
+    :func:`_column_of` of a row in that column)."""
+    if name == "library":
+        present = set(map(cell, rows["placement"]))
+        return {"where the spin kernel runs": [((placement,), heading) for placement, heading
+                                               in LIBRARY_PLACEMENTS.items() if placement in present]}
+    present = set(zip(map(cell, rows["spin_stream"]), map(cell, rows["placement"])))
+    groups = {f"spinning stream {spin}": [((spin, placement), placement) for placement in PLACEMENTS
+                                          if (spin, placement) in present] for spin in SPIN_STREAMS}
+    return {heading: columns for heading, columns in groups.items() if columns}
+
+
+def _column_of(name: str, row: pd.Series) -> tuple[str, ...]:
+    """Which column of its truth table a row fills."""
+    return (cell(row["placement"]),) if name == "library" else (cell(row["spin_stream"]), cell(row["placement"]))
 
 
 DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True, False, None: silent or vague)
@@ -159,17 +188,21 @@ DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True,
                                           False: "The documentation says the call does not keep them apart",
                                           None: "The documentation is silent about keeping them apart"}),
 }
+DOCUMENTED["library"] = DOCUMENTED["blocking"]
 
 
 def _truth_cell(name: str, row: pd.Series, group: str) -> str:
     from bench.analysis import contradicts_docs, short_ms
 
-    where = f"{cell(row['call'])} on {cell(row['placement'])} (spinning stream {cell(row['spin_stream'])})"
+    if name == "library":
+        where = f"{cell(row['call'])}, {LIBRARY_PLACEMENTS.get(cell(row['placement']), cell(row['placement']))}"
+    else:
+        where = f"{cell(row['call'])} on {cell(row['placement'])} (spinning stream {cell(row['spin_stream'])})"
     if row["status"] != Status.OK:
         failed = f"{where}: {cell(row['status'])}: {cell(row['error'])}"
         return f"<td class='none{group}' title='{text(failed)}'>{text(row['status'])}</td>"
     contradicts = contradicts_docs(row)
-    if name == "blocking":
+    if name == "blocking" or (name == "library" and cell(row["placement"]) != LibraryPlacement.BETWEEN):
         shown = short_ms(row["host_ms"])
         detail = f"host {cell(row['host_ms'])} ms; with nothing running {cell(row.get('idle_host_ms'))} ms"
     else:

@@ -41,7 +41,7 @@ td.number { text-align: right; font-variant-numeric: tabular-nums }
 table.truth thead th { position: static; text-align: center } table.truth th.corner { text-align: left }
 table.truth td { text-align: center; min-width: 4.2em; white-space: nowrap; font-variant-numeric: tabular-nums }
 table.truth tbody th { position: sticky; left: 0; background: #fafafa; z-index: 1; white-space: nowrap }
-table.truth .group { border-left: 3px solid #555 }
+table.truth .group { border-left: 3px solid #555 } table.truth tr.library > * { border-top: 3px solid #555 }
 table.truth td.absent { background: repeating-linear-gradient(45deg, #fff, #fff 4px, #f2f2f2 4px, #f2f2f2 8px) }
 td.contradicts { outline: 2px solid #000; outline-offset: -3px; font-weight: bold }
 .good { background: #c7e9c0 } .fair { background: #fff1a8 } .poor { background: #fdd0a2 } .bad { background: #f5b3b3 }
