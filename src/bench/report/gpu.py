@@ -133,7 +133,7 @@ def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
     serialize), "!" where the measurement contradicts the documentation, and the documentation's statement on
     hover."""
     groups = _columns(name, rows)
-    cells = {(row["call"], *_column_of(name, row)): row for _, row in rows.iterrows()}
+    cells = {(row["call"], *_column_of(name, row)): row for row in rows.to_dict("records")}
     headings = "".join(f"<th class='group' colspan='{len(columns)}'>{text(heading)}</th>"
                        for heading, columns in groups.items())
     columns = "".join(f"<th{' class=group' if index == 0 else ''}>{text(heading)}</th>"
@@ -175,7 +175,7 @@ def _columns(name: str, rows: pd.DataFrame) -> dict[str, list[tuple[tuple, str]]
     return {heading: columns for heading, columns in groups.items() if columns}
 
 
-def _column_of(name: str, row: pd.Series) -> tuple[str, ...]:
+def _column_of(name: str, row: Mapping) -> tuple[str, ...]:
     """Which column of its truth table a row fills."""
     return (cell(row["placement"]),) if name == "library" else (cell(row["spin_stream"]), cell(row["placement"]))
 
@@ -191,7 +191,7 @@ DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True,
 DOCUMENTED["library"] = DOCUMENTED["blocking"]
 
 
-def _truth_cell(name: str, row: pd.Series, group: str) -> str:
+def _truth_cell(name: str, row: Mapping, group: str) -> str:
     from bench.analysis import contradicts_docs, short_ms
 
     if name == "library":
