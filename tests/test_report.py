@@ -164,6 +164,20 @@ def test_several_gpus_get_a_section_and_a_gpu_column_each(two_gpus):
     assert gpu_id(gpu_a) != gpu_id(gpu_b) and re.fullmatch(r"gpu-[0-9a-f]{10}", gpu_id(gpu_a))  # never the data
 
 
+def test_an_experiments_figures_are_drawn_once_of_the_gpu_that_measured_it_last():
+    other = {"gpu_name": "Other GPU", "gpu_uuid": "GPU-cccccccc-0000-0000-0000-000000000000", "hostname": "node-c"}
+    launch, latency = synthetic.launch_records(), synthetic.latency_records()
+    rows = launch + latency + synthetic.tagged(launch, run_id=LATER, **other)  # launch: the other GPU is newer
+    document = report.render(synthetic.frame(rows), {}, registry())
+    first, second = document.split("<h2 id='gpu-", 2)[1:]
+    assert "alt='latency'" in first and "alt='launch'" not in first and "alt='launch'" in second
+    owner = Gpu("node-c", other["gpu_uuid"], "Other GPU")
+    launch_section = first.split(">launch</h3>")[1].split("<h3")[0]
+    assert (f"Figures: drawn once per experiment, of the GPU that measured it last: <a href='#"
+            f"{experiment_id(owner, 'launch')}'>Other GPU cccccccc on node-c</a>; bench report --gpu 00000000"
+            in launch_section)
+
+
 def test_the_newest_measurement_is_shown_and_every_run_listed():
     blocking = [row for row in synthetic.blocking_records() if row["experiment"] == "blocking"]
     overlap = synthetic.overlap_records()

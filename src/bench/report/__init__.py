@@ -3,8 +3,9 @@ newest run's date and commit, and each experiment's answer in a sentence), every
 on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
 are several) each experiment's headline table and figures, the truth tables (blocking, serialization, library) as
 HTML tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU, the
-newest is shown. Of several GPUs of one model, the one that measured an experiment last shows its figures, the
-others say so (``bench report --gpu`` or ``bench plot`` draw theirs): the report stays quick to make and to open.
+newest is shown. An experiment's figures are drawn once, of the GPU that measured it last; the other GPUs' sections
+say whose they are (``bench report --gpu`` or ``bench plot`` draw theirs): the report of a fleet of any size stays
+quick to make and to open.
 Figures shrink to the page's width; a table column holds one unit, named in its header.
 
 A results file is untrusted input: every value from it is escaped for where it lands (:mod:`bench.report.markup`),
@@ -60,7 +61,7 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         for gpu, mine in groups:
             figures = _figures_of(gpu, painter, tickets)
             parts += gpu_section(gpu, mine, split[gpu], labels.get(gpu, ""), experiments, figures,
-                                 lambda name, gpu=gpu: _elsewhere(gpu, owners.get((gpu.name, name)), name))
+                                 lambda name, gpu=gpu: _elsewhere(gpu, owners.get(name), name))
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
@@ -80,7 +81,7 @@ def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, sou
 # --- figures ---------------------------------------------------------------------------------------------------
 
 def _ask_figures(painter: Painter, groups: Sequence[tuple[Gpu, pd.DataFrame]], tables: dict,
-                 owners: Mapping[tuple[str, str], Gpu], experiments: Mapping) -> dict[tuple[Gpu, str], int]:
+                 owners: Mapping[str, Gpu], experiments: Mapping) -> dict[tuple[Gpu, str], int]:
     """(GPU, experiment) -> the ticket of its figures, for those the report draws (``owners``:
     :func:`_figure_owners`): of the GPU's rows but the truth tables' (which get HTML tables), the columns the
     experiment's view reads."""
@@ -89,25 +90,25 @@ def _ask_figures(painter: Painter, groups: Sequence[tuple[Gpu, pd.DataFrame]], t
     for gpu, mine in groups:
         drawable, side = mine[~mine["experiment"].isin(list(TRUTH_TABLES))], plots.tables_of(tables, mine)
         for name, view in views.items():
-            if owners.get((gpu.name, name)) == gpu:
+            if owners.get(name) == gpu:
                 tickets[(gpu, name)] = painter.ask(experiment_figures, analysis.only(drawable, view.reads()), side,
                                                    [name])
     return tickets
 
 
-def _figure_owners(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping) -> dict[tuple[str, str], Gpu]:
-    """(GPU model, experiment) -> the GPU whose figures of it the report shows: of the GPUs of that model, the one
-    that measured it last (the first of them on a tie). The truth tables' experiments have HTML tables instead."""
-    owners: dict[tuple[str, str], tuple[str, Gpu]] = {}
+def _figure_owners(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapping) -> dict[str, Gpu]:
+    """experiment -> the GPU whose figures of it the report shows: the one that measured it last (the first of them
+    on a tie). The truth tables' experiments have HTML tables instead."""
+    owners: dict[str, tuple[str, Gpu]] = {}
     for gpu, mine in groups:
         measured = mine.groupby("experiment")["run_id"].max() if "run_id" in mine else pd.Series(dtype=object)
         for name in in_order(experiments):
             if name in TRUTH_TABLES or not (mine["experiment"] == name).any():
                 continue
             run = cell(measured.get(name))
-            if (gpu.name, name) not in owners or run > owners[(gpu.name, name)][0]:
-                owners[(gpu.name, name)] = (run, gpu)
-    return {key: gpu for key, (_, gpu) in owners.items()}
+            if name not in owners or run > owners[name][0]:
+                owners[name] = (run, gpu)
+    return {name: gpu for name, (_, gpu) in owners.items()}
 
 
 def _figures_of(gpu: Gpu, painter: Painter, tickets: dict):
@@ -120,11 +121,13 @@ def _figures_of(gpu: Gpu, painter: Painter, tickets: dict):
 
 
 def _elsewhere(gpu: Gpu, owner: Gpu | None, name: str) -> str:
-    """Where the figures of ``name`` for ``gpu`` are, when another GPU of its model shows its own instead."""
+    """Where the figures of ``name`` are, when another GPU's stand for those of ``gpu`` (HTML: a link to them)."""
     if owner is None or owner == gpu:
         return "No figures: the rows support none."
-    return (f"Figures: those of {owner.short} on {owner.host}, the {gpu.name} that measured {name} last, stand for "
-            f"this GPU's; bench report --gpu {gpu.tag} (or bench plot) draws its own.")
+    model = " (this GPU's model)" if owner.name == gpu.name else ""
+    return (f"Figures: drawn once per experiment, of the GPU that measured it last: "
+            f"{link(experiment_id(owner, name), f'{owner.short} on {owner.host}')}{text(model)}; "
+            + text(f"bench report --gpu {gpu.tag} (or bench plot) draws this GPU's."))
 
 
 # --- the first screen: summary, contents, answers ----------------------------------------------------------------

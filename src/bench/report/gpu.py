@@ -79,7 +79,7 @@ def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.D
     """Every experiment of one GPU: headline table, figures, truth tables; then the claims. ``rows``: the GPU's
     rows, ``experiment_rows`` each experiment's (:func:`by_experiment`). With a ``label`` (the report has several
     GPUs) the section has its own heading and contents, and every table a GPU column. ``figures`` gives an
-    experiment's figures, ``elsewhere`` what to say where it has none of its own (another GPU of its kind shows
+    experiment's figures, ``elsewhere`` what to say (HTML) where it has none of its own (another GPU's stand for
     them)."""
     level = 3 if label else 2
     present = list(experiment_rows)
@@ -101,7 +101,7 @@ def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.D
             drawn = figures(name)
             parts += [figure(stem, png) for stem, png in drawn]
             if not drawn and views[name].figures:
-                parts.append(f"<p class='meta'>{text(elsewhere(name))}</p>")
+                parts.append(f"<p class='meta'>{elsewhere(name)}</p>")
         parts.append(_not_ok(experiments[name], mine, label))
     parts.append(claims)
     return parts
