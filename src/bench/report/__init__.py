@@ -58,10 +58,13 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
                  *(_answers(gpu, mine, split[gpu], experiments) for gpu, mine in _newest_first(groups)),
                  "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
         parts += [tool_section(tool, section, drawn) for tool, section in found]
-        for gpu, mine in groups:
-            figures = _figures_of(gpu, painter, tickets)
-            parts += gpu_section(gpu, mine, split[gpu], labels.get(gpu, ""), experiments, figures,
-                                 lambda name, gpu=gpu: _elsewhere(gpu, owners.get(name), name))
+        owning = set(owners.values())  # the sections that wait for no figure are laid out first, while figures draw
+        laid_out = {gpu: gpu_section(gpu, mine, split[gpu], labels.get(gpu, ""), experiments,
+                                     _figures_of(gpu, painter, tickets),
+                                     lambda name, gpu=gpu: _elsewhere(gpu, owners.get(name), name))
+                    for gpu, mine in sorted(groups, key=lambda group: group[0] in owning)}
+        for gpu, _ in groups:
+            parts += laid_out[gpu]
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
