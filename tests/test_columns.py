@@ -14,7 +14,7 @@ import synthetic
 from bench import claims, plots, store
 from bench.analysis import Gpu, only
 from bench.experiments import registry
-from bench.report.gpu import by_experiment, gpu_section
+from bench.report.gpu import by_experiment, gpu_section, headlines
 from bench.views import View, views
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def differences(view: View, rows: pd.DataFrame, tables: dict) -> list[str]:
     found = []
     try:
         pd.testing.assert_frame_equal(view.headline(mine), view.headline(narrow_mine))
-        if view.answer(mine) != view.answer(narrow_mine):
+        if view.answer(mine, view.headline(mine)) != view.answer(narrow_mine, view.headline(narrow_mine)):
             found.append(f"{name}: its answer")
         if figures(rows, tables, name, view) != figures(narrow, tables, name, view):
             found.append(f"{name}: its figures")
@@ -115,8 +115,8 @@ def test_a_gpus_section_reads_only_the_columns_it_is_handed(results):
     assert len(handed) >= 17 and all(len(frame.columns) < len(rows.columns) / 3 for frame in handed.values())
 
     def section(experiment_rows: dict) -> list[str]:
-        return gpu_section(Gpu("host", "GPU-1", "GPU"), rows, experiment_rows, "", experiments, lambda name: [],
-                           lambda name: "")
+        return gpu_section(Gpu("host", "GPU-1", "GPU"), rows, experiment_rows, headlines(experiment_rows, experiments),
+                           "", experiments, lambda name: [], lambda name: "")
 
     assert section(handed) == section({name: rows[rows["experiment"] == name] for name in handed})
 

@@ -26,7 +26,7 @@ from bench.analysis import Gpu
 from bench.libraries import LIBRARIES
 from bench.report.figures import Painter, Progress, experiment_figures
 from bench.report.gpu import (TRUTH_TABLES, by_experiment, claims_section, experiment_id, gpu_id, gpu_section,
-                              truth_table)
+                              headlines, truth_table)
 from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
 from bench.report.tools import asked, entries, sections, tool_section
 from bench.views import in_order
@@ -52,14 +52,15 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         owners = _figure_owners(groups, experiments)
         tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
         split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
+        made = {gpu: headlines(split[gpu], experiments) for gpu, _ in groups}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
                  _contents(groups, split, experiments, entries(found)),
                  "<h2 id='answers'>Answers</h2>",
-                 *(_answers(gpu, mine, split[gpu], experiments) for gpu, mine in _newest_first(groups)),
+                 *(_answers(gpu, mine, split[gpu], made[gpu], experiments) for gpu, mine in _newest_first(groups)),
                  "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
         parts += [tool_section(tool, section, drawn) for tool, section in found]
         owning = set(owners.values())  # the sections that wait for no figure are laid out first, while figures draw
-        laid_out = {gpu: gpu_section(gpu, mine, split[gpu], labels.get(gpu, ""), experiments,
+        laid_out = {gpu: gpu_section(gpu, mine, split[gpu], made[gpu], labels.get(gpu, ""), experiments,
                                      _figures_of(gpu, painter, tickets),
                                      lambda name, gpu=gpu: _elsewhere(gpu, owners.get(name), name))
                     for gpu, mine in sorted(groups, key=lambda group: group[0] in owning)}
@@ -174,10 +175,11 @@ def _latest(rows: pd.DataFrame) -> str:
     return str(ids.max()) if len(ids) else ""
 
 
-def _answers(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame], experiments: Mapping) -> str:
+def _answers(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame],
+             tables: Mapping[str, pd.DataFrame], experiments: Mapping) -> str:
     """One GPU's answers: its newest run (date, commit, driver) and each experiment's answer in a sentence (of
-    ``experiment_rows``: :func:`by_experiment`), linked to its section; the date each was measured where not all in
-    the newest run."""
+    ``experiment_rows``: :func:`by_experiment`, and their headline ``tables``), linked to its section; the date each
+    was measured where not all in the newest run."""
     latest = _latest(rows)
     newest = rows.iloc[int((rows["run_id"].astype(str) == latest).to_numpy().argmax()) if latest else 0]
     about = (f"newest run {_run_date(latest)} ({latest or 'no run id'}), commit {_commit(newest.get('git_commit'))}, "
@@ -185,7 +187,7 @@ def _answers(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.Data
     said = []
     for name, view in in_order(experiments).items():
         mine = experiment_rows.get(name)
-        answer = view.answer(mine) if mine is not None else None
+        answer = view.answer(mine, tables[name]) if mine is not None else None
         if answer:
             said.append((name, plain_numbers(answer), _run_date(_latest(mine))))
     dated = len({date for *_, date in said}) > 1  # some answers come from an earlier run

@@ -74,10 +74,19 @@ def by_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[str, pd.Data
     return found
 
 
-def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame], label: str,
-                experiments: Mapping, figures: Figures, elsewhere: Callable[[str], str]) -> list[str]:
+def headlines(experiment_rows: Mapping[str, pd.DataFrame], experiments: Mapping) -> dict[str, pd.DataFrame]:
+    """Each experiment's headline table of its rows (:func:`by_experiment`), made once: its answer reads it, its
+    section shows it."""
+    views = in_order(experiments)
+    return {name: views[name].headline(rows) for name, rows in experiment_rows.items() if name in views}
+
+
+def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame],
+                tables: Mapping[str, pd.DataFrame], label: str, experiments: Mapping, figures: Figures,
+                elsewhere: Callable[[str], str]) -> list[str]:
     """Every experiment of one GPU: headline table, figures, truth tables; then the claims. ``rows``: the GPU's
-    rows, ``experiment_rows`` each experiment's (:func:`by_experiment`). With a ``label`` (the report has several
+    rows, ``experiment_rows`` each experiment's (:func:`by_experiment`), ``tables`` their headline tables
+    (:func:`headlines`). With a ``label`` (the report has several
     GPUs) the section has its own heading and contents, and every table a GPU column. ``figures`` gives an
     experiment's figures, ``elsewhere`` what to say (HTML) where it has none of its own (another GPU's stand for
     them)."""
@@ -91,10 +100,8 @@ def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.D
     for name, mine in experiment_rows.items():
         parts.append(f"<h{level} id='{experiment_id(gpu, name)}'>{text(name)}</h{level}>")
         parts.append(f"<p>{text(experiments[name].description)}. {status(mine)}</p>")
-        if name in views and name not in TRUTH_ONLY:
-            headline = views[name].headline(mine)
-            if len(headline):
-                parts.append(table(headline, label, plain=True))
+        if name in tables and name not in TRUTH_ONLY and len(tables[name]):
+            parts.append(table(tables[name], label, plain=True))
         if name in TRUTH_TABLES:
             parts.append(truth_table(name, mine, label))
         elif name in views:

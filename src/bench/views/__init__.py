@@ -30,7 +30,7 @@ IDENTITY = ("experiment", "status", "run_id", "hostname", "gpu_uuid", "gpu_name"
             "cuda_runtime")  # columns every view may read: which experiment, whether ok, which run on which GPU
 
 
-def no_answer(rows: pd.DataFrame) -> None:
+def no_answer(rows: pd.DataFrame, table: pd.DataFrame) -> None:
     return None
 
 
@@ -38,8 +38,8 @@ def no_answer(rows: pd.DataFrame) -> None:
 class View:
     name: str  # the experiment's name
     headline: Callable[[pd.DataFrame], pd.DataFrame]  # (this experiment's rows) -> the numbers a summary shows
-    answer: Callable[[pd.DataFrame], str | None] = no_answer  # (its rows of one GPU) -> its answer in one sentence
-    # for the report's summary, or None where the rows cannot give it
+    answer: Callable[[pd.DataFrame, pd.DataFrame], str | None] = no_answer  # (its rows of one GPU, their headline)
+    # -> its answer in one sentence for the report's summary, or None where the rows cannot give it
     figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
     split_axis: str = ""  # an axis whose every value gets a set of figures of its own (where several were measured)
     columns: tuple[str, ...] = ()  # the columns headline, answer and figures read besides IDENTITY and split_axis
@@ -93,7 +93,7 @@ def numbers(texts):
     return pd.to_numeric(pd.Series(list(texts), dtype=object).astype(str).str.rstrip("×%"), errors="coerce")
 
 
-def catalog_answer(rows: pd.DataFrame, verdict: str, what: str) -> str | None:
+def catalog_answer(rows: pd.DataFrame, table: pd.DataFrame, verdict: str, what: str) -> str | None:
     """The answer of an experiment over a call catalog (with ``functools.partial``): the calls with ``verdict`` in
     some placement, which do ``what``."""
     ok = rows[rows["status"] == Status.OK]

@@ -24,9 +24,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Host µs to allocate and free, per API, from the smallest size to the largest."""
-    table = headline(rows)
     single = table[table["measures"] == "allocate + free"] if len(table) else table
     if not len(single):
         return None

@@ -26,9 +26,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Peak GB/s of each direction and kind of memory."""
-    table = headline(rows)
     if not len(table):
         return None
     return "peak GB/s: " + ", ".join(f"{line['direction']} {line['host memory']} {line['peak GB/s']}"

@@ -48,9 +48,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """How many times longer a cudaMemcpyAsync loop holds the host than one batch."""
-    table = headline(rows)
     saved = numbers(table["host time saved"]).dropna() if len(table) else []
     if not len(saved):
         return None

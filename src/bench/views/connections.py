@@ -21,9 +21,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return table.map(lambda value: f"{value:.1f}" if pd.notna(value) else "—").reset_index()
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """The makespan of the most streams, per connection setting."""
-    table = headline(rows)
     if not len(table):
         return None
     most = table.columns[-1]

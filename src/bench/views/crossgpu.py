@@ -23,7 +23,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """The calls that wait for a kernel on another GPU, and those that wait for one on their own."""
     ok = rows[rows["status"] == Status.OK]
     if not len(ok):

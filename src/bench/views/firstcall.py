@@ -19,7 +19,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return table.reindex([call for call in CALLS if call in table.index]).reset_index()
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """The first-call steps that wait for a kernel running on another stream."""
     ok = rows[rows["status"] == Status.OK]
     if not len(ok):

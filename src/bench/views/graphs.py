@@ -28,7 +28,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Enqueueing an allocating loop eagerly and as a graph, synchronizing in a capture, and stream order."""
     ok = rows[rows["status"] == Status.OK]
     parts = []

@@ -26,7 +26,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Per direction: GB/s per GPU alone against the total with every GPU copying at once."""
     ok = rows[rows["status"] == Status.OK]
     parts = []

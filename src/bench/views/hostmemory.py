@@ -36,9 +36,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Write-combined memory against pinned, per operation."""
-    table = headline(rows)
     if not len(table):
         return None
     return "write-combined / pinned host memory: " + ", ".join(

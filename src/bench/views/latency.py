@@ -15,9 +15,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
                           "ns per dependent access": f"{row['ns_per_access']:.0f}"} for _, row in ok.iterrows()])
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """ns per dependent access, per memory and working set."""
-    table = headline(rows)
     if not len(table):
         return None
     return "ns per dependent access: " + ", ".join(

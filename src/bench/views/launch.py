@@ -13,9 +13,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"launch path": ok["path"], "host µs per launch (median)": ok["median"].map("{:.3g}".format)})
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Host µs per launch of each path."""
-    table = headline(rows)
     if not len(table):
         return None
     return "host µs per launch: " + ", ".join(

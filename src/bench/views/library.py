@@ -32,7 +32,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """How many library calls wait for the GPU, and how many contradict their documentation."""
     ok = rows[rows["status"] == Status.OK]
     if not len(ok):

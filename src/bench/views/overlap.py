@@ -33,9 +33,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """How close the best pinned and pageable pipelines come to the engine-aware bound."""
-    table = headline(rows)
     if not len(table):
         return None
     efficiency = numbers(table["efficiency"])

@@ -31,7 +31,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Peak one-way GB/s between GPUs: copy engine with peer access, staged via host, SM kernel."""
     ok = rows[(rows["status"] == Status.OK) & (rows["method"] != "chase") & (rows["direction"] == "uni")]
     kinds = {"copy engine with peer access": (ok["method"] == "ce") & (ok["peer_access"] == "enabled"),

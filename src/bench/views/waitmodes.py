@@ -15,9 +15,8 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
                          for _, row in ok.iterrows()])
 
 
-def answer(rows: pd.DataFrame) -> str | None:
+def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """How soon waits that spin and waits that sleep wake up after a kernel, and how busy they keep the CPU."""
-    table = headline(rows)
     if not len(table):
         return None
     wake, busy = numbers(table["wake-up µs"]), numbers(table["CPU busy"])
