@@ -147,11 +147,19 @@ def read_metadata(path: Path) -> dict:
 def named_tables(directory: Path, name: str) -> pd.DataFrame:
     """The rows of every results file of table ``name`` (its metadata says so) in ``directory/_<name>/``: a
     command's own table (``bench syncs --save`` into ``results/_syncs/``), read as a side table is; none where there
-    is no such directory. Files of another table there are passed over."""
+    is no such directory. Files of another table there are passed over. The files are joined as Arrow tables and
+    converted to pandas once (a conversion per file took twice as long), or one by one where their columns' types
+    do not merge."""
     folder = Path(directory) / f"_{name}"
-    frames = [_frame(path) for path in sorted(folder.glob("*.parquet")) if path.is_file()
-              and read_metadata(path).get("table") == name] if folder.is_dir() else []
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    paths = [path for path in sorted(folder.glob("*.parquet")) if path.is_file()
+             and read_metadata(path).get("table") == name] if folder.is_dir() else []
+    if not paths:
+        return pd.DataFrame()
+    tables = [_table(path) for path in paths]
+    try:
+        return pa.concat_tables(tables, promote_options="permissive").to_pandas(types_mapper=_PANDAS_TYPES.get)
+    except pa.ArrowException:
+        return pd.concat([_pandas(table, path) for table, path in zip(tables, paths)], ignore_index=True)
 
 
 def _first_line(error: Exception) -> str:
@@ -159,9 +167,21 @@ def _first_line(error: Exception) -> str:
 
 
 def _frame(path: Path) -> pd.DataFrame:
+    return _pandas(_table(path), path)
+
+
+def _table(path: Path) -> pa.Table:
     try:
-        return pq.read_table(path).to_pandas(types_mapper=_PANDAS_TYPES.get)
+        return pq.read_table(path)
     except (OSError, pa.ArrowException) as error:
+        raise ResultsError(f"cannot read results file {path}: {_first_line(error)}") from None
+
+
+def _pandas(table: pa.Table, path: Path) -> pd.DataFrame:
+    """``table`` (read from ``path``) as pandas: integers and flags as nullable pandas types."""
+    try:
+        return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+    except pa.ArrowException as error:
         raise ResultsError(f"cannot read results file {path}: {_first_line(error)}") from None
 
 
