@@ -48,9 +48,9 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
     labels = _labels(groups) if len(groups) > 1 else {}
     found = sections(tools or {})
     with Painter(progress) as painter:  # the figures are asked for first: the workers draw while this lays out
-        drawn = asked(painter, found)
         owners = _figure_owners(groups, experiments)
         tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
+        drawn = asked(painter, found)  # the tools' last: many quick timelines even out the workers' last figures
         split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
         made = {gpu: headlines(split[gpu], experiments) for gpu, _ in groups}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
@@ -58,12 +58,13 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
                  "<h2 id='answers'>Answers</h2>",
                  *(_answers(gpu, mine, split[gpu], made[gpu], experiments) for gpu, mine in _newest_first(groups)),
                  "<h2 id='runs'>Runs</h2>", _runs(rows, shown)]
-        parts += [tool_section(tool, section, drawn) for tool, section in found]
-        owning = set(owners.values())  # the sections that wait for no figure are laid out first, while figures draw
+        # laid out in the order their figures come: the GPU sections that wait for none, those that do, the tools'
+        owning = set(owners.values())
         laid_out = {gpu: gpu_section(gpu, mine, split[gpu], made[gpu], labels.get(gpu, ""), experiments,
                                      _figures_of(gpu, painter, tickets),
                                      lambda name, gpu=gpu: _elsewhere(gpu, owners.get(name), name))
                     for gpu, mine in sorted(groups, key=lambda group: group[0] in owning)}
+        parts += [tool_section(tool, section, drawn) for tool, section in found]
         for gpu, _ in groups:
             parts += laid_out[gpu]
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
