@@ -377,6 +377,17 @@ def test_the_figure_has_a_lane_per_stream_and_for_idle_and_waits(saved):
     assert ticks == ["stream 7", "stream 8", "GPU idle", "host waits"]
 
 
+def test_a_file_from_before_the_device_column_read_with_newer_ones_draws_its_lanes(saved):
+    rows = saved[1].astype({"device": "Int64"}).assign(device=pd.NA)  # as a frame of old and new files holds it
+    figure = TRACE.figure(rows, "x.py:step on Test GPU")
+    try:
+        ticks = [label.get_text() for label in figure.axes[0].get_yticklabels()]
+        bars = sum(len(collection.get_paths()) for collection in figure.axes[0].collections)
+    finally:
+        plots.pyplot().close(figure)
+    assert ticks == ["stream 7", "stream 8", "GPU idle", "host waits"] and bars == len(rows)
+
+
 # --- the command line and the pytest helper --------------------------------------------------------------------------
 
 @pytest.fixture

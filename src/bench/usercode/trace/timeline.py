@@ -15,10 +15,12 @@ COLORS = {"kernel": "#4c72b0", COMMUNICATION: "#64b5cd", "memset": "#8172b3", "H
 
 
 def _devices_of(rows: pd.DataFrame) -> list[int]:
-    """Each row's GPU: 0 where the file predates the column, -1 for a host wait."""
+    """Each row's GPU: -1 for a host wait, 0 where its file predates the column (read with newer files, its rows
+    hold it empty)."""
     if "device" not in rows:
         return [0] * len(rows)
-    return [-1 if pd.isna(device) else int(device) for device in rows["device"]]
+    return [-1 if int(stream) == -2 else 0 if pd.isna(device) else int(device)
+            for device, stream in zip(rows["device"], rows["stream"])]
 
 
 def _lanes(rows: pd.DataFrame) -> tuple[dict[tuple[int, int], int], list[str]]:
@@ -63,7 +65,8 @@ def _bars(ax, rows: pd.DataFrame, lanes: dict[tuple[int, int], int]) -> None:
         ax.add_collection(PolyCollection([corners for corners, _ in bars], facecolors=[color for _, color in bars],
                                          edgecolors="black" if paged else "none", linewidths=0.4,
                                          hatch="//" if paged else None, alpha=0.55 if wait else 1))
-    ax.autoscale_view()
+    if looks:
+        ax.autoscale_view()
 
 
 def timeline(rows: pd.DataFrame, title: str):
