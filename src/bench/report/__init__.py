@@ -2,11 +2,11 @@
 newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
 on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
 are several) each experiment's headline table and figures, the truth tables (blocking, serialization, library) as
-HTML tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU, the
-newest is shown. An experiment's figures are drawn once, of the GPU that measured it last; the other GPUs' sections
-say whose they are (``bench report --gpu`` or ``bench plot`` draw theirs): the report of a fleet of any size stays
-quick to make and to open.
-Figures shrink to the page's width; a table column holds one unit, named in its header.
+HTML tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU,
+the newest is shown. An experiment's figures are drawn once, of the GPU that measured it last; the other GPUs'
+sections say whose they are (``bench report --gpu`` or ``bench plot`` draw theirs): the report of a fleet of any size
+stays quick to make and to open. Figures shrink to the page's width; a table column holds one unit, named in its
+header.
 
 A results file is untrusted input: every value from it is escaped for where it lands (:mod:`bench.report.markup`),
 and the report forbids script by its Content-Security-Policy (it has none of its own). Opens in a browser from the
