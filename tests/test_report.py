@@ -72,7 +72,7 @@ def test_cells_read_as_people_write_them():
 
 
 def test_the_truth_tables_are_html_tables_with_the_documentation_on_hover(one_gpu):
-    assert one_gpu.startswith("<!doctype html>") and one_gpu.count("<table class='truth'>") == 3
+    assert one_gpu.startswith("<!doctype html>") and one_gpu.count("<table class='truth'>") == 4
     classes, title, text = td(one_gpu, "cudaFree on none (spinning stream blocking)")
     assert classes == "bad" and text == "20"  # host ms in blocking cells
     assert title == ("cudaFree on none (spinning stream blocking): waits-for-device; host 19.9 ms; with nothing "
@@ -131,7 +131,7 @@ def test_figures_are_embedded_at_one_scale(one_gpu):
     images = re.findall(r"<img alt='([^']+)' width='(\d+)' height='(\d+)' src='data:image/png;base64,([^']+)'>",
                         one_gpu)
     assert sorted(name for name, *_ in images) == [
-        "alloc", "bandwidth", "batched", "connections", "crossgpu_truth_table", "firstcall", "hostlinks",
+        "alloc", "bandwidth", "batched", "connections", "firstcall", "hostlinks",
         "hostmemory", "latency", "launch", "managed", "overlap_heatmap", "overlap_scaling",
         "overlap_timeline", "peer_matrix_16mib", "peer_matrix_1mib", "peer_matrix_256mib", "roundtrip", "waitmodes",
         "zerocopy"]
@@ -162,6 +162,15 @@ def test_several_gpus_get_a_section_and_a_gpu_column_each(two_gpus):
     assert f"<a href='#{gpu_id(gpu_b)}'>Test GPU bbbbbbbb</a>" in contents  # every section is in the contents,
     assert f"<a href='#{experiment_id(gpu_b, 'blocking')}'>blocking</a>" in second.split("</nav>")[0]  # each GPU's
     assert gpu_id(gpu_a) != gpu_id(gpu_b) and re.fullmatch(r"gpu-[0-9a-f]{10}", gpu_id(gpu_a))  # never the data
+
+
+def test_the_crossgpu_truth_table_is_an_html_table_of_call_gpu_by_spin_gpu_and_stream(one_gpu):
+    section = one_gpu.split(">crossgpu</h2>")[1].split("<h2")[0]
+    assert "<img" not in section and ">call made on GPU 0</th>" in section and ">call made on GPU 1</th>" in section
+    assert ">spin on GPU 1 (other), non-blocking</th>" in section
+    classes, _, text = td(section, "cudaFree on GPU 1, spin on GPU 1 (spinning stream blocking): waits-for-device")
+    assert classes.startswith("bad") and text == "9.50"
+    assert td(section, "cudaFree on GPU 1, spin on GPU 0 (spinning stream blocking): returns")[0] == "good group"
 
 
 def test_an_experiments_figures_are_drawn_once_of_the_gpu_that_measured_it_last():

@@ -1,12 +1,12 @@
 """One self-contained HTML report of results, for people to read: the answers first (per GPU, newest run first: its
 newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
 on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
-are several) each experiment's headline table and figures, the truth tables (blocking, serialization, library) as
-HTML tables, and the claims. Every section is in the contents. Of several measurements of a configuration on one GPU,
-the newest is shown. An experiment's figures are drawn once, of the GPU that measured it last; the other GPUs'
-sections say whose they are (``bench report --gpu`` or ``bench plot`` draw theirs): the report of a fleet of any size
-stays quick to make and to open. Figures shrink to the page's width; a table column holds one unit, named in its
-header.
+are several) each experiment's headline table and figures, the truth tables (blocking, serialization, library,
+crossgpu) as HTML tables, and the claims. Every section is in the contents. Of several measurements of a
+configuration on one GPU, the newest is shown. An experiment's figures are drawn once, of the GPU that measured it
+last; the other GPUs' sections say whose they are (``bench report --gpu`` or ``bench plot`` draw theirs): the report
+of a fleet of any size stays quick to make and to open. Figures shrink to the page's width; a table column holds one
+unit, named in its header.
 
 A results file is untrusted input: every value from it is escaped for where it lands (:mod:`bench.report.markup`),
 and the report forbids script by its Content-Security-Policy (it has none of its own). Opens in a browser from the
@@ -25,10 +25,10 @@ from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.libraries import LIBRARIES
 from bench.report.figures import Painter, Progress, experiment_figures
-from bench.report.gpu import (TRUTH_TABLES, by_experiment, claims_section, experiment_id, gpu_id, gpu_section,
-                              headlines, truth_table)
+from bench.report.gpu import by_experiment, claims_section, experiment_id, gpu_id, gpu_section, headlines
 from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
 from bench.report.tools import asked, entries, sections, tool_section
+from bench.report.truth import TRUTH_TABLES, truth_table
 from bench.views import in_order
 
 __all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "render", "table", "tool_section",

@@ -1,9 +1,8 @@
-"""One GPU's part of the report: each experiment's headline table and figures, the truth tables (blocking,
-serialization, library) as HTML tables, the claims."""
+"""One GPU's part of the report: each experiment's headline table and figures or its truth table
+(:mod:`bench.report.truth`), the claims."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
 import pandas as pd
@@ -11,42 +10,15 @@ import pandas as pd
 from bench.analysis import Gpu, only
 from bench.compare import describe
 from bench.report.markup import anchor, cell, contents, figure, legend, table, text, web_link
+from bench.report.truth import TRUTH_COLUMNS, TRUTH_ONLY, TRUTH_TABLES, truth_table
 from bench.views import in_order
-from bench.vocabulary import (PLACEMENTS, SPIN_MS, SPIN_STREAMS, ClaimVerdict, DeviceVerdict, HostVerdict,
-                              LibraryPlacement, Status, values)
+from bench.vocabulary import ClaimVerdict, Status
 
-TRUTH_TABLES = {  # experiment -> the question its truth table answers
-    "blocking": "Host: does the call return while a {spin_ms} ms kernel runs? Cell: host ms.",
-    "serialization": "Device: do kernels on two streams around the call still overlap? \"host\": the call held the "
-                     "host until the first kernel ended.",
-    "library": "Host: does the call return while a {spin_ms} ms kernel (or one of 4× the call's own time) runs on "
-               "its stream or another? Cell: host ms. Device: do two spins around the call still overlap? \"host\": "
-               "the call held the host until the first spin ended.",
-}  # these experiments get HTML tables instead of their figure (too wide or too long to read, and slow to draw)
-TRUTH_ONLY = ("blocking", "serialization")  # their truth table says all their headline does
-LIBRARY_PLACEMENTS = dict(zip(values(LibraryPlacement), ("on the call's stream", "on another stream",
-                                                         "two spins around the call")))  # the library table's columns
-VERDICT_CLASSES = {HostVerdict.RETURNS: "good", DeviceVerdict.OVERLAPS: "good", HostVerdict.OWN_WORK: "fair",
-                   DeviceVerdict.PARTIAL: "poor", HostVerdict.WAITS_FOR_DEVICE: "bad", DeviceVerdict.SERIALIZES: "bad",
-                   HostVerdict.UNCLEAR: "none"}
-VERDICT_MEANINGS = {
-    "blocking": ((HostVerdict.RETURNS, "returned in under 1 ms, the kernel still running"),
-                 (HostVerdict.OWN_WORK, "took over 1 ms, but did not wait for the kernel"),
-                 (HostVerdict.WAITS_FOR_DEVICE, "returned only after the running kernel ended"),
-                 (HostVerdict.UNCLEAR, "the repeats could not tell")),
-    "serialization": ((DeviceVerdict.OVERLAPS, "the kernels ran together for at least half a spin"),
-                      (DeviceVerdict.PARTIAL, "they overlapped less than that"),
-                      (DeviceVerdict.SERIALIZES, "the second started only after the first ended")),
-}
-VERDICT_MEANINGS["library"] = VERDICT_MEANINGS["blocking"] + VERDICT_MEANINGS["serialization"]
 CLAIM_CLASSES = {ClaimVerdict.TRUE: "good", ClaimVerdict.PARTLY: "fair", ClaimVerdict.FALSE: "bad",
                  ClaimVerdict.NOT_MEASURED: "none"}
 Figures = Callable[[str], list[tuple[str, bytes]]]  # experiment -> its (stem, PNG) figures of this GPU
 SECTION_COLUMNS = ("experiment", "status", "error", "run_id")  # what a section reads of an experiment's rows
 # besides its axes (status, the configurations not ok) and what its view reads
-TRUTH_COLUMNS = ("call", "spin_stream", "placement", "spin_ms", "host_ms", "idle_host_ms", "host_waited", "overlap_ms",
-                 "verdict", "verdicts", "stable", "matches_docs", "docs", "docs_waits", "docs_serializes",
-                 "source")  # what truth_table reads besides SECTION_COLUMNS
 
 
 def gpu_id(gpu: Gpu) -> str:
@@ -133,102 +105,6 @@ def _not_ok(experiment, rows: pd.DataFrame, label: str) -> str:
 
 
 # --- truth tables and claims -----------------------------------------------------------------------------------
-
-def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
-    """Calls × (spinning stream, placement), or for ``library`` × placement of the spin, each cell coloured by the
-    verdict, with host ms (where the host may wait) or "host" where the call held the host (where kernels may
-    serialize), "!" where the measurement contradicts the documentation, and the documentation's statement on
-    hover."""
-    groups = _columns(name, rows)
-    cells = {(row["call"], *_column_of(name, row)): row for row in rows.to_dict("records")}
-    headings = "".join(f"<th class='group' colspan='{len(columns)}'>{text(heading)}</th>"
-                       for heading, columns in groups.items())
-    columns = "".join(f"<th{' class=group' if index == 0 else ''}>{text(heading)}</th>"
-                      for columns in groups.values() for index, (_, heading) in enumerate(columns))
-    absent = "no such placement for the call" if name == "library" else "the call takes no such stream"
-    body, library = [], None
-    for call in dict.fromkeys(rows["call"]):
-        tds = []
-        for columns_of_group in groups.values():
-            for index, (key, _) in enumerate(columns_of_group):
-                group = " group" if index == 0 else ""
-                row = cells.get((call, *key))
-                tds.append(f"<td class='absent{group}' title='{absent}'></td>" if row is None
-                           else _truth_cell(name, row, group))
-        first = name == "library" and library is not None and cell(call).split(" ", 1)[0] != library
-        library = cell(call).split(" ", 1)[0]
-        body.append(f"<tr{' class=library' if first else ''}><th>{text(call)}</th>{''.join(tds)}</tr>")
-    spin_ms = rows["spin_ms"].dropna().median() if "spin_ms" in rows and rows["spin_ms"].notna().any() else SPIN_MS
-    caption = (TRUTH_TABLES[name].format(spin_ms=cell(spin_ms))
-               + " \"!\": contradicts the documentation (hover a cell for what it says).")
-    if label:
-        caption = f"GPU {label}. {caption}"
-    meanings = legend((VERDICT_CLASSES[verdict], verdict, meaning) for verdict, meaning in VERDICT_MEANINGS[name])
-    return (f"{meanings}<div class='scroll truth'><table class='truth'><caption>{text(caption)}</caption>"
-            f"<thead><tr><th class='corner' rowspan='2'>call</th>{headings}</tr><tr>{columns}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></div>")
-
-
-def _columns(name: str, rows: pd.DataFrame) -> dict[str, list[tuple[tuple, str]]]:
-    """A truth table's columns that ``rows`` fill: heading of a group -> [(key, heading)] of its columns (the key:
-    :func:`_column_of` of a row in that column)."""
-    if name == "library":
-        present = set(map(cell, rows["placement"]))
-        return {"where the spin kernel runs": [((placement,), heading) for placement, heading
-                                               in LIBRARY_PLACEMENTS.items() if placement in present]}
-    present = set(zip(map(cell, rows["spin_stream"]), map(cell, rows["placement"])))
-    groups = {f"spinning stream {spin}": [((spin, placement), placement) for placement in PLACEMENTS
-                                          if (spin, placement) in present] for spin in SPIN_STREAMS}
-    return {heading: columns for heading, columns in groups.items() if columns}
-
-
-def _column_of(name: str, row: Mapping) -> tuple[str, ...]:
-    """Which column of its truth table a row fills."""
-    return (cell(row["placement"]),) if name == "library" else (cell(row["spin_stream"]), cell(row["placement"]))
-
-
-DOCUMENTED = {  # experiment -> what the docs say, by the row's docs flag (True, False, None: silent or vague)
-    "blocking": ("docs_waits", {True: "The documentation says the call waits for the running kernel",
-                                False: "The documentation says the call does not wait for it",
-                                None: "The documentation is silent or vague about waiting"}),
-    "serialization": ("docs_serializes", {True: "The documentation says the call keeps the kernels apart",
-                                          False: "The documentation says the call does not keep them apart",
-                                          None: "The documentation is silent about keeping them apart"}),
-}
-DOCUMENTED["library"] = DOCUMENTED["blocking"]
-
-
-def _truth_cell(name: str, row: Mapping, group: str) -> str:
-    from bench.analysis import contradicts_docs, short_ms
-
-    if name == "library":
-        where = f"{cell(row['call'])}, {LIBRARY_PLACEMENTS.get(cell(row['placement']), cell(row['placement']))}"
-    else:
-        where = f"{cell(row['call'])} on {cell(row['placement'])} (spinning stream {cell(row['spin_stream'])})"
-    if row["status"] != Status.OK:
-        failed = f"{where}: {cell(row['status'])}: {cell(row['error'])}"
-        return f"<td class='none{group}' title='{text(failed)}'>{text(row['status'])}</td>"
-    contradicts = contradicts_docs(row)
-    if name == "blocking" or (name == "library" and cell(row["placement"]) != LibraryPlacement.BETWEEN):
-        shown = short_ms(row["host_ms"])
-        detail = f"host {cell(row['host_ms'])} ms; with nothing running {cell(row.get('idle_host_ms'))} ms"
-    else:
-        shown = "host" if _flag(row.get("host_waited")) else ""
-        detail = f"the kernels overlapped {cell(row.get('overlap_ms'))} ms; host {cell(row['host_ms'])} ms"
-    repeats = f" (repeats disagreed: {cell(row.get('verdicts'))})" if _flag(row.get("stable")) is False else ""
-    flag, says = DOCUMENTED[name]
-    statement = f": {cell(row.get('docs'))}" if cell(row.get("docs")) else ""
-    source = f" ({cell(row.get('source'))})" if cell(row.get("source")) else ""
-    title = (f"{where}: {cell(row['verdict'])}{repeats}; {detail}.\n{says[_flag(row.get(flag))]}{statement}{source}."
-             + ("\nThe measurement contradicts the documentation." if contradicts else ""))
-    marks = " contradicts" if contradicts else ""
-    return (f"<td class='{VERDICT_CLASSES.get(row['verdict'], 'none')}{marks}{group}' title='{text(title)}'>"
-            f"{text(shown)}{'!' if contradicts else ''}</td>")
-
-
-def _flag(value) -> bool | None:
-    return None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else bool(value)
-
 
 def claims_section(rows: pd.DataFrame, label: str = "", level: int = 2, section: str = "claims") -> str:
     """The folklore claims against these rows (a section of id ``section``), each verdict coloured by whether the
