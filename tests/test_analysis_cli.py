@@ -96,9 +96,11 @@ def test_gpus_are_told_apart_by_host_and_uuid_and_gpu_picks_one():
 
 # --- bad input -------------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def inputs(tmp_path):
-    """Good, empty, foreign, newer, unrelated and side-table files, and things that are in the way of an output."""
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Good, empty, foreign, newer, unrelated and side-table files, and things that are in the way of an output: made
+    once for the module, for no command given them writes anything (each test of bad input checks that)."""
+    tmp_path = tmp_path_factory.mktemp("inputs")
     good = synthetic.write(tmp_path / "good.parquet", experiment("launch"))
     synthetic.write(tmp_path / "copies.parquet", experiment("bandwidth"))
     synthetic.write(tmp_path / "empty.parquet", [])
