@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,29 +30,6 @@ def bench(*args, cwd):
     env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
-
-
-@pytest.fixture
-def run(monkeypatch, capsys):
-    """``bench ARGS`` in this process, as ``python -m bench ARGS`` shows it (exit status, stdout, and stderr with the
-    Python warnings a process would print): a CompletedProcess. What only a process shows (an exit by a signal, the
-    modules a fresh interpreter imports) runs ``bench`` as one."""
-    monkeypatch.setenv("COLUMNS", "100")
-
-    def call(*args, cwd):
-        with monkeypatch.context() as here, warnings.catch_warnings(record=True) as caught:
-            here.chdir(cwd)
-            warnings.resetwarnings()  # Python's default filters: warnings once per place, deprecations hidden
-            warnings.simplefilter("default")
-            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-                warnings.simplefilter("ignore", hidden)
-            status = cli.main(list(args))
-        out, err = capsys.readouterr()
-        err += "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: {warning.message}\n"
-                       for warning in caught)
-        return subprocess.CompletedProcess(["bench", *args], status, out, err)
-
-    return call
 
 
 def experiment(name: str, **changes) -> list[dict]:
