@@ -138,7 +138,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
     old, new = analysis.newest(old, experiments), analysis.newest(new, experiments)
     record = noise.Record([old, new, *([] if record is None else [record])], experiments)
     old, new = _select(old, gpu, "old"), _select(new, gpu, "new")
-    sides = _by_gpu_and_experiment(old), _by_gpu_and_experiment(new)
+    sides = _by_gpu_and_experiment(old, experiments), _by_gpu_and_experiment(new, experiments)
     pairs, warnings = _pairs(*sides, old, new, experiments)
     hosts = len({gpu.host for rows in (old, new) for gpu in analysis.gpus(rows)}) > 1
     pairs = [replace(pair, hosts=hosts) for pair in pairs]
@@ -169,10 +169,17 @@ def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
         raise UsageError(f"{side} results: {error}") from None
 
 
-def _by_gpu_and_experiment(rows: pd.DataFrame) -> dict[Gpu, dict[str, pd.DataFrame]]:
-    """Each GPU's rows (:func:`bench.analysis.by_gpu`), experiment by experiment."""
-    return {gpu: {name: mine[mine["experiment"] == name] for name in mine["experiment"].unique()}
-            for gpu, mine in analysis.by_gpu(rows)}
+def _by_gpu_and_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[Gpu, dict[str, pd.DataFrame]]:
+    """Each GPU's rows (:func:`bench.analysis.by_gpu`) of each experiment of ``experiments`` it measured, of only the
+    columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
+    found = {}
+    for gpu, mine in analysis.by_gpu(rows):
+        found[gpu] = {}
+        for name in set(mine["experiment"]) & set(experiments):
+            experiment = experiments[name]
+            read = [*experiment.axes, *JUDGED, *experiment.outcome, *RATES.get(name, ())[:1]]
+            found[gpu][name] = analysis.only(mine, read)[mine["experiment"] == name]
+    return found
 
 
 def _pairs(old_gpus: Mapping[Gpu, Mapping], new_gpus: Mapping[Gpu, Mapping], old: pd.DataFrame, new: pd.DataFrame,
@@ -241,8 +248,7 @@ def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame,
     """One line per configuration both sides measured (of ``experiment``, its description), and a warning if either
     side has configurations the other lacks. ``spreads``: the machine-to-machine spread of each configuration
     (:meth:`bench.noise.Record.spreads`)."""
-    read = [*experiment.axes, *JUDGED, *experiment.outcome, *RATES.get(pair.experiment, ())[:1]]
-    before, after = (analysis.keyed(analysis.only(rows, read), list(experiment.axes)) for rows in (old, new))
+    before, after = analysis.keyed(old, list(experiment.axes)), analysis.keyed(new, list(experiment.axes))
     lines = [_judge(pair, experiment, before[key], after[key], spreads.get(key)) for key in before if key in after]
     only = {side: sum(key not in other for key in mine) for side, mine, other in
             (("old", before, after), ("new", after, before))}
