@@ -5,7 +5,8 @@ Plain ``pytest`` spreads the tests over the machine's CPUs (pytest-xdist's ``-n 
 runs them in this process). Each test is a unit of work of its own, but for the modules run by one worker each, test
 after test: every GPU test (each lives in tests/test_gpu*.py), one worker running them all, so that no two share the GPU
 (run at once, one module's copies slowed another's bandwidth below its own ordering checks), and each
-module of GROUPED, whose module-scoped fixtures are expensive (a report rendered once for the module). ``--benchmark-only`` runs in this process: pytest-benchmark measures nothing
+module of GROUPED, whose module-scoped fixtures are expensive (a report rendered once for the module, the README's
+commands run once in a fresh clone). ``--benchmark-only`` runs in this process: pytest-benchmark measures nothing
 under xdist."""
 
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).parent
 BENCHMARKS = ROOT / "benchmarks"
-GROUPED = ("tests/test_report.py", "tests/test_report_safety.py")
+GROUPED = ("tests/test_fresh_clone.py", "tests/test_report.py", "tests/test_report_safety.py")
 
 
 def is_benchmark(item) -> bool:

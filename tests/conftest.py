@@ -1,5 +1,7 @@
 import contextlib
 import fcntl
+import subprocess
+import warnings
 
 import pytest
 
@@ -69,3 +71,28 @@ def whole_gpu_module(tmp_path_factory):
     """The GPU to this module's tests alone, among the tests that ask (see :func:`_whole_gpu`)."""
     with _whole_gpu(tmp_path_factory):
         yield
+
+
+@pytest.fixture
+def run(monkeypatch, capsys):
+    """``bench ARGS`` in this process, as ``python -m bench ARGS`` shows it (exit status, stdout, and stderr with the
+    Python warnings a process would print): a CompletedProcess. What only a process shows (an exit by a signal, the
+    modules a fresh interpreter imports) runs ``bench`` as one."""
+    from bench import cli
+
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def call(*args, cwd) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as here, warnings.catch_warnings(record=True) as caught:
+            here.chdir(cwd)
+            warnings.resetwarnings()  # Python's default filters: warnings once per place, deprecations hidden
+            warnings.simplefilter("default")
+            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", hidden)
+            status = cli.main(list(args))
+        out, err = capsys.readouterr()
+        err += "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: {warning.message}\n"
+                       for warning in caught)
+        return subprocess.CompletedProcess(["bench", *args], status, out, err)
+
+    return call

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,29 +30,6 @@ def bench(*args, cwd):
     env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
-
-
-@pytest.fixture
-def run(monkeypatch, capsys):
-    """``bench ARGS`` in this process, as ``python -m bench ARGS`` shows it (exit status, stdout, and stderr with the
-    Python warnings a process would print): a CompletedProcess. What only a process shows (an exit by a signal, the
-    modules a fresh interpreter imports) runs ``bench`` as one."""
-    monkeypatch.setenv("COLUMNS", "100")
-
-    def call(*args, cwd):
-        with monkeypatch.context() as here, warnings.catch_warnings(record=True) as caught:
-            here.chdir(cwd)
-            warnings.resetwarnings()  # Python's default filters: warnings once per place, deprecations hidden
-            warnings.simplefilter("default")
-            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-                warnings.simplefilter("ignore", hidden)
-            status = cli.main(list(args))
-        out, err = capsys.readouterr()
-        err += "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: {warning.message}\n"
-                       for warning in caught)
-        return subprocess.CompletedProcess(["bench", *args], status, out, err)
-
-    return call
 
 
 def experiment(name: str, **changes) -> list[dict]:
@@ -96,9 +72,11 @@ def test_gpus_are_told_apart_by_host_and_uuid_and_gpu_picks_one():
 
 # --- bad input -------------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def inputs(tmp_path):
-    """Good, empty, foreign, newer, unrelated and side-table files, and things that are in the way of an output."""
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Good, empty, foreign, newer, unrelated and side-table files, and things that are in the way of an output: made
+    once for the module, for no command given them writes anything (each test of bad input checks that)."""
+    tmp_path = tmp_path_factory.mktemp("inputs")
     good = synthetic.write(tmp_path / "good.parquet", experiment("launch"))
     synthetic.write(tmp_path / "copies.parquet", experiment("bandwidth"))
     synthetic.write(tmp_path / "empty.parquet", [])
@@ -285,19 +263,6 @@ def test_claims_judge_what_the_results_hold_and_say_how_to_measure_the_rest(tmp_
     assert markdown.startswith("## CUDA claims against measurement on Test GPU GPU-00000000")
     assert "| claim | verdict | the documentation | measured |" in markdown
     assert "| cudaFree waits for running kernels | **holds** | silent ([docs](https://" in markdown
-
-
-def test_the_analysis_commands_never_import_cuda(tmp_path):
-    synthetic.write(tmp_path / "results" / "r.parquet", synthetic.all_records())
-    script = ("import sys\nfrom bench import cli\n"
-              "for args in (['plot'], ['report'], ['compare', 'results', 'results'], ['claims', 'results']):\n"
-              "    assert cli.main(args) == 0, args\n"
-              "print(sorted(name for name in sys.modules if name.split('.')[0] in ('cupy', 'numba')))\n")
-    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src"))}
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "[]"
 
 
 # --- files bench cannot read, and where it writes ----------------------------------------------------------------

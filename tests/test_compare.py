@@ -3,9 +3,6 @@ machine-to-machine spread of a GPU kind), outcome changes, GPU pairing, the driv
 on the committed results) and what the terminal shows."""
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +14,6 @@ import synthetic
 from bench import analysis, compare, noise, store
 from bench.experiments import registry
 from bench.timing import median_interval
-from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "_superseded"  # the last version 1 runs (converted on read)
@@ -25,12 +21,6 @@ COMMITTED = sorted(RESULTS.glob("20261121T14[45]*Z-NVIDIA-H200.parquet"))  # ver
 RERUN = (RESULTS / "20261121T145029Z-NVIDIA-H200.parquet", RESULTS / "20261121T145118Z-NVIDIA-H200.parquet")
 GPU_B = {"gpu_uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "hostname": "node-b"}
 GPU_C = {"gpu_uuid": "GPU-cccccccc-0000-0000-0000-000000000000", "hostname": "node-c"}
-
-
-def bench(*args, cwd, columns=100):
-    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": str(columns)}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
 
 
 def changed(rows: list[dict], where, **columns) -> list[dict]:
@@ -154,16 +144,16 @@ def test_no_line_reports_an_unclear_change_of_nothing():
     assert result.counts() == {"unclear": 2, "same": len(old) - 2}
 
 
-def test_every_configuration_of_every_experiment_is_the_same_as_itself(tmp_path):
+def test_every_configuration_of_every_experiment_is_the_same_as_itself(tmp_path, run):
     rows = synthetic.all_records()
     path = synthetic.write(tmp_path / "r.parquet", rows)
     result = compare.compare(store.read(path, synthetic.suite()), store.read(path, synthetic.suite()), registry())
     assert result.counts() == {"same": len(rows)} and not result.warnings and not result.headlines
     assert set(result.table["experiment"]) == set(registry())  # every experiment
-    run = bench("compare", "r.parquet", "r.parquet", "--fail-above", "1", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert f"{len(rows)} same (not listed; --all lists every configuration)" in run.stdout
-    assert "nothing beyond noise" in run.stdout
+    printed = run("compare", "r.parquet", "r.parquet", "--fail-above", "1", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert f"{len(rows)} same (not listed; --all lists every configuration)" in printed.stdout
+    assert "nothing beyond noise" in printed.stdout
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.name[:16])
@@ -173,13 +163,13 @@ def test_each_committed_version_1_file_is_the_same_as_itself(path):
     assert len(result.table) == len(rows) and result.counts() == {"same": len(rows)}
 
 
-def test_the_committed_results_directory_is_the_same_as_itself(tmp_path):
+def test_the_committed_results_directory_is_the_same_as_itself(tmp_path, run):
     from bench import analysis
 
-    run = bench("compare", str(RESULTS), str(RESULTS), cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
+    printed = run("compare", str(RESULTS), str(RESULTS), cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
     shown = len(analysis.newest(store.read_any(RESULTS, synthetic.suite()), registry()))
-    assert run.stdout == (f"What changed\n  nothing beyond noise\n{shown} same (not listed; --all lists every "
+    assert printed.stdout == (f"What changed\n  nothing beyond noise\n{shown} same (not listed; --all lists every "
                           "configuration)\n")
     assert not list(tmp_path.iterdir())
 
@@ -196,7 +186,7 @@ def test_a_rerun_at_the_same_commit_changed_five_serialization_rows():
     assert len(blocking) == 152 and not (blocking["verdict"] == "changed").any()  # the same host verdict, all 152
 
 
-def test_the_driver_update_diff_names_calls_copies_and_claims(tmp_path):
+def test_the_driver_update_diff_names_calls_copies_and_claims(tmp_path, run):
     old, new = driver_update()
     result = compare.compare(synthetic.frame(old), synthetic.frame(new), registry())
     assert result.counts() == {"changed": 4, "slower": 1, "same": len(old) - 5}
@@ -217,35 +207,35 @@ def test_the_driver_update_diff_names_calls_copies_and_claims(tmp_path):
     assert len(result.slower_than(20)) == 1 and len(result.slower_than(30)) == 0
     synthetic.write(tmp_path / "old.parquet", old)
     synthetic.write(tmp_path / "new.parquet", new)
-    assert bench("compare", "old.parquet", "new.parquet", "--fail-above", "30", cwd=tmp_path).returncode == 0
-    gate = bench("compare", "old.parquet", "new.parquet", "--fail-above", "20", cwd=tmp_path)
+    assert run("compare", "old.parquet", "new.parquet", "--fail-above", "30", cwd=tmp_path).returncode == 0
+    gate = run("compare", "old.parquet", "new.parquet", "--fail-above", "20", cwd=tmp_path)
     assert gate.returncode == 1 and "1 configurations slower by more than 20%: failing" in gate.stdout
 
 
-def test_the_terminal_shows_warnings_headlines_then_what_is_not_the_same_in_100_columns(tmp_path):
+def test_the_terminal_shows_warnings_headlines_then_what_is_not_the_same_in_100_columns(tmp_path, run):
     old, new = driver_update()
     synthetic.write(tmp_path / "old.parquet", old)
     synthetic.write(tmp_path / "new.parquet", new)
-    run = bench("compare", "old.parquet", "new.parquet", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    printed = run("compare", "old.parquet", "new.parquet", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    lines = printed.stdout.splitlines()
     assert max(map(len, lines)) <= 100 and lines[0] == "What changed"
-    assert run.stderr.splitlines() == ["bench: warning: driver_version differs: 580.0 → 590.0",
+    assert printed.stderr.splitlines() == ["bench: warning: driver_version differs: 580.0 → 590.0",
                                        "bench: warning: cuda_runtime differs: 12.9 → 13.0"]  # stdout is the answer
-    order = [run.stdout.index(text) for text in ("What changed", "bandwidth: 1 of", "blocking: 2 of",
+    order = [printed.stdout.index(text) for text in ("What changed", "bandwidth: 1 of", "blocking: 2 of",
                                                   "serialization: 2 of")]
     assert order == sorted(order)
-    assert "waits-for-device → returns" in run.stdout and "slower +25.0%" in run.stdout
-    assert "GPU" not in run.stdout  # one GPU on each side: no GPU column
+    assert "waits-for-device → returns" in printed.stdout and "slower +25.0%" in printed.stdout
+    assert "GPU" not in printed.stdout  # one GPU on each side: no GPU column
     assert lines[-1] == f"4 changed, 1 slower, {len(old) - 5} same (not listed; --all lists every configuration)"
-    listed = bench("compare", "old.parquet", "new.parquet", "--all", cwd=tmp_path)
+    listed = run("compare", "old.parquet", "new.parquet", "--all", cwd=tmp_path)
     assert f"bandwidth: {sum(row['experiment'] == 'bandwidth' for row in old)} of" in listed.stdout
-    assert "cudaGetLastError" in listed.stdout and "cudaGetLastError" not in run.stdout
+    assert "cudaGetLastError" in listed.stdout and "cudaGetLastError" not in printed.stdout
     assert listed.stdout.splitlines()[-1] == f"4 changed, 1 slower, {len(old) - 5} same"
     assert max(map(len, listed.stdout.splitlines())) <= 100
 
 
-def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path):
+def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path, run):
     catalog_rows = [row for row in synthetic.all_records() if row["experiment"] in ("blocking", "serialization")]
     copies = [row for row in synthetic.all_records() if row["experiment"] == "bandwidth"]
     synthetic.write(tmp_path / "fleet" / "a.parquet", catalog_rows)
@@ -260,10 +250,10 @@ def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path):
     others = [name for name in registry() if name not in ("bandwidth", "blocking", "serialization")]
     assert f"only in the new results, not compared: {', '.join(others)}" in result.warnings
     assert sum("different GPUs: old Test GPU" in warning for warning in result.warnings) == 2
-    run = bench("compare", "fleet", "new.parquet", "--all", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert "GPU" in run.stdout.split("bandwidth: ")[1].splitlines()[2]  # the table's header row
-    assert max(map(len, run.stdout.splitlines())) <= 100
+    printed = run("compare", "fleet", "new.parquet", "--all", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert "GPU" in printed.stdout.split("bandwidth: ")[1].splitlines()[2]  # the table's header row
+    assert max(map(len, printed.stdout.splitlines())) <= 100
 
 
 def test_fleets_pair_by_uuid_and_gpu_selects_one(tmp_path):
@@ -294,7 +284,7 @@ def test_the_newest_measurement_of_each_configuration_is_compared(tmp_path):
     assert list(result.table["verdict"]) == ["same", "same", "faster"]
 
 
-def test_a_version_1_directory_against_a_version_2_file(tmp_path):
+def test_a_version_1_directory_against_a_version_2_file(tmp_path, run):
     (tmp_path / "v1").mkdir()
     (tmp_path / "v1" / RERUN[0].name).write_bytes(RERUN[0].read_bytes())
     rows = store.read(RERUN[0], synthetic.suite())
@@ -305,8 +295,8 @@ def test_a_version_1_directory_against_a_version_2_file(tmp_path):
     synthetic.write(tmp_path / "v2.parquet", records)
     result = compare.compare(store.read_any(tmp_path / "v1", synthetic.suite()), store.read(tmp_path / "v2.parquet", synthetic.suite()), registry())
     assert result.counts() == {"same": len(rows)}
-    run = bench("compare", "v1", "v2.parquet", cwd=tmp_path)
-    assert run.returncode == 0 and f"{len(rows)} same" in run.stdout, run.stderr
+    printed = run("compare", "v1", "v2.parquet", cwd=tmp_path)
+    assert printed.returncode == 0 and f"{len(rows)} same" in printed.stdout, printed.stderr
 
 
 def test_numbers_read_as_people_write_them():
@@ -315,15 +305,15 @@ def test_numbers_read_as_people_write_them():
     assert compare.compare(pd.DataFrame(), synthetic.frame(synthetic.launch_records()), registry()).table.empty
 
 
-def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path):
+def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path, run):
     import json
 
     old, new = driver_update()
     synthetic.write(tmp_path / "old.parquet", old)
     synthetic.write(tmp_path / "new.parquet", new)
-    run = bench("compare", "old.parquet", "new.parquet", "--format", "json", "--fail-above", "20", cwd=tmp_path)
-    assert run.returncode == 1 and run.stderr.count("bench: warning: ") == 2, run.stderr
-    document = json.loads(run.stdout)  # stdout is the document alone
+    printed = run("compare", "old.parquet", "new.parquet", "--format", "json", "--fail-above", "20", cwd=tmp_path)
+    assert printed.returncode == 1 and printed.stderr.count("bench: warning: ") == 2, printed.stderr
+    document = json.loads(printed.stdout)  # stdout is the document alone
     assert document["counts"] == {"changed": 4, "slower": 1, "same": len(old) - 5}
     assert document["fail_above"] == {"percent": 20, "failing": 1}
     assert document["warnings"] == ["driver_version differs: 580.0 → 590.0", "cuda_runtime differs: 12.9 → 13.0"]
@@ -332,16 +322,17 @@ def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path):
     assert slower[0]["ratio"] == pytest.approx(1.25) and slower[0]["unit"] == "ms"
     changed_line = next(line for line in document["configurations"] if line["verdict"] == "changed")
     assert changed_line["ratio"] is None or isinstance(changed_line["ratio"], float)  # never NaN: JSON has none
-    listed = json.loads(bench("compare", "old.parquet", "new.parquet", "--format", "json", "--all",
+    listed = json.loads(run("compare", "old.parquet", "new.parquet", "--format", "json", "--all",
                               cwd=tmp_path).stdout)
     assert len(listed["configurations"]) == len(old)
-    run = bench("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path)
-    assert run.returncode == 0 and run.stdout.startswith("## What changed\n\n- blocking cudaFree"), run.stdout[:300]
-    assert "### bandwidth: 1 of" in run.stdout and "| configuration | old ms | new ms | verdict |" in run.stdout
-    assert "| --- | ---: | ---: | --- |" in run.stdout and "| pinned H2D 16 MiB | " in run.stdout
-    assert run.stdout.rstrip().endswith(f"4 changed, 1 slower, {len(old) - 5} same (not listed; --all lists every "
+    printed = run("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path)
+    markdown = printed.stdout
+    assert printed.returncode == 0 and markdown.startswith("## What changed\n\n- blocking cudaFree"), markdown[:300]
+    assert "### bandwidth: 1 of" in markdown and "| configuration | old ms | new ms | verdict |" in markdown
+    assert "| --- | ---: | ---: | --- |" in printed.stdout and "| pinned H2D 16 MiB | " in printed.stdout
+    assert printed.stdout.rstrip().endswith(f"4 changed, 1 slower, {len(old) - 5} same (not listed; --all lists every "
                                         "configuration)")
-    assert "warning" not in run.stdout and not {"old.parquet", "new.parquet"} ^ {p.name for p in tmp_path.iterdir()}
+    assert "warning" not in printed.stdout and not {"old.parquet", "new.parquet"} ^ {p.name for p in tmp_path.iterdir()}
 
 
 MIB = 1 << 20
@@ -359,7 +350,7 @@ def _machine(letter: str, factors: dict[int, float], sizes=(MIB, 16 * MIB, 256 *
     return synthetic.tagged(rows, gpu_uuid=f"GPU-{letter * 8}-0000-0000-0000-000000000000", hostname=f"node-{letter}")
 
 
-def test_two_machines_of_one_kind_say_which_changes_exceed_the_spread_on_record(tmp_path):
+def test_two_machines_of_one_kind_say_which_changes_exceed_the_spread_on_record(tmp_path, run):
     """Machine a against machine b, two Test GPUs: 1 MiB is 20% slower on b where the machines on record (a, c, d)
     lie within 8.2%; 16 MiB is 20% slower where they lie 30% apart; 256 MiB no other machine measured. b's own
     earlier run is left out of the record: it is the machine judged."""
@@ -386,24 +377,24 @@ def test_two_machines_of_one_kind_say_which_changes_exceed_the_spread_on_record(
                                    "machines on record; 1 with no spread on record")
     assert "bandwidth pinned H2D 1 MiB: slower, " in result.headlines[1]
     assert result.headlines[1].endswith("(time +20.0%); beyond the 8.2% spread of 3 machines")
-    run = bench("compare", "old.parquet", "new.parquet", "--format", "json", cwd=tmp_path)  # results/: the record
-    assert run.returncode == 0, run.stderr
-    document = json.loads(run.stdout)
+    printed = run("compare", "old.parquet", "new.parquet", "--format", "json", cwd=tmp_path)  # results/: the record
+    assert printed.returncode == 0, printed.stderr
+    document = json.loads(printed.stdout)
     assert document["headlines"] == result.headlines
     assert [(line["beyond_machine_spread"], line["note"]) for line in document["configurations"]] == [
         (True, "beyond the 8.2% spread of 3 machines"), (False, "within the 30.0% spread of 3 machines"), (None, "")]
-    run = bench("compare", "old.parquet", "new.parquet", "--spread-from", "results/c.parquet", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert "slower +20.0% (beyond the 5.0% spread of 2 machines)" in run.stdout
-    assert "between the 2 Test GPU machines on record; 1 with no spread on record" in " ".join(run.stdout.split())
+    printed = run("compare", "old.parquet", "new.parquet", "--spread-from", "results/c.parquet", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert "slower +20.0% (beyond the 5.0% spread of 2 machines)" in printed.stdout
+    assert "between the 2 Test GPU machines on record; 1 with no spread on record" in " ".join(printed.stdout.split())
     (tmp_path / "elsewhere").mkdir()
     for name in ("old.parquet", "new.parquet"):
         (tmp_path / name).rename(tmp_path / "elsewhere" / name)
-    run = bench("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path / "elsewhere")
-    assert run.returncode == 0, run.stderr
+    printed = run("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path / "elsewhere")
+    assert printed.returncode == 0, printed.stderr
     assert (f"- {label}: two machines of one kind; no other Test GPU on record to measure the machine-to-machine "
-            "spread by (compare --spread-from names results that hold some)") in run.stdout
-    assert "| pinned H2D 1 MiB | " in run.stdout and "| slower +20.0% |" in run.stdout
+            "spread by (compare --spread-from names results that hold some)") in printed.stdout
+    assert "| pinned H2D 1 MiB | " in printed.stdout and "| slower +20.0% |" in printed.stdout
 
 
 def test_two_committed_h100s_flag_no_row_below_its_floor_and_no_unclear_change_of_nothing():

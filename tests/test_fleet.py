@@ -2,10 +2,7 @@
 together, four H200s told apart by UUID and host; compare matching GPUs by UUID across two fleet snapshots; report a
 section per GPU naming its host; ``--gpu HOST`` picking that host's GPUs."""
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,18 +11,11 @@ import synthetic
 from bench import analysis, compare, store
 from bench.errors import UsageError
 from bench.experiments import registry
-from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 A0, A1, B0, B1 = synthetic.FLEET
 NEWER = "20261122T000000Z"
 FILE = f"{synthetic.RUN_ID}-NVIDIA-H200.parquet"
-
-
-def bench(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
 
 
 def measured() -> list[dict]:
@@ -77,7 +67,7 @@ def test_per_host_directories_read_as_one_dataset_of_four_gpus(tmp_path):
     assert [gpu.uuid[:12] for gpu in analysis.gpus(store.read_any(results / "_fleet-old", synthetic.suite()))] == ["GPU-c0c0c0c0"]
 
 
-def test_a_hostname_picks_every_gpu_on_that_host(tmp_path):
+def test_a_hostname_picks_every_gpu_on_that_host(tmp_path, run):
     rows = synthetic.frame(synthetic.on_gpus(synthetic.records("launch")))
     for wanted in ("node-b", "NODE-B"):
         picked = analysis.select_gpu(rows, wanted)
@@ -90,13 +80,13 @@ def test_a_hostname_picks_every_gpu_on_that_host(tmp_path):
     with pytest.raises(UsageError, match="--gpu node-c: no such GPU in the results"):
         analysis.select_gpu(rows, "node-c")
     synthetic.write_fleet(tmp_path / "fleet", synthetic.records("launch"))
-    result = bench("plot", "fleet", "--gpu", "node-b", cwd=tmp_path)
+    result = run("plot", "fleet", "--gpu", "node-b", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert sorted(path.name for path in (tmp_path / "plots" / "local").iterdir()) == ["NVIDIA-H200-b0b0b0b0",
                                                                                       "NVIDIA-H200-b1b1b1b1"]
 
 
-def test_compare_of_two_fleet_snapshots_matches_gpus_by_uuid(tmp_path):
+def test_compare_of_two_fleet_snapshots_matches_gpus_by_uuid(tmp_path, run):
     """A week later node-a's GPUs enumerate the other way round and a1a1a1a1 uploads 25% slower; node-b's GPU 1 is
     gone."""
     rows = synthetic.sampled(measured())  # enough samples to bound a median
@@ -115,12 +105,12 @@ def test_compare_of_two_fleet_snapshots_matches_gpus_by_uuid(tmp_path):
     names = ", ".join(name for name in registry() if name in ("bandwidth", "launch"))
     assert result.warnings == [f"NVIDIA H200 {B1['gpu_uuid']} on node-b is only in the old results ({names}); not "
                                "compared"]
-    run = bench("compare", "fleet-old", "fleet-new", "--fail-above", "20", cwd=tmp_path)
-    assert run.returncode == 1, run.stderr
-    assert f"{B1['gpu_uuid']} on node-b is only in the old" in run.stderr  # warnings: stdout is the answer
-    assert "1 configurations slower by more than 20%: failing" in run.stdout
-    assert re.search(rf"{label(A1)} +pinned H2D 16 MiB .* slower \+25\.0%", run.stdout)
-    assert max(map(len, run.stdout.splitlines())) <= 100
+    printed = run("compare", "fleet-old", "fleet-new", "--fail-above", "20", cwd=tmp_path)
+    assert printed.returncode == 1, printed.stderr
+    assert f"{B1['gpu_uuid']} on node-b is only in the old" in printed.stderr  # warnings: stdout is the answer
+    assert "1 configurations slower by more than 20%: failing" in printed.stdout
+    assert re.search(rf"{label(A1)} +pinned H2D 16 MiB .* slower \+25\.0%", printed.stdout)
+    assert max(map(len, printed.stdout.splitlines())) <= 100
 
 
 def test_a_replaced_gpu_pairs_with_the_lone_new_one_and_a_replaced_node_is_not_guessed(tmp_path):
@@ -143,9 +133,9 @@ def test_a_replaced_gpu_pairs_with_the_lone_new_one_and_a_replaced_node_is_not_g
                                              for side, gpus in (("old", (B0, B1)), ("new", node_c)) for gpu in gpus)
 
 
-def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_path):
+def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_path, run):
     synthetic.write_fleet(tmp_path / "results" / "fleet", measured())
-    result = bench("report", "results/fleet", "--out", "fleet.html", cwd=tmp_path)
+    result = run("report", "results/fleet", "--out", "fleet.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     document = (tmp_path / "fleet.html").read_text()
     assert "results/fleet: 2 runs on 4 GPUs" in document  # one run id, two hosts: two sweeps
@@ -161,7 +151,7 @@ def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_p
     runs = re.findall(r"<tr><td>" + synthetic.RUN_ID + r"</td><td>NVIDIA H200</td><td>([^<]*)</td><td>([^<]*)</td>"
                       r"<td class='number'>(\d)</td>", document)
     assert runs == [(gpu["gpu_uuid"], gpu["hostname"], str(gpu["gpu_index"])) for gpu in synthetic.FLEET]
-    result = bench("report", "results/fleet", "--gpu", "node-b", "--out", "b.html", cwd=tmp_path)
+    result = run("report", "results/fleet", "--gpu", "node-b", "--out", "b.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     document = (tmp_path / "b.html").read_text()
     assert "1 run on 2 GPUs" in document and "node-a" not in document

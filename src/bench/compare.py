@@ -59,6 +59,7 @@ TO_MS = {"ms": 1.0, "us": 1e-3}
 COLUMNS = ["experiment", "gpu", "configuration", "unit", "old", "new", "ratio", "verdict", "change", "note",
            "machine_spread", "beyond_machine_spread"]
 VERDICTS = values(Change)
+JUDGED = ("status", "error", "unit", "samples", "floor_met")  # what judging rows reads beside axes, outcome, rate
 
 
 def verdict(old: list[float], new: list[float]) -> str:
@@ -137,13 +138,13 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
     old, new = analysis.newest(old, experiments), analysis.newest(new, experiments)
     record = noise.Record([old, new, *([] if record is None else [record])], experiments)
     old, new = _select(old, gpu, "old"), _select(new, gpu, "new")
-    pairs, warnings = _pairs(old, new, experiments)
+    sides = _by_gpu_and_experiment(old, experiments), _by_gpu_and_experiment(new, experiments)
+    pairs, warnings = _pairs(*sides, old, new, experiments)
     hosts = len({gpu.host for rows in (old, new) for gpu in analysis.gpus(rows)}) > 1
     pairs = [replace(pair, hosts=hosts) for pair in pairs]
     lines, headlines = [], []
     for pair in pairs:
-        mine = [analysis.rows_of(rows, gpu) for rows, gpu in ((old, pair.old), (new, pair.new))]
-        mine = [rows[rows["experiment"] == pair.experiment] for rows in mine]
+        mine = [side[gpu][pair.experiment] for side, gpu in zip(sides, (pair.old, pair.new))]
         spreads = record.spreads(pair.experiment, pair.old, pair.new)
         found, missing = _compare_pair(pair, experiments[pair.experiment], *mine, spreads)
         lines += found
@@ -168,12 +169,27 @@ def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
         raise UsageError(f"{side} results: {error}") from None
 
 
-def _pairs(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping) -> tuple[list[Pair], list[str]]:
-    """The (experiment, old GPU, new GPU) pairs to compare, and warnings about GPUs left without a partner."""
+def _by_gpu_and_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[Gpu, dict[str, pd.DataFrame]]:
+    """Each GPU's rows (:func:`bench.analysis.by_gpu`) of each experiment of ``experiments`` it measured, of only the
+    columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
+    found = {}
+    for gpu, mine in analysis.by_gpu(rows):
+        found[gpu] = {}
+        for name in set(mine["experiment"]) & set(experiments):
+            experiment = experiments[name]
+            read = [*experiment.axes, *JUDGED, *experiment.outcome, *RATES.get(name, ())[:1]]
+            found[gpu][name] = analysis.only(mine, read)[mine["experiment"] == name]
+    return found
+
+
+def _pairs(old_gpus: Mapping[Gpu, Mapping], new_gpus: Mapping[Gpu, Mapping], old: pd.DataFrame, new: pd.DataFrame,
+           experiments: Mapping) -> tuple[list[Pair], list[str]]:
+    """The (experiment, old GPU, new GPU) pairs to compare, and warnings about GPUs left without a partner. The GPUs
+    of each side come with their experiments (:func:`_by_gpu_and_experiment`)."""
     pairs, alone = [], {"old": {}, "new": {}}
     for name in experiments:
-        holding = {side: [gpu for gpu, rows in analysis.by_gpu(frame) if (rows["experiment"] == name).any()]
-                   for side, frame in (("old", old), ("new", new))}
+        holding = {side: [gpu for gpu, measured in gpus.items() if name in measured]
+                   for side, gpus in (("old", old_gpus), ("new", new_gpus))}
         if not holding["old"] or not holding["new"]:
             continue
         both = [gpu for gpu in holding["old"] if gpu in holding["new"]]
