@@ -285,7 +285,7 @@ def test_no_figure_title_is_cut_off():
     rows = synthetic.frame(synthetic.all_records())
     plt = plots.pyplot()
     for name, stem, figure in plots.draw(rows, {}, synthetic.views()):
-        figure.canvas.draw()
+        figure.draw_without_rendering()  # laid out and its texts measured, as a draw does, without painting pixels
         width = figure.bbox.width
         for text in figure.texts:
             extent = text.get_window_extent()
