@@ -109,11 +109,12 @@ def test_a_view_that_fails_loses_its_figure_only_and_says_why():
 
 
 def test_plot_writes_every_figure_or_none(tmp_path, monkeypatch):
-    """A figure that fails to render after others rendered: the output directory is as it was, no staging left."""
-    rows = synthetic.frame(synthetic.blocking_records() + synthetic.alloc_records() + synthetic.launch_records())
+    """A figure that fails to render after others rendered: the output directory is as it was, no staging left.
+    Three figures quick to draw: latency, roundtrip, then launch."""
+    rows = synthetic.frame(synthetic.latency_records() + synthetic.roundtrip_records() + synthetic.launch_records())
     out = tmp_path / "plots"
     out.mkdir()
-    (out / "alloc.png").write_bytes(b"an older figure")
+    (out / "launch.png").write_bytes(b"an older figure")
     render, calls = plots.render, []
 
     def failing(figure, fmt, dpi=plots.DPI):
@@ -125,11 +126,12 @@ def test_plot_writes_every_figure_or_none(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "render", failing)
     with pytest.raises(RuntimeError):
         plots.plot_results(rows, out, synthetic.views())
-    assert sorted(path.name for path in tmp_path.rglob("*")) == ["alloc.png", "plots"]
-    assert (out / "alloc.png").read_bytes() == b"an older figure"
+    assert calls == ["png", "svg"] * 2 + ["png"]  # the third figure's PNG failed
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["launch.png", "plots"]
+    assert (out / "launch.png").read_bytes() == b"an older figure"
     monkeypatch.setattr(plots, "render", render)
     assert len(plots.plot_results(rows, out, synthetic.views())) == 6
-    assert (out / "alloc.png").read_bytes() != b"an older figure"
+    assert (out / "launch.png").read_bytes() != b"an older figure"
 
 
 
