@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import analysis, cli, store
+from bench import analysis, claims, cli, store
 from bench.errors import UsageError
 from bench.experiments import registry
 from paths import with_path
@@ -273,8 +273,10 @@ TORN_SIDE = "results/_timeline/20261122T000000Z-Test-GPU.parquet"
 
 @pytest.fixture
 def torn(tmp_path):
-    """results/ with two good runs, a torn newest file and a torn side table of the newest good run."""
-    synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", synthetic.all_records())
+    """results/ with two good runs, a torn newest file and a torn side table of the newest good run. The first run
+    holds the experiments the claims judge (so that claims has nothing else to warn of), the second launch."""
+    claimed = [row for row in synthetic.all_records() if row["experiment"] in claims.needed_experiments()]
+    synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", claimed)
     good = synthetic.write(tmp_path / "results" / "20261122T000000Z-Test-GPU.parquet",
                            experiment("launch", run_id="20261122T000000Z"))
     (tmp_path / TORN).write_bytes(b"PAR1 half a file")
