@@ -198,13 +198,19 @@ def test_figures_of_synthetic_rows(experiment):
                 pyplot().close(figure)
 
 
-def test_figures_of_all_experiments_rows_and_of_failed_rows(experiment):
+@pytest.fixture(scope="module")
+def everything() -> tuple[pd.DataFrame, dict]:
+    """Every experiment's synthetic rows and their side tables, made once for the module (a view only reads them)."""
+    rows = synthetic.all_rows()
+    return rows, _tables(rows)
+
+
+def test_figures_of_all_experiments_rows_and_of_failed_rows(experiment, everything):
     from bench.plots import pyplot
 
-    everything = synthetic.all_rows()
     failed = synthetic.frame(synthetic.failed_records(experiment.name))
     for draw in views()[experiment.name].figures:
-        drawn = draw(everything, _tables(everything))  # rows of every experiment: each figure picks its own
+        drawn = draw(*everything)  # rows of every experiment: each figure picks its own
         assert drawn
         of_failed = draw(failed, {})
         try:  # nothing measured: nothing drawn, or a figure that says its configurations failed
