@@ -159,6 +159,32 @@ def touch_warm(directory: str, shard: int, shards: int) -> None:
     (Path(directory) / f"{os.getpid()}-{shard}-{shards}").touch()
 
 
+def touch_ahead(configs, directory: str) -> None:
+    """An ahead hook: leaves a file named after its process in ``directory``."""
+    (Path(directory) / f"ahead-{os.getpid()}").touch()
+
+
+def ahead_seen(directory: str, wait_s: float = 60.0) -> bool:
+    """Whether an ahead hook left its file in ``directory``, waiting for it up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while not any(Path(directory).glob("ahead-*")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return any(Path(directory).glob("ahead-*"))
+
+
+def waiting_rows(configs, context, directory: str):
+    """Rows noting whether another process's ahead hook left its file first (:func:`ahead_seen`)."""
+    seen = ahead_seen(directory)
+    for config in configs:
+        yield {**config, **sample_columns(), "status": "ok", "error": "", "note": f"seen={seen}"}
+
+
+def pid_rows(configs, context):
+    """Rows noting their process."""
+    for config in configs:
+        yield {**config, **sample_columns(), "status": "ok", "error": "", "note": str(os.getpid())}
+
+
 def different(config) -> bool:
     return config["a"] != config["b"]
 

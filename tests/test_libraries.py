@@ -228,3 +228,30 @@ def test_compare_says_a_library_version_changed_only_where_both_runs_recorded_on
     assert _environment_changes(before, after) == []
     older = pd.DataFrame({"torch_version": ["torch 2.4.0", None]})
     assert _environment_changes(older, after) == ["torch_version differs: torch 2.4.0 → torch 2.5.1"]
+
+
+@pytest.mark.parametrize("shards", [1, 3, 4, 5, 8])
+def test_the_warm_up_makes_every_call_but_the_fresh_once_each_library_in_processes_of_its_own(shards):
+    made = [experiment.warm_calls(shard, shards) for shard in range(shards)]
+    names = [call.name for calls in made for call in calls]
+    assert sorted(names) == sorted(call.name for call in catalogs.catalog().values() if not call.fresh)
+    per_shard = [{call.library for call in calls} for calls in made]
+    assert all(per_shard)  # no process without calls
+    if shards >= len(CATALOGED):  # a process imports one library
+        assert all(len(libraries_of) == 1 for libraries_of in per_shard)
+
+
+def test_the_sweeps_processes_keep_what_jax_compiles_in_a_cache_of_the_machine(tmp_path, monkeypatch):
+    from bench.sweep import processes
+
+    for key, _ in BY_NAME["jax"].disk_cache:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(processes.os, "environ", dict(processes.os.environ))  # what the fork server inherits
+    processes._processes()
+    assert processes.os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "bench" / "jax")
+    assert processes.os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    processes.os.environ["JAX_COMPILATION_CACHE_DIR"] = "/the/users/own"
+    processes._processes()
+    assert processes.os.environ["JAX_COMPILATION_CACHE_DIR"] == "/the/users/own"  # a user's setting wins
+    assert not any(BY_NAME[name].disk_cache for name in ("cupy", "numba-cuda", "torch"))  # they keep theirs anyway

@@ -686,6 +686,36 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     assert again.warm_s == 0 and len(list(touched.iterdir())) == 5  # warm now: no warm-up
 
 
+def test_each_process_starts_ahead_while_the_one_before_measures_and_then_measures(tmp_path):
+    from fake_experiments import experiment, pid_rows, touch_ahead, waiting_rows
+
+    first = experiment("first", partial(waiting_rows, directory=str(tmp_path)))
+    second = experiment("second", pid_rows, ahead=partial(touch_ahead, directory=str(tmp_path)))
+    _, outcome = _sweep(tmp_path / "r.parquet", first, second)
+    notes = {row["experiment"]: set() for row in outcome.rows}
+    for row in outcome.rows:
+        notes[row["experiment"]].add(row["note"])
+    assert notes["first"] == {"seen=True"}  # the second's process did its ahead work before the first's rows
+    (marker,) = tmp_path.glob("ahead-*")
+    assert notes["second"] == {marker.name.removeprefix("ahead-")}  # and then measured, in the same process
+
+
+def test_a_process_started_ahead_ends_with_an_interrupted_sweep(tmp_path):
+    from fake_experiments import ahead_seen, experiment, rows, touch_ahead
+
+    class InterruptOnceAhead(Recorder):
+        def row(self, plan, row, seconds_planned):
+            assert ahead_seen(str(tmp_path))
+            raise KeyboardInterrupt
+
+    later = experiment("later", rows, ahead=partial(touch_ahead, directory=str(tmp_path)))
+    _, outcome = _sweep(tmp_path / "r.parquet", FINE, later, reporter=InterruptOnceAhead())
+    assert outcome.interrupted and outcome.stopped_in == "fine"
+    (marker,) = tmp_path.glob("ahead-*")
+    with pytest.raises(ProcessLookupError):  # ended and reaped: its turn never came
+        os.kill(int(marker.name.removeprefix("ahead-")), 0)
+
+
 class _SlowAfterModeB(Recorder):
     """Takes its time over a row of mode b, so that the threads draining the processes move on to mode c's part
     before the main thread hears that mode b's process died."""

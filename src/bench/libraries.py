@@ -51,8 +51,15 @@ class Library:
     moves_device: bool = False  # it may leave another GPU current on the calling thread (XLA: starting its backend,
     # running work, allocating pinned staging memory with the first GPU's context)
     compiles_to_disk: bool = True  # what its first calls compile is kept on disk (CuPy's, numba-cuda's and Triton's
-    # kernel caches), so a warm-up process's compiling serves the sweep's; False: in memory only (XLA's, unless a
-    # persistent cache is set up), so warming its calls in another process saves the sweep nothing
+    # kernel caches; XLA's in the sweep's processes, see disk_cache), so a warm-up process's compiling serves the
+    # sweep's; False: in memory only, so warming its calls in another process saves the sweep nothing
+    disk_cache: tuple[tuple[str, str], ...] = ()  # environment variables that make it keep what it compiles on disk,
+    # "{directory}" standing for the directory: the sweep's processes share one (bench.sweep.processes); off
+    # elsewhere, so that bench never changes how the user's own code compiles
+
+    def disk_cache_settings(self, directory: str) -> dict[str, str]:
+        """The environment variables that make it keep what it compiles in ``directory`` (none: it does anyway)."""
+        return {key: value.format(directory=directory) for key, value in self.disk_cache}
 
     @property
     def version_column(self) -> str:
@@ -72,12 +79,16 @@ class Library:
     def loaded(self) -> bool:
         return self.versioned[0] in sys.modules
 
-    def missing(self) -> str | None:
-        """Why its calls cannot run here (not installed, or installed without CUDA), or None; imports it."""
+    def load(self):
+        """Its module, imported after its settings (ImportError where it is not installed); touches no GPU."""
         for key, value in self.settings:
             os.environ.setdefault(key, value)
+        return importlib.import_module(self.module)
+
+    def missing(self) -> str | None:
+        """Why its calls cannot run here (not installed, or installed without CUDA), or None; imports it."""
         try:
-            module = importlib.import_module(self.module)
+            module = self.load()
         except ImportError as error:
             how = f"pip install \"{bench.DISTRIBUTION}[{self.extras[0]}]\"" if self.extras else \
                 f"it comes with {BY_NAME[self.part_of].title}"
@@ -138,7 +149,12 @@ LIBRARIES = (
     # the process with CuPy and PyTorch
     Library("jax", "JAX", "jax", ("jax",), ("jax",), ("jax", "jaxlib"), ("jax", "jaxlib", "flax", "optax"),
             catalog="jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),), cuda_missing=_jax_cuda,
-            moves_device=True, compiles_to_disk=False),
+            moves_device=True,
+            # XLA's persistent compilation cache, every function kept: its 64 compiles took 5.2 s of the library
+            # experiment's process on an H100
+            disk_cache=(("JAX_COMPILATION_CACHE_DIR", "{directory}"),
+                        ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
+                        ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1"))),
     # Triton launches on PyTorch's current stream; it comes with PyTorch's CUDA builds on Linux
     Library("triton", "Triton", "triton", (), (), ("triton",), ("triton",), part_of="torch"),
 )

@@ -80,6 +80,9 @@ class Experiment:
     # beyond the first would compile (the sweep's warm-up runs it on a machine whose caches are cold, each shard in a
     # process of its own; see bench.sweep.warmup.warm_parts)
     warm_shards: int = 1  # how many processes share the warm hook's compiling
+    ahead: Callable | None = None  # (configurations) -> None: what its process does before its turn, while the
+    # experiment before it measures (a sweep starts each process ahead): nothing that touches a GPU or loads a CPU
+    # for long, such as importing the libraries it calls
 
     def __post_init__(self) -> None:
         declared = {item.name for item in self.columns}

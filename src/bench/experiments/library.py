@@ -19,9 +19,10 @@ and that numba-cuda calls are given (calls without a stream argument use the leg
 
 Repeats run until ``MIN_REPEATS`` agree (at most five); ``stable`` says whether all agreed. ``idle_host_ms`` is a
 warm call with nothing running, ``first_host_ms`` (on each call's first row) the first call of it in the process:
-compilation, module loading, plan and handle creation (CuPy compiles on a first call unless its on-disk kernel cache
-has the kernel: a sweep's warm-up fills it on a fresh machine; numba-cuda's target is built in advance by the
-sweep's fork server, :mod:`bench.sweep.preload`). Calls that compile something new each time (``fresh``) pay that every
+compilation, module loading, plan and handle creation (CuPy and XLA compile on a first call unless their on-disk
+caches hold what it needs: a sweep's warm-up fills them on a fresh machine, and the sweep's processes keep what XLA
+compiles, :attr:`bench.libraries.Library.disk_cache`; numba-cuda's target is built in advance by the sweep's fork
+server, :mod:`bench.sweep.preload`). Calls that compile something new each time (``fresh``) pay that every
 time: their kernels carry numbers no other process used. A spin must outlast
 the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
 call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
@@ -222,21 +223,48 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
         yield {**row, **versions[call.library]}
 
 
+def ahead(configs: Sequence[Config]) -> None:
+    """Import the libraries the configurations call, before the experiment's turn (its first row took 6.3 s on an
+    H100; importing PyTorch alone took 5.9 s there, cold)."""
+    for name in dict.fromkeys(catalog()[config["call"]].library for config in configs):
+        with contextlib.suppress(ImportError):  # its rows say so when they measure
+            BY_NAME[name].load()
+
+
+def warm_calls(shard: int, shards: int) -> list:
+    """The calls warm-up process ``shard`` of ``shards`` makes: every call of the catalog but the ``fresh`` ones (each
+    compiles a kernel nothing has seen, which is what they measure) and those of a library that keeps what it compiles
+    in memory only. Each library's calls go to processes of their own where there are enough (a process then imports
+    one library: importing PyTorch took 5.9 s on a fresh H100), the shards left over to the libraries with the most
+    calls per shard; with fewer shards than libraries, whole libraries share them."""
+    calls: dict[str, list] = {}
+    for call in catalog().values():
+        if not call.fresh and BY_NAME[call.library].compiles_to_disk:
+            calls.setdefault(call.library, []).append(call)
+    groups = sorted(calls.values(), key=len, reverse=True)
+    if shards < len(groups):
+        packed: list[list] = [[] for _ in range(shards)]
+        for group in groups:
+            min(packed, key=len).extend(group)
+        return packed[shard]
+    parts = [1] * len(groups)
+    for _ in range(shards - len(groups)):
+        parts[max(range(len(groups)), key=lambda index: len(groups[index]) / parts[index])] += 1
+    return [group[part::count] for group, count in zip(groups, parts) for part in range(count)][shard]
+
+
 def warm(shard: int = 0, shards: int = 1) -> None:
-    """Every call of the catalog once, untimed: CuPy compiles the kernels behind them into its on-disk cache
-    (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s) before a sweep
-    measures them. Not the ``fresh`` calls: each compiles a kernel nothing has seen, which is what they measure; nor
-    the calls of a library that keeps what it compiles in memory only (JAX): the measuring process compiles them
-    again whatever this one does. Its ``shard`` of ``shards``: every shards-th call."""
+    """The calls of :func:`warm_calls` once each, untimed: CuPy compiles the kernels behind them into its on-disk cache
+    (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s), and so do Triton and XLA
+    (the sweep's processes keep its compiled functions on disk: :attr:`bench.libraries.Library.disk_cache`), before
+    a sweep measures them."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
     missing: dict[str, str | None] = {}  # by library: why its calls cannot run here, asked once
-    for call in list(catalog().values())[shard::shards]:
+    for call in warm_calls(shard, shards):
         try:
             with kept_device(device):
                 library = BY_NAME[call.library]
-                if call.fresh or not library.compiles_to_disk:
-                    continue
                 if call.library not in missing:
                     missing[call.library] = library.missing()
                 if missing[call.library]:
@@ -265,7 +293,9 @@ EXPERIMENT = Experiment(
     share_s=22,
     row_timeout_s=60,
     warm=warm,
+    ahead=ahead,
     # the catalog's first calls (CuPy's and Triton's compiling): 27 s in one process on a fresh H100; in 8 processes
-    # 22.1 s, where 4 took 19.0 s (all the warm-up's processes were slower)
-    warm_shards=4,
+    # 22.1 s, where 4 took 19.0 s (all the warm-up's processes were slower), each importing every library; now a
+    # process per library, CuPy's calls (the most compiling) in two
+    warm_shards=5,
 )

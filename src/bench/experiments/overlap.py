@@ -42,12 +42,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import numpy as np
-
 from bench.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.measure.launches import launch_samples, launchers
-from bench.measure.pipeline import BOUND_RULE, POISON_WORD, Payload, Pipeline, Runner, capture_pipeline
+from bench.measure.pipeline import BOUND_RULE, Payload, Pipeline, Runner, capture_pipeline
 from bench.measure.pipeline import mismatch as pipeline_mismatch
 from bench.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, MeasurementFailed, Samples, StopRule, concurrency
@@ -173,7 +171,7 @@ def _measure(runner: Runner, config: Config, payload: Payload, expected_error: s
             for _ in range(ops):
                 pipeline.enqueue(None)
     try:
-        payload.host_out[host_memory].array.view(np.uint32).fill(POISON_WORD)
+        payload.poison(host_memory)
         if launch == "graph":
             runner.timer.run_once(enqueue, streams, gated=gated)
         else:

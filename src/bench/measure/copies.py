@@ -66,13 +66,13 @@ class Copy:
 
 class CopyBuffers(BufferSet):
     """Source and destination buffers of the largest size needed, shared by a host memory kind's configurations:
-    a device source of random bytes (``fill``: never POISON), a device destination and, unless ``host_memory`` is
+    a device source of pseudo-random bytes (``fill``: never POISON), a device destination and, unless ``host_memory`` is
     ``device``, a host source holding the device source's bytes and a host destination (``host_buffers=1``: one
     host buffer is both). The copy into the host source is also a first pass over its fresh pages, so no timed copy
     is the first DMA to them."""
 
     def __init__(self, host_memory: str, nbytes: int, seed: int = 0, *, streams: int = 2, host_buffers: int = 2,
-                 fill: Callable = fill_random) -> None:
+                 fill: Callable = fill_pattern) -> None:
         super().__init__(streams=streams)
         with self.freed_on_failure():
             self.device_src = self.take(DeviceBuffer("malloc", nbytes))
@@ -113,13 +113,24 @@ def mismatch(copies: Sequence, nbytes: int) -> str | None:
     for copy in copies:
         copy.stream.synchronize()
     for copy in copies:
-        xp = cupy.get_array_module(copy.dst)
         with copy.stream:
-            differ = xp.flatnonzero(copy.dst[:nbytes] != copy.expected[:nbytes])
-            if differ.size:
+            differ = differing(copy.dst[:nbytes], copy.expected[:nbytes])
+            if differ is not None:
                 return (f"data mismatch after copy: {differ.size} of {nbytes} bytes differ "
                         f"(first at offset {int(differ[0])})")
     return None
+
+
+def differing(got, want):
+    """The flat indices where two same-shaped NumPy or CuPy arrays differ, or None where they are equal: compared
+    eight bytes at a time first where both views allow it (a tenth of the host time of an element-wise compare and
+    scan of a gigabyte), element by element only to say where they differ."""
+    xp = cupy.get_array_module(got)
+    wide = got.nbytes % 8 == 0 and got.flags.c_contiguous and want.flags.c_contiguous
+    if wide and bool(xp.array_equal(got.reshape(-1).view(xp.uint64), want.reshape(-1).view(xp.uint64))):
+        return None
+    differ = xp.flatnonzero(got != want)
+    return differ if differ.size else None
 
 
 def verified_and_timed(row: dict, copies: Sequence, nbytes: int, timer, metric: str, gated: bool = True):

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bench.cuda import cupy, kernels, runtime
+from bench.measure.copies import differing
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.timing import Context, MeasurementFailed, Timeline
 
@@ -97,6 +98,14 @@ class Payload(BufferSet):
                 for _ in range(2):
                     runtime.memcpy(self.work.ptr, self.host_in[kind].ptr, total_bytes, runtime.memcpyHostToDevice)
                     runtime.memcpy(self.host_out[kind].ptr, self.work.ptr, total_bytes, runtime.memcpyDeviceToHost)
+
+    def poison(self, host_memory: str) -> None:
+        """Fill ``host_memory``'s host output with POISON_WORD, so that a word a run never writes shows: a copy from
+        the scratch buffer, poisoned on the device (a CPU fill of 256 MiB took 29 ms on an H100's host, the copy
+        from pinned memory 5)."""
+        self.scratch.array.view(cupy.uint32).fill(POISON_WORD)
+        runtime.deviceSynchronize()  # the fill ran on CuPy's current stream, which the copy need not wait for
+        runtime.memcpy(self.host_out[host_memory].ptr, self.scratch.ptr, self.total_bytes, runtime.memcpyDeviceToHost)
 
 
 class Runner:
@@ -295,8 +304,8 @@ def mismatch(payload: Payload, host_memory: str) -> str | None:
     runtime.memcpy(payload.scratch.ptr, payload.host_out[host_memory].ptr, payload.total_bytes,
                    runtime.memcpyHostToDevice)
     got, want = payload.scratch.array.view(cupy.uint32), payload.expected.array.view(cupy.uint32)
-    differ = cupy.flatnonzero(got != want)
-    if differ.size:
+    differ = differing(got, want)
+    if differ is not None:
         unwritten = int((got[differ] == POISON_WORD).sum())
         return (f"output mismatch: {differ.size} of {got.size} words differ, {unwritten} never written "
                 f"(first at word {int(differ[0])})")
@@ -315,7 +324,7 @@ def verified_pipeline(total_bytes: int, streams: int, chunks_per_stream: int, co
             problem = runner.prepare_expected(payload, rounds)
             pipeline = Pipeline(runner.kernel, payload, payload.streams[:streams], "pinned", "malloc",
                                 streams * chunks_per_stream, rounds)
-            payload.host_out["pinned"].array.view(np.uint32).fill(POISON_WORD)
+            payload.poison("pinned")
             runner.timer.run_once(lambda ops: pipeline.enqueue(None), pipeline.streams)
             problem = problem or mismatch(payload, "pinned")
             if problem:

@@ -38,8 +38,8 @@ from bench.sweep import plan as planning
 from bench.sweep import preflight
 from bench.sweep.plan import Plan, Planned, Request, config_key
 from bench.sweep.preflight import Checked, Gpu
-from bench.sweep.processes import (FailedMessage, ReadyMessage, RowMessage, inline, interleaved, isolated,
-                                   start_processes)
+from bench.sweep.processes import (FailedMessage, ReadyMessage, RowMessage, Started, inline, interleaved, isolated,
+                                   start, start_processes)
 from bench.sweep.warmup import warm_up
 from bench.timing import Stopwatch
 from bench.vocabulary import Status
@@ -173,6 +173,7 @@ class _Sweep:
         budget_s = planning.budget_for(request.mode, request.budget_s)
         self.budget_s = None if budget_s is None else planning.KEEP_TO * budget_s  # what it aims at
         self.finished_estimates: list[tuple[float, float]] = []  # (estimate, wall time) of each finished plan
+        self.ahead: dict[str, Started] = {}  # by plan name: the process of its first part, started ahead of its turn
 
     def save(self, complete: bool) -> None:
         """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
@@ -240,6 +241,8 @@ class _Sweep:
                 group, slack = groups[index], self.slack(groups[index:])
                 current = ", ".join(item.name for item in group)
                 runs = [_PlanRun(self, item, len(group), slack) for item in group]
+                if index + 1 < len(groups):
+                    self.start_ahead(groups[index + 1])
                 for plan_run in runs:
                     reporter.started(plan_run.item.name)
                 if len(runs) == 1:
@@ -263,6 +266,8 @@ class _Sweep:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous_handler)
+            for started in self.ahead.values():
+                started.end()
         if not caught:
             self.save(complete=True)
         path = self.path if self.rows else None
@@ -279,6 +284,20 @@ class _Sweep:
         environment = self.checked.selected.get(device)
         if runner.isolate and environment is not None:
             self.warm_s, self.warm_each_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
+
+    def where(self, item: Plan) -> tuple[int | None, list[int]]:
+        """The device a plan's processes select and the CPUs they run on (none: leave them alone)."""
+        runner = self.runner
+        environment = self.checked.selected.get(item.devices[0])
+        cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
+        return runner.gpu.child_device(item.devices[0]), cpus
+
+    def start_ahead(self, group: Sequence[Plan]) -> None:
+        """Start the processes of the plans of ``group`` (their first parts) while the group before it measures: what
+        they do before their turn (``Experiment.ahead``, importing their libraries) is then done by their turn."""
+        if self.runner.isolate:
+            for item in group:
+                self.ahead[item.name] = start(item.parts()[0], *self.where(item))
 
     def slack(self, groups: Sequence[Sequence[Plan]]) -> float | None:
         """How much of its estimate each process of the first of the groups still to run may take (its pace's
@@ -339,13 +358,15 @@ class _PlanRun:
         :class:`_PartStarted`: another thread may be draining them, so only :meth:`handle` changes this run.
         ``stop``: see :func:`isolated`."""
         runner = self.sweep.runner
-        environment = self.sweep.checked.selected.get(self.device)
-        cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
-        device = runner.gpu.child_device(self.device)
-        for part in self.item.parts():
+        device, cpus = self.sweep.where(self.item)
+        for number, part in enumerate(self.item.parts()):
             pace = part.pace(self.slack) if self.slack is not None else None
             yield _PartStarted(part, Stopwatch())
-            yield from isolated(part, device, cpus, stop, pace=pace) if runner.isolate else inline(part, pace)
+            if runner.isolate:
+                started = self.sweep.ahead.pop(self.item.name, None) if number == 0 else None
+                yield from isolated(part, device, cpus, stop, pace=pace, started=started)
+            else:
+                yield from inline(part, pace)
 
     def handle(self, message) -> None:
         sweep, item, name = self.sweep, self.item, self.item.experiment.name

@@ -9,7 +9,6 @@ and :mod:`bench.sweep.plan` / :mod:`bench.sweep.resume`; nothing CUDA is importe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from bench import env, store, writes
 from bench.errors import UsageError
 from bench.sweep import resume
 from bench.sweep.plan import Plan, Planned, Request, experiments_of
+from bench.sweep.processes import cache_directory
 from bench.units import format_size
 
 
@@ -50,8 +50,7 @@ class Gpu:
         tree = hashlib.sha1(str(Path(bench.__file__).resolve().parent).encode()).hexdigest()[:8]
         key = "-".join([environment.bench_version, environment.git_commit[:12], environment.cupy_version,
                         environment.numba_cuda_version, f"sm{environment.compute_capability}", tree])
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return cache / "bench" / ("warm-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in key))
+        return cache_directory() / ("warm-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in key))
 
     def child_cpus(self, environment) -> list[int]:
         """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as its

@@ -1,15 +1,17 @@
 """An experiment's configurations running in a process of its own, and what comes back: the messages
 (:class:`ReadyMessage`, :class:`RowMessage`, :class:`FailedMessage`, :class:`DoneMessage`), the fork server the
-processes start from (preloaded by :mod:`bench.sweep.preload`), the child's body, :func:`isolated` (a child process
-with a watchdog) and :func:`inline` (this process), :func:`paced` (the rows, rescaled to keep to a :class:`Pace`),
+processes start from (preloaded by :mod:`bench.sweep.preload`), the child's body, :func:`start` (a child process
+started ahead of its turn: :class:`Started`), :func:`isolated` (its turn, with a watchdog) and :func:`inline` (this
+process), :func:`paced` (the rows, rescaled to keep to a :class:`Pace`),
 and :func:`interleaved` (several message sources drained at once).
 
-It imports :mod:`bench.sweep.plan`, :mod:`bench.env` (the device helpers) and :mod:`bench.timing`; nothing CUDA until
-a child measures.
+It imports :mod:`bench.sweep.plan`, :mod:`bench.env` (the device helpers), :mod:`bench.libraries` (the records: which
+keep compiled code on disk when told) and :mod:`bench.timing`; nothing CUDA until a child measures.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -17,9 +19,11 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from queue import Empty, Queue
 
 from bench.env import use_device
+from bench.libraries import LIBRARIES
 from bench.sweep.plan import Pace, Plan
 from bench.timing import Stopwatch
 
@@ -46,11 +50,19 @@ class DoneMessage:
     pass
 
 
+def cache_directory() -> Path:
+    """Where a sweep keeps what outlives it on this machine: warm-up markers, libraries' compiled code."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bench"
+
+
 def _processes():
     """Experiment processes are forked from a server that has done, once, what each would do first
     (:mod:`bench.sweep.preload`, and importing every experiment); each still creates a CUDA context of its own."""
     # Experiments never use NVLink multicast; a library they call (NCCL under PyTorch) must not choose it either.
     os.environ["NCCL_NVLS_ENABLE"] = "0"
+    for library in LIBRARIES:  # what a library compiles outlives the process that compiled it (unless set already)
+        for key, value in library.disk_cache_settings(str(cache_directory() / library.name)).items():
+            os.environ.setdefault(key, value)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD] + [f"bench.experiments.{name}" for name in _experiment_modules()])
     return context
@@ -73,17 +85,20 @@ def _experiment_modules() -> list[str]:
     return [info.name for info in pkgutil.iter_modules(bench.experiments.__path__)]
 
 
-def _child(sender, experiment, configs, rules, device: int | None, cpus: Sequence[int],
-           warming: tuple[int, int] | None, pace: Pace | None) -> None:
-    """The body of an experiment's process: move to the GPU's CPUs, select the GPU, measure, send each row as it
-    comes; ``warming`` (the warm-up's (shard, shards)): then that shard of the experiment's ``warm`` hook.
-    ``pace``: keep to the plan's time."""
+def _child(sender, starter, experiment, configs, rules, device: int | None, cpus: Sequence[int],
+           warming: tuple[int, int] | None) -> None:
+    """The body of an experiment's process: move to the GPU's CPUs, do what the experiment does ahead of its turn,
+    wait for the turn (``starter`` brings the pace to keep, or None), select the GPU, measure, send each row as it
+    comes; ``warming`` (the warm-up's (shard, shards)): then that shard of the experiment's ``warm`` hook."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
         if cpus:
             os.sched_setaffinity(0, cpus)
         if experiment.process_axis:  # this process's value of it, set before CUDA reads its settings
             experiment.before_cuda(configs[0][experiment.process_axis], device or 0)
+        if experiment.ahead is not None:
+            experiment.ahead(configs)
+        pace = starter.recv()  # EOFError: the sweep ended first
         if device is not None:
             use_device(device)
         sender.send(ReadyMessage())
@@ -118,23 +133,55 @@ def paced(experiment, configs, rules, pace: Pace | None) -> Iterator[dict]:
             context.rescale(pace.finished(watch.seconds(), RuleBoundSampling.seconds - bound_before_s))
 
 
-def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
-             warming: tuple[int, int] | None = None,
-             pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
-    """Run a plan in a child process: ready, its rows, then a FailedMessage if the child could not finish, or if
-    it went ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
-    is set (nobody listens any more), it ends the process and returns. ``warming``: a warm-up part's (shard, shards) (see
-    :func:`bench.sweep.warmup.warm_parts`); ``pace``: see :func:`paced`."""
+@dataclass(frozen=True)
+class Started:
+    """An experiment's process, started: it does what its experiment does ahead of its turn (``Experiment.ahead``),
+    then waits for :func:`isolated` to give it the turn."""
+
+    process: object
+    receiver: object  # the process's messages
+    starter: object  # the turn goes through it: the pace to keep, or None
+
+    def end(self) -> None:
+        """End a process that never got its turn (or ended with it)."""
+        self.starter.close()
+        self.receiver.close()
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join(10)
+
+
+def start(item: Plan, device: int | None, cpus: Sequence[int] = (),
+          warming: tuple[int, int] | None = None) -> Started:
+    """Start the process of a plan (a part of one: ``Plan.parts``), ahead of its turn. ``warming``: a warm-up
+    part's (shard, shards) (see :func:`bench.sweep.warmup.warm_parts`)."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
+    waiting, starter = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
-                            args=(sender, item.experiment, item.configs, item.rules, device, list(cpus), warming,
-                                  pace))
+                            args=(sender, waiting, item.experiment, item.configs, item.rules, device, list(cpus),
+                                  warming))
     child.start()
     sender.close()
+    waiting.close()
+    return Started(child, receiver, starter)
+
+
+def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
+             warming: tuple[int, int] | None = None, pace: Pace | None = None,
+             started: Started | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+    """Run a plan in a child process (``started``: the one :func:`start` started for it ahead; else a new one):
+    ready, its rows, then a FailedMessage if the child could not finish, or if it went
+    ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop`` is set
+    (nobody listens any more), it ends the process and returns. ``warming``: see :func:`start`; ``pace``: see
+    :func:`paced`."""
+    started = started or start(item, device, cpus, warming)
+    child, receiver = started.process, started.receiver
     ended = f"the {item.experiment.name} process ended"
-    waiting = Stopwatch()
     try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it ended before its turn: see below why
+            started.starter.send(pace)
+        waiting = Stopwatch()
         while stop is None or not stop.is_set():
             if waiting.seconds() > item.experiment.row_timeout_s:
                 yield FailedMessage(f"no row for {item.experiment.row_timeout_s:g} s: the {item.experiment.name} "
@@ -157,10 +204,7 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: thr
                 yield FailedMessage(f"{ended} (exit code {child.exitcode})")
                 return
     finally:
-        receiver.close()
-        if child.is_alive():
-            child.terminate()
-        child.join(10)
+        started.end()
 
 
 def inline(item: Plan, pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage]:
