@@ -649,8 +649,6 @@ def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
 def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tmp_path):
     from fake_experiments import experiment, rows, touch_warm, touching_rows
 
-    from bench.sweep import warmup
-
     touched, warmed = tmp_path / "touched", tmp_path / "warmed"
     touched.mkdir()
     warmed.mkdir()
@@ -682,7 +680,6 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     assert 0 < max(experiments.values()) <= outcome.warm_s
     metadata = store.read_metadata(tmp_path / "r.parquet")
     assert metadata["warm_s"] == outcome.warm_s and metadata["warm_each_s"] == experiments
-    assert metadata["settle_s"] < warmup.SETTLE_CAP_S  # the fake GPU's memory never left
     for path in touched.iterdir():
         path.unlink()
     _, again = _sweep(tmp_path / "r2.parquet", touching[0], gpu=FakeGpu(marker=markers))
@@ -717,23 +714,6 @@ def test_a_process_started_ahead_ends_with_an_interrupted_sweep(tmp_path):
     (marker,) = tmp_path.glob("ahead-*")
     with pytest.raises(ProcessLookupError):  # ended and reaped: its turn never came
         os.kill(int(marker.name.removeprefix("ahead-")), 0)
-
-
-def test_after_the_warm_up_the_sweep_waits_for_the_gpu_to_take_back_the_memory(monkeypatch):
-    from bench.sweep import warmup
-
-    class Freeing:
-        def __init__(self, free):
-            self.free, self.reads = iter(free), 0
-
-        def free_bytes(self, environment):
-            self.reads += 1
-            return next(self.free)
-
-    gpu = Freeing([1 << 30, 7 << 30, (8 << 30) - warmup.SETTLE_SLACK_BYTES, 0])
-    assert warmup.settle(gpu, None, 8 << 30) > 0 and gpu.reads == 3  # back within the slack at the third reading
-    monkeypatch.setattr(warmup, "SETTLE_CAP_S", 0.2)
-    assert warmup.settle(Freeing(iter(int, 1)), None, 8 << 30) >= 0.2  # never back: it gives up at the cap
 
 
 class _SlowAfterModeB(Recorder):

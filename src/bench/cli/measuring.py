@@ -77,11 +77,6 @@ class _Progress:
         for name, why in failed.items():
             self.bar.console.print(f"{name}: its warm-up failed, so it stays cold: {why}", highlight=False)
 
-    def settled(self, seconds: float) -> None:
-        if seconds >= 0.05:
-            self.bar.console.print(f"then waited {seconds:.1f} s for the GPU to take back the memory of the compiling "
-                                   "processes", highlight=False)
-
     def close(self) -> None:
         self.bar.stop()
 

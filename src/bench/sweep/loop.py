@@ -76,8 +76,6 @@ class Reporter:
 
     def warmed(self, seconds: float, experiments: Mapping[str, float], failed: Mapping[str, str]) -> None: ...
 
-    def settled(self, seconds: float) -> None: ...
-
 
 def not_run(item: Plan, received: set, why: str) -> list[dict]:
     """Rows for the configurations an experiment's failure left unmeasured: skipped when it ran out of memory."""
@@ -169,7 +167,6 @@ class _Sweep:
         self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
         self.warm_s = 0.0
         self.warm_each_s: dict[str, float] = {}  # each experiment's warm-up process, from its start to its end
-        self.settle_s = 0.0  # waiting after the warm-up for the GPU to take back its processes' memory
         self.last_save = Stopwatch()
         self.own_file = request.resume is not None  # self.path is this run's: resumed, or saved once
         self.saved = len(self.earlier)  # rows in self.path as last saved
@@ -186,7 +183,7 @@ class _Sweep:
             return
         stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
                  "startup_s": self.startup_s, "warm_s": self.warm_s,
-                 "warm_each_s": self.warm_each_s, "settle_s": self.settle_s}
+                 "warm_each_s": self.warm_each_s}
         rows = self.earlier + self.rows
         try:
             self.path = store.write(self.path, rows, self.schema, stamp, new=not self.own_file)
@@ -286,8 +283,7 @@ class _Sweep:
         runner, device = self.runner, self.checked.devices[0]
         environment = self.checked.selected.get(device)
         if runner.isolate and environment is not None:
-            self.warm_s, self.warm_each_s, self.settle_s = warm_up(self.plans, runner.gpu, environment, device,
-                                                                   runner.reporter)
+            self.warm_s, self.warm_each_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
 
     def where(self, item: Plan) -> tuple[int | None, list[int]]:
         """The device a plan's processes select and the CPUs they run on (none: leave them alone)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 
 from bench.sweep.plan import Plan, rules_for
@@ -18,8 +17,6 @@ from bench.sweep.processes import FailedMessage, interleaved, isolated
 from bench.timing import Stopwatch
 
 WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CUDA context and first configuration
-SETTLE_SLACK_BYTES = 256 << 20  # free device memory this close to its level before the warm-up is back
-SETTLE_CAP_S = 10.0  # the longest the sweep waits for it
 
 
 def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, tuple[int, int]]]:
@@ -39,25 +36,22 @@ def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, tuple[int, int]]]:
     return parts
 
 
-def warm_up(plans: Sequence[Plan], gpu, environment, device: int,
-            reporter) -> tuple[float, dict[str, float], float]:
+def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> tuple[float, dict[str, float]]:
     """Where the kernel caches are cold for some experiments (no warm marker: ``gpu.warm_markers``), compile their
     kernels at once, a process per experiment and shard of its warm hook (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of
     free memory for each), before measuring anything: what they measure is dropped. Done once per experiment,
-    machine, bench version and GPU architecture; an experiment whose warm-up process failed stays cold. Then it waits
-    for the GPU to take back the memory its processes held (:func:`settle`). Returns the seconds it took (0:
-    everything was warm), each experiment's own, and the seconds it waited, having told ``reporter``."""
+    machine, bench version and GPU architecture; an experiment whose warm-up process failed stays cold. Returns the
+    seconds it took (0: everything was warm) and each experiment's own, having told ``reporter``."""
     markers = gpu.warm_markers(environment)
     if markers is None:
-        return 0.0, {}, 0.0
+        return 0.0, {}
     parts = [(part, shard) for part, shard in warm_parts(plans) if not (markers / part.experiment.name).exists()]
     if not parts:
-        return 0.0, {}, 0.0
+        return 0.0, {}
     watch = Stopwatch()
     child_device = gpu.child_device(device)
     cpus = gpu.child_cpus(environment)
-    free_before = gpu.free_bytes(environment)
-    at_once = max(1, min(len(parts), free_before // WARM_CONTEXT_BYTES))
+    at_once = max(1, min(len(parts), gpu.free_bytes(environment) // WARM_CONTEXT_BYTES))
     markers.mkdir(parents=True, exist_ok=True)
     failed: dict[str, str] = {}
     each_s: dict[str, float] = {}  # from the warm-up's start until its last process ended
@@ -74,21 +68,7 @@ def warm_up(plans: Sequence[Plan], gpu, environment, device: int,
     seconds = watch.seconds()
     each_s = {part.experiment.name: each_s.get(part.experiment.name, 0.0) for part, _ in parts}
     reporter.warmed(seconds, each_s, failed)
-    settled_s = settle(gpu, environment, free_before)
-    reporter.settled(settled_s)
-    return seconds, each_s, settled_s
-
-
-def settle(gpu, environment, free_before: int) -> float:
-    """Wait until the GPU's free memory is back within :data:`SETTLE_SLACK_BYTES` of ``free_before`` (at most
-    :data:`SETTLE_CAP_S`), and return the seconds waited. The driver takes back what exited processes held after
-    they are gone; copies measured right after the warm-up's processes ended ran slow (the first pinned H2D rows of
-    fresh sweeps at 7822f47: up to 5.9% under the C++ loop on one of 2 H200s, 3.0% on an H200; within 0.75% in the
-    same machine's sweeps that compiled nothing)."""
-    watch = Stopwatch()
-    while gpu.free_bytes(environment) < free_before - SETTLE_SLACK_BYTES and watch.seconds() < SETTLE_CAP_S:
-        time.sleep(0.05)
-    return watch.seconds()
+    return seconds, each_s
 
 
 def _timed(source: Callable[[threading.Event], Iterator], name: str, began: Stopwatch,
