@@ -154,9 +154,10 @@ def touching_rows(configs, context, directory: str):
         yield {**config, **sample_columns(), "status": "ok", "error": ""}
 
 
-def touch_warm(directory: str, shard: int, shards: int) -> None:
-    """A warm hook: leaves a file named after its process and shard in ``directory``."""
-    (Path(directory) / f"{os.getpid()}-{shard}-{shards}").touch()
+def touch_warm(directory: str, configs, shard: int, shards: int) -> None:
+    """A warm hook: leaves a file named after its process, shard and the configurations it was handed in
+    ``directory``."""
+    (Path(directory) / f"{os.getpid()}-{shard}-{shards}-{len(configs)}").touch()
 
 
 def touch_ahead(configs, directory: str) -> None:

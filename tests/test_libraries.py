@@ -232,13 +232,21 @@ def test_compare_says_a_library_version_changed_only_where_both_runs_recorded_on
 
 @pytest.mark.parametrize("shards", [1, 3, 4, 5, 8])
 def test_the_warm_up_makes_every_call_but_the_fresh_once_each_library_in_processes_of_its_own(shards):
-    made = [experiment.warm_calls(shard, shards) for shard in range(shards)]
-    names = [call.name for calls in made for call in calls]
-    assert sorted(names) == sorted(call.name for call in catalogs.catalog().values() if not call.fresh)
+    names = [name for name in catalogs.catalog() for _ in range(3)]  # a call per placement
+    made = [experiment.warm_calls(names, shard, shards) for shard in range(shards)]
+    warmed = [call.name for calls in made for call in calls]
+    assert sorted(warmed) == sorted(call.name for call in catalogs.catalog().values() if not call.fresh)
     per_shard = [{call.library for call in calls} for calls in made]
     assert all(per_shard)  # no process without calls
     if shards >= len(CATALOGED):  # a process imports one library
         assert all(len(libraries_of) == 1 for libraries_of in per_shard)
+
+
+def test_the_warm_up_makes_only_the_calls_of_the_plan():
+    plan = list(experiment.EXPERIMENT.quick["call"])
+    made = [experiment.warm_calls(plan, shard, 3) for shard in range(3)]
+    assert sorted(call.name for calls in made for call in calls) == sorted(plan)
+    assert experiment.warm_calls([], 0, 1) == []
 
 
 def test_the_sweeps_processes_keep_what_jax_compiles_in_a_cache_of_the_machine(tmp_path, monkeypatch):

@@ -669,10 +669,11 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     assert sorted(map(sorted, processes.values())) == [[0], [0], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]  # a warm-up
     # process per experiment with its first configuration, then the measuring ones
     hooked = {name.split("-")[0]: name.split("-", 1)[1] for name in (path.name for path in warmed.iterdir())}
-    assert sorted(hooked.values()) == ["0-2", "1-2"]  # "two"'s warm hook in two shards, each in a process of its own:
-    (first,) = [pid for pid, shard in hooked.items() if shard == "0-2"]
+    assert sorted(hooked.values()) == ["0-2-5", "1-2-5"]  # "two"'s warm hook in two shards, each in a process of its
+    # own, each handed the plan's five configurations:
+    (first,) = [pid for pid, shard in hooked.items() if shard == "0-2-5"]
     assert processes[first] == [0]  # the first shard's process warmed its first configuration; the second's none
-    (second,) = [pid for pid, shard in hooked.items() if shard == "1-2"]
+    (second,) = [pid for pid, shard in hooked.items() if shard == "1-2-5"]
     assert second not in processes
     assert [event[0] for event in reporter.events][:2] == ["planned", "warmed"]
     (_, experiments, failed), = [event for event in reporter.events if event[0] == "warmed"]

@@ -76,9 +76,9 @@ class Experiment:
     gpus: int = 1  # 1: measures one GPU, run once per GPU the sweep selects; 2: needs two or more, and its one
     # process sees every selected GPU (peer copies, shared links); it is left out of a sweep of fewer GPUs
     device_axes: tuple[str, ...] = ()  # axes whose values are GPU ordinals: the sweep's --devices replace them
-    warm: Callable | None = None  # (shard, shards) -> None: compiles, untimed, its shard of what configurations
-    # beyond the first would compile (the sweep's warm-up runs it on a machine whose caches are cold, each shard in a
-    # process of its own; see bench.sweep.warmup.warm_parts)
+    warm: Callable | None = None  # (configurations, shard, shards) -> None: compiles, untimed, its shard of what
+    # the sweep's configurations beyond the first would compile (the sweep's warm-up runs it on a machine whose caches
+    # are cold, each shard in a process of its own; see bench.sweep.warmup.warm_parts)
     warm_shards: int = 1  # how many processes share the warm hook's compiling
     ahead: Callable | None = None  # (configurations) -> None: what its process does before its turn, while the
     # experiment before it measures (a sweep starts each process ahead): nothing that touches a GPU or loads a CPU

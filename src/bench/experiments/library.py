@@ -231,16 +231,19 @@ def ahead(configs: Sequence[Config]) -> None:
             BY_NAME[name].load()
 
 
-def warm_calls(shard: int, shards: int) -> list:
-    """The calls warm-up process ``shard`` of ``shards`` makes: every call of the catalog but the ``fresh`` ones (each
-    compiles a kernel nothing has seen, which is what they measure) and those of a library that keeps what it compiles
-    in memory only. Each library's calls go to processes of their own where there are enough (a process then imports
-    one library: importing PyTorch took 5.9 s on a fresh H100), the shards left over to the libraries with the most
-    calls per shard; with fewer shards than libraries, whole libraries share them."""
+def warm_calls(names: Sequence[str], shard: int, shards: int) -> list:
+    """The calls warm-up process ``shard`` of ``shards`` makes of those ``names`` names: all but the ``fresh`` ones
+    (each compiles a kernel nothing has seen, which is what they measure) and those of a library that keeps what it
+    compiles in memory only. Each library's calls go to processes of their own where there are enough (a process
+    then imports one library: importing PyTorch took 5.9 s on a fresh H100), the shards left over to the libraries
+    with the most calls per shard; with fewer shards than libraries, whole libraries share them."""
     calls: dict[str, list] = {}
-    for call in catalog().values():
+    for name in dict.fromkeys(names):
+        call = catalog()[name]
         if not call.fresh and BY_NAME[call.library].compiles_to_disk:
             calls.setdefault(call.library, []).append(call)
+    if not calls:
+        return []
     groups = sorted(calls.values(), key=len, reverse=True)
     if shards < len(groups):
         packed: list[list] = [[] for _ in range(shards)]
@@ -253,15 +256,15 @@ def warm_calls(shard: int, shards: int) -> list:
     return [group[part::count] for group, count in zip(groups, parts) for part in range(count)][shard]
 
 
-def warm(shard: int = 0, shards: int = 1) -> None:
-    """The calls of :func:`warm_calls` once each, untimed: CuPy compiles the kernels behind them into its on-disk cache
+def warm(configs: Sequence[Config], shard: int = 0, shards: int = 1) -> None:
+    """The calls of :func:`warm_calls` of the configurations' calls once each, untimed: CuPy compiles the kernels behind them into its on-disk cache
     (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s), and so do Triton and XLA
     (the sweep's processes keep its compiled functions on disk: :attr:`bench.libraries.Library.disk_cache`), before
     a sweep measures them."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
     missing: dict[str, str | None] = {}  # by library: why its calls cannot run here, asked once
-    for call in warm_calls(shard, shards):
+    for call in warm_calls([config["call"] for config in configs], shard, shards):
         try:
             with kept_device(device):
                 library = BY_NAME[call.library]

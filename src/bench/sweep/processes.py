@@ -50,6 +50,16 @@ class DoneMessage:
     pass
 
 
+@dataclass(frozen=True)
+class Warming:
+    """What a warm-up process compiles after its configurations: its shard of the experiment's ``warm`` hook over
+    the configurations of the sweep's plan (see :func:`bench.sweep.warmup.warm_parts`)."""
+
+    configs: list  # the plan's, all of them
+    shard: int
+    shards: int
+
+
 def cache_directory() -> Path:
     """Where a sweep keeps what outlives it on this machine: warm-up markers, libraries' compiled code."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bench"
@@ -86,10 +96,10 @@ def _experiment_modules() -> list[str]:
 
 
 def _child(sender, starter, experiment, configs, rules, device: int | None, cpus: Sequence[int],
-           warming: tuple[int, int] | None) -> None:
+           warming: Warming | None) -> None:
     """The body of an experiment's process: move to the GPU's CPUs, do what the experiment does ahead of its turn,
     wait for the turn (``starter`` brings the pace to keep, or None), select the GPU, measure, send each row as it
-    comes; ``warming`` (the warm-up's (shard, shards)): then that shard of the experiment's ``warm`` hook."""
+    comes; ``warming``: then that shard of the experiment's ``warm`` hook."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
         if cpus:
@@ -105,7 +115,7 @@ def _child(sender, starter, experiment, configs, rules, device: int | None, cpus
         for row in paced(experiment, configs, rules, pace):
             sender.send(RowMessage(row))
         if warming is not None and experiment.warm is not None:
-            experiment.warm(*warming)
+            experiment.warm(warming.configs, warming.shard, warming.shards)
         sender.send(DoneMessage())
     except BaseException as error:
         sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
@@ -152,9 +162,9 @@ class Started:
 
 
 def start(item: Plan, device: int | None, cpus: Sequence[int] = (),
-          warming: tuple[int, int] | None = None) -> Started:
+          warming: Warming | None = None) -> Started:
     """Start the process of a plan (a part of one: ``Plan.parts``), ahead of its turn. ``warming``: a warm-up
-    part's (shard, shards) (see :func:`bench.sweep.warmup.warm_parts`)."""
+    part's (see :func:`bench.sweep.warmup.warm_parts`)."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     waiting, starter = context.Pipe(duplex=False)
@@ -168,7 +178,7 @@ def start(item: Plan, device: int | None, cpus: Sequence[int] = (),
 
 
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
-             warming: tuple[int, int] | None = None, pace: Pace | None = None,
+             warming: Warming | None = None, pace: Pace | None = None,
              started: Started | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process (``started``: the one :func:`start` started for it ahead; else a new one):
     ready, its rows, then a FailedMessage if the child could not finish, or if it went

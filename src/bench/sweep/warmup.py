@@ -13,26 +13,27 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from bench.sweep.plan import Plan, rules_for
-from bench.sweep.processes import FailedMessage, interleaved, isolated
+from bench.sweep.processes import FailedMessage, Warming, interleaved, isolated
 from bench.timing import Stopwatch
 
 WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CUDA context and first configuration
 
 
-def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, tuple[int, int]]]:
+def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, Warming]]:
     """Each experiment's first configuration under the quick stop rules, in a process of its own, which then runs
-    the first shard of the experiment's ``warm`` hook; its other shards (``Experiment.warm_shards``) in processes of
-    their own, with no configuration: enough to compile the kernels its processes build (numba-cuda's, CuPy's and
-    Triton's on-disk caches) on a fresh machine. Each part with its (shard, shards)."""
+    the first shard of the experiment's ``warm`` hook over the plan's configurations; its other shards
+    (``Experiment.warm_shards``, never more than the plan has configurations) in processes of their own, with no
+    configuration: enough to compile the kernels the plan's processes build (numba-cuda's, CuPy's, Triton's and XLA's
+    on-disk caches) on a fresh machine."""
     parts, seen = [], set()
     for item in plans:
         if item.experiment.name in seen or not item.configs:
             continue
         seen.add(item.experiment.name)
         first = dataclasses.replace(item.parts()[0], rules=rules_for(item.experiment, "quick"))
-        shards = max(1, item.experiment.warm_shards) if item.experiment.warm is not None else 1
-        parts += [(dataclasses.replace(first, configs=first.configs[:1] if shard == 0 else []), (shard, shards))
-                  for shard in range(shards)]
+        shards = 1 if item.experiment.warm is None else min(max(1, item.experiment.warm_shards), len(item.configs))
+        parts += [(dataclasses.replace(first, configs=first.configs[:1] if shard == 0 else []),
+                   Warming(list(item.configs), shard, shards)) for shard in range(shards)]
     return parts
 
 
@@ -45,7 +46,7 @@ def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> t
     markers = gpu.warm_markers(environment)
     if markers is None:
         return 0.0, {}
-    parts = [(part, shard) for part, shard in warm_parts(plans) if not (markers / part.experiment.name).exists()]
+    parts = [(part, warming) for part, warming in warm_parts(plans) if not (markers / part.experiment.name).exists()]
     if not parts:
         return 0.0, {}
     watch = Stopwatch()
@@ -57,9 +58,9 @@ def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> t
     each_s: dict[str, float] = {}  # from the warm-up's start until its last process ended
     for start in range(0, len(parts), at_once):
         batch = parts[start:start + at_once]
-        warming = [_timed(functools.partial(isolated, part, child_device, cpus, warming=shard),
-                          part.experiment.name, watch, each_s) for part, shard in batch]
-        for index, message in interleaved(warming):
+        sources = [_timed(functools.partial(isolated, part, child_device, cpus, warming=warming),
+                          part.experiment.name, watch, each_s) for part, warming in batch]
+        for index, message in interleaved(sources):
             if isinstance(message, FailedMessage):
                 failed[batch[index][0].experiment.name] = message.why
     for name in dict.fromkeys(part.experiment.name for part, _ in parts):
