@@ -16,7 +16,7 @@ import synthetic
 from bench import report, store
 from bench.analysis import Gpu
 from bench.catalogs.runtime import catalog
-from bench.report.gpu import experiment_id, gpu_id
+from bench.report.gpu import by_experiment, experiment_id, gpu_id, headlines
 from bench.experiments import registry
 from bench.views import views
 
@@ -265,15 +265,16 @@ def test_the_gpu_measured_last_answers_first(two_gpus):
 
 @pytest.mark.parametrize("source", ["synthetic", "committed"])
 def test_a_table_column_holds_one_unit_named_in_its_header(source):
-    """No headline cell carries a time or rate unit: the column's header names it (sizes are values, not units)."""
+    """No headline cell carries a time or rate unit: the column's header names it (sizes are values, not units).
+    Each experiment's rows as the report hands them to its view (:func:`by_experiment`: a few columns, selected
+    once)."""
     from bench import analysis
 
     rows = (synthetic.frame(synthetic.all_records()) if source == "synthetic"
             else store.read_any(ROOT / "results", synthetic.suite()))
     unit = re.compile(r"\d\s*(ms|µs|us|ns|GB/s)\b")
     for _, mine in analysis.by_gpu(analysis.newest(rows, registry())):
-        for name in registry():
-            table = views()[name].headline(mine[mine["experiment"] == name])
+        for name, table in headlines(by_experiment(mine, registry()), registry()).items():
             for column in table.columns:
                 assert not [value for value in table[column].astype(str) if unit.search(value)], (name, column)
 

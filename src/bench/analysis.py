@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from bench.errors import UsageError
@@ -75,15 +76,17 @@ def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:
     stay. A configuration is its experiment's axes (of ``experiments``)."""
     if not len(rows) or "run_id" not in rows or "experiment" not in rows:
         return rows
-    kept = []
-    for name, group in rows.groupby("experiment", sort=False):
-        keys = key_frame(group, [*MACHINE, *config_columns(name, experiments)])
+    kept = np.zeros(len(rows), dtype=bool)
+    for name, positions in rows.groupby("experiment", sort=False).indices.items():
+        columns = [column for column in (*MACHINE, *config_columns(name, experiments), "run_id") if column in rows]
+        group = rows.iloc[positions, [rows.columns.get_loc(column) for column in columns]]  # a few columns, not all
+        keys = key_frame(group, columns[:-1])
         if not len(keys.columns):
-            kept.append(group)
+            kept[positions] = True
             continue
         latest = group.groupby([keys[column] for column in keys.columns])["run_id"].transform("max")
-        kept.append(group[group["run_id"] == latest])
-    return pd.concat(kept).sort_index().reset_index(drop=True)
+        kept[positions] = (group["run_id"] == latest).to_numpy(dtype=bool)
+    return rows[kept].sort_index().reset_index(drop=True)
 
 
 def gpus(rows: pd.DataFrame) -> list[Gpu]:

@@ -266,8 +266,9 @@ def cell_ms(value) -> str:
 
 def truth_cell(plt, ax, x: float, y: float, verdict: str, text: str, contradicts: bool) -> None:
     """One truth-table cell: coloured by ``verdict``, ``text`` in the middle, a bold ``!`` at its right edge where
-    the measurement contradicts the documentation."""
-    ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(verdict, "w"),
+    the measurement contradicts the documentation. The table has set ``ax``'s limits: the cell is added without
+    ``add_patch``'s update of the data limits (most of a cell's cost), which set limits never read."""
+    ax.add_artist(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=VERDICT_COLORS.get(verdict, "w"),
                                edgecolor="white", linewidth=1.5))
     ax.text(x, y, text, ha="center", va="center", fontsize=6.5)
     if contradicts:
