@@ -26,3 +26,14 @@ def test_differing_compares_elements_of_strided_views():
     assert differing(got[::2], want[::2]) is None
     got[2] = 201
     assert differing(got[::2], want[::2]).tolist() == [1]
+
+
+def test_differing_gives_flat_indices_of_two_dimensional_arrays_whole_or_sliced():
+    from bench.measure.copies import differing
+
+    want = np.arange(64, dtype=np.uint8).reshape(4, 16)
+    got = want.copy()
+    got[2, 3] = 255
+    assert differing(got, want).tolist() == [2 * 16 + 3]  # whole rows: compared eight bytes at a time first
+    assert differing(got[:, :4], want[:, :4]).tolist() == [2 * 4 + 3]  # part of each row: element by element
+    assert differing(got[:, 4:], want[:, 4:]) is None

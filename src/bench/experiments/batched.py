@@ -53,7 +53,7 @@ import numpy as np
 from bench.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
-from bench.measure.copies import FILL_CHUNK, POISON, fill_random
+from bench.measure.copies import FILL_CHUNK, POISON, differing, fill_random
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.schema import FLAG, FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
@@ -316,9 +316,9 @@ def mismatch(work: _Work, buffers: _Buffers) -> str | None:
     destination = buffers.destination.array[:span].reshape(work.copies, stride(work.nbytes))
     reference = buffers.reference.array[:span].reshape(work.copies, stride(work.nbytes))
     with stream:
-        differ = cupy.flatnonzero(destination[:, : work.nbytes] != reference[:, : work.nbytes])
+        differ = differing(destination[:, : work.nbytes], reference[:, : work.nbytes])
         overrun = int(cupy.count_nonzero(destination[:, work.nbytes:] != POISON))
-        if differ.size:
+        if differ is not None:
             first = int(differ[0])
             return (f"data mismatch after one batch: {differ.size} of {work.total} bytes differ (first in copy "
                     f"{first // work.nbytes} at offset {first % work.nbytes})")

@@ -257,10 +257,10 @@ def warm_calls(names: Sequence[str], shard: int, shards: int) -> list:
 
 
 def warm(configs: Sequence[Config], shard: int = 0, shards: int = 1) -> None:
-    """The calls of :func:`warm_calls` of the configurations' calls once each, untimed: CuPy compiles the kernels behind them into its on-disk cache
-    (``cupy.bincount``'s first call took 3.2 s on a fresh H200, ``cupy.histogram``'s 0.9 s), and so do Triton and XLA
-    (the sweep's processes keep its compiled functions on disk: :attr:`bench.libraries.Library.disk_cache`), before
-    a sweep measures them."""
+    """The configurations' calls of its shard (:func:`warm_calls`) once each, untimed: CuPy compiles the kernels
+    behind them into its on-disk cache (``cupy.bincount``'s first call took 3.2 s on a fresh H200,
+    ``cupy.histogram``'s 0.9 s), and so do Triton and XLA (the sweep's processes keep its compiled functions on disk:
+    :attr:`bench.libraries.Library.disk_cache`), before a sweep measures them."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
     missing: dict[str, str | None] = {}  # by library: why its calls cannot run here, asked once
