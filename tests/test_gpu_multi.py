@@ -111,3 +111,32 @@ def test_syncs_and_probe_hold_every_gpu_the_region_uses():
     assert "GPU 0" in found.hold and "GPU 1" in found.hold
     assert bench.probe(region, serialization=False).verdict == "waits-for-device"
     assert cupy.cuda.runtime.getDevice() == 0
+
+
+JAX_ON_GPU_1 = """
+from bench import catalogs
+from bench.cuda import runtime
+from bench.libraries import BY_NAME
+
+runtime.setDevice(1)
+why = BY_NAME["jax"].missing(1)
+if why:
+    print("missing:", why)
+    raise SystemExit
+kit = catalogs.kit("jax")
+import jax
+ran_on = list(kit.jitted(kit.x).devices())[0].local_hardware_id
+print([device.local_hardware_id for device in jax.devices("gpu")], ran_on, runtime.getDevice())
+"""
+
+
+def test_jax_in_a_sweeps_process_on_gpu_1_starts_on_gpu_1_alone():
+    """The library experiment's process on GPU 1 runs beside GPU 0's experiments: JAX, which starts on every GPU it
+    sees (a context and streams on each), is told to start on GPU 1 alone, and its calls run there."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", JAX_ON_GPU_1], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    if result.stdout.startswith("missing:"):
+        pytest.skip(result.stdout.strip())
+    assert result.stdout.split("\n")[-2] == "[1] 1 1"

@@ -571,7 +571,7 @@ def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_regist
     fine = rows[rows["experiment"] == "fine"]
     assert sorted(fine["gpu_index"]) == [0] * 5 + [1] * 5
     assert dict(fine.groupby("gpu_index")["gpu_uuid"].first()) == {0: "GPU-fake", 1: "GPU-fake-1"}
-    assert set(fine["concurrent_gpus"]) == {2 if concurrent else 1}
+    assert fine["concurrent_gpus"].max() == (2 if concurrent else 1)  # each GPU's first row at least: both started
     pairs = rows[rows["experiment"] == "pairs"]
     assert len(pairs) == 2 and set(pairs["gpu_index"]) == {0} and set(pairs["concurrent_gpus"]) == {1}
     assert set(outcome.wall_s) == {"fine on GPU 0", "fine on GPU 1", "pairs"}
@@ -586,9 +586,10 @@ def test_a_sweep_of_two_gpus_keeps_each_gpus_rows_apart(tmp_path, two_gpu_regist
         assert events[:2] == [("started", "fine on GPU 0"), ("finished", "fine on GPU 0")]
 
 
-def test_by_default_two_gpus_run_at_once_only_what_shares_nothing(tmp_path, monkeypatch):
-    """Without --concurrent or --one-at-a-time, an experiment that measures nothing another GPU's run shares
-    (own_gpu) runs on both GPUs at once, any other one GPU after another, a multi-GPU one alone."""
+def test_by_default_two_gpus_run_beside_each_other_all_but_what_holds_the_host(tmp_path, monkeypatch):
+    """Without --concurrent or --one-at-a-time, an experiment that neither loads nor measures what another GPU's run
+    shares (own_gpu) runs beside anything on the other GPU; any other holds the host, so that two of them never run
+    at once; a multi-GPU one holds every GPU and the host."""
     from fake_experiments import PAIRS
 
     alone = dataclasses.replace(FINE, name="alone", own_gpu=True)
@@ -601,17 +602,38 @@ def test_by_default_two_gpus_run_at_once_only_what_shares_nothing(tmp_path, monk
     reporter = Recorder()
     subject = Runner(request, reporter, gpu=FakeGpu(gpus=2), isolate=False, save_every_s=0.0)
     plans = subject.plan().plans
+    assert [sorted(map(str, planning.holds(item, request.at_once))) for item in plans] == [
+        ["0"], ["1"], ["0", "host"], ["1", "host"], ["0", "1", "host"]]
     assert planning.estimate_s(plans, request.at_once) == pytest.approx(
-        planning.estimate_s(plans) - plans[1].estimate_s)  # alone on GPU 1 beside GPU 0; fine after it
+        planning.estimate_s(plans) - 2 * plans[0].estimate_s)  # each GPU's alone beside the other GPU's fine
     outcome = subject.run(subject.check(subject.plan()), monitor=lambda: {})
     rows = pd.DataFrame(outcome.rows)
-    assert dict(rows.groupby("experiment")["concurrent_gpus"].max()) == {"alone": 2, "fine": 1, "pairs": 1}
-    assert outcome.concurrent
+    assert dict(rows.groupby("experiment")["concurrent_gpus"].max())["alone"] == 2 and outcome.concurrent
+    assert set(rows[rows["experiment"] == "pairs"]["concurrent_gpus"]) == {1}
     events = [event[:2] for event in reporter.events if event[0] in ("started", "finished")]
-    assert events[:2] == [("started", "alone on GPU 0"), ("started", "alone on GPU 1")]
-    at = events.index(("started", "fine on GPU 0"))
-    assert events[at:at + 3] == [("started", "fine on GPU 0"), ("finished", "fine on GPU 0"),
-                                 ("started", "fine on GPU 1")]
+    assert events[:2] == [("started", "fine on GPU 0"), ("started", "alone on GPU 1")]  # what holds the host first
+    assert events.index(("finished", "fine on GPU 0")) < events.index(("started", "fine on GPU 1"))
+    assert events[-2:] == [("started", "pairs"), ("finished", "pairs")]
+
+
+def test_the_schedule_runs_a_gpus_own_work_while_another_gpu_holds_the_host(monkeypatch):
+    """The host passes from GPU to GPU in the sweep's order while each GPU does its own work in between: two GPUs of
+    host-bound work (fine) and own work (alone) take half the time of one GPU after another."""
+    from fake_experiments import PAIRS
+
+    alone = dataclasses.replace(FINE, name="alone", own_gpu=True)
+    monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE, "alone": alone, "pairs": PAIRS})
+    request = Request(devices=(0, 1))
+    plans = Runner(request, gpu=FakeGpu(gpus=2)).plan().plans
+    assert [item.name for item in plans] == ["fine on GPU 0", "fine on GPU 1", "alone on GPU 0", "alone on GPU 1",
+                                             "pairs"]
+    each = plans[0].estimate_s
+    assert plans[2].estimate_s == pytest.approx(each)
+    assert planning.schedule(plans, request.at_once) == pytest.approx([0, each, each, 0, 2 * each])
+    assert planning.schedule(plans) == pytest.approx([0, each, 2 * each, 3 * each, 4 * each])  # one at a time
+    assert planning.schedule(plans, True) == pytest.approx([0, 0, each, each, 2 * each])  # --concurrent
+    busy = planning.schedule(plans[1:], request.at_once, busy_s={0: each / 2, "host": each / 2})
+    assert busy == pytest.approx([each, each / 2, 0, 2 * each])  # fine on GPU 0 still running
 
 
 def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry):

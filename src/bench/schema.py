@@ -80,8 +80,8 @@ RUN = (
                                 "samples too); 1: as planned"),
     column("floor_met", FLAG, "the samples meet the experiment's accuracy floor (the file's floors: enough samples, "
                               "or a 95% interval of the median narrow enough); false: read the row as unclear"),
-    column("concurrent_gpus", INT, "GPUs running this experiment at the same time as this row (sweep --concurrent); "
-                                   "1: one GPU at a time"),
+    column("concurrent_gpus", INT, "the most experiments measuring on the sweep's GPUs at the same time as this row, its "
+                                   "own included (a sweep of several GPUs); 1: alone"),
 )
 
 MONITOR = (

@@ -64,9 +64,9 @@ def _sweep(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=devices, metavar="all|0,1,...",
                        help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
-                            "GPU, one GPU after another (those that measure nothing the GPUs share on all at once); "
-                            "and the multi-GPU experiments (peer copies, shared host links, blocking across GPUs), "
-                            "which need two or more")
+                            "GPU; the GPUs' experiments that load or measure the host (copies, host memory) one at a "
+                            "time, the others beside them; and the multi-GPU experiments (peer copies, shared host "
+                            "links, blocking across GPUs), which need two or more")
     sweep.add_argument("--concurrent", action="store_true",
                        help="with --devices: run every one-GPU experiment on all the GPUs at once, host copies too "
                             "(to expose shared links and hosts)")

@@ -70,9 +70,10 @@ class Experiment:
     process_axis: str = ""  # an axis whose every value needs a process of its own (an environment variable or a
     # device flag that CUDA reads once, when the process first touches the GPU)
     before_cuda: Callable | None = None  # (that axis's value, device ordinal): run in the new process before CUDA
-    own_gpu: bool = False  # nothing it measures is shared with another GPU's run (shown on two H100s: that sweep at
-    # once against one GPU after another moved none of its verdicts and none of its figures beyond noise): a sweep of
-    # several GPUs runs it on all of them at once; the others one GPU after another (unless --concurrent)
+    own_gpu: bool = False  # it neither loads nor measures what GPUs share (the host's links and memory): a sweep of
+    # several GPUs runs it beside anything on the other GPUs; the others hold the host, one at a time (unless
+    # --concurrent; bench.sweep.plan.holds). Shown by a sweep so against one GPU after another on the same machine
+    # (docs/findings): no verdict changed, no figure moved more than between two runs of one mode
     gpus: int = 1  # 1: measures one GPU, run once per GPU the sweep selects; 2: needs two or more, and its one
     # process sees every selected GPU (peer copies, shared links); it is left out of a sweep of fewer GPUs
     device_axes: tuple[str, ...] = ()  # axes whose values are GPU ordinals: the sweep's --devices replace them

@@ -232,6 +232,7 @@ EXPERIMENT = Experiment(
     valid=valid,
     memory_needed=memory_needed,
     outcome=("wrong_results", "graph_equals_eager", "sync_error", "capture_state_after_sync"),
+    own_gpu=True,  # device memory and device-to-device copies only
     order=70,
     share_s=2,
 )

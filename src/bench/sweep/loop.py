@@ -38,8 +38,8 @@ from bench.sweep import plan as planning
 from bench.sweep import preflight
 from bench.sweep.plan import Plan, Planned, Request, config_key
 from bench.sweep.preflight import Checked, Gpu
-from bench.sweep.processes import (FailedMessage, ReadyMessage, RowMessage, Started, inline, interleaved, isolated,
-                                   start, start_processes)
+from bench.sweep.processes import (Drains, FailedMessage, RaisedMessage, ReadyMessage, RowMessage, Started, inline,
+                                   isolated, start, start_processes)
 from bench.sweep.warmup import warm_up
 from bench.timing import Stopwatch
 from bench.vocabulary import Status
@@ -174,6 +174,9 @@ class _Sweep:
         self.budget_s = None if budget_s is None else planning.KEEP_TO * budget_s  # what it aims at
         self.finished_estimates: list[tuple[float, float]] = []  # (estimate, wall time) of each finished plan
         self.ahead: dict[str, Started] = {}  # by plan name: the process of its first part, started ahead of its turn
+        self.waiting: list[Plan] = list(self.plans)  # in the sweep's order
+        self.running: dict[int, _PlanRun] = {}  # by its source's index in the drains
+        self.most_at_once = 0  # the most plans that ran at the same time
 
     def save(self, complete: bool) -> None:
         """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
@@ -207,7 +210,7 @@ class _Sweep:
         monitor = self.monitors.get(device)
         return monitor() if monitor else {}
 
-    def keep(self, item: Plan, row: dict, wall_s: float, reading: dict, at_once: int = 1) -> None:
+    def keep(self, item: Plan, row: dict, wall_s: float, reading: dict, alongside: int = 1) -> None:
         """Add the run's columns to a row from an experiment, move its side-table rows aside, check it."""
         name = item.experiment.name
         config = {axis: row.get(axis) for axis in item.experiment.axes}
@@ -218,7 +221,8 @@ class _Sweep:
             if key[1:] in item.experiment.tables:
                 self.tables.setdefault(key[1:], []).extend(
                     {"experiment": name, **config, **entry, "run_id": self.checked.run_id, **gpu} for entry in entries)
-        run = {**reading, **environment, "run_id": self.checked.run_id, "wall_s": wall_s, "concurrent_gpus": at_once}
+        run = {**reading, **environment, "run_id": self.checked.run_id, "wall_s": wall_s,
+               "concurrent_gpus": alongside}
         row = {"experiment": name, **row, **run}
         try:
             check_row(row, self.schema)
@@ -230,34 +234,15 @@ class _Sweep:
     def run(self) -> Outcome:
         runner, reporter = self.runner, self.runner.reporter
         reporter.planned(self.plans, self.metadata["estimate_s"], self.metadata["least_s"])
-        current = ""
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
-        caught = 0
-        groups = self.groups()
+        caught, stopped_in = 0, ""
         try:
             self.warm_up()
             self.readings = {device: self.read_monitor(device) for device in self.checked.devices}
-            for index in range(len(groups)):
-                group, slack = groups[index], self.slack(groups[index:])
-                current = ", ".join(item.name for item in group)
-                runs = [_PlanRun(self, item, len(group), slack) for item in group]
-                if index + 1 < len(groups):
-                    self.start_ahead(groups[index + 1])
-                for plan_run in runs:
-                    reporter.started(plan_run.item.name)
-                if len(runs) == 1:
-                    for message in runs[0].messages():
-                        runs[0].handle(message)
-                else:
-                    with contextlib.closing(interleaved([plan_run.messages for plan_run in runs])) as messages:
-                        for index, message in messages:
-                            runs[index].handle(message)
-                for plan_run in runs:
-                    self.wall_s[plan_run.item.name] = plan_run.watch.seconds()
-                    self.finished_estimates.append((plan_run.item.estimate_s, self.wall_s[plan_run.item.name]))
-                    reporter.finished(plan_run.item.name, self.wall_s[plan_run.item.name])
+            self.measure()
         except KeyboardInterrupt as interrupt:
             caught = interrupt.args[0] if interrupt.args else signal.SIGINT
+            stopped_in = ", ".join(run.item.name for run in self.running.values())
             self.save(complete=False)
         except WriteError:  # saving again would fail the same way
             raise
@@ -271,11 +256,47 @@ class _Sweep:
         if not caught:
             self.save(complete=True)
         path = self.path if self.rows else None
-        return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=current if caught else "",
+        return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=stopped_in,
                        signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
-                       estimate_s=self.metadata["estimate_s"],
-                       concurrent=any(len(group) > 1 for group in groups),
+                       estimate_s=self.metadata["estimate_s"], concurrent=self.most_at_once > 1,
                        warm_s=self.warm_s, mode=runner.request.mode)
+
+    def measure(self) -> None:
+        """Run every plan: each starts as soon as all it holds is free (:func:`bench.sweep.plan.holds`), as
+        :func:`bench.sweep.plan.schedule` expects, its processes' messages drained by a thread of its own, until
+        every plan has ended."""
+        with contextlib.closing(Drains()) as drains:
+            while self.waiting or self.running:
+                self.start_free(drains)
+                index, message = drains.next()
+                if isinstance(message, RaisedMessage):  # inline, the experiment's own; isolated, the harness's
+                    raise message.error
+                if message is not None:
+                    self.running[index].handle(message)
+                    continue
+                plan_run = self.running.pop(index)
+                name = plan_run.item.name
+                self.wall_s[name] = plan_run.watch.seconds()
+                self.finished_estimates.append((plan_run.item.estimate_s, self.wall_s[name]))
+                self.runner.reporter.finished(name, self.wall_s[name])
+
+    def start_free(self, drains: Drains) -> None:
+        """Start the waiting plans that find all they hold free (in the order of
+        :func:`bench.sweep.plan.turn`); then start ahead the processes of those expected next."""
+        held = set().union(*(plan_run.holds for plan_run in self.running.values()))
+        waiting = [(planning.holds(item, self.at_once), item) for item in self.waiting]
+        for holds, item in sorted(waiting, key=lambda pair: planning.turn(pair[1], pair[0])):
+            if holds & held:
+                continue
+            plan_run = _PlanRun(self, item, holds, self.slack(item))
+            self.waiting.remove(item)
+            held |= holds
+            self.runner.reporter.started(item.name)
+            self.running[drains.add(plan_run.messages)] = plan_run
+        for plan_run in self.running.values():
+            plan_run.alongside = max(plan_run.alongside, len(self.running))
+        self.most_at_once = max(self.most_at_once, len(self.running))
+        self.start_ahead()
 
     def warm_up(self) -> None:
         """Compile the kernels of the experiments whose caches are cold on this machine first
@@ -292,19 +313,32 @@ class _Sweep:
         cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
         return runner.gpu.child_device(item.devices[0]), cpus
 
-    def start_ahead(self, group: Sequence[Plan]) -> None:
-        """Start the processes of the plans of ``group`` (their first parts) while the group before it measures: what
-        they do before their turn (``Experiment.ahead``, importing their libraries) is then done by their turn."""
-        if self.runner.isolate:
-            for item in group:
+    def busy_s(self) -> dict[object, float]:
+        """What the running plans hold, and for how much longer each is expected to hold it."""
+        busy: dict[object, float] = {}
+        for plan_run in self.running.values():
+            left_s = max(0.0, plan_run.item.estimate_s - plan_run.watch.seconds())
+            busy.update(dict.fromkeys(plan_run.holds, left_s))
+        return busy
+
+    def start_ahead(self) -> None:
+        """Start the processes of the waiting plans expected to start next (their first parts), one per GPU of the
+        sweep, while the running ones measure: what they do before their turn (``Experiment.ahead``, importing
+        their libraries) is then done by their turn."""
+        if not self.runner.isolate or not self.waiting:
+            return
+        starts = planning.schedule(self.waiting, self.at_once, self.busy_s())
+        for index in sorted(range(len(self.waiting)), key=starts.__getitem__)[:len(self.checked.devices)]:
+            item = self.waiting[index]
+            if item.name not in self.ahead:
                 self.ahead[item.name] = start(item.parts()[0], *self.where(item))
 
-    def slack(self, groups: Sequence[Sequence[Plan]]) -> float | None:
-        """How much of its estimate each process of the first of the groups still to run may take (its pace's
-        allowance: :meth:`bench.sweep.plan.Plan.pace`; None: unpaced), so that all of them are expected to end within
-        the sweep's budget, counted from the command's start: the warm-up and every plan so far spent what they
-        spent, and the plans still to run are expected to take as much longer than estimated as the finished ones
-        did (never less). Above 1 where time is left over, below 1 where the budget is short. Unbudgeted sweeps
+    def slack(self, item: Plan) -> float | None:
+        """How much of its estimate each process of ``item``, about to start, may take (its pace's allowance:
+        :meth:`bench.sweep.plan.Plan.pace`; None: unpaced), so that all plans are expected to end within the
+        sweep's budget, counted from the command's start: the warm-up and every plan so far spent what they spent,
+        and the plans still to run are expected to take as much longer than estimated as the finished ones did
+        (never less). Above 1 where time is left over, below 1 where the budget is short. Unbudgeted sweeps
         (``--full``, ``--quick``) run as planned."""
         if self.budget_s is None:
             return None
@@ -312,22 +346,9 @@ class _Sweep:
         spent = sum(wall for _, wall in self.finished_estimates)
         slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
         left_s = (self.budget_s - self.runner.started.seconds()) / slowness
-        expected_s = planning.estimate_s([item for later in groups for item in later], self.at_once,
-                                         startup_s=0.0)
+        waiting = [item, *(other for other in self.waiting if other is not item)]
+        expected_s = planning.makespan_s(waiting, self.at_once, self.busy_s())
         return max(0.0, left_s / expected_s) if expected_s > 0 else 1.0
-
-    def groups(self) -> list[list[Plan]]:
-        """The plans in the order they run: one at a time, or an experiment's per-GPU plans together where the sweep
-        runs them at once (:meth:`bench.sweep.plan.Request.at_once`)."""
-        groups: list[list[Plan]] = []
-        for item in self.plans:
-            together = (self.at_once(item.experiment) and groups
-                        and groups[-1][0].experiment is item.experiment)
-            if together:
-                groups[-1].append(item)
-            else:
-                groups.append([item])
-        return groups
 
 
 @dataclass(frozen=True)
@@ -341,9 +362,10 @@ class _PartStarted:
 class _PlanRun:
     """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
 
-    def __init__(self, sweep: _Sweep, item: Plan, at_once: int, slack: float | None = None) -> None:
-        self.sweep, self.item, self.at_once = sweep, item, at_once
+    def __init__(self, sweep: _Sweep, item: Plan, holds: frozenset = frozenset(), slack: float | None = None) -> None:
+        self.sweep, self.item, self.holds = sweep, item, holds  # holds: its GPUs, and the host where it holds it
         self.slack = slack  # the part of their estimates its processes may take (None: unpaced)
+        self.alongside = 1  # the most plans (its own included) running at once since its last row
         self.device = item.devices[0]
         self.axes = list(item.experiment.axes)
         self.received: set = set()
@@ -380,7 +402,7 @@ class _PlanRun:
             return
         if isinstance(message, FailedMessage):
             for row in not_run(self.part, self.received, message.why):
-                sweep.keep(item, row, 0.0, {}, self.at_once)
+                sweep.keep(item, row, 0.0, {}, self.alongside)
             left = [c for c in self.part.configs if config_key(name, c, self.axes) not in self.received]
             reporter.stopped(item, message.why, sum(item.seconds(c) for c in left))
             return
@@ -388,8 +410,8 @@ class _PlanRun:
         self.received.add(config_key(name, row, self.axes))
         before = sweep.readings.get(self.device, {})
         sweep.readings[self.device] = reading = sweep.read_monitor(self.device)
-        sweep.keep(item, row, self.config_watch.seconds(), over_interval(before, reading), self.at_once)
-        self.config_watch = Stopwatch()
+        sweep.keep(item, row, self.config_watch.seconds(), over_interval(before, reading), self.alongside)
+        self.config_watch, self.alongside = Stopwatch(), len(sweep.running)
         reporter.row(item, sweep.rows[-1], item.seconds(row))
         if sweep.last_save.seconds() >= sweep.runner.save_every_s:
             sweep.save(complete=False)

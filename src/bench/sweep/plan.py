@@ -54,9 +54,9 @@ class Request:
     started_s: float = 0.0  # seconds the command had run before it made the request: they count against the budget
 
     def at_once(self, experiment: Experiment) -> bool:
-        """Whether this sweep runs ``experiment``'s per-GPU plans at the same time: by default those of an
-        experiment that measures nothing another GPU's run shares (``Experiment.own_gpu``); --concurrent every
-        one-GPU experiment's; --one-at-a-time none."""
+        """Whether this sweep runs ``experiment``'s per-GPU plans beside other GPUs' plans (else one at a time, the
+        host theirs alone: :func:`holds`): by default an experiment that neither loads nor measures what another
+        GPU's run shares (``Experiment.own_gpu``); --concurrent every one-GPU experiment; --one-at-a-time none."""
         if experiment.gpus != 1 or self.one_at_a_time:
             return False
         return self.concurrent or experiment.own_gpu
@@ -168,20 +168,56 @@ class Pace:
         return self.scale
 
 
-AtOnce = bool | Callable[[Experiment], bool]  # which experiments' per-GPU plans run at the same time (all, or none)
+AtOnce = bool | Callable[[Experiment], bool]  # which experiments' per-GPU plans run beside other GPUs' (all, or none)
+HOST = "host"  # what a plan not run beside other GPUs' holds besides its GPUs: the host's links and memory
+
+
+def holds(item: Plan, at_once: AtOnce = False) -> frozenset:
+    """What ``item`` holds while it runs: its GPUs, and :data:`HOST` unless its experiment is one GPU's and runs
+    beside other GPUs' plans (``at_once``: :meth:`Request.at_once`)."""
+    together = at_once if callable(at_once) else (lambda experiment: bool(at_once))
+    beside = item.experiment.gpus == 1 and together(item.experiment)
+    return frozenset(item.devices) if beside else frozenset(item.devices) | {HOST}
+
+
+def turn(item: Plan, holds: frozenset) -> tuple[bool, bool]:
+    """Sort key of the waiting plans as a sweep looks at them, each kind in the sweep's order: one GPU's that hold
+    the host first (every GPU's host-bound work waits for it), then one GPU's that run beside other GPUs', then
+    those of several GPUs."""
+    return item.experiment.gpus > 1, HOST not in holds
+
+
+def schedule(plans: Sequence[Plan], at_once: AtOnce = False,
+             busy_s: Mapping[object, float] | None = None) -> list[float]:
+    """Each plan's expected start, in seconds from now, as a sweep starts them: whenever something is freed, every
+    waiting plan that finds all it :func:`holds` free starts, in the order of :func:`turn`. ``busy_s``: what
+    plans already running hold, and for how much longer."""
+    free_at = dict(busy_s or {})
+    needs = [holds(item, at_once) for item in plans]
+    starts = [0.0] * len(plans)
+    waiting, now = sorted(range(len(plans)), key=lambda index: turn(plans[index], needs[index])), 0.0
+    while waiting:
+        for index in list(waiting):
+            if all(free_at.get(resource, 0.0) <= now for resource in needs[index]):
+                starts[index] = now
+                free_at.update(dict.fromkeys(needs[index], now + plans[index].estimate_s))
+                waiting.remove(index)
+        if waiting:
+            now = min(moment for moment in free_at.values() if moment > now)
+    return starts
+
+
+def makespan_s(plans: Sequence[Plan], at_once: AtOnce = False,
+               busy_s: Mapping[object, float] | None = None) -> float:
+    """How long until ``plans`` are expected to have ended, started as :func:`schedule` starts them."""
+    starts = schedule(plans, at_once, busy_s)
+    return max([*(busy_s or {}).values(), *(start + item.estimate_s for start, item in zip(starts, plans)), 0.0])
 
 
 def estimate_s(plans: Sequence[Plan], at_once: AtOnce = False, startup_s: float = STARTUP_S) -> float:
-    """The sweep's expected wall time, ``startup_s`` included; an experiment whose per-GPU plans run at once
-    (``at_once``: :meth:`Request.at_once`) takes as long as the slowest of them."""
-    together = at_once if callable(at_once) else (lambda experiment: bool(at_once))
-    total, slowest = startup_s, {}
-    for item in plans:
-        if together(item.experiment):
-            slowest[item.experiment.name] = max(slowest.get(item.experiment.name, 0.0), item.estimate_s)
-        else:
-            total += item.estimate_s
-    return total + sum(slowest.values())
+    """The sweep's expected wall time, ``startup_s`` included: its plans run as :func:`schedule` starts them, one GPU
+    after another unless ``at_once`` (:meth:`Request.at_once`) lets a GPU's plans run beside another's."""
+    return startup_s + makespan_s(plans, at_once)
 
 
 def least_s(plans: Sequence[Plan], at_once: AtOnce = False) -> float:

@@ -3,7 +3,7 @@
 processes start from (preloaded by :mod:`bench.sweep.preload`), the child's body, :func:`start` (a child process
 started ahead of its turn: :class:`Started`), :func:`isolated` (its turn, with a watchdog) and :func:`inline` (this
 process), :func:`paced` (the rows, rescaled to keep to a :class:`Pace`),
-and :func:`interleaved` (several message sources drained at once).
+and :class:`Drains` (several message sources drained at once, joining as they start).
 
 It imports :mod:`bench.sweep.plan`, :mod:`bench.env` (the device helpers), :mod:`bench.libraries` (the records: which
 keep compiled code on disk when told) and :mod:`bench.timing`; nothing CUDA until a child measures.
@@ -48,6 +48,14 @@ class ReadyMessage:
 @dataclass(frozen=True)
 class DoneMessage:
     pass
+
+
+@dataclass(frozen=True)
+class RaisedMessage:
+    """A message source raised ``error`` (its drain's thread caught it; the thread that reads the messages decides
+    what it ends)."""
+
+    error: BaseException
 
 
 @dataclass(frozen=True)
@@ -230,41 +238,62 @@ def inline(item: Plan, pace: Pace | None = None) -> Iterator[ReadyMessage | RowM
 STOP_WAIT_S = 15.0  # how long a stopped source may take to end its process (isolated waits 10 s for one)
 
 
-def interleaved(sources: Sequence[Callable[[threading.Event], Iterator]]) -> Iterator[tuple[int, object]]:
-    """(index of its source, message) from several message sources drained at once, each by a thread of its own,
-    as the messages come. Each source is called with an event that is set when this generator ends before they
-    do (an interrupt, or it was closed): a source should end then (:func:`isolated` ends its process), within
-    :data:`STOP_WAIT_S`. A source's exception ends it with a FailedMessage."""
-    queue: Queue = Queue()
-    stop = threading.Event()
+class Drains:
+    """Message sources drained at once, each by a thread of its own, as the messages come; a source may join at any
+    time (:meth:`add`). Each source is called with an event that is set when the drains close before it ends (an
+    interrupt): a source should end then (:func:`isolated` ends its process), within :data:`STOP_WAIT_S`. A source's
+    exception ends it with a :class:`RaisedMessage`."""
 
-    def drain(index: int, source: Callable[[threading.Event], Iterator]) -> None:
+    def __init__(self) -> None:
+        self.queue: Queue = Queue()
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def add(self, source: Callable[[threading.Event], Iterator]) -> int:
+        """Start draining ``source``: its messages come from :meth:`next` with the index returned."""
+        index = len(self.threads)
+        self.threads.append(threading.Thread(target=self._drain, args=(index, source), daemon=True))
+        self.threads[-1].start()
+        return index
+
+    def _drain(self, index: int, source: Callable[[threading.Event], Iterator]) -> None:
         try:
-            for message in source(stop):
-                if stop.is_set():
+            for message in source(self.stop):
+                if self.stop.is_set():
                     break
-                queue.put((index, message))
+                self.queue.put((index, message))
         except BaseException as error:
-            queue.put((index, FailedMessage(f"{type(error).__name__}: {error}")))
+            self.queue.put((index, RaisedMessage(error)))
         finally:
-            queue.put((index, None))
+            self.queue.put((index, None))
 
-    threads = [threading.Thread(target=drain, args=(index, source), daemon=True)
-               for index, source in enumerate(sources)]
-    for thread in threads:
-        thread.start()
-    running = len(threads)
-    try:
-        while running:
+    def next(self) -> tuple[int, object | None]:
+        """(index of its source, message) as it comes; the message None: that source has ended."""
+        while True:
             try:
-                index, message = queue.get(timeout=0.2)  # a timeout, so that Ctrl-C reaches this thread
+                return self.queue.get(timeout=0.2)  # a timeout, so that Ctrl-C reaches this thread
             except Empty:
                 continue
+
+    def close(self) -> None:
+        """Tell the sources still running to end, and wait for them."""
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(STOP_WAIT_S)
+
+
+def interleaved(sources: Sequence[Callable[[threading.Event], Iterator]]) -> Iterator[tuple[int, object]]:
+    """(index of its source, message) from several message sources drained at once (:class:`Drains`), until every
+    source has ended; a source's exception ends it with a FailedMessage."""
+    with contextlib.closing(Drains()) as drains:
+        for source in sources:
+            drains.add(source)
+        running = len(sources)
+        while running:
+            index, message = drains.next()
             if message is None:
                 running -= 1
+            elif isinstance(message, RaisedMessage):
+                yield index, FailedMessage(f"{type(message.error).__name__}: {message.error}")
             else:
                 yield index, message
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(STOP_WAIT_S)
