@@ -186,6 +186,24 @@ def pid_rows(configs, context):
         yield {**config, **sample_columns(), "status": "ok", "error": "", "note": str(os.getpid())}
 
 
+def cuda_seen_rows(configs, context):
+    """Rows noting how many GPUs CUDA shows the process, and the UUID of its device 0 (needs a GPU)."""
+    import cupy
+
+    raw = bytes(cupy.cuda.runtime.getDeviceProperties(0)["uuid"]).hex()
+    uuid = f"GPU-{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}"
+    for config in configs:
+        yield {**config, **sample_columns(), "status": "ok", "error": "",
+               "note": f"{cupy.cuda.runtime.getDeviceCount()} {uuid}"}
+
+
+def visible_rows(configs, context):
+    """Rows noting the GPUs CUDA was told to show their process."""
+    for config in configs:
+        yield {**config, **sample_columns(), "status": "ok", "error": "",
+               "note": os.environ.get("CUDA_VISIBLE_DEVICES", "(all)")}
+
+
 def different(config) -> bool:
     return config["a"] != config["b"]
 
@@ -198,8 +216,10 @@ PAIRS = experiment("pairs", rows, axes={"a": (0, 1), "b": (0, 1)}, valid=differe
 class FakeGpu(preflight.Gpu):
     """A GPU that selects without CUDA; it records what the runner asked of it."""
 
-    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None) -> None:
+    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None,
+                 sees: bool = False) -> None:
         self.uuid, self.free, self.gpus, self.marker = uuid, free, gpus, marker
+        self.sees = sees  # its processes are shown their GPU alone (real GPUs are; fakes leave CUDA alone)
         self.selected: list[int] = []
 
     def warm_markers(self, environment):
@@ -220,6 +240,9 @@ class FakeGpu(preflight.Gpu):
 
     def child_device(self, device: int):
         return None
+
+    def child_sees(self, environment):
+        return environment.gpu_uuid if self.sees else None
 
     def child_cpus(self, environment) -> list[int]:
         return []

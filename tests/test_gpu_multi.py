@@ -113,30 +113,28 @@ def test_syncs_and_probe_hold_every_gpu_the_region_uses():
     assert cupy.cuda.runtime.getDevice() == 0
 
 
-JAX_ON_GPU_1 = """
-from bench import catalogs
-from bench.cuda import runtime
-from bench.libraries import BY_NAME
 
-runtime.setDevice(1)
-why = BY_NAME["jax"].missing(1)
-if why:
-    print("missing:", why)
-    raise SystemExit
-kit = catalogs.kit("jax")
-import jax
-ran_on = list(kit.jitted(kit.x).devices())[0].local_hardware_id
-print([device.local_hardware_id for device in jax.devices("gpu")], ran_on, runtime.getDevice())
-"""
+def test_a_sweeps_process_of_gpu_1_sees_gpu_1_alone():
+    """An experiment's process of one GPU is shown that GPU alone (CUDA_VISIBLE_DEVICES: its UUID), as device 0."""
+    from fake_experiments import cuda_seen_rows, experiment
+
+    from bench.env import gpu_environment
+    from bench.sweep.plan import Plan, rules_for
+    from bench.sweep.processes import RowMessage, isolated
+
+    seen = experiment("seen", cuda_seen_rows, axes={"n": (0,)})
+    uuid = gpu_environment(1).gpu_uuid
+    messages = list(isolated(Plan(seen, [{"n": 0}], rules_for(seen, "default")), 0, sees=uuid))
+    rows = [message.row for message in messages if isinstance(message, RowMessage)]
+    assert [row["note"] for row in rows] == [f"1 {uuid}"], messages
 
 
-def test_jax_in_a_sweeps_process_on_gpu_1_starts_on_gpu_1_alone():
-    """The library experiment's process on GPU 1 runs beside GPU 0's experiments: JAX, which starts on every GPU it
-    sees (a context and streams on each), is told to start on GPU 1 alone, and its calls run there."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-c", JAX_ON_GPU_1], env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    if result.stdout.startswith("missing:"):
-        pytest.skip(result.stdout.strip())
-    assert result.stdout.split("\n")[-2] == "[1] 1 1"
+def test_jax_calls_on_gpu_1_run_beside_gpu_0s_plans(tmp_path):
+    """JAX starts on every GPU it sees: its process on GPU 1 sees GPU 1 alone, and a new jit function's first call
+    (which failed there when JAX was told the GPU through its own setting) runs."""
+    rows, _ = sweep(tmp_path, "--devices", "all",
+                    "--experiments", "library", "--axis", "call=jax first call of a new jax.jit function")
+    if (rows["status"] == "skipped").all():
+        pytest.skip(rows["error"].iloc[0])
+    assert (rows["status"] == "ok").all(), rows["error"].tolist()
+    assert rows["gpu_uuid"].nunique() == 2

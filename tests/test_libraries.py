@@ -137,8 +137,7 @@ def _measured(monkeypatch, call: str) -> dict:
 
 def _installed(monkeypatch, name: str) -> None:
     """Library ``name`` as if installed with CUDA: its missing() imports a module that exists."""
-    monkeypatch.setitem(BY_NAME, name, dataclasses.replace(BY_NAME[name], module="math", cuda_missing=None,
-                                                           only_gpu=None))
+    monkeypatch.setitem(BY_NAME, name, dataclasses.replace(BY_NAME[name], module="math", cuda_missing=None))
 
 
 def test_a_row_of_a_torch_call_records_the_torch_and_triton_versions(monkeypatch, versions):
@@ -168,27 +167,6 @@ def test_a_library_installed_without_cuda_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "bench_fake_torch", fake)
     torch = dataclasses.replace(BY_NAME["torch"], module="bench_fake_torch")
     assert torch.missing() == "PyTorch is installed without CUDA support"
-
-
-def test_jax_in_a_sweeps_process_is_told_its_one_gpu_before_it_starts(monkeypatch):
-    """XLA starts on every GPU it sees: the library experiment's process on GPU 1 would put a context on GPU 0, where
-    another process measures at the same time. Asked with a device, JAX is told it before anything starts it."""
-    events = []
-
-    class Config:
-        def update(self, name, value):
-            events.append((name, value))
-
-    def devices():
-        events.append("started")
-        return [types.SimpleNamespace(platform="gpu")]
-
-    monkeypatch.setitem(sys.modules, "bench_fake_jax", types.SimpleNamespace(config=Config(), devices=devices))
-    jax = dataclasses.replace(BY_NAME["jax"], module="bench_fake_jax")
-    assert jax.missing(1) is None
-    assert events == [("jax_cuda_visible_devices", "1"), "started"]
-    events.clear()
-    assert jax.missing() is None and events == ["started"]  # the user's own process: every GPU, as JAX chooses
 
 
 # --- syncs and trace rows: the libraries loaded as the region ran ---------------------------------------------------

@@ -636,6 +636,22 @@ def test_the_schedule_runs_a_gpus_own_work_while_another_gpu_holds_the_host(monk
     assert busy == pytest.approx([each, each / 2, 0, 2 * each])  # fine on GPU 0 still running
 
 
+def test_each_gpus_processes_see_their_gpu_alone_and_a_multi_gpu_experiments_every_gpu(tmp_path, monkeypatch):
+    """A library that starts on every GPU it sees (JAX) must not start on a GPU where another process measures: a
+    one-GPU plan's processes are shown their GPU alone (CUDA_VISIBLE_DEVICES, its UUID), ahead of their turn too."""
+    from fake_experiments import PAIRS, experiment, visible_rows
+
+    visible = experiment("visible", visible_rows, own_gpu=True)
+    pairs = dataclasses.replace(PAIRS, measure=visible_rows)
+    monkeypatch.setattr(planning, "registry", lambda: {"visible": visible, "pairs": pairs})
+    subject = Runner(Request(out=tmp_path / "r.parquet", devices=(0, 1)), gpu=FakeGpu(gpus=2, sees=True),
+                     save_every_s=0.0)
+    rows = pd.DataFrame(subject.run(subject.check(subject.plan()), monitor=lambda: {}).rows)
+    seen = rows.groupby(["experiment", "gpu_uuid"])["note"].agg(set).to_dict()
+    assert seen == {("visible", "GPU-fake"): {"GPU-fake"}, ("visible", "GPU-fake-1"): {"GPU-fake-1"},
+                    ("pairs", "GPU-fake"): {os.environ.get("CUDA_VISIBLE_DEVICES", "(all)")}}
+
+
 def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry):
     path = tmp_path / "r.parquet"
     first = Runner(Request(out=path, devices=(0, 1), experiments=["fine"]), gpu=FakeGpu(gpus=2), isolate=False,

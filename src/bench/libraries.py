@@ -53,9 +53,6 @@ class Library:
     compiles_to_disk: bool = True  # what its first calls compile is kept on disk (CuPy's, numba-cuda's and Triton's
     # kernel caches; XLA's in the sweep's processes, see disk_cache), so a warm-up process's compiling serves the
     # sweep's; False: in memory only, so warming its calls in another process saves the sweep nothing
-    only_gpu: Callable[[object, int], None] | None = None  # (the imported module, a CUDA ordinal) -> it will start on
-    # that GPU alone: for one that starts on every GPU it sees, told before it starts (a sweep's process leaves the
-    # other GPUs to their own processes)
     disk_cache: tuple[tuple[str, str], ...] = ()  # environment variables that make it keep what it compiles on disk,
     # "{directory}" standing for the directory: the sweep's processes share one (bench.sweep.processes); off
     # elsewhere, so that bench never changes how the user's own code compiles
@@ -88,17 +85,14 @@ class Library:
             os.environ.setdefault(key, value)
         return importlib.import_module(self.module)
 
-    def missing(self, device: int | None = None) -> str | None:
-        """Why its calls cannot run here (not installed, or installed without CUDA), or None; imports it, and
-        asking may start it. ``device``: the one GPU it may start on (``only_gpu``; None: every GPU it sees)."""
+    def missing(self) -> str | None:
+        """Why its calls cannot run here (not installed, or installed without CUDA), or None; imports it."""
         try:
             module = self.load()
         except ImportError as error:
             how = f"pip install \"{bench.DISTRIBUTION}[{self.extras[0]}]\"" if self.extras else \
                 f"it comes with {BY_NAME[self.part_of].title}"
             return f"{self.title} is not installed ({how}): {error}"
-        if device is not None and self.only_gpu is not None:
-            self.only_gpu(module, device)
         return self.cuda_missing(module) if self.cuda_missing else None
 
 
@@ -138,11 +132,6 @@ def _torch_cuda(torch) -> str | None:
     return None if torch.cuda.is_available() else "PyTorch is installed without CUDA support"
 
 
-def _jax_only_gpu(jax, device: int) -> None:
-    """XLA starts on every GPU it sees (a context and streams on each) unless told which, before it starts."""
-    jax.config.update("jax_cuda_visible_devices", str(device))
-
-
 def _jax_cuda(jax) -> str | None:
     """Starting JAX's backend can leave another GPU current: callers keep theirs (moves_device)."""
     gpus = any(device.platform == "gpu" for device in jax.devices())
@@ -160,7 +149,7 @@ LIBRARIES = (
     # the process with CuPy and PyTorch
     Library("jax", "JAX", "jax", ("jax",), ("jax",), ("jax", "jaxlib"), ("jax", "jaxlib", "flax", "optax"),
             catalog="jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),), cuda_missing=_jax_cuda,
-            moves_device=True, only_gpu=_jax_only_gpu,
+            moves_device=True,
             # XLA's persistent compilation cache, every function kept: its 64 compiles took 5.2 s of the library
             # experiment's process on an H100
             disk_cache=(("JAX_COMPILATION_CACHE_DIR", "{directory}"),

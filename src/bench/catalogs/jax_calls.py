@@ -49,13 +49,6 @@ def _fresh(x, counts) -> Fresh:
     return Fresh(vector, vector[0], vector[:SMALL], mask, counts + 1, jnp.count_nonzero(mask))
 
 
-def gpu(ordinal: int):
-    """JAX's device of the GPU the CUDA runtime numbers ``ordinal``: JAX may see fewer GPUs than CUDA (the sweep's
-    processes tell it to start on their own alone: ``Library.only_gpu``), so not the list's ``ordinal``-th."""
-    (device,) = [device for device in jax.devices("gpu") if device.local_hardware_id == ordinal]
-    return device
-
-
 class Kit:
     """JAX inputs on the GPU the CUDA runtime has current: a random float32 vector, small non-negative integers, a
     PRNG key, a pageable host array; a jitted ``x * 2 + 1`` and the jitted function that makes the fresh results, both
@@ -66,7 +59,7 @@ class Kit:
         # The GPU is read before JAX starts: starting its backend (creating each GPU's streams) can leave another GPU
         # current on this thread, and that GPU would become JAX's default device.
         self.device = runtime.getDevice()
-        jax.config.update("jax_default_device", gpu(self.device))
+        jax.config.update("jax_default_device", jax.devices("gpu")[self.device])
         self.key, values, integers = jax.random.split(jax.random.key(11), 3)
         self.x = jax.random.uniform(values, (SIZE,), dtype=jnp.float32)
         self.counts = jax.random.randint(integers, (SIZE,), 0, 1000)

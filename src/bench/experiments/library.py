@@ -200,7 +200,7 @@ def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
     kits: dict[str, object] = {}
     used = {catalog()[config["call"]].library for config in configs}
     with kept_device(device):
-        missing = {library: BY_NAME[library].missing(device) for library in used}
+        missing = {library: BY_NAME[library].missing() for library in used}
     versions = {library: measured_versions(library) for library in used}
     seen: set[str] = set()
     for config in configs:
@@ -269,7 +269,7 @@ def warm(configs: Sequence[Config], shard: int = 0, shards: int = 1) -> None:
             with kept_device(device):
                 library = BY_NAME[call.library]
                 if call.library not in missing:
-                    missing[call.library] = library.missing(device)
+                    missing[call.library] = library.missing()
                 if missing[call.library]:
                     continue
                 if call.library not in kits:
@@ -292,7 +292,6 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
-    own_gpu=True,  # its calls' host times beside a kernel of its own GPU; inputs of 4 MiB
     order=55,
     share_s=22,
     row_timeout_s=60,

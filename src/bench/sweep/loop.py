@@ -306,12 +306,17 @@ class _Sweep:
         if runner.isolate and environment is not None:
             self.warm_s, self.warm_each_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
 
-    def where(self, item: Plan) -> tuple[int | None, list[int]]:
-        """The device a plan's processes select and the CPUs they run on (none: leave them alone)."""
+    def where(self, item: Plan) -> tuple[int | None, list[int], str | None]:
+        """The device a plan's processes select, the CPUs they run on (none: leave them alone) and the GPUs CUDA
+        shows them (None: the sweep's): a one-GPU plan's see their GPU alone, as device 0, so that no library they
+        load starts on a GPU where another plan measures."""
         runner = self.runner
         environment = self.checked.selected.get(item.devices[0])
-        cpus = runner.gpu.child_cpus(environment) if runner.isolate and environment is not None else []
-        return runner.gpu.child_device(item.devices[0]), cpus
+        if not runner.isolate or environment is None:
+            return runner.gpu.child_device(item.devices[0]), [], None
+        sees = runner.gpu.child_sees(environment) if item.experiment.gpus == 1 else None
+        device = runner.gpu.child_device(0 if sees else item.devices[0])
+        return device, runner.gpu.child_cpus(environment), sees
 
     def busy_s(self) -> dict[object, float]:
         """What the running plans hold, and for how much longer each is expected to hold it."""
@@ -331,7 +336,8 @@ class _Sweep:
         for index in sorted(range(len(self.waiting)), key=starts.__getitem__)[:len(self.checked.devices)]:
             item = self.waiting[index]
             if item.name not in self.ahead:
-                self.ahead[item.name] = start(item.parts()[0], *self.where(item))
+                device, cpus, sees = self.where(item)
+                self.ahead[item.name] = start(item.parts()[0], device, cpus, sees=sees)
 
     def slack(self, item: Plan) -> float | None:
         """How much of its estimate each process of ``item``, about to start, may take (its pace's allowance:
@@ -380,13 +386,13 @@ class _PlanRun:
         :class:`_PartStarted`: another thread may be draining them, so only :meth:`handle` changes this run.
         ``stop``: see :func:`isolated`."""
         runner = self.sweep.runner
-        device, cpus = self.sweep.where(self.item)
+        device, cpus, sees = self.sweep.where(self.item)
         for number, part in enumerate(self.item.parts()):
             pace = part.pace(self.slack) if self.slack is not None else None
             yield _PartStarted(part, Stopwatch())
             if runner.isolate:
                 started = self.sweep.ahead.pop(self.item.name, None) if number == 0 else None
-                yield from isolated(part, device, cpus, stop, pace=pace, started=started)
+                yield from isolated(part, device, cpus, stop, pace=pace, started=started, sees=sees)
             else:
                 yield from inline(part, pace)
 

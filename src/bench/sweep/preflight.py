@@ -39,6 +39,11 @@ class Gpu:
         """The device an experiment's process selects (None: leave it alone)."""
         return device
 
+    def child_sees(self, environment) -> str | None:
+        """What CUDA shows an experiment's process of one GPU (``CUDA_VISIBLE_DEVICES``): that GPU alone, by its
+        UUID (None: leave it, where NVML named none)."""
+        return environment.gpu_uuid if environment.gpu_uuid.startswith("GPU-") else None
+
     def warm_markers(self, environment) -> Path | None:
         """A directory of one file per experiment whose existence says that this machine's kernel caches
         (numba-cuda's beside this source tree, CuPy's in the home directory) hold that experiment's kernels, of this

@@ -104,12 +104,15 @@ def _experiment_modules() -> list[str]:
 
 
 def _child(sender, starter, experiment, configs, rules, device: int | None, cpus: Sequence[int],
-           warming: Warming | None) -> None:
-    """The body of an experiment's process: move to the GPU's CPUs, do what the experiment does ahead of its turn,
-    wait for the turn (``starter`` brings the pace to keep, or None), select the GPU, measure, send each row as it
-    comes; ``warming``: then that shard of the experiment's ``warm`` hook."""
+           warming: Warming | None, sees: str | None) -> None:
+    """The body of an experiment's process: show CUDA only ``sees`` (None: what the sweep sees), move to the GPU's
+    CPUs, do what the experiment does ahead of its turn, wait for the turn (``starter`` brings the pace to keep, or
+    None), select the GPU, measure, send each row as it comes; ``warming``: then that shard of the experiment's
+    ``warm`` hook."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     try:
+        if sees:  # before anything starts CUDA in this process (the fork server never does)
+            os.environ["CUDA_VISIBLE_DEVICES"] = sees
         if cpus:
             os.sched_setaffinity(0, cpus)
         if experiment.process_axis:  # this process's value of it, set before CUDA reads its settings
@@ -170,15 +173,16 @@ class Started:
 
 
 def start(item: Plan, device: int | None, cpus: Sequence[int] = (),
-          warming: Warming | None = None) -> Started:
+          warming: Warming | None = None, sees: str | None = None) -> Started:
     """Start the process of a plan (a part of one: ``Plan.parts``), ahead of its turn. ``warming``: a warm-up
-    part's (see :func:`bench.sweep.warmup.warm_parts`)."""
+    part's (see :func:`bench.sweep.warmup.warm_parts`); ``sees``: the GPUs CUDA shows it (``CUDA_VISIBLE_DEVICES``;
+    None: the sweep's), ``device`` its ordinal among them."""
     context = _processes()
     receiver, sender = context.Pipe(duplex=False)
     waiting, starter = context.Pipe(duplex=False)
     child = context.Process(target=_child, daemon=True,
                             args=(sender, waiting, item.experiment, item.configs, item.rules, device, list(cpus),
-                                  warming))
+                                  warming, sees))
     child.start()
     sender.close()
     waiting.close()
@@ -187,13 +191,13 @@ def start(item: Plan, device: int | None, cpus: Sequence[int] = (),
 
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
              warming: Warming | None = None, pace: Pace | None = None,
-             started: Started | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+             started: Started | None = None, sees: str | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process (``started``: the one :func:`start` started for it ahead; else a new one):
     ready, its rows, then a FailedMessage if the child could not finish, or if it went
     ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop`` is set
-    (nobody listens any more), it ends the process and returns. ``warming``: see :func:`start`; ``pace``: see
-    :func:`paced`."""
-    started = started or start(item, device, cpus, warming)
+    (nobody listens any more), it ends the process and returns. ``warming``, ``sees``: see :func:`start`;
+    ``pace``: see :func:`paced`."""
+    started = started or start(item, device, cpus, warming, sees)
     child, receiver = started.process, started.receiver
     ended = f"the {item.experiment.name} process ended"
     try:
