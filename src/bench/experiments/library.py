@@ -292,6 +292,7 @@ EXPERIMENT = Experiment(
     outcome=("verdict",),
     size_axis="",
     floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
+    own_gpu=True,  # its calls' host times beside a kernel of its own GPU; inputs of 4 MiB
     order=55,
     share_s=22,
     row_timeout_s=60,
