@@ -477,3 +477,15 @@ def test_no_page_shows_a_machines_absolute_paths():
     found = [f"{name(page)}:{number}: {match.group(0)}" for page in pages()
              for number, line in enumerate(page.read_text().splitlines(), 1) for match in ABSOLUTE.finditer(line)]
     assert not found, f"paths of the machine that ran them (print them relative, as syncs and trace do): {found}"
+
+
+def test_the_usage_page_names_the_experiments_that_run_beside_other_gpus():
+    """Which experiments a sweep of several GPUs runs beside other GPUs' work is measured (docs/findings): the page
+    that says so names exactly the experiments that declare it."""
+    from bench.experiments import registry
+
+    text = (DOCS / "usage.md").read_text()
+    named = re.search(r"\(`Experiment\.own_gpu`:\s*(.*?)\)", text, re.S)
+    assert named, "docs/usage.md no longer lists the experiments with own_gpu"
+    assert set(re.findall(r"`(\w+)`", named.group(1))) == {
+        name for name, experiment in registry().items() if experiment.own_gpu}
