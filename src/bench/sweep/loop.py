@@ -266,8 +266,8 @@ class _Sweep:
         :func:`bench.sweep.plan.schedule` expects, its processes' messages drained by a thread of its own, until
         every plan has ended."""
         with contextlib.closing(Drains()) as drains:
-            while self.waiting or self.running:
-                self.start_free(drains)
+            self.start_free(drains)  # with nothing running, the first waiting plan finds all it holds free
+            while self.running:
                 index, message = drains.next()
                 if isinstance(message, RaisedMessage):  # inline, the experiment's own; isolated, the harness's
                     raise message.error
@@ -279,6 +279,7 @@ class _Sweep:
                 self.wall_s[name] = plan_run.watch.seconds()
                 self.finished_estimates.append((plan_run.item.estimate_s, self.wall_s[name]))
                 self.runner.reporter.finished(name, self.wall_s[name])
+                self.start_free(drains)  # what it held is free now
 
     def start_free(self, drains: Drains) -> None:
         """Start the waiting plans that find all they hold free (in the order of
