@@ -57,16 +57,22 @@ def watched(region, hold=None, settle_s=0.03):
     return watcher
 
 
+def held_again(hold: FakeHold, launches: int) -> None:
+    """Until the watcher has held the GPU ``launches`` times (5 s at most: a loaded machine is slow, not wrong)."""
+    deadline = time.perf_counter() + 5
+    while hold.launches < launches and time.perf_counter() < deadline:
+        time.sleep(0.001)
+
+
 def test_a_region_that_waits_is_found_at_its_line_and_the_hold_comes_back():
     hold = FakeHold()
     hold.launch(1)
-    watcher = watched(lambda: [waits_on_gpu(hold), time.sleep(0.005), waits_on_gpu(hold)], hold)
-    assert len(watcher.waits) == 2
+    watcher = watched(lambda: [waits_on_gpu(hold), held_again(hold, 2), waits_on_gpu(hold)], hold)
+    assert len(watcher.waits) == 2  # the second wait only if the watcher held the GPU again after the first
     for wait in watcher.waits:
         assert wait.line.function == "waits_on_gpu" and "hold.gpu.wait(5)" in wait.line.source
-        assert 25 <= (wait.released_s - wait.first_seen_s) * 1e3 < 250  # about the settle: the cost of finding it
+        assert (wait.released_s - wait.first_seen_s) * 1e3 >= 25  # it stood there about the settle (30 ms) first
         assert wait.resumed_s >= wait.released_s
-    assert hold.launches >= 2  # held again after a wait (after the last one, unless the region ended first)
 
 
 def test_a_region_that_only_runs_python_waits_nowhere():
