@@ -282,16 +282,12 @@ class _Sweep:
                 self.start_free(drains)  # what it held is free now
 
     def start_free(self, drains: Drains) -> None:
-        """Start the waiting plans that find all they hold free (in the order of
-        :func:`bench.sweep.plan.turn`); then start ahead the processes of those expected next."""
-        held = set().union(*(plan_run.holds for plan_run in self.running.values()))
-        waiting = [(planning.holds(item, self.at_once), item) for item in self.waiting]
-        for holds, item in sorted(waiting, key=lambda pair: planning.turn(pair[1], pair[0])):
-            if holds & held:
-                continue
-            plan_run = _PlanRun(self, item, holds, self.slack(item))
+        """Start the waiting plans that find all they hold free (:func:`bench.sweep.plan.starting`); then start
+        ahead the processes of those expected next."""
+        taken = set().union(*(plan_run.holds for plan_run in self.running.values()))
+        for item in [self.waiting[index] for index in planning.starting(self.waiting, self.at_once, taken)]:
+            plan_run = _PlanRun(self, item, planning.holds(item, self.at_once), self.slack())
             self.waiting.remove(item)
-            held |= holds
             self.runner.reporter.started(item.name)
             self.running[drains.add(plan_run.messages)] = plan_run
         for plan_run in self.running.values():
@@ -340,8 +336,8 @@ class _Sweep:
                 device, cpus, sees = self.where(item)
                 self.ahead[item.name] = start(item.parts()[0], device, cpus, sees=sees)
 
-    def slack(self, item: Plan) -> float | None:
-        """How much of its estimate each process of ``item``, about to start, may take (its pace's allowance:
+    def slack(self) -> float | None:
+        """How much of its estimate each process of the waiting plan about to start may take (its pace's allowance:
         :meth:`bench.sweep.plan.Plan.pace`; None: unpaced), so that all plans are expected to end within the
         sweep's budget, counted from the command's start: the warm-up and every plan so far spent what they spent,
         and the plans still to run are expected to take as much longer than estimated as the finished ones did
@@ -353,8 +349,7 @@ class _Sweep:
         spent = sum(wall for _, wall in self.finished_estimates)
         slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
         left_s = (self.budget_s - self.runner.started.seconds()) / slowness
-        waiting = [item, *(other for other in self.waiting if other is not item)]
-        expected_s = planning.makespan_s(waiting, self.at_once, self.busy_s())
+        expected_s = planning.makespan_s(self.waiting, self.at_once, self.busy_s())
         return max(0.0, left_s / expected_s) if expected_s > 0 else 1.0
 
 
@@ -369,7 +364,7 @@ class _PartStarted:
 class _PlanRun:
     """One plan running: its processes' messages become rows, failures become failed rows for what is left."""
 
-    def __init__(self, sweep: _Sweep, item: Plan, holds: frozenset = frozenset(), slack: float | None = None) -> None:
+    def __init__(self, sweep: _Sweep, item: Plan, holds: frozenset, slack: float | None) -> None:
         self.sweep, self.item, self.holds = sweep, item, holds  # holds: its GPUs, and the host where it holds it
         self.slack = slack  # the part of their estimates its processes may take (None: unpaced)
         self.alongside = 1  # the most plans (its own included) running at once since its last row

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,28 +180,36 @@ def holds(item: Plan, at_once: AtOnce = False) -> frozenset:
     return frozenset(item.devices) if beside else frozenset(item.devices) | {HOST}
 
 
-def turn(item: Plan, holds: frozenset) -> tuple[bool, bool]:
-    """Sort key of the waiting plans as a sweep looks at them, each kind in the sweep's order: one GPU's that hold
-    the host first (every GPU's host-bound work waits for it), then one GPU's that run beside other GPUs', then
-    those of several GPUs."""
-    return item.experiment.gpus > 1, HOST not in holds
+def starting(plans: Sequence[Plan], at_once: AtOnce = False, taken: AbstractSet = frozenset()) -> list[int]:
+    """Which of the waiting ``plans`` (in the sweep's order) start now, while running plans hold ``taken``: looked
+    at one GPU's that hold the host first (every GPU's host-bound work waits for it), then one GPU's that run beside
+    other GPUs', then those of several GPUs, each kind in the sweep's order, each that finds all it :func:`holds`
+    free starts and takes it. Their positions in ``plans``, in the order they start."""
+    needs = [holds(item, at_once) for item in plans]
+    held, started = set(taken), []
+    order = sorted(range(len(plans)), key=lambda index: (plans[index].experiment.gpus > 1, HOST not in needs[index]))
+    for index in order:
+        if not needs[index] & held:
+            started.append(index)
+            held |= needs[index]
+    return started
 
 
 def schedule(plans: Sequence[Plan], at_once: AtOnce = False,
              busy_s: Mapping[object, float] | None = None) -> list[float]:
-    """Each plan's expected start, in seconds from now, as a sweep starts them: whenever something is freed, every
-    waiting plan that finds all it :func:`holds` free starts, in the order of :func:`turn`. ``busy_s``: what
-    plans already running hold, and for how much longer."""
+    """Each plan's expected start, in seconds from now, as a sweep starts them: whenever something is freed, the
+    waiting plans that :func:`starting` picks. ``busy_s``: what plans already running hold, and for how much
+    longer."""
     free_at = dict(busy_s or {})
-    needs = [holds(item, at_once) for item in plans]
     starts = [0.0] * len(plans)
-    waiting, now = sorted(range(len(plans)), key=lambda index: turn(plans[index], needs[index])), 0.0
+    waiting, now = list(range(len(plans))), 0.0
     while waiting:
-        for index in list(waiting):
-            if all(free_at.get(resource, 0.0) <= now for resource in needs[index]):
-                starts[index] = now
-                free_at.update(dict.fromkeys(needs[index], now + plans[index].estimate_s))
-                waiting.remove(index)
+        taken = {resource for resource, moment in free_at.items() if moment > now}
+        started = [waiting[position] for position in starting([plans[index] for index in waiting], at_once, taken)]
+        for index in started:
+            starts[index] = now
+            free_at.update(dict.fromkeys(holds(plans[index], at_once), now + plans[index].estimate_s))
+        waiting = [index for index in waiting if index not in started]
         if waiting:
             now = min(moment for moment in free_at.values() if moment > now)
     return starts
