@@ -380,7 +380,8 @@ def test_two_runs_of_one_second_get_a_file_each(tmp_path):
     assert first.run(checked, monitor=lambda: {}).path == name
     taken = second.run(second_checked, monitor=lambda: {}).path
     assert taken == tmp_path / f"{first.run_id}-Fake-GPU_2.parquet"
-    assert list(store.read(name, synthetic.suite())["streams"]) == [1, 2] and list(store.read(taken, synthetic.suite())["streams"]) == [2]
+    assert list(store.read(name, synthetic.suite())["streams"]) == [1, 2]
+    assert list(store.read(taken, synthetic.suite())["streams"]) == [2]
     assert len(store.side_tables(name)["timeline"]) == 2 and len(store.side_tables(taken)["timeline"]) == 1
     assert store.results_files(tmp_path) == [name, taken] and store.newest(tmp_path) == taken
     third, third_planned = _runner(tmp_path, FINE, isolate=False)  # a file at the name already: kept, the run
@@ -715,7 +716,8 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     assert second not in processes
     assert [event[0] for event in reporter.events][:2] == ["planned", "warmed"]
     (_, experiments, failed), = [event for event in reporter.events if event[0] == "warmed"]
-    assert list(experiments) == ["one", "two", "broken"] and list(failed) == ["broken"] and "no kernel" in failed["broken"]
+    assert list(experiments) == ["one", "two", "broken"] and list(failed) == ["broken"]
+    assert "no kernel" in failed["broken"]
     assert 0 < max(experiments.values()) <= outcome.warm_s
     metadata = store.read_metadata(tmp_path / "r.parquet")
     assert metadata["warm_s"] == outcome.warm_s and metadata["warm_each_s"] == experiments

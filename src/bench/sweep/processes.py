@@ -191,7 +191,8 @@ def start(item: Plan, device: int | None, cpus: Sequence[int] = (),
 
 def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: threading.Event | None = None,
              warming: Warming | None = None, pace: Pace | None = None,
-             started: Started | None = None, sees: str | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
+             started: Started | None = None,
+             sees: str | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process (``started``: the one :func:`start` started for it ahead; else a new one):
     ready, its rows, then a FailedMessage if the child could not finish, or if it went
     ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop`` is set

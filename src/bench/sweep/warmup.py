@@ -39,10 +39,11 @@ def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, Warming]]:
 
 def warm_up(plans: Sequence[Plan], gpu, environment, device: int, reporter) -> tuple[float, dict[str, float]]:
     """Where the kernel caches are cold for some experiments (no warm marker: ``gpu.warm_markers``), compile their
-    kernels at once, a process per experiment and shard of its warm hook (fewer at a time only if the GPU lacks :data:`WARM_CONTEXT_BYTES` of
-    free memory for each), before measuring anything: what they measure is dropped. Done once per experiment,
-    machine, bench version and GPU architecture; an experiment whose warm-up process failed stays cold. Returns the
-    seconds it took (0: everything was warm) and each experiment's own, having told ``reporter``."""
+    kernels at once, a process per experiment and shard of its warm hook (fewer at a time only if the GPU lacks
+    :data:`WARM_CONTEXT_BYTES` of free memory for each), before measuring anything: what they measure is dropped.
+    Done once per experiment, machine, bench version and GPU architecture; an experiment whose warm-up process failed
+    stays cold. Returns the seconds it took (0: everything was warm) and each experiment's own, having told
+    ``reporter``."""
     markers = gpu.warm_markers(environment)
     if markers is None:
         return 0.0, {}
