@@ -58,12 +58,14 @@ def drawn(figure) -> list[str]:
     return found
 
 
-def figures(rows: pd.DataFrame, tables: dict, name: str, view: View) -> list[tuple[str, list[str]]]:
-    """(stem, what it shows) of each figure ``view`` draws of ``rows``, as the report draws them."""
+def figures(rows: pd.DataFrame, tables: dict, view: View) -> list[tuple[str, list[str]]]:
+    """(stem, what it shows) of each figure ``view``'s figure functions draw of ``rows``, handed them as they are
+    (:func:`bench.plots.draw` hands them only the columns the view declares)."""
     shown = []
-    for _, stem, figure in plots.draw(rows, tables, {name: view}, on_skip=pytest.fail):
-        shown.append((stem, drawn(figure)))
-        plots.pyplot().close(figure)
+    for function in view.figures:
+        for stem, figure in function(plots.literal_rows(rows), tables):
+            shown.append((stem, drawn(figure)))
+            plots.pyplot().close(figure)
     return shown
 
 
@@ -77,7 +79,7 @@ def differences(view: View, rows: pd.DataFrame, tables: dict) -> list[str]:
         pd.testing.assert_frame_equal(view.headline(mine), view.headline(narrow_mine))
         if view.answer(mine, view.headline(mine)) != view.answer(narrow_mine, view.headline(narrow_mine)):
             found.append(f"{name}: its answer")
-        if figures(rows, tables, name, view) != figures(narrow, tables, name, view):
+        if figures(rows, tables, view) != figures(narrow, tables, view):
             found.append(f"{name}: its figures")
     except (KeyError, AssertionError) as error:
         found.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import synthetic
+from blank_figures import blank_figures
 from bench import report, store
 from bench.analysis import Gpu
 from bench.catalogs.runtime import catalog
@@ -53,16 +54,19 @@ def one_gpu_results() -> tuple[pd.DataFrame, dict]:
 
 @pytest.fixture(scope="module")
 def one_gpu() -> str:
-    """The report of one_gpu_results(), rendered once for the module (a render draws every figure: seconds)."""
+    """The report of one_gpu_results(), rendered once for the module, its figures blank (:mod:`blank_figures`)."""
     rows, tables = one_gpu_results()
-    return report.render(rows, tables, registry(), source="synthetic")
+    with blank_figures():
+        return report.render(rows, tables, registry(), source="synthetic")
 
 
 @pytest.fixture(scope="module")
 def two_gpus() -> str:
     """The report of every experiment on GPU A and, measured a day later, on GPU B, where cudaFree returns at once."""
     rows = synthetic.all_records()
-    return report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, run_id=LATER, **GPU_B))), {}, registry())
+    with blank_figures():
+        return report.render(synthetic.frame(rows + cudafree_returns(synthetic.tagged(rows, run_id=LATER, **GPU_B))),
+                             {}, registry())
 
 
 def test_cells_read_as_people_write_them():
@@ -177,7 +181,8 @@ def test_an_experiments_figures_are_drawn_once_of_the_gpu_that_measured_it_last(
     other = {"gpu_name": "Other GPU", "gpu_uuid": "GPU-cccccccc-0000-0000-0000-000000000000", "hostname": "node-c"}
     launch, latency = synthetic.launch_records(), synthetic.latency_records()
     rows = launch + latency + synthetic.tagged(launch, run_id=LATER, **other)  # launch: the other GPU is newer
-    document = report.render(synthetic.frame(rows), {}, registry())
+    with blank_figures():
+        document = report.render(synthetic.frame(rows), {}, registry())
     first, second = document.split("<h2 id='gpu-", 2)[1:]
     assert "alt='latency'" in first and "alt='launch'" not in first and "alt='launch'" in second
     owner = Gpu("node-c", other["gpu_uuid"], "Other GPU")
@@ -194,7 +199,8 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
     rows = (blocking + cudafree_returns(synthetic.tagged(blocking, run_id=LATER))
             + synthetic.tagged(overlap, run_id="20261120T000000Z")
             + synthetic.tagged(larger, run_id="20261123T000000Z"))
-    document = report.render(synthetic.frame(rows), {}, registry())
+    with blank_figures():
+        document = report.render(synthetic.frame(rows), {}, registry())
     assert td(document, "cudaFree on none (spinning stream blocking)")[0] == "good"
     runs = document.split("<h2 id='runs'>Runs</h2>")[1].split("</table>")[0]
     assert "<td>0 (newer runs measured all of it)</td>" in runs
@@ -207,10 +213,15 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
     assert answers == {"blocking": "2026-11-22 00:00 UTC", "overlap": "2026-11-23 00:00 UTC"}
 
 
-def test_the_same_results_give_the_same_bytes(one_gpu, tmp_path):
-    rows, tables = one_gpu_results()  # built and rendered again: the module's render is the first
-    written = report.write(rows, tables, tmp_path / "a.html", registry(), source="synthetic").read_bytes()
-    assert written == one_gpu.encode("utf-8")
+def test_the_same_results_give_the_same_bytes(tmp_path):
+    """Figures drawn for real, by several workers: the experiments with several figures each and a side table."""
+    def results() -> tuple[pd.DataFrame, dict]:  # built again for each render
+        rows = synthetic.frame(synthetic.records("overlap") + synthetic.records("peer") + synthetic.records("launch"))
+        return rows, {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
+
+    first = report.render(*results(), registry(), source="synthetic")
+    written = report.write(*results(), tmp_path / "a.html", registry(), source="synthetic").read_bytes()
+    assert written == first.encode("utf-8") and first.count("<img ") == 7
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.html"]  # no temporary files left
 
 
@@ -308,7 +319,8 @@ def test_gpu_filters_every_section(tmp_path):
     store.write(tmp_path / "results" / "_syncs" / "s.parquet", syncs + synthetic.tagged(syncs, **GPU_B),
                 schema_of(columns()), {"table": "syncs"})
     out = tmp_path / "b.html"
-    assert cli.main(["report", str(tmp_path / "results"), "--gpu", "node-b", "--out", str(out)]) == 0
+    with blank_figures():
+        assert cli.main(["report", str(tmp_path / "results"), "--gpu", "node-b", "--out", str(out)]) == 0
     section = out.read_text().split("<h2 id='syncs'>")[1]
     assert ">Test GPU bbbbbbbb on node-b</h3>" in section and "node-a" not in section
 

@@ -145,7 +145,7 @@ def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping,
             if function in drawn:  # a figure two experiments share (the truth table)
                 continue
             drawn.add(function)
-            for suffix, part in _split(rows, name, view.split_axis):
+            for suffix, part in _split(analysis.only(rows, view.reads()), name, view.split_axis):
                 for stem, figure in _figures(function, part, tables, on_skip):
                     fit_titles(figure)
                     yield name, stem + suffix, figure

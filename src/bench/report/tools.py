@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 import pandas as pd
 
 from bench.analysis import Gpu
-from bench.report.figures import Painter, compact
+from bench.report.figures import Paint, Painter, compact
 from bench.report.markup import anchor, cell, contents, figure, table, text
 from bench.usercode.tools import Figure, Part, Section, Tool, saved
 
@@ -34,14 +34,15 @@ def entries(found: list[tuple[Tool, Section]]) -> list[tuple[str, str]]:
 def asked(painter: Painter, found: list[tuple[Tool, Section]]) -> Drawn:
     """Ask ``painter`` for every figure of the tools' sections now (the workers draw them while the rest is laid
     out); how a section then gets each one's PNG."""
-    tickets = {picture: painter.ask(tool_figure, tool.figure, picture.rows, picture.title)
+    tickets = {picture: painter.ask(tool_figure, tool.figure, picture.rows, picture.title, painter.paint)
                for tool, section in found for part in section.parts for picture in part.figures}
     return lambda picture: painter.result(tickets[picture])
 
 
-def tool_figure(figure: Part, rows: pd.DataFrame, title: str) -> bytes:
-    """The PNG of a tool's ``figure`` of ``rows`` (a function the report's figure workers can be handed)."""
-    return compact(figure(rows, title))
+def tool_figure(figure: Part, rows: pd.DataFrame, title: str, paint: Paint = compact) -> bytes:
+    """The PNG of a tool's ``figure`` of ``rows``, painted by ``paint`` (a function the report's figure workers can
+    be handed)."""
+    return paint(figure(rows, title))
 
 
 def formatted(value, spec: str) -> str:

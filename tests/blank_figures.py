@@ -1,0 +1,40 @@
+"""A stand-in for the report's painter (:func:`bench.report.figures.compact`) for tests that read a report's markup,
+not its pixels: each figure is built by its view as the report builds it (so the same figures, stems and warnings),
+then becomes a one-colour PNG of the size its picture would have, neither laid out nor drawn: a tenth of the time.
+The figures' pixels are tested where the report draws them for real (the committed runs' report, the same bytes of
+the same results, the README's commands in a fresh clone)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+
+import pytest
+
+
+def blank_png(figure) -> bytes:
+    """A one-colour PNG of ``figure``'s size at the report's DPI (as :func:`bench.report.figures.compact` would draw
+    it); the figure is closed."""
+    from PIL import Image
+
+    from bench import plots
+    from bench.report.markup import DPI
+
+    try:
+        figure.set_dpi(DPI)
+        size = figure.canvas.get_width_height(physical=True)
+    finally:
+        plots.pyplot().close(figure)
+    out = io.BytesIO()
+    Image.new("P", size).save(out, format="PNG")
+    return out.getvalue()
+
+
+@contextlib.contextmanager
+def blank_figures() -> Iterator[None]:
+    """Every report made meanwhile in this process (``bench report`` too) paints its figures with :func:`blank_png`,
+    in its workers as here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("bench.report.figures.compact", blank_png)
+        yield
