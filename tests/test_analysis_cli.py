@@ -171,28 +171,23 @@ print(json.dumps(ends))
 """
 
 
-@pytest.fixture(scope="module")
-def fast_failures(inputs) -> dict[tuple, list[int]]:
-    """Each of FAILING_FAST run REPEATS times, each run a process of its own that ends as ``python -m bench`` does
-    (its interpreter finalizes): the exit status of each (negative: ended by that signal), by the command's
-    arguments. The processes fork from one interpreter that imported bench's command line once (a second each, not
-    sixteen): the race is in the interpreter's exit, after the command's work, which each process does itself."""
+def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs):
+    """Each of FAILING_FAST reads results through pandas' pyarrow-backed columns (a groupby over strings runs on
+    pyarrow's thread pool), then stops at once. A pool worker that dropped a NumPy-backed buffer after the
+    interpreter began to exit used to abort it (SIGABRT, 'terminate called without an active exception': about 1 run
+    in 100); bench.cli.main now lets the pools go idle first. Each runs REPEATS times (the race was rare), each run a
+    process of its own that ends as ``python -m bench`` does (its interpreter finalizes). The processes fork from one
+    interpreter that imported bench's command line once (a second each, not sixteen): the race is in the
+    interpreter's exit, after the command's work, which each process does itself. One test, not one per command:
+    the runs are made once, on one pytest worker."""
     commands = [args for args in FAILING_FAST for _ in range(REPEATS)]
     env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
     done = subprocess.run([sys.executable, "-c", FORKED, json.dumps(commands)], cwd=inputs, env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     ends = json.loads(done.stdout.splitlines()[-1])
-    return {tuple(args): ends[index * REPEATS:(index + 1) * REPEATS] for index, args in enumerate(FAILING_FAST)}
-
-
-@pytest.mark.parametrize("args", FAILING_FAST)
-def test_a_command_that_fails_fast_never_ends_by_a_signal(fast_failures, args):
-    """Each of these reads results through pandas' pyarrow-backed columns (a groupby over strings runs on pyarrow's
-    thread pool), then stops at once. A pool worker that dropped a NumPy-backed buffer after the interpreter began
-    to exit used to abort it (SIGABRT, 'terminate called without an active exception': about 1 run in 100);
-    bench.cli.main now lets the pools go idle first. Repeated, as the race was rare (:func:`fast_failures`)."""
-    assert fast_failures[tuple(args)] == [2] * REPEATS  # a negative status: ended by that signal
+    found = {" ".join(args): ends[index * REPEATS:(index + 1) * REPEATS] for index, args in enumerate(FAILING_FAST)}
+    assert found == {" ".join(args): [2] * REPEATS for args in FAILING_FAST}  # negative: ended by that signal
 
 
 # --- what the commands do --------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""The analysis side of bench never needs CUDA: with every CUDA library hidden as if not installed, the store,
-figures, report, compare and claims still work on committed results, the measuring commands name the extra to install;
-and the CUDA stand-ins import only on first use."""
+"""Without CUDA: with every CUDA library hidden as if not installed, the analysis side imports and the measuring
+commands name the extra to install (that the README's analysis commands work so, on every committed run, is
+tests/test_fresh_clone.py's); and the CUDA stand-ins import only on first use."""
 
 import os
 import subprocess
@@ -14,15 +14,6 @@ from bench.cuda import LazyModule
 from paths import with_path
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = "20261121T145029Z-NVIDIA-H200.parquet"  # alloc, blocking, graphs, serialization: what the claims need
-
-
-def committed(name: str) -> Path:
-    results = ROOT / "results"
-    found = sorted(results.glob(name)) + sorted((results / "_superseded").glob(f"**/{name}"))
-    if not found:
-        pytest.skip(f"the committed results file {name} is neither in results/ nor under results/_superseded/")
-    return found[0]
 
 
 HIDDEN_RUN = textwrap.dedent("""
@@ -57,51 +48,27 @@ HIDDEN_RUN = textwrap.dedent("""
     assert len(bench.experiments.registry()) >= 7
     from bench import cli
 
-    results, out = sys.argv[1], sys.argv[2]
-    for command in (["report", results, "--out", f"{out}/report.html"], ["plot", results, "--out", out],
-                    ["compare", results, results], ["claims", results], ["sweep", "--quick"], ["env"],
-                    ["probe", "json:dumps"]):
+    for command in (["sweep", "--quick"], ["env"], ["probe", "json:dumps"]):
         status = cli.main(command)
         print("status", command[0], status, flush=True)
     print("loaded", sorted(name for name in sys.modules if name.split(".")[0] in HIDDEN))
 """)
 
 
-def test_analysis_commands_run_without_the_cuda_libraries(tmp_path):
-    """A committed version 1 run (alloc, blocking, graphs, serialization) beside synthetic library rows (what the
-    Python claims need): one directory, read as one dataset."""
-    import shutil
-
-    import synthetic
-    from bench import store
-
-    results = tmp_path / "results"
-    results.mkdir()
-    shutil.copy(committed(CATALOG), results)
-    machine = store.read(committed(CATALOG), synthetic.suite()).iloc[0]  # the same GPU, so claims judge both files together
-    library = synthetic.tagged(synthetic.records("library"), gpu_uuid=machine["gpu_uuid"],
-                               hostname=machine["hostname"], gpu_name=machine["gpu_name"])
-    synthetic.write(results / "20261122T000000Z-library.parquet", library)
+def test_the_measuring_commands_name_the_extra_to_install_without_the_cuda_libraries(tmp_path):
     environment = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "300"}  # env's table on one line
-    out = tmp_path / "plots"
-    result = subprocess.run([sys.executable, "-c", HIDDEN_RUN, str(results), str(out)], cwd=tmp_path,
-                            env=environment, capture_output=True, text=True, timeout=240)
+    result = subprocess.run([sys.executable, "-c", HIDDEN_RUN], cwd=tmp_path, env=environment, capture_output=True,
+                            text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     lines = result.stdout.splitlines()
     statuses = [line for line in lines if line.startswith("status ")]
-    assert statuses == ["status report 0", "status plot 0", "status compare 0", "status claims 0", "status sweep 2",
-                        "status env 0", "status probe 2"], result.stdout[-2000:] + result.stderr[-2000:]
+    assert statuses == ["status sweep 2", "status env 0", "status probe 2"], result.stdout[-2000:] + result.stderr[-2000:]
     assert "loaded []" in lines
-    assert "CUDA claims against measurement" in result.stdout
-    assert "measuring what the results lack" not in result.stdout
-    names = sorted(path.name for path in out.iterdir())
-    assert {"report.html", "blocking_truth_table.png", "alloc.png", "alloc.svg"} <= set(names)
-    assert "cudaFree" in (out / "report.html").read_text()
     missing = 'measuring needs CuPy, numba-cuda, nvidia-ml-py (not installed): pip install "cuda-sync-bench[cu12]"'
     refusals = [line for line in result.stderr.splitlines() if line.startswith("bench: error: ") and missing in line]
     assert len(refusals) == 2, result.stderr[-2000:]  # sweep and probe ("probe needs a GPU: ..."): one line each
     assert missing in result.stdout  # env shows the host's readings, and why it cannot measure
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["plots", "results"]  # nothing else written
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_lazy_module_imports_on_first_use(monkeypatch):

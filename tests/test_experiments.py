@@ -180,24 +180,6 @@ def _tables(rows):
     return {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
 
 
-def test_figures_of_synthetic_rows(experiment):
-    from matplotlib.figure import Figure
-
-    from bench.plots import pyplot
-
-    rows = synthetic.frame(synthetic.records(experiment.name))
-    for draw in views()[experiment.name].figures:
-        drawn = draw(rows, _tables(rows))
-        try:
-            assert isinstance(drawn, list) and drawn, (experiment.name, draw.__name__)
-            for stem, figure in drawn:
-                assert isinstance(stem, str) and re.fullmatch(r"[a-z0-9_]+", stem)
-                assert isinstance(figure, Figure) and figure.axes
-        finally:
-            for _, figure in drawn or []:
-                pyplot().close(figure)
-
-
 @pytest.fixture(scope="module")
 def everything() -> tuple[pd.DataFrame, dict]:
     """Every experiment's synthetic rows and their side tables, made once for the module (a view only reads them)."""
@@ -206,15 +188,22 @@ def everything() -> tuple[pd.DataFrame, dict]:
 
 
 def test_figures_of_all_experiments_rows_and_of_failed_rows(experiment, everything):
+    """Each figure of the rows of every experiment (each picks its own, as ``bench plot`` hands them) is a figure
+    with axes under a file stem; of failed rows, none, or one that says its configurations failed."""
+    from matplotlib.figure import Figure
+
     from bench.plots import pyplot
 
     failed = synthetic.frame(synthetic.failed_records(experiment.name))
     for draw in views()[experiment.name].figures:
-        drawn = draw(*everything)  # rows of every experiment: each figure picks its own
-        assert drawn
+        drawn = draw(*everything)
         of_failed = draw(failed, {})
-        try:  # nothing measured: nothing drawn, or a figure that says its configurations failed
-            for stem, figure in of_failed:
+        try:
+            assert isinstance(drawn, list) and drawn, (experiment.name, draw.__name__)
+            for stem, figure in drawn:
+                assert isinstance(stem, str) and re.fullmatch(r"[a-z0-9_]+", stem)
+                assert isinstance(figure, Figure) and figure.axes
+            for stem, figure in of_failed:  # nothing measured: nothing drawn, or a figure that says so
                 texts = [text.get_text() for text in figure.texts] + [axes.get_title() for axes in figure.axes]
                 assert any("failed, not shown" in text for text in texts), (stem, texts)
         finally:
