@@ -214,14 +214,15 @@ def test_the_newest_measurement_is_shown_and_every_run_listed():
 
 
 def test_the_same_results_give_the_same_bytes(tmp_path):
-    """Figures drawn for real, by several workers: the experiments with several figures each and a side table."""
+    """Figures drawn for real, by several workers: an experiment with several figures and a side table, and one
+    more."""
     def results() -> tuple[pd.DataFrame, dict]:  # built again for each render
-        rows = synthetic.frame(synthetic.records("overlap") + synthetic.records("peer") + synthetic.records("launch"))
+        rows = synthetic.frame(synthetic.records("overlap") + synthetic.records("launch"))
         return rows, {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
 
     first = report.render(*results(), registry(), source="synthetic")
     written = report.write(*results(), tmp_path / "a.html", registry(), source="synthetic").read_bytes()
-    assert written == first.encode("utf-8") and first.count("<img ") == 7
+    assert written == first.encode("utf-8") and first.count("<img ") == 4
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.html"]  # no temporary files left
 
 

@@ -45,8 +45,12 @@ def config_columns(experiment: str, experiments: Mapping) -> list[str]:
 
 
 def key_frame(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Those of ``columns`` that ``rows`` has, as Python objects, every kind of missing value as "": keys to group
+    or match rows by."""
     present = [column for column in columns if column in rows]
-    return rows[present].astype(object).where(rows[present].notna(), "")
+    values = rows[present].to_numpy(dtype=object, copy=True)
+    values[pd.isna(values)] = ""
+    return pd.DataFrame(values, index=rows.index, columns=present, dtype=object)
 
 
 def keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
@@ -80,6 +84,10 @@ def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:
     for name, positions in rows.groupby("experiment", sort=False).indices.items():
         columns = [column for column in (*MACHINE, *config_columns(name, experiments), "run_id") if column in rows]
         group = rows.iloc[positions, [rows.columns.get_loc(column) for column in columns]]  # a few columns, not all
+        runs = group["run_id"]
+        if runs.notna().all() and runs.nunique() == 1:  # one run measured them all: each is its own newest
+            kept[positions] = True
+            continue
         keys = key_frame(group, columns[:-1])
         if not len(keys.columns):
             kept[positions] = True
