@@ -1,8 +1,9 @@
-"""A stand-in for the report's painter (:func:`bench.report.figures.compact`) for tests that read a report's markup,
-not its pixels: each figure is built by its view as the report builds it (so the same figures, stems and warnings),
-then becomes a one-colour PNG of the size its picture would have, neither laid out nor drawn: a tenth of the time.
-The figures' pixels are tested where the report draws them for real (the committed runs' report, the same bytes of
-the same results, the README's commands in a fresh clone)."""
+"""A stand-in for the report's painter (:func:`bench.report.figures.compact`, which ``Painter`` hands its figure
+functions in this process and its workers alike) for tests that read a report's markup, not its pixels: each figure
+is built by its view as the report builds it (so the same figures, stems and warnings), then becomes a one-colour PNG
+of the size its picture would have, neither laid out nor drawn (a report of every synthetic experiment: a third of
+the CPU time). The figures' pixels are tested where the report draws them for real (the committed H200 runs'
+report, the same bytes of the same results, a file with a $ in its texts)."""
 
 from __future__ import annotations
 

@@ -132,8 +132,9 @@ def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping,
     """(experiment, file stem, matplotlib figure) for every figure one GPU's rows (and side tables) support, by the
     ``views`` (experiment -> :class:`bench.views.View`, in the order to draw them: :func:`bench.views.in_order`). An
     experiment whose view has a ``split_axis``, measured at several values of it, gets one set of figures per value,
-    its stems suffixed with the value ('overlap_scaling-1GiB'). Texts are drawn literally (:func:`literal_rows`); a
-    figure its rows cannot give (a file altered by hand) is left out, ``on_skip`` told why in one line."""
+    its stems suffixed with the value ('overlap_scaling-1GiB'). A view is handed only the columns it declares
+    (``View.reads``). Texts are drawn literally (:func:`literal_rows`); a figure its rows cannot give (a file altered
+    by hand) is left out, ``on_skip`` told why in one line."""
     drawn = set()
     rows = literal_rows(rows)
     tables = {name: literal_rows(table) for name, table in tables.items()}

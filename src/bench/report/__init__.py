@@ -24,7 +24,7 @@ import pandas as pd
 from bench import analysis, plots
 from bench.analysis import Gpu
 from bench.libraries import LIBRARIES
-from bench.report.figures import Paint, Painter, Progress, experiment_figures
+from bench.report.figures import Painter, Progress, experiment_figures
 from bench.report.gpu import by_experiment, claims_section, experiment_id, gpu_id, gpu_section, headlines
 from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
 from bench.report.tools import asked, entries, sections, tool_section
@@ -38,18 +38,16 @@ ENVIRONMENT = ("driver_version", "cuda_runtime", "pcie_gen", "pcie_width", *VERS
 
 
 def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str = "",
-           tools: Mapping[str, pd.DataFrame | None] | None = None, progress: Progress | None = None,
-           paint: Paint | None = None) -> str:
+           tools: Mapping[str, pd.DataFrame | None] | None = None, progress: Progress | None = None) -> str:
     """The report of ``rows`` (every row of the input; the newest measurement of each configuration per GPU is
     shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``tools``
     (tool name -> rows of its results files: ``bench syncs --save``'s, ``bench trace --save``'s), a section of each
-    tool's (:mod:`bench.report.tools`). ``progress`` is told of each figure drawn; ``paint`` turns each into its PNG
-    (:class:`~bench.report.figures.Painter`'s)."""
+    tool's (:mod:`bench.report.tools`). ``progress`` is told of each figure drawn."""
     shown = analysis.newest(rows, experiments)
     groups = analysis.by_gpu(shown)
     labels = _labels(groups) if len(groups) > 1 else {}
     found = sections(tools or {})
-    with Painter(progress, paint) as painter:  # the figures are asked for first: the workers draw while this lays out
+    with Painter(progress) as painter:  # the figures are asked for first: the workers draw while this lays out
         owners = _figure_owners(groups, experiments)
         tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
         drawn = asked(painter, found)  # the tools' last: many quick timelines even out the workers' last figures

@@ -86,12 +86,13 @@ def warm_up() -> None:
 class Painter:
     """Figures asked for (:meth:`ask`) are drawn at once in worker processes, or where there is one CPU, when
     their result is wanted (:meth:`result`), which counts them for ``progress``. Each is painted to PNG by
-    :attr:`paint` (:func:`compact`, the one a caller names instead: the seam a test of the report's markup uses to
-    skip the pixels), which the figure functions it is asked for are handed."""
+    :attr:`paint`, which the figure functions it is asked for are handed: :func:`compact` as this module has it when
+    the painter is made (the one seam where a test of the report's markup puts a painter that skips the pixels, for
+    this process and its workers alike)."""
 
-    def __init__(self, progress: Progress | None = None, paint: Paint | None = None):
+    def __init__(self, progress: Progress | None = None):
         self.progress = progress
-        self.paint = paint or compact  # looked up now: a stand-in put in this module's place is the one handed on
+        self.paint: Paint = compact
         self.asked: list[Future | tuple] = []
         self.done = 0
         self.pool: Executor | None = None
