@@ -2,6 +2,11 @@
 packages come from PYTHONPATH, such as a GPU machine's carried wheels, gives its children the same packages)."""
 
 import os
+from pathlib import Path
+
+# Put first, a child's interpreters (and theirs) load its sitecustomize: the CUDA libraries hidden, every look for one
+# logged to $BENCH_TEST_LOOKUPS, figures painted blank.
+WITHOUT_CUDA = Path(__file__).resolve().parent / "clone_site"
 
 
 def with_path(first: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.cuda import LazyModule
-from paths import with_path
+from paths import WITHOUT_CUDA, with_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,27 +20,8 @@ HIDDEN_RUN = textwrap.dedent("""
     import importlib.util
     import sys
 
-    # The measuring stack (the cu12 and cu13 extras: CuPy, numba-cuda, cuda-python, nvidia-ml-py) and the optional
-    # libraries, as a core-only install has them: not there.
-    HIDDEN = ("cupy", "cupyx", "cupy_backends", "numba", "numba_cuda", "cuda", "pynvml", "torch", "jax", "jaxlib")
+    from sitecustomize import HIDDEN  # tests/clone_site's, loaded before this ran: those libraries look uninstalled
 
-
-    class Hide:
-        \"""Wraps a finder: hidden modules are not found, so they look uninstalled.\"""
-
-        def __init__(self, finder):
-            self.finder = finder
-
-        def find_spec(self, name, path=None, target=None):
-            return None if name.split(".")[0] in HIDDEN else self.finder.find_spec(name, path, target)
-
-        def __getattr__(self, name):  # the rest (installed distributions' metadata, caches) as the finder has it
-            return getattr(self.finder, name)
-
-
-    for loaded in [name for name in sys.modules if name.split(".")[0] in HIDDEN]:
-        del sys.modules[loaded]  # a .pth file may have imported a namespace package already
-    sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]
     assert importlib.util.find_spec("cupy") is None and importlib.util.find_spec("pynvml") is None
 
     import bench.analysis, bench.claims, bench.compare, bench.plots, bench.report, bench.store
@@ -55,14 +36,17 @@ HIDDEN_RUN = textwrap.dedent("""
 """)
 
 
-def test_the_measuring_commands_name_the_extra_to_install_without_the_cuda_libraries(tmp_path):
-    environment = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "300"}  # env's table on one line
+def test_the_measuring_commands_name_the_extra_to_install_without_the_cuda_libraries(tmp_path, tmp_path_factory):
+    environment = {**os.environ, "PYTHONPATH": with_path(f"{WITHOUT_CUDA}{os.pathsep}{ROOT / 'src'}"),
+                   "BENCH_TEST_LOOKUPS": str(tmp_path_factory.mktemp("lookups") / "log"),
+                   "COLUMNS": "300"}  # env's table on one line
     result = subprocess.run([sys.executable, "-c", HIDDEN_RUN], cwd=tmp_path, env=environment, capture_output=True,
                             text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     lines = result.stdout.splitlines()
     statuses = [line for line in lines if line.startswith("status ")]
-    assert statuses == ["status sweep 2", "status env 0", "status probe 2"], result.stdout[-2000:] + result.stderr[-2000:]
+    assert statuses == ["status sweep 2", "status env 0", "status probe 2"], (result.stdout[-2000:]
+                                                                              + result.stderr[-2000:])
     assert "loaded []" in lines
     missing = 'measuring needs CuPy, numba-cuda, nvidia-ml-py (not installed): pip install "cuda-sync-bench[cu12]"'
     refusals = [line for line in result.stderr.splitlines() if line.startswith("bench: error: ") and missing in line]

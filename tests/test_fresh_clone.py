@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from paths import with_path
+from paths import WITHOUT_CUDA, with_path
 
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_COMMANDS = ("sweep", "probe", "syncs", "trace")  # measure: need a GPU
 # compare's README line names placeholders; two committed default sweeps of one GPU kind stand in for them
 COMPARED = ("results/20261122T004347Z-NVIDIA-H200.parquet", "results/20261122T034221Z-NVIDIA-H200.parquet")
-SITE = Path(__file__).resolve().parent / "clone_site"  # its sitecustomize: CUDA hidden, looks logged, figures blank
-
 
 def everyday_commands() -> list[list[str]]:
     """The README's 'Everyday commands' block, comments dropped, as argument lists after ``python -m bench``."""
@@ -53,7 +51,7 @@ def fresh_clone(tmp_path_factory) -> tuple[Path, dict[str, tuple[subprocess.Comp
         if words[0] == "compare":
             words = ["compare", *COMPARED]
         log = logs / f"{words[0]}.log"
-        env = {**os.environ, "PYTHONPATH": with_path(f"{SITE}{os.pathsep}{clone / 'src'}"),
+        env = {**os.environ, "PYTHONPATH": with_path(f"{WITHOUT_CUDA}{os.pathsep}{clone / 'src'}"),
                "BENCH_TEST_LOOKUPS": str(log)}
         result = subprocess.run([sys.executable, "-m", "bench", *words], cwd=clone, env=env, capture_output=True,
                                 text=True)

@@ -142,11 +142,12 @@ def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping,
     for name, view in views.items():
         if name not in present:
             continue
+        mine = analysis.only(rows, view.reads())
         for function in view.figures:
             if function in drawn:  # a figure two experiments share (the truth table)
                 continue
             drawn.add(function)
-            for suffix, part in _split(analysis.only(rows, view.reads()), name, view.split_axis):
+            for suffix, part in _split(mine, name, view.split_axis):
                 for stem, figure in _figures(function, part, tables, on_skip):
                     fit_titles(figure)
                     yield name, stem + suffix, figure

@@ -1,9 +1,10 @@
-"""Loaded by every interpreter tests/test_fresh_clone.py's commands start (PYTHONPATH carries this directory to their
-children, the report's figure workers among them). It makes the CUDA libraries look uninstalled, as after
-``pip install -e .`` alone, and writes a line to ``$BENCH_TEST_LOOKUPS`` when the interpreter starts and whenever it
-looks for one of them. The figures are built by their views as ever, then painted blank (a one-colour PNG of the
-figure's size, an empty SVG): the commands, not the pixels, are what the test looks at; tests/test_report.py and
-tests/test_plots.py draw figures for real."""
+"""Loaded by every interpreter of a test's child process with this directory first on its PYTHONPATH
+(``tests/paths.py``'s ``WITHOUT_CUDA``: the fresh clone's commands, the measuring commands' refusals), and by their
+children (PYTHONPATH carries it; the report's figure workers among them). It makes the CUDA libraries look
+uninstalled, as after ``pip install -e .`` alone, and writes a line to ``$BENCH_TEST_LOOKUPS`` when the interpreter
+starts and whenever it looks for one of them. The figures are built by their views as ever, then painted blank (a
+one-colour PNG of the figure's size, an empty SVG): the commands, not the pixels, are what the tests look at;
+tests/test_report.py and tests/test_plots.py draw figures for real."""
 
 import importlib.abc
 import io
