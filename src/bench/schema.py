@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,39 +133,69 @@ def allowed_values(field: pa.Field) -> tuple[str, ...]:
     return tuple(json.loads(raw)) if raw else ()
 
 
-def _fits(value, type: pa.DataType) -> bool:
-    if type == INT:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if type == FLOAT:
-        return isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if type == FLAG:
-        return isinstance(value, (bool, np.bool_))
-    if type == TEXT:
-        return isinstance(value, str)
-    if pa.types.is_list(type):
-        return isinstance(value, (list, tuple, np.ndarray)) and all(
-            item is not None and _fits(item, type.value_type) for item in value)
-    return False
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_flag(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+_SCALARS = {INT: _is_int, FLOAT: _is_float, FLAG: _is_flag, TEXT: _is_text}
+
+
+def _fits(column_type: pa.DataType) -> Callable[[object], bool]:
+    """Whether a value fits a column of ``column_type`` (a list: a list, tuple or array of fitting items)."""
+    if pa.types.is_list(column_type):
+        fits_item = _fits(column_type.value_type)
+        return lambda value: isinstance(value, (list, tuple, np.ndarray)) and all(
+            item is not None and fits_item(item) for item in value)
+    return _SCALARS.get(column_type, lambda value: False)
+
+
+_CHECKS: dict[int, tuple[pa.Schema, RowCheck]] = {}  # by schema: the checks check_row made of the latest ones
 
 
 def check_row(row: Mapping, schema: pa.Schema) -> None:
     """Raise SchemaError unless every value of ``row`` fits its column: declared, of the column's type (integers
     for integer columns, booleans for flags; None is allowed everywhere), and one of its allowed values."""
-    experiment = row.get("experiment", "?")
-    for name, value in row.items():
-        index = schema.get_field_index(name)
-        if index < 0:
-            raise SchemaError(f"{experiment} row: column {name!r} is not declared in the schema")
-        if value is None:
-            continue
-        field = schema.field(index)
-        if not _fits(value, field.type):
-            raise SchemaError(f"{experiment} row: column {name!r} holds {type(value).__name__} {value!r:.60}, "
-                              f"not {field.type}")
-        allowed = allowed_values(field)
-        if allowed:
-            items = value if pa.types.is_list(field.type) else [value]
-            for item in items:
+    made = _CHECKS.get(id(schema))
+    if made is None or made[0] is not schema:  # held, so that its id stays its own
+        if len(_CHECKS) >= 8:
+            _CHECKS.clear()
+        made = _CHECKS[id(schema)] = (schema, RowCheck(schema))
+    made[1](row)
+
+
+class RowCheck:
+    """:func:`check_row` against one schema, each column's type test and allowed values made once (a writer checks
+    thousands of rows)."""
+
+    def __init__(self, schema: pa.Schema):
+        self.columns = {field.name: (field.type, _fits(field.type), allowed_values(field),
+                                     pa.types.is_list(field.type)) for field in schema}
+
+    def __call__(self, row: Mapping) -> None:
+        experiment = row.get("experiment", "?")
+        for name, value in row.items():
+            column = self.columns.get(name)
+            if column is None:
+                raise SchemaError(f"{experiment} row: column {name!r} is not declared in the schema")
+            if value is None:
+                continue
+            column_type, fits, allowed, is_list = column
+            if not fits(value):
+                raise SchemaError(f"{experiment} row: column {name!r} holds {type(value).__name__} {value!r:.60}, "
+                                  f"not {column_type}")
+            for item in (value if is_list else [value]) if allowed else ():
                 if item not in allowed:
                     raise SchemaError(f"{experiment} row: column {name!r} holds {item!r}; allowed: "
                                       f"{', '.join(allowed)}")

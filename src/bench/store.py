@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.errors import ResultsError
-from bench.schema import FLAG, INT, Column, check_row, column, schema_of, suite_columns
+from bench.schema import FLAG, INT, Column, RowCheck, column, schema_of, suite_columns
 from bench.version1 import from_version_1
 from bench.writes import umask, write_file
 
@@ -91,8 +91,9 @@ def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapp
     """Write ``rows`` to ``path`` atomically (a reader sees the old file or the new one, never half of one), after
     checking every row against ``schema`` (SchemaError names the first that does not fit). ``new``: see
     :func:`write_table`. Returns where it wrote."""
+    check = RowCheck(schema)
     for row in rows:
-        check_row(row, schema)
+        check(row)
     table = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
     stamp = {"schema_version": SCHEMA_VERSION, **metadata}
     table = table.replace_schema_metadata({b"pandas": pandas_metadata(schema), METADATA_KEY: json.dumps(stamp)})
@@ -214,15 +215,15 @@ def read_table(path: Path) -> pd.DataFrame:
 def typed(rows: pd.DataFrame, schema: pa.Schema) -> pd.DataFrame:
     """Integer and flag columns of ``schema`` as nullable pandas types (older files stored them as floats or
     text); other columns as they are."""
-    changes = {}
+    if not len(rows):
+        return rows
+    dtypes, changes = rows.dtypes.to_dict(), {}
     for field in schema:
-        if field.name not in rows or not len(rows):
-            continue
-        values = rows[field.name]
-        if field.type == INT and str(values.dtype) != "Int64":
-            changes[field.name] = pd.array([None if _absent(v) else int(v) for v in values], dtype="Int64")
-        elif field.type == FLAG and str(values.dtype) != "boolean":
-            changes[field.name] = pd.array([_flag(v) for v in values], dtype="boolean")
+        dtype = str(dtypes.get(field.name, "absent"))
+        if field.type == INT and dtype not in ("Int64", "absent"):
+            changes[field.name] = pd.array([None if _absent(v) else int(v) for v in rows[field.name]], dtype="Int64")
+        elif field.type == FLAG and dtype not in ("boolean", "absent"):
+            changes[field.name] = pd.array([_flag(v) for v in rows[field.name]], dtype="boolean")
     return rows.assign(**changes) if changes else rows
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from bench import store
 from bench.env import over_interval
 from bench.errors import WriteError
-from bench.schema import SchemaError, check_row
+from bench.schema import RowCheck, SchemaError
 from bench.sweep import plan as planning
 from bench.sweep import preflight
 from bench.sweep.plan import Plan, Planned, Request, config_key
@@ -147,6 +147,7 @@ class _Sweep:
         self.experiments = planning.experiments_of(self.plans)
         self.at_once = runner.request.at_once
         self.schema = store.suite_schema(self.experiments)
+        self.check_row = RowCheck(self.schema)
         request = runner.request
         self.metadata = {
             "run_id": checked.run_id,
@@ -225,7 +226,7 @@ class _Sweep:
                "concurrent_gpus": alongside}
         row = {"experiment": name, **row, **run}
         try:
-            check_row(row, self.schema)
+            self.check_row(row)
         except SchemaError as error:  # the experiment's bug: keep the configuration as a failed row, go on
             row = {"experiment": name, **config, "status": Status.FAILED,
                    "error": f"row does not fit the schema: {error}", **run}
