@@ -42,7 +42,8 @@ class Claim:
 def _ok(rows: pd.DataFrame, experiment: str) -> pd.DataFrame:
     if "experiment" not in rows or "status" not in rows:
         return rows.iloc[0:0]
-    return rows[(rows["experiment"] == experiment) & (rows["status"] == Status.OK)]
+    mine = (rows["experiment"] == experiment) & (rows["status"] == Status.OK)
+    return rows if mine.all() else rows[mine]  # rows judgements() selected: as they are
 
 
 def _blocking(rows: pd.DataFrame, api: str) -> pd.DataFrame:
@@ -284,7 +285,7 @@ def needed_experiments() -> list[str]:
 def missing_experiments(rows: pd.DataFrame) -> list[str]:
     """The experiments to measure so that every claim can be judged: those of the claims ``rows`` cannot judge (an
     experiment missing, or measured without the configurations a claim needs, as a quick sweep is)."""
-    unjudged = [claim for claim in CLAIMS if claim.judge(rows) is None]
+    unjudged = [claim for claim, judgement in zip(CLAIMS, judgements(rows)) if judgement is None]
     return list(dict.fromkeys(name for claim in unjudged for name in claim.needs))
 
 
@@ -293,12 +294,22 @@ COLUMNS = ("experiment", "status", "api", "call", "library", "placement", "spin_
            "capture_state_after_sync", "end_capture_error")  # every column the claims read
 
 
+def judgements(rows: pd.DataFrame) -> list[Judgement | None]:
+    """Each claim's judgement of ``rows`` (None: the rows it needs are not there), in :data:`CLAIMS`' order. Each
+    claim is handed the finished rows of the experiments it needs, of the columns claims read, selected once for
+    all claims that need them."""
+    rows = only(rows, COLUMNS)
+    if "experiment" not in rows or "status" not in rows:
+        return [claim.judge(rows.iloc[0:0]) for claim in CLAIMS]
+    finished = {needs: rows[rows["experiment"].isin(needs) & (rows["status"] == Status.OK)]
+                for needs in dict.fromkeys(claim.needs for claim in CLAIMS)}
+    return [claim.judge(finished[claim.needs]) for claim in CLAIMS]
+
+
 def table(rows: pd.DataFrame) -> pd.DataFrame:
     """One line per claim: claim, docs, measured, verdict ("not measured" where the rows are missing)."""
-    rows = only(rows, COLUMNS)  # each claim selects rows: of a few columns, not the suite's
     lines = []
-    for claim in CLAIMS:
-        judgement = claim.judge(rows)
+    for claim, judgement in zip(CLAIMS, judgements(rows)):
         measured, verdict = judgement if judgement else ("—", ClaimVerdict.NOT_MEASURED)
         lines.append({"claim": claim.text, "docs say": claim.docs, "measured": measured, "verdict": verdict,
                       "source": claim.source})
