@@ -35,7 +35,9 @@ def blank_png(figure) -> bytes:
 @contextlib.contextmanager
 def blank_figures() -> Iterator[None]:
     """Every report made meanwhile in this process (``bench report`` too) paints its figures with :func:`blank_png`,
-    in its workers as here."""
+    and builds them here, as a machine of one CPU does: with nothing to draw, worker processes would only add the
+    cost of sending them each GPU's rows. The workers are tested where the report draws for real."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("bench.report.figures.compact", blank_png)
+        patch.setattr("bench.report.figures._workers", lambda: 1)
         yield

@@ -10,6 +10,7 @@ types a file (every column of the suite, integers as ``Int64``, flags as ``boole
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 
@@ -46,9 +47,16 @@ def environment(**changes):
 
 
 def _row(experiment: str, config: dict, samples: Samples | None, **columns) -> dict:
-    measured = samples.columns() if samples is not None else {}
+    measured = {} if samples is None else {**_columns(dataclasses.replace(samples, values=tuple(samples.values))),
+                                             "samples": list(samples.values)}
     return {"experiment": experiment, **config, **measured, "status": "ok", "error": "", **columns, **RUN,
             **MONITOR, **ENV}
+
+
+@functools.cache
+def _columns(samples: Samples) -> dict:
+    """``samples.columns()``, worked out once for the same samples (the statistics are most of a row's cost)."""
+    return samples.columns()
 
 
 def _spread(median: float, n: int = 5, noise: float = 0.002) -> list[float]:

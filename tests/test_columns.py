@@ -34,7 +34,9 @@ def committed_results() -> tuple[pd.DataFrame, dict]:
 
 
 def drawn(figure) -> list[str]:
-    """What a figure shows, artist by artist (texts, lines, patches, collections, images), without rendering it."""
+    """What a figure shows, artist by artist (texts, lines, patches, collections, images; of each axis, its ticks'
+    places and labels), without rendering it or making its tick artists."""
+    from matplotlib.axis import Axis
     from matplotlib.collections import Collection
     from matplotlib.image import AxesImage
     from matplotlib.lines import Line2D
@@ -42,8 +44,15 @@ def drawn(figure) -> list[str]:
     from matplotlib.text import Text
 
     found = []
-    for artist in figure.findobj():
+
+    def visit(artist) -> None:
         kind = type(artist).__name__
+        if isinstance(artist, Axis):  # its ticks as its locator and formatter place and label them
+            places = artist.get_majorticklocs()
+            found.append(repr((kind, artist.axis_name, list(places), artist.major.formatter.format_ticks(places))))
+            children = [artist.label, artist.offsetText]
+        else:
+            children = artist.get_children()
         if isinstance(artist, Text):
             found.append(repr((kind, artist.get_text(), artist.get_position(), artist.get_color())))
         elif isinstance(artist, Line2D):
@@ -55,6 +64,10 @@ def drawn(figure) -> list[str]:
                                artist.get_offsets().tolist(), artist.get_facecolor().tolist())))
         elif isinstance(artist, AxesImage):
             found.append(repr((kind, artist.get_array().tolist())))
+        for child in children:
+            visit(child)
+
+    visit(figure)
     return found
 
 

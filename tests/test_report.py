@@ -292,13 +292,14 @@ def test_a_table_column_holds_one_unit_named_in_its_header(source):
 
 
 def test_no_figure_title_is_cut_off():
-    """Every figure's own texts (its title: the library truth table's is long) lie inside the figure."""
+    """Every figure's own texts (its title: the library truth table's is long) lie inside the figure, from side to
+    side. Each text is measured with the renderer a draw uses, without laying out or drawing the figure: a layout
+    moves a figure's title up or down, never sideways, so its left and right edges are what a draw finds."""
     from bench import plots
 
     rows = synthetic.frame(synthetic.all_records())
     plt = plots.pyplot()
     for name, stem, figure in plots.draw(rows, {}, synthetic.views()):
-        figure.draw_without_rendering()  # laid out and its texts measured, as a draw does, without painting pixels
         width = figure.bbox.width
         for text in figure.texts:
             extent = text.get_window_extent()
