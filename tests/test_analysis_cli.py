@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import analysis, claims, cli, store
+from bench import analysis, claims, cli, plots, store
 from bench.errors import UsageError
 from bench.experiments import registry
 from paths import with_path
@@ -193,12 +193,12 @@ def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs):
 # --- what the commands do --------------------------------------------------------------------------------------
 
 def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run):
-    synthetic.write(tmp_path / "fleet" / "a.parquet", experiment("launch") + experiment("alloc"))
+    synthetic.write(tmp_path / "fleet" / "a.parquet", experiment("launch") + experiment("latency"))  # quick to draw
     synthetic.write(tmp_path / "fleet" / "b.parquet", experiment("launch", **GPU_B))
     result = run("plot", "fleet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert names(tmp_path / "plots" / "local") == sorted([
-        "Test-GPU-00000000", "Test-GPU-00000000/alloc.png", "Test-GPU-00000000/alloc.svg",
+        "Test-GPU-00000000", "Test-GPU-00000000/latency.png", "Test-GPU-00000000/latency.svg",
         "Test-GPU-00000000/launch.png", "Test-GPU-00000000/launch.svg", "Test-GPU-bbbbbbbb",
         "Test-GPU-bbbbbbbb/launch.png", "Test-GPU-bbbbbbbb/launch.svg"])
     result = run("plot", "fleet", "--gpu", "node-b", "--out", "b", cwd=tmp_path)
@@ -206,9 +206,10 @@ def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run):
     assert "Test GPU (GPU-bbbbbbbb)" in (tmp_path / "b" / "launch.svg").read_text()
 
 
-def test_overlap_runs_of_two_payloads_get_a_set_of_figures_each(tmp_path, run):
+def test_overlap_runs_of_two_payloads_get_a_set_of_figures_each(tmp_path, run, monkeypatch):
     larger = [{**row, "total_bytes": 1 << 30} for row in experiment("overlap", run_id="20261122T000000Z")]
     synthetic.write(tmp_path / "r.parquet", experiment("overlap") + larger)
+    monkeypatch.setattr(plots, "render", lambda figure, fmt, dpi=plots.DPI: fmt.encode())  # the files' names count
     result = run("plot", "r.parquet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert names(tmp_path / "plots" / "local") == sorted(
