@@ -4,6 +4,7 @@ headline, answer and figures of only its columns as of every column of the suite
 experiments' rows as :func:`bench.report.gpu.by_experiment` hands them) and the claims (``claims.COLUMNS``). Checked
 on every experiment's synthetic rows (with a failed row each) and on a committed run of a real GPU."""
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results").glob("*.parquet"))[-1]  # the newest headline run: a default sweep
 
 
+@functools.cache  # made once for the tests a worker runs (they only read them)
 def synthetic_results() -> tuple[pd.DataFrame, dict]:
     """Every experiment's rows and a failed row of each, on one GPU, and the overlap timeline."""
     records = synthetic.all_records()
@@ -29,6 +31,7 @@ def synthetic_results() -> tuple[pd.DataFrame, dict]:
     return rows, {"timeline": synthetic.overlap_timeline(rows[rows["experiment"] == "overlap"])}
 
 
+@functools.cache
 def committed_results() -> tuple[pd.DataFrame, dict]:
     return store.read(COMMITTED, store.suite_schema(registry())), store.side_tables(COMMITTED)
 
@@ -89,8 +92,9 @@ def differences(view: View, rows: pd.DataFrame, tables: dict) -> list[str]:
     mine, narrow_mine = rows[rows["experiment"] == name], narrow[narrow["experiment"] == name]
     found = []
     try:
-        pd.testing.assert_frame_equal(view.headline(mine), view.headline(narrow_mine))
-        if view.answer(mine, view.headline(mine)) != view.answer(narrow_mine, view.headline(narrow_mine)):
+        table, narrow_table = view.headline(mine), view.headline(narrow_mine)
+        pd.testing.assert_frame_equal(table, narrow_table)
+        if view.answer(mine, table) != view.answer(narrow_mine, narrow_table):
             found.append(f"{name}: its answer")
         if figures(rows, tables, view) != figures(narrow, tables, view):
             found.append(f"{name}: its figures")
