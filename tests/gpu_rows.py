@@ -18,13 +18,13 @@ def rows_of(name: str, configs, context=None) -> pd.DataFrame:
     """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
     from bench import store
     from bench.experiments import registry
-    from bench.schema import check_row
+    from bench.schema import RowCheck
 
     rows = list(registry()[name].measure(configs, context or quick_context()))
     schema = synthetic.suite()
+    check = RowCheck(schema)
     for row in rows:
-        check_row({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}},
-                  schema)
+        check({"experiment": name, **{key: value for key, value in row.items() if not key.startswith("_")}})
     return store.typed(pd.DataFrame(rows), schema)
 
 

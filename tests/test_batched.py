@@ -12,7 +12,7 @@ import pytest
 
 import synthetic
 from bench.experiments import batched, registry
-from bench.schema import check_row, schema_of, suite_columns
+from bench.schema import RowCheck, check_row, schema_of, suite_columns
 from bench.sweep import plan
 from bench.timing import Context
 from bench.views import views
@@ -40,12 +40,12 @@ def test_the_experiment_is_registered_with_typed_axes():
     assert registry()["batched"] is EXPERIMENT
     assert list(EXPERIMENT.axes) == ["host_memory", "access_order", "issue", "copies", "bytes"]
     assert EXPERIMENT.size_axis == "bytes" and EXPERIMENT.share_s == 3
-    schema = synthetic.suite()
+    check = RowCheck(synthetic.suite())
     for mode in plan.MODES:
         for axis, values in EXPERIMENT.axes_for(mode).items():
             assert values
             for value in values:
-                check_row({"experiment": "batched", axis: value}, schema)
+                check({"experiment": "batched", axis: value})
     assert EXPERIMENT.quick and set(EXPERIMENT.full) == {"copies", "bytes"}
     assert "cudaMemcpyBatchAsync" in EXPERIMENT.description and batched.__doc__.startswith("Batched copies")
 
@@ -101,11 +101,11 @@ def test_copies_never_touch():
 # --- headline and figure -------------------------------------------------------------------------------------
 
 def test_synthetic_rows_fit_the_schema_and_cover_the_columns():
-    schema, own = synthetic.suite(), schema_of(suite_columns([EXPERIMENT.columns]))
+    checks = RowCheck(synthetic.suite()), RowCheck(schema_of(suite_columns([EXPERIMENT.columns])))
     records = synthetic.batched_records()
     for row in records + failed_records():
-        check_row(row, schema)
-        check_row(row, own)
+        for check in checks:
+            check(row)
     present = {name for row in records for name, value in row.items() if value is not None}
     assert {item.name for item in EXPERIMENT.columns} <= present
 

@@ -20,7 +20,7 @@ from bench.catalogs.runtime import catalog, documented_serializes
 from bench.experiments import Experiment, alloc, graphs, overlap, registry
 from bench.experiments import bandwidth as bandwidth_module
 from bench.measure import pipeline, verdicts
-from bench.schema import check_row, schema_of, suite_columns
+from bench.schema import RowCheck, schema_of, suite_columns
 from bench.sweep import plan
 from bench.views import views
 from bench.vocabulary import PLACEMENTS
@@ -99,13 +99,14 @@ def test_experiment_pickles(experiment):
 
 def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
     schema = synthetic.suite()
+    check = RowCheck(schema)
     declared = {item.name: item for item in experiment.columns}
     for mode in plan.MODES:
         for axis, values in experiment.axes_for(mode).items():
             assert axis in declared, (experiment.name, axis)
             assert values, (experiment.name, mode, axis)
             for value in values:
-                check_row({"experiment": experiment.name, axis: value}, schema)
+                check({"experiment": experiment.name, axis: value})
     assert experiment.size_axis == "" or experiment.size_axis in experiment.axes
     for name in experiment.outcome:
         assert name in declared or name in schema.names
@@ -147,9 +148,10 @@ def test_synthetic_rows_fit_the_schema_and_cover_the_experiments_columns(experim
     own = schema_of(suite_columns([experiment.columns]))  # what this experiment declares, and no other
     rows = synthetic.records(experiment.name)
     assert rows
+    checks = RowCheck(schema), RowCheck(own)
     for row in rows + synthetic.failed_records(experiment.name):
-        check_row(row, schema)
-        check_row(row, own)
+        for check in checks:
+            check(row)
     present = {name for row in rows for name, value in row.items() if value is not None}
     missing = {item.name for item in experiment.columns} - present
     assert not missing, f"tests/synthetic.py lacks {experiment.name} columns {sorted(missing)}"

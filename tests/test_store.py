@@ -14,7 +14,7 @@ import synthetic
 from bench import store
 from bench.errors import ResultsError, UsageError
 from bench.experiments import registry
-from bench.schema import SchemaError, check_row
+from bench.schema import RowCheck, SchemaError
 from fake_experiments import FINE
 
 
@@ -313,9 +313,9 @@ def test_rows_read_back_can_be_written_again(tmp_path):
     """A resumed sweep writes a file's rows again: read, typed, they must turn back into rows that fit."""
     first = synthetic.write(tmp_path / "a.parquet", synthetic.all_records())
     records = store.records(store.read(first, synthetic.suite()))
-    schema = synthetic.suite()
+    check = RowCheck(synthetic.suite())
     for row in records:
-        check_row(row, schema)
+        check(row)
     assert records[0]["samples"] == synthetic.all_records()[0]["samples"] and records[0]["launch"] is None
     assert all(type(value) in (str, int, float, bool, list, type(None)) for row in records for value in row.values())
     again = synthetic.write(tmp_path / "b.parquet", records)

@@ -161,18 +161,11 @@ def _fits(column_type: pa.DataType) -> Callable[[object], bool]:
     return _SCALARS.get(column_type, lambda value: False)
 
 
-_CHECKS: dict[int, tuple[pa.Schema, RowCheck]] = {}  # by schema: the checks check_row made of the latest ones
-
-
 def check_row(row: Mapping, schema: pa.Schema) -> None:
     """Raise SchemaError unless every value of ``row`` fits its column: declared, of the column's type (integers
-    for integer columns, booleans for flags; None is allowed everywhere), and one of its allowed values."""
-    made = _CHECKS.get(id(schema))
-    if made is None or made[0] is not schema:  # held, so that its id stays its own
-        if len(_CHECKS) >= 8:
-            _CHECKS.clear()
-        made = _CHECKS[id(schema)] = (schema, RowCheck(schema))
-    made[1](row)
+    for integer columns, booleans for flags; None is allowed everywhere), and one of its allowed values. Checking
+    many rows against one schema: :class:`RowCheck`."""
+    RowCheck(schema)(row)
 
 
 class RowCheck:

@@ -219,10 +219,12 @@ def typed(rows: pd.DataFrame, schema: pa.Schema) -> pd.DataFrame:
         return rows
     dtypes, changes = rows.dtypes.to_dict(), {}
     for field in schema:
-        dtype = str(dtypes.get(field.name, "absent"))
-        if field.type == INT and dtype not in ("Int64", "absent"):
+        if field.name not in dtypes:
+            continue
+        dtype = str(dtypes[field.name])
+        if field.type == INT and dtype != "Int64":
             changes[field.name] = pd.array([None if _absent(v) else int(v) for v in rows[field.name]], dtype="Int64")
-        elif field.type == FLAG and dtype not in ("boolean", "absent"):
+        elif field.type == FLAG and dtype != "boolean":
             changes[field.name] = pd.array([_flag(v) for v in rows[field.name]], dtype="boolean")
     return rows.assign(**changes) if changes else rows
 
