@@ -8,28 +8,23 @@ report, the same bytes of the same results, a file with a $ in its texts)."""
 from __future__ import annotations
 
 import contextlib
-import io
 from collections.abc import Iterator
 
 import pytest
+
+from clone_site import blank_painting
 
 
 def blank_png(figure) -> bytes:
     """A one-colour PNG of ``figure``'s size at the report's DPI (as :func:`bench.report.figures.compact` would draw
     it); the figure is closed."""
-    from PIL import Image
-
     from bench import plots
     from bench.report.markup import DPI
 
     try:
-        figure.set_dpi(DPI)
-        size = figure.canvas.get_width_height(physical=True)
+        return blank_painting.blank_png(figure, DPI)
     finally:
         plots.pyplot().close(figure)
-    out = io.BytesIO()
-    Image.new("P", size).save(out, format="PNG")
-    return out.getvalue()
 
 
 @contextlib.contextmanager

@@ -7,9 +7,10 @@ one-colour PNG of the figure's size, an empty SVG): the commands, not the pixels
 tests/test_report.py and tests/test_plots.py draw figures for real."""
 
 import importlib.abc
-import io
 import os
 import sys
+
+from blank_painting import blank_png  # beside this file, on the same path
 
 # The measuring stack (the cu12 and cu13 extras: CuPy, numba-cuda, cuda-python, nvidia-ml-py) and the optional
 # libraries: what a core-only install lacks.
@@ -19,16 +20,6 @@ HIDDEN = ("cupy", "cupyx", "cupy_backends", "numba", "numba_cuda", "cuda", "pynv
 def log(line: str) -> None:
     with open(os.environ["BENCH_TEST_LOOKUPS"], "a") as handle:
         handle.write(f"{os.getpid()} {line}\n")
-
-
-def blank_png(figure, dpi: float = 150) -> bytes:
-    """A one-colour PNG of ``figure``'s size at ``dpi``; the figure is left open."""
-    from PIL import Image
-
-    figure.set_dpi(dpi)
-    out = io.BytesIO()
-    Image.new("P", figure.canvas.get_width_height(physical=True)).save(out, format="PNG")
-    return out.getvalue()
 
 
 def blank_render(figure, fmt: str, dpi: float = 150) -> bytes:
