@@ -578,13 +578,12 @@ def views() -> dict:
 
 
 def frame(rows: list[dict], extra=()) -> pd.DataFrame:
-    """Rows as :func:`bench.store.read` returns them: every suite column, integers ``Int64``, flags ``boolean``."""
+    """Rows as :func:`bench.store.read` returns them: every suite column, typed as :data:`bench.store.PANDAS_TYPES`."""
     from bench import store
 
     schema = suite(extra)
     table = pa.Table.from_pylist(rows, schema=schema)
-    types = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
-    return store.typed(table.to_pandas(types_mapper=types.get), schema)
+    return store.typed(table.to_pandas(types_mapper=store.PANDAS_TYPES.get), schema)
 
 
 def write(path: Path, rows: list[dict], run_id: str = RUN_ID, extra=(), **metadata) -> Path:

@@ -13,7 +13,7 @@ import pytest
 import synthetic
 from bench import analysis, compare, noise, store
 from bench.experiments import registry
-from bench.timing import median_interval
+from bench.timing import median, median_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "_superseded"  # the last version 1 runs (converted on read)
@@ -89,6 +89,17 @@ def test_the_interval_of_a_median_comes_from_order_statistics():
     assert median_interval(range(1, 11)) == (2, 9)  # x(3), x(8) would cover 89%
     assert median_interval(range(1, 101)) == (40, 61)  # 96.5%; x(41), x(60) 94.3%
     assert median_interval(range(1, 101), level=0.5) == (47, 54)
+
+
+def test_a_median_is_numpys_to_the_last_bit():
+    """compare and the spread judge by :func:`bench.timing.median`: numpy's median, NaN where a sample is NaN."""
+    rng = np.random.default_rng(7)
+    for size in (1, 2, 3, 10, 11, 100, 101):
+        for scale in (1e-3, 1.0, 1e6):
+            samples = list(rng.lognormal(0.0, 2.0, size) * scale)
+            assert median(samples) == float(np.median(samples)), samples
+    assert median([0.1, 0.2]) == float(np.median([0.1, 0.2])) == 0.15000000000000002  # (a + b) / 2, as numpy has it
+    assert math.isnan(median([1.0, math.nan, 2.0]))
 
 
 def _floor_rows(old_met: bool | None, new_met: bool | None, samples: list[float]) -> tuple[list[dict], list[dict]]:

@@ -92,8 +92,9 @@ def newest(rows: pd.DataFrame, experiments: Mapping) -> pd.DataFrame:
         if not len(keys.columns):
             kept[positions] = True
             continue
-        latest = group.groupby([keys[column] for column in keys.columns])["run_id"].transform("max")
-        kept[positions] = (group["run_id"] == latest).to_numpy(dtype=bool)
+        runs = pd.Series(pd.factorize(runs, sort=True)[0], index=group.index)  # run ids in order, missing ones -1
+        latest = runs.groupby([keys[column] for column in keys.columns]).transform("max")
+        kept[positions] = ((runs == latest) & (runs >= 0)).to_numpy(dtype=bool)
     return rows[kept].sort_index().reset_index(drop=True)
 
 
@@ -117,7 +118,10 @@ def by_gpu(rows: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
     found = gpus(rows)
     if not found:
         return [(Gpu("", "", ""), rows)] if len(rows) else []
-    return [(gpu, rows_of(rows, gpu)) for gpu in found]
+    positions: dict[tuple[str, str], list[int]] = {}
+    for index, machine in enumerate(key_frame(rows, list(MACHINE)).itertuples(index=False)):
+        positions.setdefault(tuple(map(str, machine)), []).append(index)
+    return [(gpu, rows.take(positions[gpu.host, gpu.uuid]).reset_index(drop=True)) for gpu in found]
 
 
 def select_gpu(rows: pd.DataFrame, gpu: str | None) -> pd.DataFrame:

@@ -44,7 +44,7 @@ from bench import analysis, noise
 from bench.analysis import Gpu
 from bench.errors import UsageError
 from bench.libraries import LIBRARIES
-from bench.timing import Floor, median_interval
+from bench.timing import Floor, median, median_interval
 from bench.units import format_size
 from bench.vocabulary import Change, Status, values
 
@@ -67,7 +67,7 @@ def verdict(old: list[float], new: list[float]) -> str:
     accuracy floor aside, which needs the rows)."""
     if not len(old) or not len(new):
         return Change.UNCLEAR
-    before, after = float(np.median(old)), float(np.median(new))
+    before, after = median(old), median(new)
     if before == after:
         return Change.SAME
     if before <= 0:
@@ -135,7 +135,8 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
     in the machine-to-machine spread of a kind compared across two machines (:mod:`bench.noise`)."""
     if not len(old) or not len(new):
         return Comparison(pd.DataFrame(columns=COLUMNS))
-    old, new = analysis.newest(old, experiments), analysis.newest(new, experiments)
+    read = _read(experiments)
+    old, new = (analysis.newest(analysis.only(rows, read), experiments) for rows in (old, new))
     record = noise.Record([old, new, *([] if record is None else [record])], experiments)
     old, new = _select(old, gpu, "old"), _select(new, gpu, "new")
     sides = _by_gpu_and_experiment(old, experiments), _by_gpu_and_experiment(new, experiments)
@@ -160,6 +161,17 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
         headlines += [prefix + text for text in _claims_changes(analysis.rows_of(old, before),
                                                                   analysis.rows_of(new, after))]
     return Comparison(table, warnings, _machine_headlines(table, pairs, record) + _headlines(table) + headlines)
+
+
+def _read(experiments: Mapping) -> set[str]:
+    """Every column comparing reads: what tells GPUs and runs apart, every experiment's axes, outcome and rate,
+    :data:`JUDGED`, :data:`ENVIRONMENT_COLUMNS` and the claims' columns."""
+    from bench import claims
+
+    configurations = {column for experiment in experiments.values() for column in (*experiment.axes,
+                                                                                    *experiment.outcome)}
+    return {*analysis.MACHINE, "gpu_name", "experiment", "run_id", *configurations, *JUDGED, *ENVIRONMENT_COLUMNS,
+            *claims.COLUMNS, *(column for column, _ in RATES.values())}
 
 
 def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
@@ -268,7 +280,7 @@ def _judge(pair: Pair, experiment, first: dict, second: dict, spread: tuple[floa
             "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": Change.SAME, "change": "",
             "note": "", "machine_spread": math.nan, "beyond_machine_spread": None}
     if old_samples and new_samples:
-        old_median, new_median = float(np.median(old_samples)), float(np.median(new_samples))
+        old_median, new_median = median(old_samples), median(new_samples)
         line.update(old=old_median, new=new_median, ratio=new_median / old_median if old_median else math.nan)
         line.update(_timing_verdict(line["ratio"], (first, old_samples), (second, new_samples), spread,
                                     experiment.floor))

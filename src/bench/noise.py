@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 
 from bench import analysis
 from bench.analysis import Gpu
-from bench.timing import UNITS, Floor
+from bench.timing import UNITS, Floor, median
 
 def below_floor(row: Mapping, samples: list[float], floor: Floor) -> bool:
     """Whether ``row`` (its ``samples`` in any one unit) was measured below ``floor``, its experiment's: as the row
@@ -54,6 +53,7 @@ class Record:
 
     def __init__(self, frames: list[pd.DataFrame], experiments: Mapping) -> None:
         self.frames, self.experiments = frames, experiments
+        self.kinds: dict[str, pd.DataFrame] = {}
         self.found: dict[tuple[str, str], dict[Gpu, dict[tuple, float]]] = {}
 
     def spreads(self, experiment: str, old: Gpu, new: Gpu) -> dict[tuple, tuple[float, int]]:
@@ -74,18 +74,39 @@ class Record:
         return sum(gpu.uuid != new.uuid for gpu in self._medians(new.name, experiment))
 
     def _medians(self, kind: str, experiment: str) -> dict[Gpu, dict[tuple, float]]:
-        if (kind, experiment) not in self.found:
-            axes = list(self.experiments[experiment].axes)
-            wanted = ["experiment", "gpu_name", "run_id", "unit", "samples", "floor_met", *analysis.MACHINE, *axes]
-            frames = [rows[[column for column in wanted if column in rows]] for rows in self.frames
-                      if {"experiment", "gpu_name"} <= set(rows.columns)]
-            frames = [rows[(rows["experiment"] == experiment) & (rows["gpu_name"] == kind)] for rows in frames]
-            rows = analysis.newest(pd.concat(frames, ignore_index=True), self.experiments) if frames else pd.DataFrame()
-            self.found[kind, experiment] = {
-                gpu: {key: float(np.median(samples)) for key, row in analysis.keyed(mine, axes).items()
-                      if (samples := _in_ms(row)) and not below_floor(row, samples, self.experiments[experiment].floor)}
-                for gpu, mine in analysis.by_gpu(rows)}
+        """Each GPU of ``kind`` with the median of each configuration of ``experiment``: its newest row, at its
+        floor."""
+        if (kind, experiment) in self.found:
+            return self.found[kind, experiment]
+        rows = self._kind(kind)
+        rows = analysis.newest(rows[rows["experiment"] == experiment], self.experiments)
+        machine = [*analysis.MACHINE, "gpu_name"]
+        named = set(machine) <= set(rows.columns)  # else the rows form one group of no GPU
+        keys = analysis.key_frame(rows, [*(machine if named else []), *self.experiments[experiment].axes])
+        keys = keys.itertuples(index=False) if named else (("", "", "", *key) for key in keys.itertuples(index=False))
+        newest: dict[Gpu, dict[tuple, dict]] = {}
+        for key, row in zip(keys, analysis.only(rows, MEASURED).to_dict("records")):
+            newest.setdefault(Gpu(*map(str, key[:3])), {})[tuple(key[3:])] = row
+        floor = self.experiments[experiment].floor
+        self.found[kind, experiment] = {
+            gpu: {key: median(samples) for key, row in configurations.items()
+                  if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}
+            for gpu, configurations in sorted(newest.items())}
         return self.found[kind, experiment]
+
+    def _kind(self, kind: str) -> pd.DataFrame:
+        """The rows of ``frames`` of GPUs named ``kind``, of the columns a median reads (any experiment's)."""
+        if kind not in self.kinds:
+            axes = {axis for experiment in self.experiments.values() for axis in experiment.axes}
+            wanted = {"experiment", "gpu_name", "run_id", *MEASURED, *analysis.MACHINE, *axes}
+            frames = [rows.loc[rows["gpu_name"] == kind, [column for column in rows.columns if column in wanted]]
+                      for rows in self.frames if {"experiment", "gpu_name"} <= set(rows.columns)]
+            self.kinds[kind] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+                columns=["experiment", "gpu_name"])
+        return self.kinds[kind]
+
+
+MEASURED = ("unit", "samples", "floor_met")  # what a configuration's median and floor are read from
 
 
 def _in_ms(row: dict) -> list[float]:

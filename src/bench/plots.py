@@ -84,15 +84,18 @@ def literal_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with every ``$`` in its texts escaped (:func:`literal`): rows from a results file, which anyone may
     have written, are drawn as they are, never parsed as mathtext. The frame itself when no text holds a ``$``."""
     escaped = {}
-    for column in frame.columns:
-        texts = frame[column]
-        if isinstance(texts.dtype, pd.StringDtype):
-            dollars = texts.str.contains("$", regex=False).fillna(False).any()
-        else:
-            dollars = texts.dtype == object and texts.map(lambda value: isinstance(value, str) and "$" in value).any()
-        if dollars:
+    for column, texts in frame.items():
+        if _holds_dollar(texts):
             escaped[column] = texts.map(lambda value: literal(value) if isinstance(value, str) else value)
     return frame.assign(**escaped) if escaped else frame
+
+
+def _holds_dollar(texts: pd.Series) -> bool:
+    """Whether a text in ``texts`` (a column of text, or of any Python objects) holds a ``$``."""
+    if isinstance(texts.dtype, pd.StringDtype):
+        values = texts.to_numpy(dtype=object)
+        return "$" in "".join(values[pd.notna(values)])
+    return texts.dtype == object and any(isinstance(value, str) and "$" in value for value in texts.to_numpy())
 
 
 def save(figure, stem: Path) -> list[Path]:

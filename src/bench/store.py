@@ -158,7 +158,7 @@ def named_tables(directory: Path, name: str) -> pd.DataFrame:
         return pd.DataFrame()
     tables = [_table(path) for path in paths]
     try:
-        return pa.concat_tables(tables, promote_options="permissive").to_pandas(types_mapper=_PANDAS_TYPES.get)
+        return pa.concat_tables(tables, promote_options="permissive").to_pandas(types_mapper=PANDAS_TYPES.get)
     except pa.ArrowException:
         return pd.concat([_pandas(table, path) for table, path in zip(tables, paths)], ignore_index=True)
 
@@ -179,14 +179,17 @@ def _table(path: Path) -> pa.Table:
 
 
 def _pandas(table: pa.Table, path: Path) -> pd.DataFrame:
-    """``table`` (read from ``path``) as pandas: integers and flags as nullable pandas types."""
+    """``table`` (read from ``path``) as pandas, typed by :data:`PANDAS_TYPES`."""
     try:
-        return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+        return table.to_pandas(types_mapper=PANDAS_TYPES.get)
     except pa.ArrowException as error:
         raise ResultsError(f"cannot read results file {path}: {_first_line(error)}") from None
 
 
-_PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+TEXT = pd.StringDtype("python", na_value=np.nan)  # pandas' str, its values Python strings: rows select quickly
+PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype(), pa.string(): TEXT, pa.large_string(): TEXT}
+"""How results read into pandas: integers and flags nullable; text as :data:`TEXT` (an Arrow-backed column copies
+each selection of rows through Arrow, several times slower for the many text columns of a results frame)."""
 
 
 def read(path: Path, schema: pa.Schema) -> pd.DataFrame:

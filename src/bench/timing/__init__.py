@@ -4,8 +4,10 @@ computes the statistics. ``from bench.timing import X`` is the one way in: every
 here, whichever module defines it.
 
 - :mod:`~bench.timing.stats`: :class:`Summary` and :class:`StopRule` (the one statistics type, and when to stop
-  sampling), :func:`median_interval` (a median's distribution-free 95% interval), :class:`Samples` (raw samples with their unit and clock; every measured result row carries them the same
-  way, :meth:`Samples.columns`), the units, clocks and stop reasons the schema shares, :class:`MeasurementFailed`.
+  sampling), :func:`median` (numpy's median of a short list, quickly), :func:`median_interval` (a median's
+  distribution-free 95% interval), :class:`Samples` (raw samples with their unit and clock; every measured result
+  row carries them the same way, :meth:`Samples.columns`), the units, clocks and stop reasons the schema shares,
+  :class:`MeasurementFailed`.
 - :mod:`~bench.timing.host`: :func:`host_samples`, :func:`host_steps`, :func:`host_interval` (host wall-clock time
   of calls whose host cost is the point), :class:`Stopwatch`, :func:`process_age_s`, :class:`RuleBoundSampling`.
 - :mod:`~bench.timing.gpu`: :class:`Gate`, :class:`Timer` (GPU time of ``enqueue(ops)`` with CUDA events on the
@@ -50,7 +52,7 @@ from bench.timing.host import (RuleBoundSampling, Stopwatch, host_interval, host
                                process_age_s)
 from bench.timing.intervals import concurrent, gaps, length, shared, union
 from bench.timing.stats import (CLOCKS, MEDIAN_LEVEL, STOP_REASONS, UNITS, Floor, MeasurementFailed, Samples,
-                                StopRule, Summary, median_interval)
+                                StopRule, Summary, median, median_interval)
 
 # The names of the modules that reach CUDA (through bench.cuda), loaded when one of them is first asked for.
 _LAZY = {
@@ -62,7 +64,7 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = ["CLOCKS", "MEDIAN_LEVEL", "STOP_REASONS", "UNITS", "Floor", "MeasurementFailed", "Samples",
-           "StopRule", "Summary", "median_interval",
+           "StopRule", "Summary", "median", "median_interval",
            "RuleBoundSampling", "Stopwatch", "host_interval", "host_samples", "host_steps", "process_age_s",
            "concurrent", "gaps", "length", "shared", "union", *_WHERE]
 

@@ -56,6 +56,14 @@ class Summary:
         return cls(n, median, min(values), max(values), stdrel, median_relerr)
 
 
+def median(samples: Sequence[float]) -> float:
+    """The median of ``samples`` (not empty) as numpy's ``median`` makes it, NaN where one is NaN, at a fraction of
+    its cost per call: analysis takes the medians of thousands of short lists."""
+    if any(math.isnan(value) for value in samples):
+        return math.nan
+    return float(statistics.median(samples))
+
+
 MEDIAN_LEVEL = 0.95  # the confidence of a median's interval (median_interval)
 
 
