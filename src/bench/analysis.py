@@ -54,9 +54,31 @@ def key_frame(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
-    """Each row as a dict, by its values of ``axes`` (missing values as "")."""
+    """Each row as a dict (:func:`records`), by its values of ``axes`` (missing values as "")."""
     keys = key_frame(rows, axes)
-    return dict(zip(map(tuple, keys.itertuples(index=False)), rows.to_dict("records")))
+    return dict(zip(map(tuple, keys.itertuples(index=False)), records(rows)))
+
+
+def records(rows: pd.DataFrame) -> list[dict]:
+    """Each row as a dict, as ``rows.to_dict("records")`` makes them (numbers and flags as Python's, a missing
+    integer or flag as None, a missing text as NaN), a column at a time rather than a cell at a time."""
+    columns = [_values(rows.iloc[:, index]) for index in range(len(rows.columns))]
+    names = rows.columns.tolist()
+    return [dict(zip(names, row)) for row in zip(*columns)] if columns else [{} for _ in range(len(rows))]
+
+
+def _values(column: pd.Series) -> list:
+    if isinstance(column.dtype, np.dtype) and column.dtype != object:
+        return column.to_numpy().tolist()
+    if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) and column.dtype.kind in "iub":  # Int64, boolean
+        return column.to_numpy(dtype=object, na_value=None).tolist()
+    return [_native(value) for value in column.to_numpy(dtype=object)]
+
+
+def _native(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    return None if value is pd.NA else value
 
 
 def samples_of(row: Mapping) -> list[float]:

@@ -85,7 +85,7 @@ class Record:
         keys = analysis.key_frame(rows, [*(machine if named else []), *self.experiments[experiment].axes])
         keys = keys.itertuples(index=False) if named else (("", "", "", *key) for key in keys.itertuples(index=False))
         newest: dict[Gpu, dict[tuple, dict]] = {}
-        for key, row in zip(keys, analysis.only(rows, MEASURED).to_dict("records")):
+        for key, row in zip(keys, analysis.records(analysis.only(rows, MEASURED))):
             newest.setdefault(Gpu(*map(str, key[:3])), {})[tuple(key[3:])] = row
         floor = self.experiments[experiment].floor
         self.found[kind, experiment] = {

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from bench.analysis import records
 from bench.report.markup import cell, legend, text
 from bench.vocabulary import (PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, LibraryPlacement, Status,
                               values)
@@ -52,7 +53,7 @@ def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
     or "host" where the call held the host (where kernels may serialize), "!" where the measurement contradicts the
     documentation, and the documentation's statement on hover."""
     groups = _columns(name, rows)
-    cells = {(row["call"], *_column_of(name, row)): row for row in rows.to_dict("records")}
+    cells = {(row["call"], *_column_of(name, row)): row for row in records(rows)}
     headings = "".join(f"<th class='group' colspan='{len(columns)}'>{text(heading)}</th>"
                        for heading, columns in groups.items())
     columns = "".join(f"<th{' class=group' if index == 0 else ''}>{text(heading)}</th>"
@@ -90,7 +91,7 @@ def _columns(name: str, rows: pd.DataFrame) -> dict[str, list[tuple[tuple, str]]
         return {"where the spin kernel runs": [((placement,), heading) for placement, heading
                                                in LIBRARY_PLACEMENTS.items() if placement in present]}
     if name == "crossgpu":
-        present = {_column_of(name, row) for row in rows.to_dict("records")}
+        present = {_column_of(name, row) for row in records(rows)}
         gpus = [cell(gpu) for gpu in sorted(set(rows["call_gpu"].dropna()) | set(rows["spin_gpu"].dropna()))]
         return {f"call made on GPU {call}": [((call, spin, stream), f"spin on GPU {spin} "
                                               f"({'same' if spin == call else 'other'}), {stream}")
