@@ -155,10 +155,11 @@ FAILING_FAST = [["plot", "good.parquet", "--out", "afile"], ["plot", "good.parqu
                 ["claims", "twins", "--gpu", "dddd"], ["compare", "good.parquet", "copies.parquet"]]
 REPEATS = 4  # the race was rare
 FORKED = """
-import json, os, sys
+import gc, json, os, sys
 from bench import cli
 from bench.cli import results  # what python -m bench imports for these commands, imported once
 
+gc.freeze()  # as a fork server does: no child's collections touch (and so copy) the objects it was forked with
 ends = []
 for args in json.loads(sys.argv[1]):
     sys.stdout.flush(); sys.stderr.flush()
@@ -172,14 +173,13 @@ print(json.dumps(ends))
 
 
 def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs):
-    """Each of FAILING_FAST reads results through pandas' pyarrow-backed columns (a groupby over strings runs on
-    pyarrow's thread pool), then stops at once. A pool worker that dropped a NumPy-backed buffer after the
-    interpreter began to exit used to abort it (SIGABRT, 'terminate called without an active exception': about 1 run
-    in 100); bench.cli.main now lets the pools go idle first. Each runs REPEATS times (the race was rare), each run a
-    process of its own that ends as ``python -m bench`` does (its interpreter finalizes). The processes fork from one
-    interpreter that imported bench's command line once (a second each, not sixteen): the race is in the
-    interpreter's exit, after the command's work, which each process does itself. One test, not one per command:
-    the runs are made once, on one pytest worker."""
+    """Each of FAILING_FAST reads results (pyarrow's thread pools read the file), then stops at once. A pool worker
+    that dropped a NumPy-backed buffer after the interpreter began to exit used to abort it (SIGABRT, 'terminate
+    called without an active exception': about 1 run in 100); bench.cli.main now lets the pools go idle first. Each
+    runs REPEATS times (the race was rare), each run a process of its own that ends as ``python -m bench`` does (its
+    interpreter finalizes). The processes fork from one interpreter that imported bench's command line once (a
+    second each, not sixteen): the race is in the interpreter's exit, after the command's work, which each process
+    does itself. One test, not one per command: the runs are made once, on one pytest worker."""
     commands = [args for args in FAILING_FAST for _ in range(REPEATS)]
     env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), "COLUMNS": "100"}
     done = subprocess.run([sys.executable, "-c", FORKED, json.dumps(commands)], cwd=inputs, env=env,
