@@ -91,7 +91,7 @@ def test_the_interval_of_a_median_comes_from_order_statistics():
     assert median_interval(range(1, 101), level=0.5) == (47, 54)
 
 
-def test_a_median_is_numpys_to_the_last_bit():
+def test_a_median_of_float_samples_is_numpys():
     """compare and the spread judge by :func:`bench.timing.median`: numpy's median, NaN where a sample is NaN."""
     rng = np.random.default_rng(7)
     for size in (1, 2, 3, 10, 11, 100, 101):

@@ -60,8 +60,9 @@ def keyed(rows: pd.DataFrame, axes: list[str]) -> dict[tuple, dict]:
 
 
 def records(rows: pd.DataFrame) -> list[dict]:
-    """Each row as a dict, as ``rows.to_dict("records")`` makes them (numbers and flags as Python's, a missing
-    integer or flag as None, a missing text as NaN), a column at a time rather than a cell at a time."""
+    """Each row as a dict, as ``rows.to_dict("records")`` makes them of the columns results hold (numbers and flags
+    as Python's, a missing integer or flag as None, a missing text as NaN, lists as they are; dates and times are
+    not among them), a column at a time rather than a cell at a time."""
     columns = [_values(rows.iloc[:, index]) for index in range(len(rows.columns))]
     names = rows.columns.tolist()
     return [dict(zip(names, row)) for row in zip(*columns)] if columns else [{} for _ in range(len(rows))]
@@ -140,10 +141,10 @@ def by_gpu(rows: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
     found = gpus(rows)
     if not found:
         return [(Gpu("", "", ""), rows)] if len(rows) else []
-    positions: dict[tuple[str, str], list[int]] = {}
+    positions: dict[tuple, list[int]] = {}
     for index, machine in enumerate(key_frame(rows, list(MACHINE)).itertuples(index=False)):
-        positions.setdefault(tuple(map(str, machine)), []).append(index)
-    return [(gpu, rows.take(positions[gpu.host, gpu.uuid]).reset_index(drop=True)) for gpu in found]
+        positions.setdefault(tuple(machine), []).append(index)
+    return [(gpu, rows.take(positions.get((gpu.host, gpu.uuid), [])).reset_index(drop=True)) for gpu in found]
 
 
 def select_gpu(rows: pd.DataFrame, gpu: str | None) -> pd.DataFrame:

@@ -80,18 +80,17 @@ class Record:
             return self.found[kind, experiment]
         rows = self._kind(kind)
         rows = analysis.newest(rows[rows["experiment"] == experiment], self.experiments)
-        machine = [*analysis.MACHINE, "gpu_name"]
-        named = set(machine) <= set(rows.columns)  # else the rows form one group of no GPU
-        keys = analysis.key_frame(rows, [*(machine if named else []), *self.experiments[experiment].axes])
-        keys = keys.itertuples(index=False) if named else (("", "", "", *key) for key in keys.itertuples(index=False))
-        newest: dict[Gpu, dict[tuple, dict]] = {}
+        gpus = analysis.gpus(rows)  # none where the rows name no GPU: they form one group of their own
+        machine = list(analysis.MACHINE) if gpus else []
+        keys = analysis.key_frame(rows, [*machine, *self.experiments[experiment].axes]).itertuples(index=False)
+        newest: dict[tuple, dict[tuple, dict]] = {}  # by host and UUID (as analysis.by_gpu matches them)
         for key, row in zip(keys, analysis.records(analysis.only(rows, MEASURED))):
-            newest.setdefault(Gpu(*map(str, key[:3])), {})[tuple(key[3:])] = row
+            newest.setdefault(tuple(key[:len(machine)]), {})[tuple(key[len(machine):])] = row
         floor = self.experiments[experiment].floor
         self.found[kind, experiment] = {
-            gpu: {key: median(samples) for key, row in configurations.items()
+            gpu: {key: median(samples) for key, row in newest.get((gpu.host, gpu.uuid) if gpus else (), {}).items()
                   if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}
-            for gpu, configurations in sorted(newest.items())}
+            for gpu in gpus or ([Gpu("", "", "")] if len(rows) else [])}
         return self.found[kind, experiment]
 
     def _kind(self, kind: str) -> pd.DataFrame:

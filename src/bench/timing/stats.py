@@ -57,8 +57,8 @@ class Summary:
 
 
 def median(samples: Sequence[float]) -> float:
-    """The median of ``samples`` (not empty) as numpy's ``median`` makes it, NaN where one is NaN, at a fraction of
-    its cost per call: analysis takes the medians of thousands of short lists."""
+    """The median of float ``samples`` (not empty) as numpy's ``median`` makes it, NaN where one is NaN, at a
+    fraction of its cost per call: analysis takes the medians of thousands of short lists."""
     if any(math.isnan(value) for value in samples):
         return math.nan
     return float(statistics.median(samples))

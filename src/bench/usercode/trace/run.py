@@ -55,7 +55,7 @@ def pinned_results(results, gpu_uuid: str) -> dict[tuple[str, int], float]:
         return {}
     mine = results[(results["experiment"] == "bandwidth") & (results["gpu_uuid"] == gpu_uuid)
                    & (results["host_memory"] == "pinned") & (results["status"] == "ok")]
-    order = mine.sort_values("run_id") if "run_id" in mine else mine  # the newest run last: it wins
+    order = mine.sort_values("run_id", kind="stable") if "run_id" in mine else mine  # the newest run last: it wins
     return {(str(row["direction"]), int(row["bytes"])): float(row["median_ms"]) for _, row in order.iterrows()}
 
 
