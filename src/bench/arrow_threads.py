@@ -3,8 +3,8 @@
 pyarrow runs work on its CPU and I/O thread pools: reading a parquet file, and the operations pandas runs on
 pyarrow-backed columns (a groupby's ``max`` of Arrow strings is an Acero plan whose group ids are a NumPy array
 wrapped in an Arrow buffer). A worker can drop its last reference to such a buffer a moment after the call returned,
-and dropping it takes the GIL. Once the interpreter has begun to finalize, CPython ends a thread that asks for the GIL with
-``pthread_exit``, whose unwinding through the buffer's destructor calls ``std::terminate``: the process aborts
+and dropping it takes the GIL. Once the interpreter has begun to finalize, CPython ends a thread that asks for the
+GIL with ``pthread_exit``, whose unwinding through the buffer's destructor calls ``std::terminate``: the process aborts
 ("terminate called without an active exception", SIGABRT) after it did all its work (apache/arrow#34314). Waiting
 until the pools are idle before exiting closes that window. pyarrow has no Python call for it, so this calls
 ``arrow::internal::ThreadPool::WaitForIdle`` in libarrow through ctypes, which releases the GIL while it waits.

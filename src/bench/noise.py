@@ -80,17 +80,11 @@ class Record:
             return self.found[kind, experiment]
         rows = self._kind(kind)
         rows = analysis.newest(rows[rows["experiment"] == experiment], self.experiments)
-        gpus = analysis.gpus(rows)  # none where the rows name no GPU: they form one group of their own
-        machine = list(analysis.MACHINE) if gpus else []
-        keys = analysis.key_frame(rows, [*machine, *self.experiments[experiment].axes]).itertuples(index=False)
-        newest: dict[tuple, dict[tuple, dict]] = {}  # by host and UUID (as analysis.by_gpu matches them)
-        for key, row in zip(keys, analysis.records(analysis.only(rows, MEASURED))):
-            newest.setdefault(tuple(key[:len(machine)]), {})[tuple(key[len(machine):])] = row
-        floor = self.experiments[experiment].floor
+        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].floor
         self.found[kind, experiment] = {
-            gpu: {key: median(samples) for key, row in newest.get((gpu.host, gpu.uuid) if gpus else (), {}).items()
+            gpu: {key: median(samples) for key, row in analysis.keyed(mine, axes).items()
                   if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}
-            for gpu in gpus or ([Gpu("", "", "")] if len(rows) else [])}
+            for gpu, mine in analysis.by_gpu(rows)}
         return self.found[kind, experiment]
 
     def _kind(self, kind: str) -> pd.DataFrame:
