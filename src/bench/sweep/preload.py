@@ -2,11 +2,8 @@
 import, and build numba-cuda's CUDA target (its typing and lowering registries, which import SciPy: about 0.5 s that
 every process paid before its first kernel, measured by ``scripts/profile_children.py``), and read which
 distributions are installed (the library experiment's rows record their libraries' versions). Nothing here touches
-the CUDA driver: each forked process still creates its own context. Then it freezes what it holds (``gc.freeze``):
-a forked process's collections and its exit no longer walk the server's objects, each walk a copy of their pages.
+the CUDA driver: each forked process still creates its own context.
 """
-
-import gc
 
 import cupy  # noqa: F401
 from numba import cuda  # noqa: F401
@@ -25,5 +22,3 @@ import bench.timing.timeline  # noqa: F401
 cuda_target.typing_context.refresh()
 cuda_target.target_context.refresh()
 bench.libraries.distributions()  # the installed distributions, read once: every library row records versions
-
-gc.freeze()  # what the server holds now is never collected: no process's collections touch (and copy) its pages
