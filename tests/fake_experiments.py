@@ -1,4 +1,5 @@
-"""Experiments and a GPU without a GPU, for tests of the runner (fault isolation, interruption, resume).
+"""Experiments without a GPU, for tests of the runner (fault isolation, interruption, resume); the GPU is
+:mod:`fake_gpu`'s.
 
 Everything here is module-level (functions, ``functools.partial`` of them), because an isolated sweep pickles the
 experiment to a child process, which imports this module to unpickle it (tests/ is on its path).
@@ -13,7 +14,6 @@ from pathlib import Path
 
 from bench.experiments import Experiment
 from bench.schema import FLOAT, INT, TEXT, column
-from bench.sweep import preflight
 from bench.timing import Floor, Samples
 
 N = tuple(range(5))
@@ -211,38 +211,3 @@ def different(config) -> bool:
 # A multi-GPU experiment: one process over every selected GPU, its device axes filled from --devices.
 PAIRS = experiment("pairs", rows, axes={"a": (0, 1), "b": (0, 1)}, valid=different, gpus=2, device_axes=("a", "b"),
                    columns=(column("a", INT, "one GPU"), column("b", INT, "the other"), *COLUMNS))
-
-
-class FakeGpu(preflight.Gpu):
-    """A GPU that selects without CUDA; it records what the runner asked of it."""
-
-    def __init__(self, uuid: str = "GPU-fake", free: int = 1 << 40, gpus: int = 1, marker=None,
-                 sees: bool = False) -> None:
-        self.uuid, self.free, self.gpus, self.marker = uuid, free, gpus, marker
-        self.sees = sees  # its processes are shown their GPU alone (real GPUs are; fakes leave CUDA alone)
-        self.selected: list[int] = []
-
-    def warm_markers(self, environment):
-        return self.marker
-
-    def select(self, device: int):
-        from synthetic import environment
-
-        self.selected.append(device)
-        uuid = self.uuid if device == 0 else f"{self.uuid}-{device}"
-        return environment(gpu_name="Fake GPU", gpu_uuid=uuid, gpu_index=device, pci_bus_id="")
-
-    def count(self) -> int:
-        return self.gpus
-
-    def free_bytes(self, environment) -> int:
-        return self.free
-
-    def child_device(self, device: int):
-        return None
-
-    def child_sees(self, environment):
-        return environment.gpu_uuid if self.sees else None
-
-    def child_cpus(self, environment) -> list[int]:
-        return []

@@ -15,7 +15,8 @@ from bench import cli, store
 from bench.cli import measuring
 from bench.sweep import plan as planning
 from bench.sweep import preflight
-from fake_experiments import FINE, FakeGpu
+from fake_experiments import FINE
+from fake_gpu import FakeGpu
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -29,7 +29,8 @@ from bench.sweep.loop import Outcome, Runner
 from bench.sweep.plan import Planned, Request
 from bench.sweep.processes import DoneMessage, FailedMessage, RowMessage
 from fake_experiments import (BAD_ROWS, CAPPED, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
-                              ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED, FakeGpu)
+                              ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED)
+from fake_gpu import FakeGpu
 from paths import with_path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -209,7 +210,8 @@ from pathlib import Path
 from bench.cli import measuring
 from bench.sweep import plan as planning
 from bench.sweep.loop import Runner
-from fake_experiments import SLOW, FakeGpu
+from fake_experiments import SLOW
+from fake_gpu import FakeGpu
 subject = Runner(planning.Request(out=Path(sys.argv[1])), gpu=FakeGpu(), save_every_s=0.0)
 checked = subject.check(planning.Planned([planning.Plan(SLOW, planning.expand(SLOW.axes),
                                                         planning.rules_for(SLOW, "default"))]))
@@ -805,6 +807,19 @@ def test_the_fork_servers_preload_builds_numbas_cuda_target():
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "True"
 
+
+
+def test_the_test_experiments_import_nothing_the_fork_server_lacks():
+    """An isolated sweep's experiment process unpickles its experiment: of the tests' fake experiments, that imports
+    fake_experiments, and nothing the fork server has not (the experiment modules it imports): not bench.store and
+    the pandas under it, a second for every process these tests start (fake_gpu keeps the preflight apart)."""
+    code = ("import sys\nfrom bench.sweep import processes\nfor name in processes._experiment_modules():\n"
+            "    __import__(f'bench.experiments.{name}')\nbefore = set(sys.modules)\nimport fake_experiments\n"
+            "print(sorted(set(sys.modules) - before))")
+    environment = {**os.environ, "PYTHONPATH": with_path(os.pathsep.join([SRC, TESTS]))}
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "['fake_experiments']", result.stdout
 
 def _fresh_in_child(sender) -> None:
     from bench.catalogs import fresh_number
