@@ -192,9 +192,17 @@ def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs):
 
 # --- what the commands do --------------------------------------------------------------------------------------
 
-def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run):
+def texts(figure, fmt: str, dpi: float = plots.DPI) -> bytes:
+    """A stand-in for :func:`bench.plots.render`: the figure's texts, not drawn."""
+    from matplotlib.text import Text
+
+    return "\n".join(text.get_text() for text in figure.findobj(Text)).encode()
+
+
+def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run, monkeypatch):
     synthetic.write(tmp_path / "fleet" / "a.parquet", experiment("launch") + experiment("latency"))  # quick to draw
     synthetic.write(tmp_path / "fleet" / "b.parquet", experiment("launch", **GPU_B))
+    monkeypatch.setattr(plots, "render", texts)  # the files, and whose figures they are, count
     result = run("plot", "fleet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert names(tmp_path / "plots" / "local") == sorted([
