@@ -74,20 +74,25 @@ def drawn(figure) -> list[str]:
     return found
 
 
-def figures(rows: pd.DataFrame, tables: dict, view: View) -> list[tuple[str, list[str]]]:
-    """(stem, what it shows) of each figure ``view``'s figure functions draw of ``rows``, handed them as they are
-    (:func:`bench.plots.draw` hands them only the columns the view declares)."""
-    shown = []
-    for function in view.figures:
-        for stem, figure in function(plots.literal_rows(rows), tables):
-            shown.append((stem, drawn(figure)))
-            plots.pyplot().close(figure)
-    return shown
+def shown(function, rows: pd.DataFrame, tables: dict) -> list[tuple[str, list[str]]]:
+    """(stem, what it shows) of each figure the figure function ``function`` draws of ``rows``, handed them as they
+    are (:func:`bench.plots.draw` hands them only the columns the view declares)."""
+    found = []
+    for stem, figure in function(plots.literal_rows(rows), tables):
+        found.append((stem, drawn(figure)))
+        plots.pyplot().close(figure)
+    return found
 
 
-def differences(view: View, rows: pd.DataFrame, tables: dict) -> list[str]:
-    """What ``view`` shows differently of ``rows`` given only the columns it declares (an undeclared column it reads
-    raises, or silently changes what it shows)."""
+@functools.cache  # of every column: the same for each view that draws with ``function`` (blocking, serialization)
+def shown_of_all(function, results) -> list[tuple[str, list[str]]]:
+    return shown(function, *results())
+
+
+def differences(view: View, results) -> list[str]:
+    """What ``view`` shows differently of the rows ``results()`` makes given only the columns it declares (an
+    undeclared column it reads raises, or silently changes what it shows)."""
+    rows, tables = results()
     name, narrow = view.name, only(rows, view.reads())
     mine, narrow_mine = rows[rows["experiment"] == name], narrow[narrow["experiment"] == name]
     found = []
@@ -96,7 +101,7 @@ def differences(view: View, rows: pd.DataFrame, tables: dict) -> list[str]:
         pd.testing.assert_frame_equal(table, narrow_table)
         if view.answer(mine, table) != view.answer(narrow_mine, narrow_table):
             found.append(f"{name}: its answer")
-        if figures(rows, tables, view) != figures(narrow, tables, view):
+        if any(shown_of_all(function, results) != shown(function, narrow, tables) for function in view.figures):
             found.append(f"{name}: its figures")
     except (KeyError, AssertionError) as error:
         found.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
@@ -108,22 +113,21 @@ RESULTS = pytest.mark.parametrize("results", [synthetic_results, committed_resul
 
 @RESULTS
 def test_every_view_reads_only_the_columns_it_declares(results):
-    rows, tables = results()
+    rows, _ = results()
     present = set(rows["experiment"])
     checked = [view for name, view in views().items() if name in present]
     assert len(checked) >= (len(views()) if results is synthetic_results else 10)
-    assert [problem for view in checked for problem in differences(view, rows, tables)] == []
+    assert [problem for view in checked for problem in differences(view, results)] == []
 
 
 def test_a_view_that_reads_an_undeclared_column_is_found():
-    rows, tables = synthetic_results()
     bandwidth = views()["bandwidth"]
     quiet = View("bandwidth", bandwidth.headline, bandwidth.answer, bandwidth.figures,
                  columns=tuple(column for column in bandwidth.columns if column != "l2_cache_bytes"))
     loud = View("bandwidth", bandwidth.headline, bandwidth.answer,
                 columns=tuple(column for column in bandwidth.columns if column != "gbps"))
-    assert differences(quiet, rows, tables) == ["bandwidth: its figures"]  # read with .get: a line left out
-    assert differences(loud, rows, tables)[0].startswith("bandwidth: KeyError")
+    assert differences(quiet, synthetic_results) == ["bandwidth: its figures"]  # read with .get: a line left out
+    assert differences(loud, synthetic_results)[0].startswith("bandwidth: KeyError")
 
 
 @RESULTS

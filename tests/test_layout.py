@@ -16,6 +16,7 @@ from measurement. Every module under src/bench is parsed (imports inside functio
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,8 @@ def module_name(path: Path, src: Path = SRC) -> str:
 MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports(path: Path, src: Path = SRC) -> list[tuple[int, str, tuple[str, ...]]]:
+@functools.cache  # each file is parsed once for the module's tests
+def imports(path: Path, src: Path = SRC) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     """(line, imported module, names taken from it) for every import statement of the file, wherever it is:
     ``import a.b`` is ("a.b", ()); ``from a import b, c`` is ("a", ("b", "c")), relative imports resolved."""
     name = module_name(path, src)
@@ -50,7 +52,7 @@ def imports(path: Path, src: Path = SRC) -> list[tuple[int, str, tuple[str, ...]
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             found.append((node.lineno, base, tuple(alias.name for alias in node.names)))
-    return found
+    return tuple(found)
 
 
 def experiment_modules_imported(path: Path, src: Path = SRC) -> list[str]:
