@@ -24,6 +24,9 @@ from bench import analysis
 from bench.analysis import Gpu
 from bench.timing import UNITS, Floor, median
 
+MEASURED = ("unit", "samples", "floor_met")  # what a configuration's median and floor are read from
+
+
 def below_floor(row: Mapping, samples: list[float], floor: Floor) -> bool:
     """Whether ``row`` (its ``samples`` in any one unit) was measured below ``floor``, its experiment's: as the row
     recorded it (``floor_met``), else as its samples say."""
@@ -97,9 +100,6 @@ class Record:
             self.kinds[kind] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
                 columns=["experiment", "gpu_name"])
         return self.kinds[kind]
-
-
-MEASURED = ("unit", "samples", "floor_met")  # what a configuration's median and floor are read from
 
 
 def _in_ms(row: dict) -> list[float]:
