@@ -44,7 +44,8 @@ def _loaded_libarrow() -> str | None:
     """The file of the libarrow this process has loaded (Linux's /proc/self/maps), or None."""
     try:
         with open("/proc/self/maps") as maps:
-            paths = [line.split(maxsplit=5)[-1].strip() for line in maps]  # the last field: a file, if any
+            # a mapping's last field is its file, if any; a process maps thousands
+            paths = [line.split(maxsplit=5)[-1].strip() for line in maps if "libarrow.so" in line]
     except OSError:
         return None
     return next((path for path in paths if re.fullmatch(r"libarrow\.so(\.\d+)*", Path(path).name)), None)
