@@ -2,9 +2,13 @@
 experiment's rows are selected once, of a few columns, not the suite's 165): a view (``View.reads``) gives the same
 headline, answer and figures of only its columns as of every column of the suite, and so do a GPU's section (its
 experiments' rows as :func:`bench.report.gpu.by_experiment` hands them) and the claims (``claims.COLUMNS``). Checked
-on every experiment's synthetic rows (with a failed row each) and on a committed run of a real GPU."""
+on every experiment's synthetic rows (with a failed row each) and on a committed run of a real GPU. Every figure
+drawn here (of each view, of every column and of its own) also keeps the contract ``bench plot`` and the report rely
+on: a figure with axes under a file stem, no text of its own cut off at its sides; and of the synthetic rows, each
+figure function draws one at least."""
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -74,13 +78,30 @@ def drawn(figure) -> list[str]:
     return found
 
 
+def cut_off(figure) -> list[str]:
+    """The figure's own texts (its title: the library truth table's is long) that do not lie inside it from side to
+    side once :func:`bench.plots.fit_titles` wrapped them, as :func:`bench.plots.draw` does. Each is measured with
+    the renderer a draw uses, without laying out or drawing the figure: a layout moves a figure's title up or down,
+    never sideways, so its left and right edges are what a draw finds."""
+    plots.fit_titles(figure)
+    extents = [(text.get_text()[:40], text.get_window_extent()) for text in figure.texts]
+    return [said for said, extent in extents if extent.x0 < 0 or extent.x1 > figure.bbox.width]
+
+
 def shown(function, rows: pd.DataFrame, tables: dict) -> list[tuple[str, list[str]]]:
     """(stem, what it shows) of each figure the figure function ``function`` draws of ``rows``, handed them as they
-    are (:func:`bench.plots.draw` hands them only the columns the view declares)."""
+    are (:func:`bench.plots.draw` hands them only the columns the view declares). Each is a figure with axes under
+    a file stem, no text of its own cut off (AssertionError naming the stem otherwise)."""
+    from matplotlib.figure import Figure
+
     found = []
     for stem, figure in function(plots.literal_rows(rows), tables):
-        found.append((stem, drawn(figure)))
-        plots.pyplot().close(figure)
+        try:
+            found.append((stem, drawn(figure)))
+            assert isinstance(figure, Figure) and figure.axes and re.fullmatch(r"[a-z0-9_]+", stem), f"{stem!r}"
+            assert not cut_off(figure), f"{stem}: cut off at its sides: {cut_off(figure)}"
+        finally:
+            plots.pyplot().close(figure)
     return found
 
 
@@ -118,6 +139,9 @@ def test_every_view_reads_only_the_columns_it_declares(results):
     checked = [view for name, view in views().items() if name in present]
     assert len(checked) >= (len(views()) if results is synthetic_results else 10)
     assert [problem for view in checked for problem in differences(view, results)] == []
+    if results is synthetic_results:  # every experiment measured: each figure function draws
+        assert [function.__name__ for view in checked for function in view.figures
+                if not shown_of_all(function, results)] == []
 
 
 def test_a_view_that_reads_an_undeclared_column_is_found():

@@ -291,22 +291,6 @@ def test_a_table_column_holds_one_unit_named_in_its_header(source):
                 assert not [value for value in table[column].astype(str) if unit.search(value)], (name, column)
 
 
-def test_no_figure_title_is_cut_off():
-    """Every figure's own texts (its title: the library truth table's is long) lie inside the figure, from side to
-    side. Each text is measured with the renderer a draw uses, without laying out or drawing the figure: a layout
-    moves a figure's title up or down, never sideways, so its left and right edges are what a draw finds."""
-    from bench import plots
-
-    rows = synthetic.frame(synthetic.all_records())
-    plt = plots.pyplot()
-    for name, stem, figure in plots.draw(rows, {}, synthetic.views()):
-        width = figure.bbox.width
-        for text in figure.texts:
-            extent = text.get_window_extent()
-            assert extent.x0 >= 0 and extent.x1 <= width, (stem, text.get_text()[:40])
-        plt.close(figure)
-
-
 def test_gpu_filters_every_section(tmp_path):
     """``report --gpu`` shows the chosen GPU's syncs and traces only, as it does its sweep rows."""
     import test_report_safety as safety
