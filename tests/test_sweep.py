@@ -808,7 +808,6 @@ def test_the_fork_servers_preload_builds_numbas_cuda_target():
     assert result.stdout.split()[-1] == "True"
 
 
-
 def test_the_test_experiments_import_nothing_the_fork_server_lacks():
     """An isolated sweep's experiment process unpickles its experiment: of the tests' fake experiments, that imports
     fake_experiments, and nothing the fork server has not (the experiment modules it imports): not bench.store and
@@ -820,6 +819,7 @@ def test_the_test_experiments_import_nothing_the_fork_server_lacks():
     result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[-2] == "['fake_experiments']", result.stdout
+
 
 def _fresh_in_child(sender) -> None:
     from bench.catalogs import fresh_number
