@@ -620,7 +620,3 @@ def blocking_rows() -> pd.DataFrame:
 
 def alloc_and_graphs_rows() -> pd.DataFrame:
     return frame(alloc_records() + graphs_records())
-
-
-def all_rows() -> pd.DataFrame:
-    return frame(all_records())

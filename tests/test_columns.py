@@ -99,7 +99,8 @@ def shown(function, rows: pd.DataFrame, tables: dict) -> list[tuple[str, list[st
         try:
             found.append((stem, drawn(figure)))
             assert isinstance(figure, Figure) and figure.axes and re.fullmatch(r"[a-z0-9_]+", stem), f"{stem!r}"
-            assert not cut_off(figure), f"{stem}: cut off at its sides: {cut_off(figure)}"
+            outside = cut_off(figure)
+            assert not outside, f"{stem}: cut off at its sides: {outside}"
         finally:
             plots.pyplot().close(figure)
     return found
