@@ -1,9 +1,10 @@
-"""A stand-in for the report's painter (:func:`bench.report.figures.compact`, which ``Painter`` hands its figure
-functions in this process and its workers alike) for tests that read a report's markup, not its pixels: each figure
-is built by its view as the report builds it (so the same figures, stems and warnings), then becomes a one-colour PNG
-of the size its picture would have, neither laid out nor drawn (a report of every synthetic experiment: a third of
-the CPU time). The figures' pixels are tested where the report draws them for real (the committed H200 runs'
-report, the same bytes of the same results, a file with a $ in its texts)."""
+"""Stand-ins for the painters, for tests that read what a command writes or says, not its pixels: the report's
+(:func:`bench.report.figures.compact`, which ``Painter`` hands its figure functions in this process and its workers
+alike) and ``bench plot``'s (:func:`bench.plots.render`). Each figure is built by its view as ever (so the same
+figures, stems and warnings), then becomes a one-colour PNG of the size its picture would have (an empty SVG),
+neither laid out nor drawn (a report of every synthetic experiment: a third of the CPU time). The figures' pixels are
+tested where they are drawn for real (the committed H200 runs' report, the same bytes of the same results, a file
+with a $ in its texts, test_plots' figures)."""
 
 from __future__ import annotations
 
@@ -12,27 +13,27 @@ from collections.abc import Iterator
 
 import pytest
 
-from clone_site import blank_painting
-
-
-def blank_png(figure) -> bytes:
-    """A one-colour PNG of ``figure``'s size at the report's DPI (as :func:`bench.report.figures.compact` would draw
-    it); the figure is closed."""
-    from bench import plots
-    from bench.report.markup import DPI
-
-    try:
-        return blank_painting.blank_png(figure, DPI)
-    finally:
-        plots.pyplot().close(figure)
+from clone_site.blank_painting import blank_compact, blank_render
 
 
 @contextlib.contextmanager
 def blank_figures() -> Iterator[None]:
-    """Every report made meanwhile in this process (``bench report`` too) paints its figures with :func:`blank_png`,
-    and builds them here, as a machine of one CPU does: with nothing to draw, worker processes would only add the
-    cost of sending them each GPU's rows. The workers are tested where the report draws for real."""
+    """Every report and every ``bench plot`` made meanwhile in this process paints its figures blank, the report
+    building them here, as a machine of one CPU does: with nothing to draw, worker processes would only add the cost
+    of sending them each GPU's rows. The workers are tested where the report draws for real."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bench.report.figures.compact", blank_png)
+        patch.setattr("bench.report.figures.compact", blank_compact)
+        patch.setattr("bench.plots.render", blank_render)
         patch.setattr("bench.report.figures._workers", lambda: 1)
         yield
+
+
+def texts(figure, fmt: str, dpi: float = 150) -> bytes:
+    """A stand-in for :func:`bench.plots.render` for tests that read a figure's words: its size in pixels at ``dpi``
+    (``WIDTHxHEIGHT``) on the first line, then every text it holds (titles, labels, legends, each axis's tick labels
+    as its formatter writes them), one a line; nothing laid out or drawn. ``fmt`` is ignored."""
+    from matplotlib.text import Text
+
+    ticks = [label.get_text() for axes in figure.axes for label in (*axes.get_xticklabels(), *axes.get_yticklabels())]
+    width, height = figure.get_size_inches() * dpi
+    return "\n".join([f"{width:.0f}x{height:.0f}", *ticks, *(text.get_text() for text in figure.findobj(Text))]).encode()

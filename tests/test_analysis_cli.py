@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
+from blank_figures import blank_figures, texts
 from bench import analysis, claims, cli, plots, store
 from bench.errors import UsageError
 from bench.experiments import registry
@@ -192,13 +193,6 @@ def test_a_command_that_fails_fast_never_ends_by_a_signal(inputs):
 
 # --- what the commands do --------------------------------------------------------------------------------------
 
-def texts(figure, fmt: str, dpi: float = plots.DPI) -> bytes:
-    """A stand-in for :func:`bench.plots.render`: the figure's texts, not drawn."""
-    from matplotlib.text import Text
-
-    return "\n".join(text.get_text() for text in figure.findobj(Text)).encode()
-
-
 def test_plot_draws_one_set_of_figures_per_gpu_and_gpu_picks_one(tmp_path, run, monkeypatch):
     synthetic.write(tmp_path / "fleet" / "a.parquet", experiment("launch") + experiment("latency"))  # quick to draw
     synthetic.write(tmp_path / "fleet" / "b.parquet", experiment("launch", **GPU_B))
@@ -245,16 +239,17 @@ def test_superseded_runs_are_left_out_unless_named(tmp_path, run):
     superseded = tmp_path / "results" / "_superseded" / "20261120T000000Z-Test-GPU.parquet"
     synthetic.write(superseded, experiment("launch", run_id="20261120T000000Z", **GPU_C))
     assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results", synthetic.suite()))] == ["node-a"]
-    result = run("report", cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout == "wrote plots/local/report.html\n", result.stderr
-    document = (tmp_path / "plots" / "local" / "report.html").read_text()
-    assert synthetic.RUN_ID in document and "20261120T000000Z" not in document and "node-c" not in document
-    result = run("report", "results", "results/_superseded", "--out", "all.html", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "20261120T000000Z" in (tmp_path / "all.html").read_text()
-    result = run("compare", "results/_superseded", "results", cwd=tmp_path)
-    assert result.returncode == 0 and "different GPUs" in result.stderr and "3 same" in result.stdout
-    assert run("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
+    with blank_figures():  # which runs each command reads is tested
+        result = run("report", cwd=tmp_path)
+        assert result.returncode == 0 and result.stdout == "wrote plots/local/report.html\n", result.stderr
+        document = (tmp_path / "plots" / "local" / "report.html").read_text()
+        assert synthetic.RUN_ID in document and "20261120T000000Z" not in document and "node-c" not in document
+        result = run("report", "results", "results/_superseded", "--out", "all.html", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "20261120T000000Z" in (tmp_path / "all.html").read_text()
+        result = run("compare", "results/_superseded", "results", cwd=tmp_path)
+        assert result.returncode == 0 and "different GPUs" in result.stderr and "3 same" in result.stdout
+        assert run("plot", cwd=tmp_path).returncode == 0  # the newest file directly in results/
     assert names(tmp_path / "plots" / "local") == ["launch.png", "launch.svg", "report.html"]
 
 
@@ -323,7 +318,8 @@ def torn(tmp_path):
     (["compare", "results", "results"], [TORN, TORN]),
 ])
 def test_a_file_bench_cannot_read_is_skipped_with_a_warning_unless_strict(torn, args, skipped, run):
-    result = run(*args, cwd=torn)
+    with blank_figures():  # what is read and said is tested
+        result = run(*args, cwd=torn)
     assert result.returncode == 0, result.stderr
     warnings = result.stderr.splitlines()
     assert [line.split("cannot read results file ")[1].split(":")[0] for line in warnings] == skipped, warnings
@@ -345,7 +341,8 @@ def test_a_full_disk_leaves_the_old_report(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", full)
-    assert cli.main(["report", "r.parquet", "--out", "report.html"]) == 2
+    with blank_figures():  # the write is what fails
+        assert cli.main(["report", "r.parquet", "--out", "report.html"]) == 2
     assert capsys.readouterr().err == "bench: error: cannot write report.html: No space left on device\n"
     assert names(tmp_path) == ["r.parquet", "report.html"]
     assert (tmp_path / "report.html").read_text() == "the old report"

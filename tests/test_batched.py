@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import synthetic
+from blank_figures import texts
 from bench.experiments import batched, registry
 from bench.schema import RowCheck, check_row, schema_of, suite_columns
 from bench.sweep import plan
@@ -140,30 +141,30 @@ def test_headline_shows_only_rows_that_finished(rows):
 def test_figure_of_synthetic_rows(rows):
     from matplotlib.figure import Figure
 
-    from bench.plots import pyplot, render
+    from bench.plots import pyplot
 
     drawn = batched_figure(rows, {})
     try:
         (stem, figure), = drawn
         assert stem == "batched" and re.fullmatch(r"[a-z0-9_]+", stem)
         assert isinstance(figure, Figure) and len(figure.axes) == 4
-        svg = render(figure, "svg").decode()
-        assert "one by one (cudaMemcpyAsync), 4 KiB each" in svg and "batch, source order during-call" in svg
-        assert "pageable source" in svg and "not timed behind the gate" in svg
+        words = texts(figure, "svg").decode()
+        assert "one by one (cudaMemcpyAsync), 4 KiB each" in words and "batch, source order during-call" in words
+        assert "pageable source" in words and "not timed behind the gate" in words
     finally:
         for _, figure in drawn:
             pyplot().close(figure)
 
 
 def test_figure_says_what_it_leaves_out(rows):
-    from bench.plots import pyplot, render
+    from bench.plots import pyplot
 
     records = synthetic.batched_records()
     records[0] = {**records[0], "status": "failed", "error": "data mismatch"}
     records[1] = {**records[1], "status": "unsupported", "error": "CUDA_ERROR_NOT_SUPPORTED (801)"}
     (_, figure), = batched_figure(synthetic.frame(records), {})
     try:
-        assert "1 failed, 1 unsupported, not shown" in render(figure, "svg").decode()
+        assert "1 failed, 1 unsupported, not shown" in texts(figure, "svg").decode()
     finally:
         pyplot().close(figure)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import synthetic
+from blank_figures import blank_figures
 from bench import analysis, compare, store
 from bench.errors import UsageError
 from bench.experiments import registry
@@ -80,7 +81,8 @@ def test_a_hostname_picks_every_gpu_on_that_host(tmp_path, run):
     with pytest.raises(UsageError, match="--gpu node-c: no such GPU in the results"):
         analysis.select_gpu(rows, "node-c")
     synthetic.write_fleet(tmp_path / "fleet", synthetic.records("launch"))
-    result = run("plot", "fleet", "--gpu", "node-b", cwd=tmp_path)
+    with blank_figures():  # whose figures are drawn is tested
+        result = run("plot", "fleet", "--gpu", "node-b", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert sorted(path.name for path in (tmp_path / "plots" / "local").iterdir()) == ["NVIDIA-H200-b0b0b0b0",
                                                                                       "NVIDIA-H200-b1b1b1b1"]
@@ -135,7 +137,8 @@ def test_a_replaced_gpu_pairs_with_the_lone_new_one_and_a_replaced_node_is_not_g
 
 def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_path, run):
     synthetic.write_fleet(tmp_path / "results" / "fleet", measured())
-    result = run("report", "results/fleet", "--out", "fleet.html", cwd=tmp_path)
+    with blank_figures():  # the markup is what is tested
+        result = run("report", "results/fleet", "--out", "fleet.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     document = (tmp_path / "fleet.html").read_text()
     assert "results/fleet: 2 runs on 4 GPUs" in document  # one run id, two hosts: two sweeps
@@ -151,7 +154,8 @@ def test_report_has_a_section_per_gpu_naming_its_host_and_gpu_picks_a_host(tmp_p
     runs = re.findall(r"<tr><td>" + synthetic.RUN_ID + r"</td><td>NVIDIA H200</td><td>([^<]*)</td><td>([^<]*)</td>"
                       r"<td class='number'>(\d)</td>", document)
     assert runs == [(gpu["gpu_uuid"], gpu["hostname"], str(gpu["gpu_index"])) for gpu in synthetic.FLEET]
-    result = run("report", "results/fleet", "--gpu", "node-b", "--out", "b.html", cwd=tmp_path)
+    with blank_figures():
+        result = run("report", "results/fleet", "--gpu", "node-b", "--out", "b.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     document = (tmp_path / "b.html").read_text()
     assert "1 run on 2 GPUs" in document and "node-a" not in document

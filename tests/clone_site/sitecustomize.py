@@ -10,7 +10,7 @@ import importlib.abc
 import os
 import sys
 
-from blank_painting import blank_png  # beside this file, on the same path
+from blank_painting import blank_compact, blank_render  # beside this file, on the same path
 
 # The measuring stack (the cu12 and cu13 extras: CuPy, numba-cuda, cuda-python, nvidia-ml-py) and the optional
 # libraries: what a core-only install lacks.
@@ -20,22 +20,6 @@ HIDDEN = ("cupy", "cupyx", "cupy_backends", "numba", "numba_cuda", "cuda", "pynv
 def log(line: str) -> None:
     with open(os.environ["BENCH_TEST_LOOKUPS"], "a") as handle:
         handle.write(f"{os.getpid()} {line}\n")
-
-
-def blank_render(figure, fmt: str, dpi: float = 150) -> bytes:
-    """:func:`bench.plots.render` without drawing."""
-    return blank_png(figure, dpi) if fmt == "png" else b"<svg xmlns='http://www.w3.org/2000/svg'/>\n"
-
-
-def blank_compact(figure) -> bytes:
-    """:func:`bench.report.figures.compact` without drawing: the figure is closed."""
-    from bench import plots
-    from bench.report.markup import DPI
-
-    try:
-        return blank_png(figure, DPI)
-    finally:
-        plots.pyplot().close(figure)
 
 
 BLANKED = {"bench.plots": ("render", blank_render), "bench.report.figures": ("compact", blank_compact)}
