@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -112,7 +113,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     headlines: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property  # asked of every line a listing shows
     def several_gpus(self) -> bool:
         return self.table["gpu"].nunique() > 1
 
