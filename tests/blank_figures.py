@@ -2,9 +2,10 @@
 (:func:`bench.report.figures.compact`, which ``Painter`` hands its figure functions in this process and its workers
 alike) and ``bench plot``'s (:func:`bench.plots.render`). Each figure is built by its view as ever (so the same
 figures, stems and warnings), then becomes a one-colour PNG of the size its picture would have (an empty SVG),
-neither laid out nor drawn (a report of every synthetic experiment: a third of the CPU time). The figures' pixels are
-tested where they are drawn for real (the committed H200 runs' report, the same bytes of the same results, a file
-with a $ in its texts, test_plots' figures)."""
+neither laid out nor drawn (a report of every synthetic experiment: a third of the CPU time). The figures are drawn
+for real where their pixels or their drawing are tested (the committed H200 runs' report, the same bytes of the same
+results, a file with a $ in its texts, test_plots' bandwidth figure and texts drawn as written). :func:`texts` stands
+in for ``bench plot``'s painter where a test reads a figure's words."""
 
 from __future__ import annotations
 
@@ -36,4 +37,5 @@ def texts(figure, fmt: str, dpi: float = 150) -> bytes:
 
     ticks = [label.get_text() for axes in figure.axes for label in (*axes.get_xticklabels(), *axes.get_yticklabels())]
     width, height = figure.get_size_inches() * dpi
-    return "\n".join([f"{width:.0f}x{height:.0f}", *ticks, *(text.get_text() for text in figure.findobj(Text))]).encode()
+    words = [text.get_text() for text in figure.findobj(Text)]
+    return "\n".join([f"{width:.0f}x{height:.0f}", *ticks, *words]).encode()
