@@ -14,7 +14,7 @@ import synthetic
 from blank_figures import texts
 from bench.experiments import batched, registry
 from bench.schema import RowCheck, check_row, schema_of, suite_columns
-from bench.sweep import plan
+from bench.sweep import plan, resume
 from bench.timing import Context
 from bench.views import views
 from bench.views.batched import batched_figure
@@ -206,7 +206,7 @@ def test_unsupported_rows_without_touching_cuda(monkeypatch):
         assert row["verified"] is False and math.isnan(row["gbps"]) and math.isnan(row["host_ms"])
         assert row["n_samples"] == 0 and row["samples"] == []
         check_row({"experiment": "batched", **row}, schema)
-    assert "unsupported" in plan.DONE_STATUSES  # a resumed sweep does not try them again
+    assert "unsupported" in resume.DONE_STATUSES  # a resumed sweep does not try them again
 
 
 class _Function:

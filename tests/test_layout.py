@@ -10,7 +10,8 @@ from measurement. Every module under src/bench is parsed (imports inside functio
 - the analysis side (store, analysis, plots, report, compare, noise, claims, the views, and the tools' records,
   report sections, figures and trace comparison) never reaches up to the registry, the sweep or the measuring code:
   the experiments' descriptions are handed down to it; a view imports only what presentation needs;
-- no modules import each other in a circle (the root package ``bench``, whose imports are its public names, aside).
+- no modules import each other in a circle (the root package ``bench``, whose imports are its public names, aside);
+- no module is over 450 lines and no function over 80 (issue 33), the call catalogs aside.
 """
 
 from __future__ import annotations
@@ -269,3 +270,35 @@ def test_the_circle_check_finds_a_loop_through_a_function(tmp_path):
 def test_no_modules_import_each_other_in_a_circle():
     found = circles(import_graph(MODULES))
     assert not found, f"modules that import each other in a circle: {found}"
+
+
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 450, 80  # small modules and functions (issue 33); the call catalogs aside
+CATALOGS = PACKAGE / "catalogs"
+
+
+def oversized(paths) -> list[str]:
+    """'file: N lines' for each file over :data:`MAX_FILE_LINES`, 'file:line name(): N lines' for each function
+    (its decorators included) over :data:`MAX_FUNCTION_LINES`."""
+    found = []
+    for path in paths:
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            found.append(f"{path.name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                if node.end_lineno - first + 1 > MAX_FUNCTION_LINES:
+                    found.append(f"{path.name}:{node.lineno} {node.name}(): {node.end_lineno - first + 1} lines")
+    return found
+
+
+def test_the_size_check_finds_a_long_file_and_a_long_function(tmp_path):
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_FILE_LINES + 1))
+    (tmp_path / "function.py").write_text("@staticmethod\ndef f():\n" + "    pass\n" * (MAX_FUNCTION_LINES - 1))
+    (tmp_path / "fits.py").write_text("x = 1\n" * (MAX_FILE_LINES - 2) + "def g():\n    pass\n")
+    assert oversized(sorted(tmp_path.glob("*.py"))) == [f"function.py:2 f(): {MAX_FUNCTION_LINES + 1} lines",
+                                                        f"long.py: {MAX_FILE_LINES + 1} lines"]
+
+
+def test_no_source_file_over_450_lines_and_no_function_over_80():
+    assert oversized(path for path in MODULES.values() if CATALOGS not in path.parents) == []

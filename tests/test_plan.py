@@ -8,8 +8,8 @@ import pytest
 
 from bench.experiments import registry
 from bench.sweep import plan
-from bench.sweep.plan import (Plan, axis_values, config_key, describe, estimate_s, expand, make, rules_for,
-                              without_done)
+from bench.sweep.plan import Plan, axis_values, config_key, describe, estimate_s, expand, make, rules_for
+from bench.sweep.resume import without_done
 from bench.timing import StopRule
 from fake_experiments import FINE, RULES
 

@@ -22,7 +22,6 @@ from bench.errors import UsageError
 from bench.experiments import Config, Experiment, registry
 from bench.timing.stats import StopRule
 from bench.units import format_size, parse_size
-from bench.vocabulary import Status
 
 MODES = ("quick", "default", "full")
 DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200
@@ -408,29 +407,6 @@ def config_key(experiment: str, config: Mapping, axes: Sequence[str]) -> tuple:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
     return (experiment, *(norm(config[axis]) for axis in axes))
-
-
-DONE_STATUSES = (Status.OK, Status.UNSUPPORTED, Status.SKIPPED)
-
-
-def without_done(plans: Sequence[Plan], previous, uuids: Mapping[int, str] | None = None) -> list[Plan]:
-    """The plans minus the configurations ``previous`` rows (a DataFrame) finished (status ok, unsupported or
-    skipped); failed ones run again. ``uuids`` (device ordinal -> GPU UUID): a plan counts only rows of its own
-    GPU (a multi-GPU plan's rows carry its first GPU)."""
-    if previous is None or not len(previous):
-        return list(plans)
-    finished = previous[previous["status"].isin(DONE_STATUSES)]
-    remaining = []
-    for item in plans:
-        axes = list(item.experiment.axes)
-        mine = finished[finished["experiment"] == item.experiment.name]
-        if uuids and "gpu_uuid" in mine:
-            mine = mine[mine["gpu_uuid"] == uuids[item.devices[0]]]
-        done = {config_key(item.experiment.name, row, axes) for _, row in mine.iterrows()
-                if all(axis in row and row[axis] is not None and row[axis] == row[axis] for axis in axes)}
-        remaining.append(dataclasses.replace(item, configs=[
-            config for config in item.configs if config_key(item.experiment.name, config, axes) not in done]))
-    return remaining
 
 
 @dataclass(frozen=True)

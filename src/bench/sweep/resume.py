@@ -6,6 +6,7 @@ It imports :mod:`bench.store` and :mod:`bench.sweep.plan`; nothing CUDA.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,8 @@ import pyarrow as pa
 
 from bench import store, writes
 from bench.errors import UsageError
-from bench.sweep.plan import Plan, without_done
+from bench.sweep.plan import Plan, config_key
+from bench.vocabulary import Status
 
 
 @dataclass(frozen=True)
@@ -56,5 +58,28 @@ def check_gpus(earlier: Earlier, uuids: Mapping[int, str]) -> None:
 
 
 def remaining(plans: Sequence[Plan], earlier: Earlier, uuids: Mapping[int, str]) -> list[Plan]:
-    """The plans minus what the file finished on each plan's GPU (:func:`bench.sweep.plan.without_done`)."""
+    """The plans minus what the file finished on each plan's GPU (:func:`without_done`)."""
     return without_done(plans, earlier.rows, uuids)
+
+
+DONE_STATUSES = (Status.OK, Status.UNSUPPORTED, Status.SKIPPED)
+
+
+def without_done(plans: Sequence[Plan], previous, uuids: Mapping[int, str] | None = None) -> list[Plan]:
+    """The plans minus the configurations ``previous`` rows (a DataFrame) finished (status ok, unsupported or
+    skipped); failed ones run again. ``uuids`` (device ordinal -> GPU UUID): a plan counts only rows of its own
+    GPU (a multi-GPU plan's rows carry its first GPU)."""
+    if previous is None or not len(previous):
+        return list(plans)
+    finished = previous[previous["status"].isin(DONE_STATUSES)]
+    left = []
+    for item in plans:
+        axes = list(item.experiment.axes)
+        mine = finished[finished["experiment"] == item.experiment.name]
+        if uuids and "gpu_uuid" in mine:
+            mine = mine[mine["gpu_uuid"] == uuids[item.devices[0]]]
+        done = {config_key(item.experiment.name, row, axes) for _, row in mine.iterrows()
+                if all(axis in row and row[axis] is not None and row[axis] == row[axis] for axis in axes)}
+        left.append(dataclasses.replace(item, configs=[
+            config for config in item.configs if config_key(item.experiment.name, config, axes) not in done]))
+    return left
