@@ -188,12 +188,8 @@ def _opened(path: Path) -> Iterator[pq.ParquetFile]:
 
 
 def _frame(path: Path) -> pd.DataFrame:
-    return _pandas(_table(path), path)
-
-
-def _table(path: Path) -> pa.Table:
     with _opened(path) as file:
-        return file.read()
+        return _pandas(file.read(), path)
 
 
 def _pandas(table: pa.Table, path: Path) -> pd.DataFrame:
