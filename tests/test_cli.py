@@ -202,6 +202,44 @@ def test_bare_bench_says_what_it_does(tmp_path):
     assert bench("--help", cwd=tmp_path).stdout == result.stdout and not list(tmp_path.iterdir())
 
 
+LOADED = ("def loaded():\n"
+          "    return sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pandas', 'matplotlib', 'cupy',\n"
+          "                  'numba', 'torch', 'jax', 'cupti') or m.startswith(('bench.usercode.', 'bench.probe',\n"
+          "                  'bench.syncs', 'bench.trace')) and m not in ('bench.usercode.tools',\n"
+          "                  'bench.usercode.defaults'))\n")
+
+
+def run_python(code: str) -> list[str]:
+    result = subprocess.run([sys.executable, "-c", "import sys\n" + LOADED + code], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_starting_the_command_line_loads_no_tool_and_no_library():
+    """What a command line start pays: ``import bench`` imports nothing of bench, ``--help`` only the tools' records
+    and defaults, no tool's code and no library."""
+    assert run_python("import bench\nprint(sorted(m for m in sys.modules if m.startswith('bench.')))") == ["[]"]
+    code = ("import contextlib, io, runpy\nsys.argv = ['bench', '--help']\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    runpy.run_module('bench', run_name='__main__')\nprint(loaded())")
+    assert run_python(code) == ["[]"]
+
+
+@pytest.mark.parametrize("first", ["import bench", "import bench.trace", "from bench.trace import save",
+                                   "import bench.usercode.trace.run", "from bench import TraceResult"])
+def test_the_public_names_are_the_tools_functions_whatever_was_imported_first(first):
+    code = (f"{first}\nimport bench\nfrom bench import probe, syncs, trace, tracing\n"
+            "from bench.trace import trace as traced\nprint(bench.trace is trace is traced, callable(bench.syncs),\n"
+            "      [bench.probe.__module__, bench.syncs.__module__, tracing.__module__], bench.nothing)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": SRC})
+    assert result.returncode == 1 and "module 'bench' has no attribute 'nothing'" in result.stderr, result.stderr
+    code = code.replace(", bench.nothing)", ")")
+    expected = "True True ['bench.usercode.probe', 'bench.usercode.syncs.run', 'bench.usercode.trace.run']"
+    assert run_python(code) == [expected]
+
+
 def test_sweep_list_shows_every_experiment_and_its_axes_without_a_gpu(main, tmp_path):
     from bench.experiments import registry
 

@@ -1,10 +1,53 @@
-"""bench: CUDA host-blocking, serialization and copy/compute overlap, measured."""
+"""bench: CUDA host-blocking, serialization and copy/compute overlap, measured.
+
+The public API (does my code block? where does it wait? how much does it overlap?) is imported on first use, so that
+``import bench``, and with it every command line start and every pytest run that loads the plugin, pays only for
+what it uses. ``bench.probe``, ``bench.syncs`` and ``bench.trace`` are the functions, also after their modules (the
+faces :mod:`bench.probe`, :mod:`bench.syncs`, :mod:`bench.trace`) are imported.
+"""
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 DISTRIBUTION = "cuda-sync-bench"  # the name pip installs bench by (PyPI's "bench" is another project)
 
-from bench.probe import ProbeResult, probe  # noqa: E402  (the public API: does my code block?)
-from bench.syncs import SyncsResult, syncs  # noqa: E402  (and where does it wait?)
-from bench.trace import TraceResult, trace, tracing  # noqa: E402  (and how much does it overlap?)
+_FACES = {"probe": ("ProbeResult", "probe"),  # does my code block?
+          "syncs": ("SyncsResult", "syncs"),  # and where does it wait?
+          "trace": ("TraceResult", "trace", "tracing")}  # and how much does it overlap?
+_FACE_OF = {name: face for face, names in _FACES.items() for name in names}
 
 __all__ = ["ProbeResult", "SyncsResult", "TraceResult", "probe", "syncs", "trace", "tracing", "__version__"]
+
+if TYPE_CHECKING:
+    from bench.probe import ProbeResult, probe
+    from bench.syncs import SyncsResult, syncs
+    from bench.trace import TraceResult, trace, tracing
+
+
+class _Package(types.ModuleType):
+    """bench itself: importing a face binds its public names here, where the import system would bind the module
+    (``import bench.trace`` leaves ``bench.trace`` the function)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name in _FACES and isinstance(value, types.ModuleType):
+            for public in _FACES[name]:
+                super().__setattr__(public, getattr(value, public))
+
+
+def __getattr__(name: str) -> object:
+    """A public name, its face imported on first use (which binds all of that face's names)."""
+    if name not in _FACE_OF:
+        raise AttributeError(f"module 'bench' has no attribute {name!r}")
+    importlib.import_module(f"bench.{_FACE_OF[name]}")
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+sys.modules[__name__].__class__ = _Package

@@ -13,7 +13,6 @@ command family, each importing the bench modules it needs at its top and importe
 
 from __future__ import annotations
 
-import importlib.metadata
 import sys
 from pathlib import Path
 
@@ -28,6 +27,8 @@ from bench.errors import UsageError
 
 def _version() -> str:
     """'cuda-sync-bench 0.1.0': the installed distribution that bench came from, and its version."""
+    import importlib.metadata  # here, not at the top: it costs every command's start ~15 ms
+
     try:
         return f"{bench.DISTRIBUTION} {importlib.metadata.version(bench.DISTRIBUTION)}"
     except importlib.metadata.PackageNotFoundError:

@@ -9,8 +9,8 @@ from pathlib import Path
 from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
 from bench.cli.options import (PLOTS_DIR, RESULTS_DIR, Handler, Parser, add_device, add_format, add_gpu, add_outputs,
                                add_strict, add_target, devices, positive_int, positive_number)
+from bench.usercode.defaults import DEFAULT_RUNS, DEFAULT_SETTLE_MS, DEFAULT_SPIN_MS
 from bench.usercode.tools import saved
-from bench.usercode.trace.run import DEFAULT_RUNS
 
 DESCRIPTION = f"""\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
@@ -144,7 +144,8 @@ def _probe(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--stream", choices=("all", "default", "per-thread"), default="all",
                        help="what is held: every stream (the device-wide hold; default), or a spin kernel on the "
                             "legacy default stream (CuPy's and PyTorch's default) or the per-thread default stream")
-    probe.add_argument("--spin-ms", type=positive_number, default=20.0, help="hold (spin) length (default 20)")
+    probe.add_argument("--spin-ms", type=positive_number, default=DEFAULT_SPIN_MS,
+                       help=f"hold (spin) length (default {DEFAULT_SPIN_MS:g})")
     add_device(probe)
     probe.set_defaults(handler=Handler("usercode", "probe_command"))
 
@@ -153,8 +154,9 @@ def _syncs(commands: argparse._SubParsersAction) -> None:
     syncs = commands.add_parser("syncs", help="where does my code wait? every line of MODULE:FUNCTION or a script "
                                               "that waited for the GPU")
     add_target(syncs)
-    syncs.add_argument("--settle-ms", type=positive_number, default=100.0,
-                       help="how long a line stands still under the hold before it counts as waiting (default 100)")
+    syncs.add_argument("--settle-ms", type=positive_number, default=DEFAULT_SETTLE_MS,
+                       help="how long a line stands still under the hold before it counts as waiting "
+                            f"(default {DEFAULT_SETTLE_MS:g})")
     add_outputs(syncs, "a table")
     syncs.add_argument("--no-cuda-calls", action="store_true", help="do not name CUDA calls with CUPTI")
     add_device(syncs)

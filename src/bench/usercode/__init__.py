@@ -1,6 +1,7 @@
 """The tools that look at the user's code, and the instruments they share. Each tool is declared by one record in
 :mod:`~bench.usercode.tools` (its result type, its table and columns, its writer, its report section and figure),
-which the report and the command line loop over; its code is its own module or package:
+which the report and the command line loop over (with the tools' defaults, :mod:`~bench.usercode.defaults`); its
+code is its own module or package:
 
 - :mod:`~bench.usercode.probe`: does my code block? (``bench probe``, :func:`bench.probe`);
 - :mod:`~bench.usercode.syncs`: where does my code wait? (``bench syncs``, :func:`bench.syncs`);

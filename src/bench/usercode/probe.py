@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.timing import Summary, host_interval
+from bench.usercode.defaults import DEFAULT_SPIN_MS
 from bench.vocabulary import HostVerdict
-
-DEFAULT_SPIN_MS = 20.0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-DEFAULT_SETTLE_MS = 100.0  # how long a thread stands still under the hold before it counts as waiting
+from bench.usercode.defaults import DEFAULT_SETTLE_MS
 
 
 @dataclass(frozen=True)

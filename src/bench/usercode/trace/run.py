@@ -39,11 +39,10 @@ from pathlib import Path
 
 from bench.libraries import loaded_versions
 from bench.usercode.activity import Activity, Op, Recording, TraceUnavailable
+from bench.usercode.defaults import DEFAULT_RUNS
 from bench.usercode.trace import files
 from bench.usercode.trace.assemble import result_of
 from bench.usercode.trace.result import TraceResult
-
-DEFAULT_RUNS = 5
 
 
 # --- running on the GPU --------------------------------------------------------------------------------------------
