@@ -19,6 +19,7 @@ from bench.timing import Floor, Samples
 N = tuple(range(5))
 STICKY_ERROR = "CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered"
 MEMORY_ERROR = "CUDARuntimeError: cudaErrorMemoryAllocation: out of memory"
+BRACKETED_ERROR = 'torch: pip install "cuda-sync-bench[torch]" [/x]'  # words that rich would take for markup
 
 
 def sample_columns() -> dict:
@@ -125,6 +126,7 @@ def experiment(name: str, measure, **changes) -> Experiment:
 FINE = experiment("fine", rows)
 CRASHING = experiment("crashing", partial(rows, fail_after=2, how="crash"))
 STICKY = experiment("sticky", partial(rows, fail_after=2, how=STICKY_ERROR))
+BRACKETED = experiment("bracketed", partial(rows, fail_after=0, how=BRACKETED_ERROR))
 OUT_OF_MEMORY = experiment("out-of-memory", partial(rows, fail_after=1, how=MEMORY_ERROR))
 SLOW = experiment("slow", partial(rows, pause_s=0.3))
 BAD_ROWS = experiment("bad-rows", bad_rows)

@@ -3,6 +3,7 @@ isolated in child processes or inline: faults, interruption, schema checks, side
 written, resume."""
 
 import dataclasses
+import io
 import multiprocessing
 import os
 import signal
@@ -16,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from rich.table import Table
+from rich.console import Console
 
 import disks
 import synthetic
@@ -28,8 +29,9 @@ from bench.sweep import plan as planning
 from bench.sweep.loop import Outcome, Runner
 from bench.sweep.plan import Planned, Request
 from bench.sweep.processes import DoneMessage, FailedMessage, RowMessage
-from fake_experiments import (BAD_ROWS, CAPPED, CRASHING, FINE, HUNGRY, INTERRUPTED, INTERRUPTED_AT_ONCE, MEMORY_ERROR,
-                              ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY, STICKY_ERROR, TABLED)
+from fake_experiments import (BAD_ROWS, BRACKETED, BRACKETED_ERROR, CAPPED, CRASHING, FINE, HUNGRY, INTERRUPTED,
+                              INTERRUPTED_AT_ONCE, MEMORY_ERROR, ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY,
+                              STICKY_ERROR, TABLED)
 from fake_gpu import FakeGpu
 from paths import with_path
 
@@ -324,22 +326,16 @@ def test_the_reporter_hears_every_step(tmp_path):
 
 
 def test_print_summary_lists_failures_and_headlines(tmp_path):
-    checked, outcome = _sweep(tmp_path / "r.parquet", FINE, CRASHING)
-
-    class Console:
-        def __init__(self):
-            self.lines = []
-
-        def print(self, text, **kwargs):
-            self.lines.append(text)
-
-    console = Console()
+    checked, outcome = _sweep(tmp_path / "r.parquet", FINE, CRASHING, BRACKETED)
+    console = Console(record=True, width=200, file=io.StringIO())
     measuring._print_summary(checked.plans, outcome, console)
-    text = "\n".join(str(line) for line in console.lines)
+    text = console.export_text()
     assert "crashing: 2 ok, 3 failed; the first:" in text
     assert "failed crashing 2: not measured" in text
-    titles = [line.title for line in console.lines if isinstance(line, Table)]
-    assert titles == ["fine on Fake GPU", "crashing on Fake GPU"]
+    assert f"failed bracketed 0: not measured: the bracketed experiment stopped: RuntimeError: {BRACKETED_ERROR}" \
+        in text  # words, not markup (a MarkupError before)  # words, not markup: no MarkupError
+    titles = [line.strip() for line in text.splitlines() if line.strip().endswith("on Fake GPU")]
+    assert titles == ["fine on Fake GPU", "crashing on Fake GPU", "bracketed on Fake GPU"]
 
 
 # --- checks before anything runs ---------------------------------------------------------------------------------

@@ -259,6 +259,18 @@ def test_trace_merge_prints_and_writes_the_whole(main, rank_files, tmp_path):
     assert read_timeline(tmp_path / "m.json").other["comm_hidden"] == pytest.approx(0.11 / 0.26)
 
 
+def test_trace_merge_prints_what_the_files_name_as_text(main, tmp_path):
+    """Files other hosts wrote are untrusted: a name that would clear the terminal is printed as its escape."""
+    target = "ddp\x1b[2J:step"
+    files = [save([(target, traced(GPU0, GPU0_CALLS, rank=0))], synthetic.environment(), tmp_path / "rank0.parquet"),
+             save([(target, traced(GPU1, GPU1_CALLS, rank=1))],
+                  synthetic.environment(gpu_uuid="GPU-11111111-1111-2222-3333-444444444444", gpu_index=1),
+                  tmp_path / "rank1.parquet")]
+    status, out, err = main("trace", "--merge", *files)
+    assert status == 0, err
+    assert out.startswith("ddp\\x1b[2J:step, 2 traces merged:\nmakespan") and "\x1b" not in out
+
+
 def test_trace_merge_refuses_what_it_cannot_merge(main, rank_files, tmp_path):
     other = save([("ddp:step", traced(GPU1, GPU1_CALLS, rank=1))], synthetic.environment(hostname="node-b"),
                  tmp_path / "_trace" / "elsewhere.parquet")

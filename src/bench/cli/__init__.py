@@ -7,8 +7,8 @@ rows, says where it stopped and exits 130 (143 for SIGTERM); ``--resume FILE`` f
 
 The package: :mod:`.parser` (every command and option; :mod:`.options`, what several share), and a module per
 command family, each importing the bench modules it needs at its top and imported only when its command runs:
-:mod:`.measuring` (sweep, env), :mod:`.results` (plot, claims, compare, report; their documents in
-:mod:`.documents`), :mod:`.usercode` (probe, syncs, trace). It may import any bench module; none imports it.
+:mod:`.measuring` (sweep, env), :mod:`.results` (plot, claims, compare, report; what claims and compare print is
+:mod:`bench.documents`), :mod:`.usercode` (probe, syncs, trace). It may import any bench module; none imports it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from bench import arrow_threads
 from bench.arguments import values_kept
 from bench.cli.parser import parser as _parser
 from bench.errors import UsageError
+from bench.escape import terminal
 
 
 def _version() -> str:
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return args.handler(args, console)
     except UsageError as error:
-        print(f"bench: error: {error}", file=sys.stderr)
+        print(terminal(f"bench: error: {error}"), file=sys.stderr)  # one line, whatever a results file said
         return 2
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)

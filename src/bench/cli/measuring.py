@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from bench import env, store
 from bench.errors import UsageError
@@ -59,8 +60,8 @@ class _Progress:
 
     def row(self, plan, row: dict, seconds_planned: float) -> None:
         self.done += 1
-        self.bar.update(self.task, advance=seconds_planned, description=describe(plan.experiment, row),
-                        done=f"{self.done}/{self.total}")
+        self.bar.update(self.task, advance=seconds_planned, description=escape(describe(plan.experiment, row)),
+                        done=f"{self.done}/{self.total}")  # a configuration's words, not markup: a[boolean mask]
 
     def stopped(self, plan, why: str, seconds_planned: float) -> None:
         self.bar.update(self.task, advance=seconds_planned, description=f"{plan.experiment.name}: stopped")
@@ -75,7 +76,8 @@ class _Progress:
                                f"{seconds:.1f} s (a fresh machine or a new bench; the caches keep them; the "
                                f"slowest: {slowest})", highlight=False)
         for name, why in failed.items():
-            self.bar.console.print(f"{name}: its warm-up failed, so it stays cold: {why}", highlight=False)
+            self.bar.console.print(f"{name}: its warm-up failed, so it stays cold: {why}", highlight=False,
+                                   markup=False)
 
     def close(self) -> None:
         self.bar.stop()
@@ -144,7 +146,7 @@ def run(request, console: Console):
     planned = runner.plan()
     checked = runner.check(planned)
     for name, why in planned.left_out.items():
-        console.print(f"{name}: left out, {why}", highlight=False)
+        console.print(f"{name}: left out, {why}", highlight=False, markup=False)  # why: pip install "...[torch]"
     try:
         outcome = runner.run(checked)
     finally:
@@ -169,18 +171,18 @@ def _print_summary(plans, outcome, console: Console) -> None:
         headline = view.headline(mine) if view else counts(mine)
         gpus = f" (GPUs {', '.join(map(str, item.devices))})" if len(item.devices) > 1 else (
             f" (GPU {item.devices[0]})" if item.label else "")
-        table = Table(title=f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}{gpus}")
+        table = Table(title=Text(f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}{gpus}", style="table.title"))
         for column in headline.columns:
             table.add_column(column, justify="right" if "GB/s" in column or " ms" in column else "left")
         for values in headline.itertuples(index=False):
-            table.add_row(*map(str, values))
+            table.add_row(*(Text(str(value)) for value in values))  # words, not markup: a[boolean mask]
         console.print(table)
         not_ok = mine[mine["status"] != Status.OK]
         if len(not_ok):
             tally = ", ".join(f"{count} {status}" for status, count in not_ok["status"].value_counts().items())
             console.print(f"{item.name}: {len(mine) - len(not_ok)} ok, {tally}; the first:")
             for _, row in not_ok.head(3).iterrows():
-                console.print(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}")
+                console.print(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}", markup=False)
     if len(rows) and "throttled" in rows:
         throttled = rows[rows["throttled"].fillna(False).astype(bool)]
         if len(throttled):
@@ -214,9 +216,10 @@ def _print_summary(plans, outcome, console: Console) -> None:
     if outcome.interrupted:
         console.print(f"interrupted during {outcome.stopped_in or 'the sweep'} after {done} of {outcome.planned} "
                       f"configurations; the file is complete up to there. Finish it with: python -m bench sweep "
-                      f"<same options> --resume {outcome.path}")
+                      f"<same options> --resume {outcome.path}", markup=False)
     if outcome.path:
-        console.print(f"{done} configurations written to {outcome.path}; plot with: python -m bench plot {outcome.path}")
+        console.print(f"{done} configurations written to {outcome.path}; plot with: python -m bench plot "
+                      f"{outcome.path}", markup=False)
     else:
         console.print("no configuration finished; nothing was written")
 
@@ -228,7 +231,7 @@ def env_command(args: argparse.Namespace, console: Console) -> int:
     if reason:
         table.add_row("GPU", escape(f"none: {reason}; {env.WITHOUT_GPU}"))  # the reason may name an extra: [cu12]
     for key, value in readings.items():
-        table.add_row(key, format_size(value) if key.endswith("bytes") else str(value))
+        table.add_row(key, Text(format_size(value) if key.endswith("bytes") else str(value)))
     console.print(table)
     return 0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench.arguments import ordinal
 from bench.errors import UsageError
+from bench.escape import terminal
 
 RESULTS_DIR = Path("results")
 PLOTS_DIR = Path("plots/local")  # plot and report write here: git ignores it (docs cite scripts/doc_figures.py's)
@@ -107,10 +108,12 @@ def unreadable(args: argparse.Namespace):
     why; with --strict, None (the file's error ends the command)."""
     if args.strict:
         return None
-    return lambda error: print(f"bench: warning: skipped a file: {error} (--strict stops instead)", file=sys.stderr)
+    return lambda error: print(terminal(f"bench: warning: skipped a file: {error} (--strict stops instead)"),
+                               file=sys.stderr)
 
 
 def warn(warnings: list[str]) -> None:
-    """Warnings on stderr, one line each: stdout is the command's output (a JSON or Markdown document too)."""
+    """Warnings on stderr, one line each (what a results file put in them escaped): stdout is the command's output
+    (a JSON or Markdown document too)."""
     for warning in warnings:
-        print(f"bench: warning: {warning}", file=sys.stderr)
+        print(terminal(f"bench: warning: {warning}"), file=sys.stderr)

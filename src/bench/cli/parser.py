@@ -140,7 +140,8 @@ def _listed(words: list[str]) -> str:
 
 def _probe(commands: argparse._SubParsersAction) -> None:
     probe = commands.add_parser("probe", help="does my code block? call MODULE:FUNCTION while the GPU is busy")
-    probe.add_argument("target", metavar="MODULE:FUNCTION", help="a function taking no arguments, e.g. mypkg.train:step")
+    probe.add_argument("target", metavar="MODULE:FUNCTION",
+                       help="a function taking no arguments, e.g. mypkg.train:step")
     probe.add_argument("--stream", choices=("all", "default", "per-thread"), default="all",
                        help="what is held: every stream (the device-wide hold; default), or a spin kernel on the "
                             "legacy default stream (CuPy's and PyTorch's default) or the per-thread default stream")

@@ -1,5 +1,5 @@
 """``plot``, ``claims``, ``compare`` and ``report``: read results files (anywhere, no GPU needed) and show them;
-``claims --measure`` runs what the results lack. Their text, JSON and Markdown: :mod:`bench.cli.documents`."""
+``claims --measure`` runs what the results lack. Their text, JSON and Markdown: :mod:`bench.documents`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from rich.console import Console
 
 from bench import analysis, claims, compare, noise, plots, report, store, writes
 from bench.cli import measuring
-from bench.cli.documents import CLAIMS, COMPARISONS
 from bench.cli.options import RESULTS_DIR, unreadable, warn
+from bench.documents import CLAIMS, COMPARISONS, Asked
 from bench.errors import UsageError
 from bench.experiments import registry
 from bench.report import figures
@@ -105,7 +105,8 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
     warn(result.warnings)
     failing = len(result.slower_than(args.fail_above)) if args.fail_above is not None else 0
     shown = result.table if args.all else result.table[result.table["verdict"] != "same"]
-    COMPARISONS[args.format](result, shown, args, failing, console)
+    asked = Asked(args.old, args.new, listed_all=args.all, fail_above=args.fail_above, failing=failing)
+    COMPARISONS[args.format](result, shown, asked, console)
     return 1 if failing else 0
 
 

@@ -18,6 +18,7 @@ from bench.arguments import missing_function, no_target, require_gpu, split_targ
 from bench.cli.options import RESULTS_DIR, warn
 from bench.env import gpu_environment, use_device
 from bench.errors import UsageError
+from bench.escape import terminal_lines
 from bench.experiments import registry
 from bench.timing import MeasurementFailed
 from bench.usercode.activity import TraceUnavailable
@@ -92,7 +93,7 @@ def probe_command(args: argparse.Namespace, console: Console) -> int:
         result = probe(function, stream=stream, spin_ms=args.spin_ms)
     except MeasurementFailed as error:
         raise UsageError(f"probe: {error}") from None
-    console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True)
+    console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True, markup=False)
     return 0
 
 
@@ -188,11 +189,12 @@ def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, env
 
 
 def _show(args: argparse.Namespace, console: Console, found, heading: str) -> None:
-    """What syncs or trace found: JSON with --json, else the heading and the text."""
+    """What syncs or trace found: JSON with --json, else the heading and the text (a kernel's or a file's name
+    escaped: ``--merge`` reads files that other hosts wrote)."""
     if args.json:
         print(found.to_json())
     else:
-        console.print(f"{heading}{found}", highlight=False, soft_wrap=True, markup=False)
+        console.print(terminal_lines(f"{heading}{found}"), highlight=False, soft_wrap=True, markup=False)
 
 
 def _reference_rows(results: Path):

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+from bench import escape
 from bench.errors import UsageError
 from bench.usercode.trace.compare import (Line, TraceComparison, Verdict, compare, read, size_text, spread_text,
                                   value_text)
@@ -27,20 +28,6 @@ def _counts_line(result: TraceComparison, listed_all: bool) -> str:
     same = counts.pop("same", 0)
     listed = "" if listed_all else " (not listed; --all lists every number)"
     return ", ".join([*(f"{count} {verdict}" for verdict, count in counts.items()), f"{same} same{listed}"])
-
-
-def _terminal(text: str) -> str:
-    """A results file's text for a terminal: characters that are not printable written as escapes."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text))
-
-
-def _markdown(text: str) -> str:
-    """A results file's text for a Markdown table cell."""
-    text = _terminal(text)
-    for plain, escaped in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'"),
-                           ("*", "\\*"), ("_", "\\_")):
-        text = text.replace(plain, escaped)
-    return text
 
 
 def _named(line: Line) -> str:
@@ -64,11 +51,11 @@ def _groups(lines: list[Line]) -> dict[tuple[str, str], list[Line]]:
 def text(result: TraceComparison, shown: list[Line], listed_all: bool) -> str:
     """For a terminal: the headlines, then a table per target of the numbers ``shown``."""
     parts = ["What changed between the traces"]
-    parts += [f"  - {_terminal(line)}" for line in result.headlines] or ["  nothing beyond the runs' spread"]
+    parts += [f"  - {escape.terminal(line)}" for line in result.headlines] or ["  nothing beyond the runs' spread"]
     for (target, gpu), lines in _groups(shown).items():
-        rows = [HEAD, *(list(map(_terminal, _cells(line))) for line in lines)]
+        rows = [HEAD, *(list(map(escape.terminal, _cells(line))) for line in lines)]
         widths = [max(len(row[index]) for row in rows) for index in range(len(HEAD))]
-        parts += ["", _terminal(f"{target} on {gpu}")]
+        parts += ["", escape.terminal(f"{target} on {gpu}")]
         parts += ["  " + "  ".join(cell.rjust(width) if 0 < index < 5 else cell.ljust(width)
                                    for index, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in rows]
     return "\n".join([*parts, "", _counts_line(result, listed_all)])
@@ -77,12 +64,12 @@ def text(result: TraceComparison, shown: list[Line], listed_all: bool) -> str:
 def markdown(result: TraceComparison, shown: list[Line], listed_all: bool) -> str:
     """For a pull request: the headlines, then a table per target."""
     parts = ["## What changed between the traces", ""]
-    parts += [f"- {_markdown(line)}" for line in result.headlines] or ["nothing beyond the runs' spread"]
+    parts += [f"- {escape.markdown(line)}" for line in result.headlines] or ["nothing beyond the runs' spread"]
     for (target, gpu), lines in _groups(shown).items():
-        parts += ["", f"### {_markdown(target)} on {_markdown(gpu)}", ""]
+        parts += ["", f"### {escape.markdown(target)} on {escape.markdown(gpu)}", ""]
         align = ["---", "---:", "---:", "---:", "---:", "---"]
-        parts += ["| " + " | ".join(row) + " |" for row in (HEAD, align, *([_markdown(cell) for cell in _cells(line)]
-                                                                        for line in lines))]
+        cells = [[escape.markdown(cell) for cell in _cells(line)] for line in lines]
+        parts += ["| " + " | ".join(row) + " |" for row in (HEAD, align, *cells)]
     return "\n".join([*parts, "", _counts_line(result, listed_all)])
 
 

@@ -1,11 +1,13 @@
-"""What claims and compare print, in each ``--format``: text for a terminal, JSON for CI, Markdown for a pull
-request. Results files are untrusted: their text is escaped for where it lands (rich markup, Markdown cells)."""
+"""What ``bench claims`` and ``bench compare`` of results files print, in each ``--format``: text for a terminal,
+JSON for CI, Markdown for a pull request (two traces compared: :mod:`bench.usercode.trace.compare_text`). Results files
+are untrusted: their text is escaped for where it lands (:mod:`bench.escape`; rich markup). The analysis side."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,7 +18,20 @@ from rich.table import Table
 from rich.text import Text
 
 from bench.claims import LABELS
-from bench.compare import number
+from bench.compare import Comparison, number
+from bench.escape import markdown, terminal
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a comparison's document was asked for: the two sides, whether every configuration is listed, the
+    failing threshold (percent slower; None: none) and how many configurations exceed it."""
+
+    old: Path
+    new: Path
+    listed_all: bool
+    fail_above: float | None
+    failing: int
 
 
 def _claims_heading(gpu: str | None) -> str:
@@ -25,13 +40,13 @@ def _claims_heading(gpu: str | None) -> str:
 
 def _claims_text(groups: list, missing: list[str], console: Console) -> None:
     for gpu, judged in groups:
-        console.print(f"[bold]{escape(_claims_heading(gpu))}[/bold]", highlight=False)
+        console.print(Text(terminal(_claims_heading(gpu)), style="bold"))
         for _, line in judged.iterrows():  # one block per claim: readable at any terminal width
             console.print(f"\n[bold]{escape(line['claim'])}[/bold]: {LABELS[line['verdict']].upper()}",
                           highlight=False)
             console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True,
                           markup=False)
-            console.print(f"  measured: {line['measured']}", highlight=False, soft_wrap=True, markup=False)
+            console.print(f"  measured: {terminal(line['measured'])}", highlight=False, soft_wrap=True, markup=False)
         console.print()
 
 
@@ -45,53 +60,56 @@ def _claims_json(groups: list, missing: list[str], console: Console) -> None:
 
 def _claims_markdown(groups: list, missing: list[str], console: Console) -> None:
     for gpu, judged in groups:
-        rows = [[line["claim"], f"**{LABELS[line['verdict']]}**", f"{line['docs say']} ([docs]({line['source']}))",
-                 line["measured"]] for _, line in judged.iterrows()]
-        print(f"## {_markdown_cell(_claims_heading(gpu))}\n")
+        rows = [[markdown(line["claim"]), f"**{markdown(LABELS[line['verdict']])}**",
+                 f"{markdown(line['docs say'])} ([docs]({line['source']}))", markdown(line["measured"])]
+                for _, line in judged.iterrows()]  # the source: bench's own catalog's link
+        print(f"## {markdown(_claims_heading(gpu))}\n")
         print(_markdown_table(["claim", "verdict", "the documentation", "measured"], rows) + "\n")
 
 
-def _compare_text(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
+def _compare_text(result: Comparison, shown: pd.DataFrame, asked: Asked, console: Console) -> None:
     console.print(Text("What changed", style="bold"))
     headlines = Table.grid(padding=(0, 1, 0, 0))  # a bullet column: wrapped lines keep their indent
     for line in result.headlines:
-        headlines.add_row("  -", Text(line))
+        headlines.add_row("  -", Text(terminal(line)))
     console.print(headlines if result.headlines else "  nothing beyond noise")
     for name, group in shown.groupby("experiment", sort=False):
         unit = _one_unit(group)
-        listing = Table(title=_listing_title(result, name, group), title_justify="left", box=box.SIMPLE_HEAD,
-                        highlight=False)
+        title = Text(terminal(_listing_title(result, name, group)), style="table.title")  # as a str title is
+        listing = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, highlight=False)
         for column in _listing_head(result, unit):
-            listing.add_column(column, justify="right" if column.startswith(("old", "new")) else "left",
+            listing.add_column(Text(terminal(column)), justify="right" if column.startswith(("old", "new")) else "left",
                                ratio=1 if column == "configuration" else None)
         for _, line in group.iterrows():
-            listing.add_row(*_listing_row(result, line, unit))
+            listing.add_row(*(Text(terminal(cell)) for cell in _listing_row(result, line, unit)))
         console.print(listing)
-    console.print(_counts_line(result, args.all), highlight=False)
-    if failing:
-        console.print(f"{failing} configurations slower by more than {args.fail_above:g}%: failing", highlight=False)
+    console.print(_counts_line(result, asked.listed_all), highlight=False)
+    if asked.failing:
+        console.print(f"{asked.failing} configurations slower by more than {asked.fail_above:g}%: failing",
+                      highlight=False)
 
 
-def _compare_markdown(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
+def _compare_markdown(result: Comparison, shown: pd.DataFrame, asked: Asked, console: Console) -> None:
     print("## What changed\n")
-    print("\n".join(f"- {_markdown_cell(line)}" for line in result.headlines) or "nothing beyond noise")
+    print("\n".join(f"- {markdown(line)}" for line in result.headlines) or "nothing beyond noise")
     for name, group in shown.groupby("experiment", sort=False):
         unit = _one_unit(group)
-        print(f"\n### {_markdown_cell(_listing_title(result, name, group))}\n")
-        print(_markdown_table(_listing_head(result, unit), [_listing_row(result, line, unit)
-                                                           for _, line in group.iterrows()]))
-    print(f"\n{_counts_line(result, args.all)}")
-    if failing:
-        print(f"\n**{failing} configurations slower by more than {args.fail_above:g}%: failing**")
+        print(f"\n### {markdown(_listing_title(result, name, group))}\n")
+        print(_markdown_table([markdown(column) for column in _listing_head(result, unit)],
+                              [[markdown(cell) for cell in _listing_row(result, line, unit)]
+                               for _, line in group.iterrows()]))
+    print(f"\n{_counts_line(result, asked.listed_all)}")
+    if asked.failing:
+        print(f"\n**{asked.failing} configurations slower by more than {asked.fail_above:g}%: failing**")
 
 
-def _compare_json(result, shown, args: argparse.Namespace, failing: int, console: Console) -> None:
-    document = {"old": str(args.old), "new": str(args.new), "warnings": result.warnings,
+def _compare_json(result: Comparison, shown: pd.DataFrame, asked: Asked, console: Console) -> None:
+    document = {"old": str(asked.old), "new": str(asked.new), "warnings": result.warnings,
                 "headlines": result.headlines, "counts": result.counts(),
                 "configurations": [{key: _json_value(value) for key, value in line.items()}
                                    for line in shown.to_dict("records")]}
-    if args.fail_above is not None:
-        document["fail_above"] = {"percent": args.fail_above, "failing": failing}
+    if asked.fail_above is not None:
+        document["fail_above"] = {"percent": asked.fail_above, "failing": asked.failing}
     print(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
 
 
@@ -144,15 +162,10 @@ def _json_value(value):
     return value
 
 
-def _markdown_cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _markdown_table(head: list[str], rows: list[list]) -> str:
-    """A GitHub Markdown table; the old and new columns align right."""
+def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A GitHub Markdown table of cells already Markdown; the old and new columns align right."""
     align = ["---:" if column.startswith(("old", "new")) else "---" for column in head]
-    lines = [head, align, *rows]
-    return "\n".join("| " + " | ".join(_markdown_cell(cell) for cell in line) + " |" for line in lines)
+    return "\n".join("| " + " | ".join(line) + " |" for line in [head, align, *rows])
 
 
 CLAIMS = {"text": _claims_text, "json": _claims_json, "markdown": _claims_markdown}  # by --format
