@@ -227,9 +227,10 @@ def test_starting_the_command_line_loads_no_tool_and_no_library():
 
 
 @pytest.mark.parametrize("first", ["import bench", "import bench.trace", "from bench.trace import save",
-                                   "import bench.usercode.trace.run", "from bench import TraceResult"])
+                                   "import bench.usercode.trace.run", "from bench import TraceResult",
+                                   "import bench.probe, bench.trace\ndel sys.modules['bench']"])  # faces loaded before
 def test_the_public_names_are_the_tools_functions_whatever_was_imported_first(first):
-    code = (f"{first}\nimport bench\nfrom bench import probe, syncs, trace, tracing\n"
+    code = (f"import sys\n{first}\nimport bench\nfrom bench import probe, syncs, trace, tracing\n"
             "from bench.trace import trace as traced\nprint(bench.trace is trace is traced, callable(bench.syncs),\n"
             "      [bench.probe.__module__, bench.syncs.__module__, tracing.__module__], bench.nothing)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

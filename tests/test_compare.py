@@ -339,7 +339,7 @@ def test_json_for_ci_and_markdown_for_a_pull_request(tmp_path, run):
     printed = run("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path)
     markdown = printed.stdout
     assert printed.returncode == 0 and markdown.startswith("## What changed\n\n- blocking cudaFree"), markdown[:300]
-    assert "### bandwidth: 1 of" in markdown and "| configuration | old ms | new ms | verdict |" in markdown
+    assert "### bandwidth\\: 1 of" in markdown and "| configuration | old ms | new ms | verdict |" in markdown
     assert "| --- | ---: | ---: | --- |" in printed.stdout and "| pinned H2D 16 MiB | " in printed.stdout
     assert printed.stdout.rstrip().endswith(f"4 changed, 1 slower, {len(old) - 5} same (not listed; --all lists every "
                                         "configuration)")
@@ -403,8 +403,8 @@ def test_two_machines_of_one_kind_say_which_changes_exceed_the_spread_on_record(
         (tmp_path / name).rename(tmp_path / "elsewhere" / name)
     printed = run("compare", "old.parquet", "new.parquet", "--format", "markdown", cwd=tmp_path / "elsewhere")
     assert printed.returncode == 0, printed.stderr
-    assert (f"- {label}: two machines of one kind; no other Test GPU on record to measure the machine-to-machine "
-            "spread by (compare --spread-from names results that hold some)") in printed.stdout
+    assert (f"- {label}\\: two machines of one kind; no other Test GPU on record to measure the machine-to-machine "
+            "spread by (compare --spread-from names results that hold some\\)") in printed.stdout
     assert "| pinned H2D 1 MiB | " in printed.stdout and "| slower +20.0% |" in printed.stdout
 
 

@@ -176,7 +176,7 @@ def test_hostile_names_are_escaped_where_they_land(main, tmp_path):
     saved(tmp_path / "old.parquet", traced([5.0, 5.0, 5.0], extra=name, extra_ms=1.0))
     saved(tmp_path / "new.parquet", traced([5.0, 5.0, 5.0], extra=name, extra_ms=2.0))
     status, out, err = main("compare", "old.parquet", "new.parquet", "--format", "markdown")
-    assert "kernel k&lt;float&gt;\\|x\\_y\\*\\\\x1b\\[31m ms" in out and "\x1b" not in out
+    assert "kernel k\\<float\\>\\|x\\_y\\*\\\\x1b\\[31m ms" in out and "\x1b" not in out
     status, out, err = main("compare", "old.parquet", "new.parquet")
     assert "kernel k<float>|x_y*\\x1b[31m ms" in out and "\x1b" not in out
     status, out, err = main("compare", "old.parquet", "new.parquet", "--format", "json")

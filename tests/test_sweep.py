@@ -333,7 +333,7 @@ def test_print_summary_lists_failures_and_headlines(tmp_path):
     assert "crashing: 2 ok, 3 failed; the first:" in text
     assert "failed crashing 2: not measured" in text
     assert f"failed bracketed 0: not measured: the bracketed experiment stopped: RuntimeError: {BRACKETED_ERROR}" \
-        in text  # words, not markup (a MarkupError before)  # words, not markup: no MarkupError
+        in text  # words, not markup (a MarkupError before)
     titles = [line.strip() for line in text.splitlines() if line.strip().endswith("on Fake GPU")]
     assert titles == ["fine on Fake GPU", "crashing on Fake GPU", "bracketed on Fake GPU"]
 

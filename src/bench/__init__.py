@@ -39,10 +39,12 @@ class _Package(types.ModuleType):
 
 
 def __getattr__(name: str) -> object:
-    """A public name, its face imported on first use (which binds all of that face's names)."""
+    """A public name, its face imported on first use; all of that face's names are bound."""
     if name not in _FACE_OF:
         raise AttributeError(f"module 'bench' has no attribute {name!r}")
-    importlib.import_module(f"bench.{_FACE_OF[name]}")
+    face = importlib.import_module(f"bench.{_FACE_OF[name]}")
+    for public in _FACES[_FACE_OF[name]]:  # here too: the import system binds a face it finds loaded no more
+        globals()[public] = getattr(face, public)
     return globals()[name]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as rich_escape
 from rich.table import Table
 from rich.text import Text
 
@@ -42,7 +42,7 @@ def _claims_text(groups: list, missing: list[str], console: Console) -> None:
     for gpu, judged in groups:
         console.print(Text(terminal(_claims_heading(gpu)), style="bold"))
         for _, line in judged.iterrows():  # one block per claim: readable at any terminal width
-            console.print(f"\n[bold]{escape(line['claim'])}[/bold]: {LABELS[line['verdict']].upper()}",
+            console.print(f"\n[bold]{rich_escape(line['claim'])}[/bold]: {LABELS[line['verdict']].upper()}",
                           highlight=False)
             console.print(f"  docs say: {line['docs say']} ({line['source']})", highlight=False, soft_wrap=True,
                           markup=False)

@@ -4,8 +4,13 @@ many hosts); bench's own words come through as they are, or render as they are. 
 
 from __future__ import annotations
 
-_MARKDOWN = str.maketrans({"\\": "\\\\", "&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "`": "\\`", "*": "\\*",
-                           "_": "\\_", "~": "\\~", "[": "\\[", "]": "\\]"})
+import re
+import string
+
+_INERT = "!\"%'(,/;=?"  # ASCII punctuation that makes no Markdown on one line once the rest is escaped
+_STARTS = "+-"  # ... or only where the line starts (a list, a rule)
+_MARKUP = re.compile(rf"^[{re.escape(_STARTS)}]|(?!(?<=\d)\.(?=\d))"
+                     rf"[{re.escape(''.join(c for c in string.punctuation if c not in _INERT + _STARTS))}]")
 
 
 def terminal(text: object) -> str:
@@ -20,6 +25,10 @@ def terminal_lines(text: object) -> str:
 
 
 def markdown(text: object) -> str:
-    """For a Markdown line or table cell (GitHub's): on one line, as :func:`terminal` writes it, with no HTML, link,
-    code, emphasis or cell break of its own."""
-    return terminal(str(text).replace("\r\n", " ").replace("\n", " ")).translate(_MARKDOWN)
+    """For a Markdown line, heading or table cell (GitHub's): on one line, its spaces collapsed, as :func:`terminal`
+    writes it, with a backslash before every ASCII punctuation character that could make Markdown (all but
+    :data:`_INERT`, a decimal point, and + and - past the start), so that it makes no HTML, link, image, code,
+    emphasis, heading, list, rule, math or cell break of its own; and no mention or e-mail link (a zero-width space
+    after @). It renders as it was (``tests/test_documents.py`` renders it with cmark-gfm, GitHub's renderer)."""
+    escaped = _MARKUP.sub(r"\\\g<0>", terminal(" ".join(str(text).split())))
+    return escaped.replace("@", "@\u200b")

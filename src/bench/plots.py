@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from bench import analysis
+from bench.escape import terminal
 from bench.units import format_size
 from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, Status
 
@@ -126,8 +127,8 @@ def gpu_slug(rows: pd.DataFrame) -> str:
 
 
 def skipped(message: str) -> None:
-    """The default ``on_skip`` of :func:`draw`: a warning line on stderr."""
-    print(f"bench: warning: {message}", file=sys.stderr)
+    """The default ``on_skip`` of :func:`draw`: a warning line on stderr (a GPU's name from a file escaped)."""
+    print(terminal(f"bench: warning: {message}"), file=sys.stderr)
 
 
 def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping,

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from bench import env, store
 from bench.errors import UsageError
+from bench.escape import terminal
 from bench.experiments import registry
 from bench.sweep.loop import Runner
 from bench.sweep.plan import Request, budget_for, describe, experiments_of, for_request, planned_axes
@@ -60,8 +61,8 @@ class _Progress:
 
     def row(self, plan, row: dict, seconds_planned: float) -> None:
         self.done += 1
-        self.bar.update(self.task, advance=seconds_planned, description=escape(describe(plan.experiment, row)),
-                        done=f"{self.done}/{self.total}")  # a configuration's words, not markup: a[boolean mask]
+        words = escape(terminal(describe(plan.experiment, row)))  # a configuration's words, not markup: a[boolean mask]
+        self.bar.update(self.task, advance=seconds_planned, description=words, done=f"{self.done}/{self.total}")
 
     def stopped(self, plan, why: str, seconds_planned: float) -> None:
         self.bar.update(self.task, advance=seconds_planned, description=f"{plan.experiment.name}: stopped")
@@ -76,7 +77,7 @@ class _Progress:
                                f"{seconds:.1f} s (a fresh machine or a new bench; the caches keep them; the "
                                f"slowest: {slowest})", highlight=False)
         for name, why in failed.items():
-            self.bar.console.print(f"{name}: its warm-up failed, so it stays cold: {why}", highlight=False,
+            self.bar.console.print(terminal(f"{name}: its warm-up failed, so it stays cold: {why}"), highlight=False,
                                    markup=False)
 
     def close(self) -> None:
@@ -146,7 +147,7 @@ def run(request, console: Console):
     planned = runner.plan()
     checked = runner.check(planned)
     for name, why in planned.left_out.items():
-        console.print(f"{name}: left out, {why}", highlight=False, markup=False)  # why: pip install "...[torch]"
+        console.print(terminal(f"{name}: left out, {why}"), highlight=False, markup=False)  # pip install "...[torch]"
     try:
         outcome = runner.run(checked)
     finally:
@@ -171,18 +172,20 @@ def _print_summary(plans, outcome, console: Console) -> None:
         headline = view.headline(mine) if view else counts(mine)
         gpus = f" (GPUs {', '.join(map(str, item.devices))})" if len(item.devices) > 1 else (
             f" (GPU {item.devices[0]})" if item.label else "")
-        table = Table(title=Text(f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}{gpus}", style="table.title"))
+        title = terminal(f"{item.experiment.name} on {mine.iloc[0]['gpu_name']}{gpus}")  # words (a --resume'd file's)
+        table = Table(title=Text(title, style="table.title"))
         for column in headline.columns:
             table.add_column(column, justify="right" if "GB/s" in column or " ms" in column else "left")
         for values in headline.itertuples(index=False):
-            table.add_row(*(Text(str(value)) for value in values))  # words, not markup: a[boolean mask]
+            table.add_row(*(Text(terminal(value)) for value in values))  # words, not markup: a[boolean mask]
         console.print(table)
         not_ok = mine[mine["status"] != Status.OK]
         if len(not_ok):
             tally = ", ".join(f"{count} {status}" for status, count in not_ok["status"].value_counts().items())
             console.print(f"{item.name}: {len(mine) - len(not_ok)} ok, {tally}; the first:")
             for _, row in not_ok.head(3).iterrows():
-                console.print(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}", markup=False)
+                console.print(terminal(f"  {row['status']} {describe(item.experiment, row)}: {row['error']}"),
+                              markup=False)
     if len(rows) and "throttled" in rows:
         throttled = rows[rows["throttled"].fillna(False).astype(bool)]
         if len(throttled):
