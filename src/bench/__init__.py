@@ -11,8 +11,7 @@ import sys
 import types
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
-DISTRIBUTION = "cuda-sync-bench"  # the name pip installs bench by (PyPI's "bench" is another project)
+from bench.distribution import DISTRIBUTION, __version__  # noqa: F401  (bench.__version__, bench.DISTRIBUTION)
 
 _FACES = {"probe": ("ProbeResult", "probe"),  # does my code block?
           "syncs": ("SyncsResult", "syncs"),  # and where does it wait?

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import bench
+from bench.distribution import DISTRIBUTION, __version__
 from bench.errors import UsageError
 from bench.libraries import LIBRARIES, REQUIRED, distribution_version
 
@@ -26,7 +26,7 @@ def missing_libraries() -> str | None:
     missing = [name for module, name in MEASURING_LIBRARIES.items() if importlib.util.find_spec(module) is None]
     if not missing:
         return None
-    return (f"measuring needs {', '.join(missing)} (not installed): pip install \"{bench.DISTRIBUTION}[cu12]\", "
+    return (f"measuring needs {', '.join(missing)} (not installed): pip install \"{DISTRIBUTION}[cu12]\", "
             f"or [cu13] for CUDA 13 (in a checkout: pip install -e \".[cu12]\")")
 
 
@@ -128,7 +128,7 @@ def host_readings() -> dict[str, str]:
     """What needs no GPU: host, Python, bench, every GPU library's version and those of what reading results needs,
     the commit, and the NVIDIA driver's version (or that there is none)."""
     return {"hostname": socket.gethostname(), "python_version": platform.python_version(),
-            "bench_version": bench.__version__, "git_commit": git_commit(), "driver_version": driver_version(),
+            "bench_version": __version__, "git_commit": git_commit(), "driver_version": driver_version(),
             **{library.version_column: library.version() for library in LIBRARIES},
             **{f"{module}_version": distribution_version(module) for module in HOST_PACKAGES}}
 
@@ -294,7 +294,7 @@ def collect(device: int = 0) -> Environment:
         python_version=platform.python_version(),
         **{library.version_column: library.version() for library in REQUIRED},
         numpy_version=distribution_version("numpy"),
-        bench_version=bench.__version__,
+        bench_version=__version__,
         git_commit=git_commit(),
         host_cpus=cpu_ranges(local_cpus(pci_bus_id)),
         **_nvml_readings(pci_bus_id),

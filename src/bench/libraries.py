@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-import bench
+from bench.distribution import DISTRIBUTION
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Library:
         try:
             module = self.load()
         except ImportError as error:
-            how = f"pip install \"{bench.DISTRIBUTION}[{self.extras[0]}]\"" if self.extras else \
+            how = f"pip install \"{DISTRIBUTION}[{self.extras[0]}]\"" if self.extras else \
                 f"it comes with {BY_NAME[self.part_of].title}"
             return f"{self.title} is not installed ({how}): {error}"
         return self.cuda_missing(module) if self.cuda_missing else None

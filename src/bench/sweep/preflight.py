@@ -50,9 +50,8 @@ class Gpu:
         bench, for this GPU architecture (None: never warm up)."""
         import hashlib
 
-        import bench
-
-        tree = hashlib.sha1(str(Path(bench.__file__).resolve().parent).encode()).hexdigest()[:8]
+        package = Path(__file__).resolve().parents[1]  # bench/
+        tree = hashlib.sha1(str(package).encode()).hexdigest()[:8]
         key = "-".join([environment.bench_version, environment.git_commit[:12], environment.cupy_version,
                         environment.numba_cuda_version, f"sm{environment.compute_capability}", tree])
         return cache_directory() / ("warm-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in key))
