@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from bench.trace import TraceResult, trace, tracing
 
 
+def _bind(face: str, module: types.ModuleType) -> None:
+    """The public names of ``face`` (its module loaded) bound here, over the module's own name."""
+    for public in _FACES[face]:
+        globals()[public] = getattr(module, public)
+
+
 class _Package(types.ModuleType):
     """bench itself: importing a face binds its public names here, where the import system would bind the module
     (``import bench.trace`` leaves ``bench.trace`` the function)."""
@@ -33,17 +39,15 @@ class _Package(types.ModuleType):
     def __setattr__(self, name: str, value: object) -> None:
         super().__setattr__(name, value)
         if name in _FACES and isinstance(value, types.ModuleType):
-            for public in _FACES[name]:
-                super().__setattr__(public, getattr(value, public))
+            _bind(name, value)
 
 
 def __getattr__(name: str) -> object:
     """A public name, its face imported on first use; all of that face's names are bound."""
     if name not in _FACE_OF:
         raise AttributeError(f"module 'bench' has no attribute {name!r}")
-    face = importlib.import_module(f"bench.{_FACE_OF[name]}")
-    for public in _FACES[_FACE_OF[name]]:  # here too: the import system binds a face it finds loaded no more
-        globals()[public] = getattr(face, public)
+    face = _FACE_OF[name]
+    _bind(face, importlib.import_module(f"bench.{face}"))  # here too: the import system binds no face already loaded
     return globals()[name]
 
 

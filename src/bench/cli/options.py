@@ -108,8 +108,7 @@ def unreadable(args: argparse.Namespace):
     why; with --strict, None (the file's error ends the command)."""
     if args.strict:
         return None
-    return lambda error: print(terminal(f"bench: warning: skipped a file: {error} (--strict stops instead)"),
-                               file=sys.stderr)
+    return lambda error: warn([f"skipped a file: {error} (--strict stops instead)"])
 
 
 def warn(warnings: list[str]) -> None:
