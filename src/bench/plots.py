@@ -53,9 +53,12 @@ def size_axis(ax, sizes: np.ndarray) -> None:
 
 
 def render(figure, fmt: str, dpi: float = DPI) -> bytes:
-    """The figure as PNG or SVG bytes: the same figure always gives the same bytes (no dates, fixed SVG ids)."""
+    """The figure as PNG or SVG bytes: the same figure always gives the same bytes (no dates, fixed SVG ids), marked
+    as bench's (:data:`bench.writes.MAKER`), so that a later write may replace it."""
+    from bench.writes import MAKER
+
     sink = io.BytesIO()
-    metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+    metadata = {"Date": None, "Creator": MAKER} if fmt == "svg" else {"Software": MAKER}
     figure.savefig(sink, format=fmt, dpi=dpi, metadata=metadata)
     return sink.getvalue()
 

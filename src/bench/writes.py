@@ -15,6 +15,10 @@ from typing import BinaryIO
 
 from bench.errors import UsageError, WriteError
 
+MAKER = "cuda-sync-bench"
+"""The mark bench leaves in every report, figure and timeline it writes (an HTML generator, a PNG's Software, an
+SVG's creator, a Perfetto file's generator): a file that carries it is bench's to replace."""
+
 
 def write_bytes(path: Path, content: bytes) -> None:
     """Write ``content`` to ``path`` atomically (temporary file, then rename), readable by everyone."""

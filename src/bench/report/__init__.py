@@ -30,6 +30,7 @@ from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link,
 from bench.report.tools import asked, entries, sections, tool_section
 from bench.report.truth import TRUTH_TABLES, truth_table
 from bench.views import in_order
+from bench.writes import MAKER
 
 __all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "render", "table", "tool_section",
            "truth_table", "write"]
@@ -68,6 +69,7 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         for gpu, _ in groups:
             parts += laid_out[gpu]
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='generator' content='{MAKER}'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
             f"{''.join(parts)}</body></html>\n")

@@ -26,6 +26,7 @@ from bench.units import format_size
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.collectives import is_collective
 from bench.usercode.trace.model import Trace
+from bench.writes import MAKER
 from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
 
 HOST = 0  # the host's process id; GPU d's is d + 1
@@ -175,7 +176,7 @@ def trace_events(result: Trace) -> dict:
                                 "line": line_of_frames(gap.wait.frames) if gap.wait else ""})
     _flows(timeline, calls, enqueued)
     return {"traceEvents": timeline.events,
-            "otherData": finite({"target": result.target, "origin_ns": timeline.zero_ns, "clock": "CUPTI, ns",
+            "otherData": finite({"generator": MAKER, "target": result.target, "origin_ns": timeline.zero_ns, "clock": "CUPTI, ns",
                                  **{key: value for key, value in result.summary().items() if key != "target"}})}
 
 
