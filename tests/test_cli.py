@@ -94,7 +94,7 @@ def test_sweep_usage_errors(main, tmp_path, args, fragment):
 def test_an_existing_out_file_is_refused_before_the_gpu(main, tmp_path):
     (tmp_path / "r.parquet").write_bytes(b"results")
     status, out, err = main("sweep", "--out", "r.parquet")
-    assert_usage_error(status, err, "--out: r.parquet already exists; bench never overwrites results", tmp_path,
+    assert_usage_error(status, err, "--out: r.parquet already exists; bench never replaces a results file", tmp_path,
                        ["r.parquet"])
     assert (tmp_path / "r.parquet").read_bytes() == b"results"
 
@@ -190,8 +190,12 @@ def test_version_is_the_installed_distributions(main):
     assert status == 0 and out.startswith(expected) and err == "", (out, err)
 
 
-def test_bare_bench_says_what_it_does(tmp_path):
-    result = bench(cwd=tmp_path)
+def test_bare_bench_is_a_mistake_that_names_the_commands_and_help_says_what_bench_does(tmp_path):
+    bare = bench(cwd=tmp_path)
+    assert bare.returncode == 2 and bare.stdout == "" and bare.stderr == (
+        "bench: error: name a command: sweep,plot,claims,compare,report,probe,syncs,trace,env (python -m bench --help "
+        "says what each does)\n")
+    result = bench("--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     words = " ".join(result.stdout.split())
     assert words.startswith("usage: python -m bench")
@@ -199,7 +203,7 @@ def test_bare_bench_says_what_it_does(tmp_path):
                  "does it wait for the GPU, and where?", "report, plot, compare and claims read results files anywhere",
                  "python -m bench sweep --list"):
         assert said in words, said
-    assert bench("--help", cwd=tmp_path).stdout == result.stdout and not list(tmp_path.iterdir())
+    assert not list(tmp_path.iterdir())
 
 
 LOADED = ("def loaded():\n"

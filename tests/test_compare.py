@@ -54,6 +54,11 @@ def driver_update() -> tuple[list[dict], list[dict]]:
     return old, new
 
 
+def plain(lines: list[str]) -> bool:
+    """Output that is not a terminal: lines, none wrapped (a table row is one line) nor padded at its end."""
+    return bool(lines) and all(line == line.rstrip() and "\x1b" not in line for line in lines)
+
+
 SIX = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995]  # the fewest samples whose median a 95% interval bounds
 
 
@@ -223,14 +228,14 @@ def test_the_driver_update_diff_names_calls_copies_and_claims(tmp_path, run):
     assert gate.returncode == 1 and "1 configurations slower by more than 20%: failing" in gate.stdout
 
 
-def test_the_terminal_shows_warnings_headlines_then_what_is_not_the_same_in_100_columns(tmp_path, run):
+def test_the_output_shows_warnings_headlines_then_what_is_not_the_same_in_plain_lines(tmp_path, run):
     old, new = driver_update()
     synthetic.write(tmp_path / "old.parquet", old)
     synthetic.write(tmp_path / "new.parquet", new)
     printed = run("compare", "old.parquet", "new.parquet", cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
     lines = printed.stdout.splitlines()
-    assert max(map(len, lines)) <= 100 and lines[0] == "What changed"
+    assert plain(lines) and lines[0] == "What changed"
     assert printed.stderr.splitlines() == ["bench: warning: driver_version differs: 580.0 → 590.0",
                                        "bench: warning: cuda_runtime differs: 12.9 → 13.0"]  # stdout is the answer
     order = [printed.stdout.index(text) for text in ("What changed", "bandwidth: 1 of", "blocking: 2 of",
@@ -243,7 +248,7 @@ def test_the_terminal_shows_warnings_headlines_then_what_is_not_the_same_in_100_
     assert f"bandwidth: {sum(row['experiment'] == 'bandwidth' for row in old)} of" in listed.stdout
     assert "cudaGetLastError" in listed.stdout and "cudaGetLastError" not in printed.stdout
     assert listed.stdout.splitlines()[-1] == f"4 changed, 1 slower, {len(old) - 5} same"
-    assert max(map(len, listed.stdout.splitlines())) <= 100
+    assert plain(listed.stdout.splitlines())
 
 
 def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path, run):
@@ -264,7 +269,7 @@ def test_gpus_pair_by_uuid_and_a_lone_gpu_with_a_lone_gpu(tmp_path, run):
     printed = run("compare", "fleet", "new.parquet", "--all", cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
     assert "GPU" in printed.stdout.split("bandwidth: ")[1].splitlines()[2]  # the table's header row
-    assert max(map(len, printed.stdout.splitlines())) <= 100
+    assert plain(printed.stdout.splitlines())
 
 
 def test_fleets_pair_by_uuid_and_gpu_selects_one(tmp_path):
@@ -380,23 +385,26 @@ def test_two_machines_of_one_kind_say_which_changes_exceed_the_spread_on_record(
     lines = result.table.set_index("configuration")
     assert list(lines["verdict"]) == ["slower"] * 3
     assert lines["machine_spread"].tolist()[:2] == pytest.approx([1.05 / 0.97 - 1, 0.3])
+    assert lines["machine_spread_low"].tolist()[:2] == pytest.approx([0.97 / 1.05 - 1, 1 / 1.3 - 1])
+    assert lines["machine_spread_high"].tolist()[:2] == pytest.approx([1.05 / 0.97 - 1, 0.3])
     assert lines["beyond_machine_spread"].tolist() == [True, False, None]
-    assert lines["note"].tolist() == ["beyond the 8.2% spread of 3 machines", "within the 30.0% spread of 3 machines",
-                                      ""]
+    assert lines["note"].tolist() == ["beyond the -7.6% to +8.2% spread of 3 machines",
+                                      "within the -23.1% to +30.0% spread of 3 machines", ""]
     label = "Test GPU 00000000 on node-a → bbbbbbbb on node-b"
     assert result.headlines[0] == (f"{label}: 1 of 3 changes beyond noise exceed the spread between the 3 Test GPU "
                                    "machines on record; 1 with no spread on record")
     assert "bandwidth pinned H2D 1 MiB: slower, " in result.headlines[1]
-    assert result.headlines[1].endswith("(time +20.0%); beyond the 8.2% spread of 3 machines")
+    assert result.headlines[1].endswith("(time +20.0%); beyond the -7.6% to +8.2% spread of 3 machines")
     printed = run("compare", "old.parquet", "new.parquet", "--format", "json", cwd=tmp_path)  # results/: the record
     assert printed.returncode == 0, printed.stderr
     document = json.loads(printed.stdout)
     assert document["headlines"] == result.headlines
     assert [(line["beyond_machine_spread"], line["note"]) for line in document["configurations"]] == [
-        (True, "beyond the 8.2% spread of 3 machines"), (False, "within the 30.0% spread of 3 machines"), (None, "")]
+        (True, "beyond the -7.6% to +8.2% spread of 3 machines"),
+        (False, "within the -23.1% to +30.0% spread of 3 machines"), (None, "")]
     printed = run("compare", "old.parquet", "new.parquet", "--spread-from", "results/c.parquet", cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
-    assert "slower +20.0% (beyond the 5.0% spread of 2 machines)" in printed.stdout
+    assert "slower +20.0% (beyond the -4.8% to +5.0% spread of 2 machines)" in " ".join(printed.stdout.split())
     assert "between the 2 Test GPU machines on record; 1 with no spread on record" in " ".join(printed.stdout.split())
     (tmp_path / "elsewhere").mkdir()
     for name in ("old.parquet", "new.parquet"):

@@ -13,7 +13,7 @@ from bench import cli, store
 from bench.experiments import registry
 from bench.trace import result_of, save
 from bench.usercode.activity import Activity, Op, Recording
-from bench.usercode.trace.compare import Verdict, compare, judge, read
+from bench.usercode.trace.compare import Line, Verdict, change_text, compare, judge, read
 
 MS = 1_000_000
 MIB = 1 << 20
@@ -95,6 +95,26 @@ def test_each_number_of_a_target_is_judged_against_its_runs(tmp_path):
     assert (relu.old, relu.new, relu.verdict, relu.old_runs) == (1.0, 1.0, Verdict.SAME, (1.0, 1.0, 1.0))
     assert found["copies hidden"].verdict == Verdict.SAME and found["copies hidden"].old == 1.0  # all hidden
     assert found["idle ms"].verdict == Verdict.SAME and found["pageable cost ms"].old == 0.0
+
+
+def test_the_runs_of_a_worse_or_better_number_read_apart_however_close():
+    """A number worse or better has every run of one side beyond every run of the other; its runs are stated with
+    the decimals that keep them apart (at three, 0.0046 and 0.0047 ms both read 0.005: touching, which is
+    overlapping), and its change never reads as none."""
+    runs = (0.0041, 0.0046), (0.0047, 0.0049)
+    line = Line("x.py:step", "GPU", "kernel k ms", False, 0.0043, 0.0048, *runs, judge(0.0043, 0.0048, *runs))
+    assert line.verdict == Verdict.WORSE
+    assert change_text(line) == "0.0043 → 0.0048 ms (+11.6%; runs 0.0041–0.0046 → 0.0047–0.0049)"
+    same = Line("x.py:step", "GPU", "kernel k ms", False, 0.0043, 0.0046, (0.0041, 0.0046), (0.0046, 0.0049),
+                Verdict.SAME)
+    assert change_text(same) == "0.004 → 0.005 ms (+7.0%; runs 0.004–0.005 → 0.005–0.005)"
+    shares = (0.7990, 0.80041), (0.80044, 0.8010)
+    share = Line("x.py:step", "GPU", "efficiency", True, 0.8, 0.8005, *shares, judge(0.8, 0.8005, *shares, True))
+    assert share.verdict == Verdict.BETTER
+    assert change_text(share) == "80.000% → 80.050% (+0.050 points; runs 79.900%–80.041% → 80.044%–80.100%)"
+    runs = (99.99, 100.0), (100.02, 100.04)
+    small = Line("x.py:step", "GPU", "makespan ms", False, 100.0, 100.03, *runs, judge(100.0, 100.03, *runs))
+    assert change_text(small) == "100.000 → 100.030 ms (+0.03%; runs 99.990–100.000 → 100.020–100.040)"  # not +0.0%
 
 
 def test_a_kernel_only_one_trace_ran_is_changed_and_named(tmp_path):

@@ -35,8 +35,8 @@ TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p",
         "summary"}
 TEXT_ATTRIBUTES = {"title", "alt"}  # attributes whose value is text to read: the data may be in them, escaped
 FORMS = {"id": r"[a-z][a-z0-9-]*", "class": r"[a-z ]+", "width": r"\d+", "height": r"\d+", "colspan": r"\d+",
-         "rowspan": r"\d+", "lang": "en", "charset": "utf-8", "name": "viewport",
-         "content": r"width=device-width|default-src 'none';[^<>\"]*",
+         "rowspan": r"\d+", "lang": "en", "charset": "utf-8", "name": "viewport|generator",
+         "content": r"width=device-width|cuda-sync-bench|default-src 'none';[^<>\"]*",
          "http-equiv": "Content-Security-Policy",
          "href": r"#[a-z][a-z0-9-]*|https?://[\w.-]+/[\w./#%?=&+-]*",
          "src": r"data:image/png;base64,[A-Za-z0-9+/]+=*"}

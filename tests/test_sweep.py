@@ -358,7 +358,7 @@ def test_check_refuses_an_existing_out_file_before_the_gpu(tmp_path):
     before = path.read_bytes()
     gpu = FakeGpu()
     subject, planned = _runner(path, FINE, gpu=gpu)
-    with pytest.raises(UsageError, match="already exists; bench never overwrites results"):
+    with pytest.raises(UsageError, match="already exists; bench never replaces a results file"):
         subject.check(planned)
     assert gpu.selected == [] and path.read_bytes() == before and list(tmp_path.iterdir()) == [path]
 

@@ -427,7 +427,7 @@ def test_trace_refuses_bad_arguments_before_looking_for_a_gpu(main, tmp_path, ar
 def test_trace_never_replaces_a_results_file(main, tmp_path):
     (tmp_path / "r.parquet").write_bytes(b"results")
     status, out, err = main("trace", "--save", "r.parquet", "json:dumps")
-    assert_refused(status, err, "--save: r.parquet exists; bench never replaces a results file", tmp_path,
+    assert_refused(status, err, "--save: r.parquet already exists; bench never replaces a results file", tmp_path,
                    ["r.parquet"])
     assert (tmp_path / "r.parquet").read_bytes() == b"results"
 

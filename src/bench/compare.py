@@ -24,7 +24,9 @@ An ``unclear`` configuration always moved by more than :data:`SAME_WITHIN`: one 
 **Two machines of one kind** (the same GPU name, different UUIDs): a configuration found faster or slower also says
 whether its change exceeds the machine-to-machine spread on record for that kind (:mod:`bench.noise`: over the
 machines of that name in both results and in ``record``, such as the committed results), and the headlines say how
-many do, or that no spread is on record.
+many do, or that no spread is on record. The spread (largest machine median over smallest, less 1: ``s``) is stated
+as the changes it allows, in the change's own terms (new median over old, less 1): ``-s/(1+s)`` to ``+s``; a
+change is beyond it when it lies outside (:func:`spread_bounds`), so that either machine may be the old one.
 
 The headlines are what a team reads after a driver update: outcome changes ("blocking cudaFree placement=none
 spin_stream=blocking: waits-for-device → returns"), configurations slower or faster beyond noise (copies in GB/s),
@@ -58,7 +60,9 @@ SIZE_AXES = ("bytes", "total_bytes")
 NAMED_AXES = ("placement", "spin_stream", "release_threshold", "launch")  # text axes whose values need their name
 TO_MS = {"ms": 1.0, "us": 1e-3}
 COLUMNS = ["experiment", "gpu", "configuration", "unit", "old", "new", "ratio", "verdict", "change", "note",
-           "machine_spread", "beyond_machine_spread"]
+           "machine_spread", "machine_spread_low", "machine_spread_high", "beyond_machine_spread"]
+UNSPREAD = {"machine_spread": math.nan, "machine_spread_low": math.nan, "machine_spread_high": math.nan,
+            "beyond_machine_spread": None}  # a line with no machine-to-machine spread
 VERDICTS = values(Change)
 JUDGED = ("status", "error", "unit", "samples", "floor_met")  # what judging rows reads beside axes, outcome, rate
 
@@ -279,7 +283,7 @@ def _judge(pair: Pair, experiment, first: dict, second: dict, spread: tuple[floa
         old_samples = [value * TO_MS[first["unit"]] / TO_MS[unit] for value in old_samples]
     line = {"experiment": pair.experiment, "gpu": pair.label, "configuration": describe(experiment, second),
             "unit": unit, "old": math.nan, "new": math.nan, "ratio": math.nan, "verdict": Change.SAME, "change": "",
-            "note": "", "machine_spread": math.nan, "beyond_machine_spread": None}
+            "note": "", **UNSPREAD}
     if old_samples and new_samples:
         old_median, new_median = median(old_samples), median(new_samples)
         line.update(old=old_median, new=new_median, ratio=new_median / old_median if old_median else math.nan)
@@ -295,8 +299,7 @@ def _judge(pair: Pair, experiment, first: dict, second: dict, spread: tuple[floa
         error = _plain(second.get("error"))
         if now[0] != Status.OK and error:
             changes.append(str(error).splitlines()[0][:80])
-        line.update(verdict=Change.CHANGED, change="; ".join(changes), note="", machine_spread=math.nan,
-                    beyond_machine_spread=None)
+        line.update(verdict=Change.CHANGED, change="; ".join(changes), note="", **UNSPREAD)
     return line
 
 
@@ -318,13 +321,41 @@ def _timing_verdict(ratio: float, old: tuple[dict, list[float]], new: tuple[dict
                 if math.isfinite(ratio) else ""}
     if spread is None:
         return {"verdict": judged}
-    beyond = abs(math.log(ratio)) > math.log1p(spread[0])
-    return {"verdict": judged, "machine_spread": spread[0], "beyond_machine_spread": beyond,
-            "note": f"{'beyond' if beyond else 'within'} the {spread[0]:.1%} spread of {spread[1]} machines"}
+    low, high = spread_bounds(spread[0])
+    beyond = not low <= ratio - 1 <= high
+    digits = decimals(ratio - 1, (low, high))
+    return {"verdict": judged, "machine_spread": spread[0], "machine_spread_low": low, "machine_spread_high": high,
+            "beyond_machine_spread": beyond, "note": f"{'beyond' if beyond else 'within'} the {low:+.{digits}%} to "
+                                                     f"{high:+.{digits}%} spread of {spread[1]} machines"}
+
+
+def spread_bounds(spread: float) -> tuple[float, float]:
+    """A machine-to-machine ``spread`` (largest median over smallest, less 1) as the lowest and highest change (new
+    median over old, less 1) that machines differ by: -8.3% to +9.1% for 0.091."""
+    return -spread / (1 + spread), spread
+
+
+def decimals(change: float, bounds=()) -> int:
+    """The fewest decimals, one or more, at which ``change`` in percent reads apart from each of ``bounds`` (the
+    ones it differs from)."""
+    for digits in range(1, 7):
+        if all(f"{change:+.{digits}%}" != f"{bound:+.{digits}%}" for bound in bounds if bound != change):
+            return digits
+    return 7
+
+
+def change_percent(line: Mapping) -> str:
+    """A timed line's change as stated, its ratio less 1 ('+20.0%', '' without one), read apart from the spread's
+    bounds in its note (:func:`decimals`)."""
+    if not math.isfinite(line["ratio"]):
+        return ""
+    bounds = [line[column] for column in ("machine_spread_low", "machine_spread_high")
+              if line.get(column) is not None and math.isfinite(line[column])]
+    return f"{line['ratio'] - 1:+.{decimals(line['ratio'] - 1, bounds)}%}"
 
 
 def _timing_change(experiment: str, first: dict, second: dict, line: dict) -> str:
-    percent = f"{line['ratio'] - 1:+.1%}" if math.isfinite(line["ratio"]) else ""
+    percent = change_percent(line)
     column, unit = RATES.get(experiment, (None, None))
     rates = [_plain(row.get(column)) for row in (first, second)] if column else [None]
     if None not in rates:

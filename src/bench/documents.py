@@ -4,7 +4,6 @@ are untrusted: their text is escaped for where it lands (:mod:`bench.escape`; ri
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from bench.claims import LABELS
-from bench.compare import Comparison, number
-from bench.escape import markdown, terminal
+from bench.compare import Comparison, change_percent, number
+from bench.escape import json_text, markdown, terminal
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ def _claims_json(groups: list, missing: list[str], console: Console) -> None:
         {"claim": line["claim"], "verdict": LABELS[line["verdict"]], "docs": line["docs say"], "source": line["source"],
          "measured": None if line["verdict"] == "not measured" else line["measured"]}
         for _, line in judged.iterrows()]} for gpu, judged in groups], "not_measured": missing}
-    print(json.dumps(document, indent=2, ensure_ascii=False))
+    print(json_text(document, indent=2))
 
 
 def _claims_markdown(groups: list, missing: list[str], console: Console) -> None:
@@ -110,7 +109,7 @@ def _compare_json(result: Comparison, shown: pd.DataFrame, asked: Asked, console
                                    for line in shown.to_dict("records")]}
     if asked.fail_above is not None:
         document["fail_above"] = {"percent": asked.fail_above, "failing": asked.failing}
-    print(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+    print(json_text(document, indent=2, allow_nan=False))
 
 
 def _one_unit(group) -> str:
@@ -137,7 +136,7 @@ def _listing_row(result, line, unit: str) -> list[str]:
     elif line["verdict"] == "same" or not math.isfinite(line["ratio"]):
         judged = line["verdict"]
     else:
-        judged = f"{line['verdict']} {line['ratio'] - 1:+.1%}"
+        judged = f"{line['verdict']} {change_percent(line)}"  # as the note's spread reads it
     if line["note"]:
         judged += f" ({line['note']})"
     values = [number(line["old"]), number(line["new"])]

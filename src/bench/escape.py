@@ -1,9 +1,18 @@
 """Text a results file carries, escaped for where it lands outside the report (whose HTML is
-:mod:`bench.report.markup`'s): a terminal, and Markdown. A results file is untrusted input (fleets merge files from
-many hosts); bench's own words come through as they are, or render as they are. Imports nothing."""
+:mod:`bench.report.markup`'s, which writes control characters as :func:`visible` does): a terminal, Markdown, a figure
+(:func:`visible`), JSON (:func:`json_text`). A results file is untrusted input (fleets merge files from many hosts);
+bench's own words come through as they are, or render as they are. Imports nothing of bench.
+
+A control character (:data:`CONTROL`) is one that moves a terminal's cursor, starts an escape sequence, reorders the
+text around it or breaks a line where none shows: C0 (U+0000-U+001F), DEL, C1 (U+0080-U+009F, U+009B a CSI of its
+own), the bidirectional marks, embeddings, overrides and isolates, the line and paragraph separators, and lone
+surrogates (undecodable bytes of a path: no UTF-8 writes them). Shown, each is its Python escape (``\\x1b``,
+``\\u202e``): plain ASCII that every font draws (matplotlib's DejaVu Sans has no control pictures, U+2400-U+2421) and
+that :func:`terminal` writes too, so a name reads the same on the terminal, in a figure and in the report."""
 
 from __future__ import annotations
 
+import json
 import re
 import string
 
@@ -32,3 +41,31 @@ def markdown(text: object) -> str:
     after @). It renders as it was (``tests/test_documents.py`` renders it with cmark-gfm, GitHub's renderer)."""
     escaped = _MARKUP.sub(r"\\\g<0>", terminal(" ".join(str(text).split())))
     return escaped.replace("@", "@\u200b")
+
+
+_FORMATS = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff"  # bidi, separators, surrogates
+CONTROL = re.compile(rf"[\x00-\x1f\x7f-\x9f{_FORMATS}]")  # a control character: see the module's docstring
+_JSON_RAW = re.compile(rf"[\x7f-\x9f{_FORMATS}]")  # those json.dumps writes raw (it escapes every C0 control)
+
+
+def visible(text: object, keep: str = "") -> str:
+    """``text`` with every control character (:data:`CONTROL`) but those in ``keep`` (``"\\t\\n"``: where layout
+    needs them) written as its Python escape (``\\x1b``, ``\\r``, ``\\x9b``, ``\\u202e``): shown, never obeyed,
+    in a figure (a font draws them all), a report or a warning."""
+    text = str(text)
+    if CONTROL.search(text) is None:
+        return text
+    return CONTROL.sub(lambda found: found[0] if found[0] in keep else _escaped(found[0]), text)
+
+
+def _escaped(character: str) -> str:
+    return character.encode("unicode_escape").decode("ascii")
+
+
+def json_text(value: object, **options) -> str:
+    """``value`` as JSON (:func:`json.dumps` with ``options``), its non-ASCII text readable (``ensure_ascii=False``)
+    but every control character as a ``\\uXXXX`` escape: C0 as ``json.dumps`` writes it, and DEL, C1, the
+    bidirectional controls, the line and paragraph separators and lone surrogates too, which it would write raw. The
+    same value to a JSON reader; nothing a terminal obeys in ``cat`` of it, and always encodable as UTF-8."""
+    written = json.dumps(value, ensure_ascii=False, **options)
+    return _JSON_RAW.sub(lambda found: f"\\u{ord(found[0]):04x}", written)

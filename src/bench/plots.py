@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from bench import analysis
-from bench.escape import terminal
+from bench.escape import CONTROL, terminal, visible
 from bench.units import format_size
 from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, Status
 
@@ -80,26 +80,35 @@ def _write_if_changed(path: Path, content: bytes) -> None:
 
 
 def literal(text: str) -> str:
-    """``text`` as matplotlib draws it character for character: a ``$`` in it starts no mathtext."""
-    return text.replace("$", r"\$")
+    """``text`` as matplotlib draws it character for character: a ``$`` in it starts no mathtext, and a control
+    character (an escape sequence, a tab, a line break: :data:`bench.escape.CONTROL`) is drawn as its Python escape
+    (:func:`bench.escape.visible`), so that no figure runs it nor has matplotlib warn of a glyph missing with the
+    character itself in the warning."""
+    return visible(text).replace("$", r"\$")
 
 
 def literal_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with every ``$`` in its texts escaped (:func:`literal`): rows from a results file, which anyone may
-    have written, are drawn as they are, never parsed as mathtext. The frame itself when no text holds a ``$``."""
+    """``frame`` with its texts as :func:`literal` writes them: rows from a results file, which anyone may have
+    written, are drawn as they are, never parsed as mathtext nor run as control characters. The frame itself when no
+    text holds a ``$`` or a control character."""
     escaped = {}
     for column, texts in frame.items():
-        if _holds_dollar(texts):
+        if _needs_escaping(texts):
             escaped[column] = texts.map(lambda value: literal(value) if isinstance(value, str) else value)
     return frame.assign(**escaped) if escaped else frame
 
 
-def _holds_dollar(texts: pd.Series) -> bool:
-    """Whether a text in ``texts`` (a column of text, or of any Python objects) holds a ``$``."""
+def _needs_escaping(texts: pd.Series) -> bool:
+    """Whether a text in ``texts`` (a column of text, or of any Python objects) holds a ``$`` or a control
+    character."""
     if isinstance(texts.dtype, pd.StringDtype):
         values = texts.to_numpy(dtype=object)
-        return "$" in "".join(values[pd.notna(values)])
-    return texts.dtype == object and any(isinstance(value, str) and "$" in value for value in texts.to_numpy())
+        return _special("".join(values[pd.notna(values)]))
+    return texts.dtype == object and any(isinstance(value, str) and _special(value) for value in texts.to_numpy())
+
+
+def _special(text: str) -> bool:
+    return "$" in text or CONTROL.search(text) is not None
 
 
 def save(figure, stem: Path) -> list[Path]:
@@ -192,11 +201,13 @@ def _split(rows: pd.DataFrame, name: str, axis: str) -> list[tuple[str, pd.DataF
 
 
 def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
-                 tables: Mapping[str, pd.DataFrame] | None = None, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+                 tables: Mapping[str, pd.DataFrame] | None = None, formats: Sequence[str] = ("png", "svg"),
+                 force: bool = False) -> list[Path]:
     """Every figure the rows (and side tables) support by the ``views`` (see :func:`draw`), one set per GPU: into
     ``out_dir`` when the rows come from one GPU, else into ``out_dir/<gpu>/``. All or nothing: the figures are
-    rendered into a temporary directory and moved in only once every one rendered. Returns the files written or
-    found unchanged (a file whose bytes would not change is left alone), each in ``formats``."""
+    rendered into a temporary directory and moved in only once every one rendered, and none where a file they would
+    replace is not bench's (``force``: any regular file). Returns the files written or found unchanged (a file whose
+    bytes would not change is left alone), each in ``formats``."""
     out_dir = Path(out_dir)
     groups = analysis.by_gpu(rows)
     paths: list[Path] = []
@@ -206,7 +217,7 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
             part = Path() if len(groups) == 1 else Path(gpu_slug(group))
             for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
                 paths += _stage(figure, staging, out_dir, part / stem, formats)
-        _move_in(staging, out_dir)
+        _move_in(staging, out_dir, force)
     return paths
 
 
@@ -234,14 +245,15 @@ def _stage(figure, staging: Path, out_dir: Path, stem: Path, formats: Sequence[s
     return paths
 
 
-def _move_in(staging: Path, out_dir: Path) -> None:
+def _move_in(staging: Path, out_dir: Path, force: bool) -> None:
     """Every file under ``staging`` to its place under ``out_dir``, each replaced whole; every place is checked
-    first (:func:`bench.writes.write_target`: never through a symlink), so a refusal writes none of them."""
-    from bench.writes import write_bytes, write_target
+    first (:func:`bench.writes.replaceable`: never through a symlink, never a file bench did not write unless
+    ``force``), so a refusal writes none of them."""
+    from bench.writes import replaceable, write_bytes, writer
 
     staged = sorted(path for path in staging.rglob("*") if path.is_file())
     for path in staged:
-        write_target(out_dir / path.relative_to(staging), "--out")
+        replaceable(out_dir / path.relative_to(staging), writer("plot", "--out"), force)
     for path in staged:
         write_bytes(out_dir / path.relative_to(staging), path.read_bytes())
 

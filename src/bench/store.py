@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from bench.errors import ResultsError
 from bench.schema import FLAG, INT, Column, RowCheck, column, schema_of, suite_columns
 from bench.version1 import from_version_1
-from bench.writes import umask, write_file
+from bench.writes import kind_of, umask, write_file
 
 SCHEMA_VERSION = 2
 METADATA_KEY = b"bench"
@@ -179,7 +179,11 @@ def _first_line(error: Exception) -> str:
 def _opened(path: Path) -> Iterator[pq.ParquetFile]:
     """``path`` as one parquet file, its footer read (schema and metadata), closed on leaving; ResultsError where it
     cannot be opened or read. Read as one file: through pyarrow's datasets (``pq.read_table``) a results file took
-    about half as long again."""
+    about half as long again. Anything but a regular file (a pipe, a device, a socket) is refused unopened: opening
+    one could wait for ever."""
+    if not Path(path).is_file():
+        why = f"it is {kind_of(path)}, not a regular file" if Path(path).exists() else "no such file or directory"
+        raise ResultsError(f"cannot read results file {path}: {why}")
     try:
         with pq.ParquetFile(path) as file:
             yield file

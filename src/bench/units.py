@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+LARGEST = 1 << 40  # a transfer size above this (1 TiB) is a typo
 _SIZE = re.compile(r"^\s*([-+]?\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
@@ -16,6 +17,8 @@ def parse_size(text: str) -> int:
     value = int(match.group(1)) * _UNITS[match.group(2).upper()]
     if value <= 0:
         raise ValueError(f"{text!r} is not a positive size")
+    if value > LARGEST:
+        raise ValueError(f"{text!r} is over {format_size(LARGEST)}, more than any GPU's memory")
     return value
 
 

@@ -13,14 +13,15 @@ command family, each importing the bench modules it needs at its top and importe
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
-
-from rich.console import Console
 
 import bench
 from bench import arrow_threads
 from bench.arguments import values_kept
+from bench.cli import streams
+from bench.cli.parser import COMMANDS
 from bench.cli.parser import parser as _parser
 from bench.errors import UsageError
 from bench.escape import terminal
@@ -37,23 +38,35 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    console = Console()
+    streams.encode_plainly()
+    streams.escape_warnings()
     try:
-        parser = _parser()
-        argv = sys.argv[1:] if argv is None else argv
-        args = parser.parse_args(values_kept(argv, ("--sizes",)) if argv[:1] == ["sweep"] else argv)
-        if args.version:
-            print(_version())
-            return 0
-        if args.command is None:  # bare `python -m bench`: what it does and how
-            parser.print_help()
-            return 0
-        return args.handler(args, console)
+        with streams.ending_as_interrupts():
+            return _run(sys.argv[1:] if argv is None else argv)
     except UsageError as error:
-        print(terminal(f"bench: error: {error}"), file=sys.stderr)  # one line, whatever a results file said
+        _say(f"bench: error: {error}")  # one line, whatever a results file said
         return 2
-    except KeyboardInterrupt:
-        print("bench: interrupted", file=sys.stderr)
-        return 130
+    except OSError as error:  # the system refused a path (too long, a loop of links...): one line all the same
+        _say(f"bench: error: {error.filename or ''}{': ' if error.filename else ''}{error.strerror or error}")
+        return 2
+    except KeyboardInterrupt as interrupt:
+        number = interrupt.args[0] if interrupt.args and isinstance(interrupt.args[0], int) else signal.SIGINT
+        _say("bench: interrupted" if number == signal.SIGINT else f"bench: ended by {signal.Signals(number).name}")
+        return 128 + number
     finally:
         arrow_threads.wait_until_idle()  # else a pyarrow worker can abort the exiting interpreter
+
+
+def _run(argv: list[str]) -> int:
+    parser = _parser()
+    args = parser.parse_args(values_kept(argv, ("--sizes",)) if argv[:1] == ["sweep"] else argv)
+    if args.version:
+        print(_version())
+        return 0
+    if args.command is None:  # bare `python -m bench`: a mistake, with where to look
+        raise UsageError(f"name a command: {COMMANDS} (python -m bench --help says what each does)")
+    return args.handler(args, streams.console())
+
+
+def _say(line: str) -> None:
+    print(terminal(line), file=sys.stderr)

@@ -85,7 +85,10 @@ class _Progress:
 
 
 def sweep_command(args: argparse.Namespace, console: Console) -> int:
-    names = [name.strip() for name in args.experiments.split(",")] if args.experiments else None
+    names = [name.strip() for name in args.experiments.split(",")] if args.experiments is not None else None
+    if names is not None and not all(names):
+        raise UsageError(f"--experiments {args.experiments!r}: name experiments, comma-separated (sweep --list shows "
+                         "them)")
     try:
         sizes = parse_sizes(args.sizes) if args.sizes is not None else None
     except ValueError as error:
@@ -229,7 +232,10 @@ def _print_summary(plans, outcome, console: Console) -> None:
 def env_command(args: argparse.Namespace, console: Console) -> int:
     """The GPU's environment and the host's; without a GPU, the host's and why there is no GPU."""
     reason = env.no_gpu_reason()
-    readings = env.host_readings() if reason else {**env.gpu_environment(args.device).as_dict(), **env.host_readings()}
+    if reason and args.device is not None:
+        raise UsageError(f"--device {args.device}: no GPU is visible here ({reason})")
+    device = args.device or 0
+    readings = env.host_readings() if reason else {**env.gpu_environment(device).as_dict(), **env.host_readings()}
     table = Table(title="bench environment", show_header=False)
     if reason:
         table.add_row("GPU", escape(f"none: {reason}; {env.WITHOUT_GPU}"))  # the reason may name an extra: [cu12]

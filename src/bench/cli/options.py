@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from dataclasses import dataclass
 from importlib import import_module
@@ -33,6 +34,24 @@ class Handler:
 
     def __call__(self, args: argparse.Namespace, console):
         return getattr(import_module(f"bench.cli.{self.module}"), self.function)(args, console)
+
+
+NAME_MAX, PATH_MAX = 255, 4095  # bytes a file name and a path may have (Linux's)
+
+
+def path(text: str) -> Path:
+    """A path to read or write: not empty, each name at most :data:`NAME_MAX` bytes and the whole at most
+    :data:`PATH_MAX` (the system would refuse them later, with a traceback of its own)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    encoded = os.fsencode(text)
+    longest = max(encoded.split(b"/"), key=len)
+    if len(longest) > NAME_MAX:
+        raise argparse.ArgumentTypeError(f"file name too long: {len(longest)} bytes, at most {NAME_MAX} a name "
+                                         f"({os.fsdecode(longest[:40])}...)")
+    if len(encoded) > PATH_MAX:
+        raise argparse.ArgumentTypeError(f"path too long: {len(encoded)} bytes, at most {PATH_MAX}")
+    return Path(text)
 
 
 def positive_number(text: str) -> float:
@@ -67,8 +86,15 @@ def devices(text: str) -> str | tuple[int, ...]:
     return chosen
 
 
+def gpu_choice(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name chooses no GPU: give a UUID or its start, a name or a hostname")
+    return text
+
+
 def add_gpu(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--gpu", help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
+    command.add_argument("--gpu", type=gpu_choice,
+                         help="only one GPU (a UUID or its start, or a name) or one host's GPUs (a hostname)")
 
 
 def add_device(command: argparse.ArgumentParser, help: str = "CUDA device ordinal (default 0)") -> None:
@@ -79,6 +105,12 @@ def add_format(command: argparse.ArgumentParser) -> None:
     command.add_argument("--format", choices=FORMATS, default="text",
                          help="text for a terminal (default), json for CI, markdown for a pull request; "
                               "warnings go to stderr")
+
+
+def add_force(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--force", action="store_true",
+                         help="replace an existing file that bench did not write (default: only bench's own files; "
+                              "never a results file)")
 
 
 def add_strict(command: argparse.ArgumentParser) -> None:
@@ -100,7 +132,7 @@ def add_target(command: argparse.ArgumentParser) -> None:
 def add_outputs(command: argparse.ArgumentParser, shown_as: str) -> None:
     """--json and --save of syncs and trace."""
     command.add_argument("--json", action="store_true", help=f"print JSON instead of {shown_as}")
-    command.add_argument("--save", type=Path, metavar="FILE.parquet", help="also write the rows to a results file")
+    command.add_argument("--save", type=path, metavar="FILE.parquet", help="also write the rows to a results file")
 
 
 def unreadable(args: argparse.Namespace):

@@ -4,14 +4,14 @@ imported, so that ``--help`` and a command's start load only what that command n
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
-from bench.cli.options import (PLOTS_DIR, RESULTS_DIR, Handler, Parser, add_device, add_format, add_gpu, add_outputs,
-                               add_strict, add_target, devices, positive_int, positive_number)
+from bench.cli.options import (PLOTS_DIR, RESULTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
+                               add_outputs, add_strict, add_target, devices, path, positive_int, positive_number)
 from bench.usercode.defaults import DEFAULT_RUNS, DEFAULT_SETTLE_MS, DEFAULT_SPIN_MS
 from bench.usercode.tools import saved
 
+COMMANDS = "sweep,plot,claims,compare,report,probe,syncs,trace,env"
 DESCRIPTION = f"""\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
 overlap you really get, copy bandwidth, and what launches and allocations cost; and answers it for your own
@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     built = Parser(prog="python -m bench", description=DESCRIPTION, epilog=EXAMPLES,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
     built.add_argument("--version", action="store_true", help="print the installed version and exit")
-    commands = built.add_subparsers(dest="command", metavar="{sweep,plot,claims,compare,report,probe,syncs,trace,env}")
+    commands = built.add_subparsers(dest="command", metavar=f"{{{COMMANDS}}}")
     _sweep(commands)
     _reading(commands)
     _probe(commands)
@@ -41,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     _trace(commands)
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
                                           "GPU: the host's, and why there is none)")
-    add_device(env)
+    env.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0; named, it must exist)")
     env.set_defaults(handler=Handler("measuring", "env_command"))
     return built
 
@@ -59,7 +59,7 @@ def _sweep(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--sizes", help="transfer sizes, e.g. 4K,1M,1G or 4K:1G for every power of two between")
     sweep.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
                        help="replace an axis's values, e.g. --axis host_memory=pinned --axis streams=1,8 (repeatable)")
-    sweep.add_argument("--out", type=Path, default=RESULTS_DIR,
+    sweep.add_argument("--out", type=path, default=RESULTS_DIR,
                        help="results directory, or a new .parquet file (an existing one is never overwritten)")
     sweep.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=devices, metavar="all|0,1,...",
@@ -73,7 +73,7 @@ def _sweep(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--one-at-a-time", action="store_true",
                        help="with --devices: run every experiment one GPU after another (the baseline that "
                             "running at once is checked against)")
-    sweep.add_argument("--resume", type=Path, metavar="FILE",
+    sweep.add_argument("--resume", type=path, metavar="FILE",
                        help="an interrupted sweep's results file: run what it lacks and add it to the same file")
     sweep.add_argument("--list", action="store_true",
                        help="preview the plan, checked as the sweep checks it: the experiments, what each "
@@ -85,49 +85,52 @@ def _sweep(commands: argparse._SubParsersAction) -> None:
 def _reading(commands: argparse._SubParsersAction) -> None:
     """plot, claims, compare and report: they read results files."""
     plot = commands.add_parser("plot", help="turn results into figures under plots/local/ (one set per GPU)")
-    plot.add_argument("results", nargs="?", type=Path,
+    plot.add_argument("results", nargs="?", type=path,
                       help="results file or directory of them (default: the newest file in results/)")
-    plot.add_argument("--out", type=Path, default=PLOTS_DIR, help="directory for the figures (default plots/local/)")
+    plot.add_argument("--out", type=path, default=PLOTS_DIR, help="directory for the figures (default plots/local/)")
     add_gpu(plot)
+    add_force(plot)
 
     claims = commands.add_parser("claims", help="CUDA folklore against measurement (--measure: runs what the "
                                                 "results lack)")
-    claims.add_argument("results", nargs="?", type=Path,
+    claims.add_argument("results", nargs="?", type=path,
                         help="results file or directory (default: the newest file in results/ holding each needed "
                              "experiment)")
     claims.add_argument("--measure", action="store_true",
                         help="measure what the results lack on this machine's GPU first (default: judge what they "
                              "hold; claims without data show as not measured)")
-    claims.add_argument("--out", type=Path, default=RESULTS_DIR, help="with --measure: where to write what it measures")
+    claims.add_argument("--out", type=path,
+                        help="with --measure: where to write what it measures (default results/)")
     add_device(claims, "with --measure: CUDA device ordinal (default 0)")
     add_gpu(claims)
     add_format(claims)
 
     compare = commands.add_parser("compare", help="what changed between two results: every experiment, per GPU; or "
                                                   "between two traces (bench trace --save files)")
-    compare.add_argument("old", type=Path, help="results file or directory, or a trace file: the baseline")
-    compare.add_argument("new", type=Path, help="results file or directory, or a trace file: the candidate")
+    compare.add_argument("old", type=path, help="results file or directory, or a trace file: the baseline")
+    compare.add_argument("new", type=path, help="results file or directory, or a trace file: the candidate")
     compare.add_argument("--fail-above", type=positive_number, metavar="PERCENT",
                          help="exit 1 when a configuration is slower by more than PERCENT, or a trace's number worse "
                               "beyond its runs' spread (a share: by more than PERCENT points) (a CI gate)")
     add_gpu(compare)
     compare.add_argument("--all", action="store_true", help="list every configuration, the same ones too")
-    compare.add_argument("--spread-from", nargs="+", type=Path, metavar="RESULTS",
+    compare.add_argument("--spread-from", nargs="+", type=path, metavar="RESULTS",
                          help="comparing two machines of one kind: results files or directories whose other machines "
                               "of that kind give the machine-to-machine spread, with the two compared (default: "
                               "results/ where it exists)")
     add_format(compare)
 
     report = commands.add_parser("report", help="one self-contained HTML report (figures embedded)")
-    report.add_argument("results", nargs="*", type=Path,
+    report.add_argument("results", nargs="*", type=path,
                         help="results files or directories (default: results/): the results files under a "
                              "directory, leaving out subdirectories whose names start with _ or ., with their side "
                              f"tables and the rows {_listed([f'{tool.name} --save' for tool in saved()])} keep in "
                              f"{_listed([f'_{tool.table}/' for tool in saved()])}; of several measurements of a "
                              "configuration on one GPU, the newest is shown")
-    report.add_argument("--out", type=Path, default=PLOTS_DIR / "report.html",
+    report.add_argument("--out", type=path, default=PLOTS_DIR / "report.html",
                         help="the HTML file to write (default plots/local/report.html)")
     add_gpu(report)
+    add_force(report)
     for name, reading in (("plot", plot), ("claims", claims), ("compare", compare), ("report", report)):
         add_strict(reading)
         reading.set_defaults(handler=Handler("results", f"{name}_command"))
@@ -172,18 +175,19 @@ def _trace(commands: argparse._SubParsersAction) -> None:
                        help="traced runs (and as many untraced, for the overhead); the median one is shown "
                             f"(default {DEFAULT_RUNS})")
     add_outputs(trace, "text")
-    trace.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the timeline (PNG or SVG)")
-    trace.add_argument("--perfetto", type=Path, metavar="FILE.json",
+    trace.add_argument("--plot", type=path, metavar="FILE.png", help="also draw the timeline (PNG or SVG)")
+    trace.add_argument("--perfetto", type=path, metavar="FILE.json",
                        help="also write the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing: every record "
                             "on a track per stream, the host's waits, flows from calls to the copies they made")
-    trace.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+    add_force(trace)
+    trace.add_argument("--results", type=path, default=RESULTS_DIR, metavar="DIR",
                        help="results whose pinned bandwidth rows of this GPU stand in for measuring pinned copies "
                             "(default results/)")
     trace.add_argument("--no-lines", action="store_true",
                        help="leave out the driver-call callbacks: no host waits or lines, less overhead on code whose "
                             "every call blocks (pageable copies)")
     add_device(trace)
-    trace.add_argument("--merge", nargs="+", type=Path, metavar="FILE.parquet",
+    trace.add_argument("--merge", nargs="+", type=path, metavar="FILE.parquet",
                        help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("
                             "save=..., rank=...) under torchrun) and show, --save, --plot or --perfetto them as one, "
                             "each GPU's numbers and the whole; needs no GPU")

@@ -11,7 +11,7 @@ import pandas as pd
 from rich.console import Console
 
 from bench import analysis, claims, compare, noise, plots, report, store, writes
-from bench.cli import measuring
+from bench.cli import measuring, streams
 from bench.cli.options import RESULTS_DIR, unreadable, warn
 from bench.documents import CLAIMS, COMPARISONS, Asked
 from bench.errors import UsageError
@@ -26,6 +26,7 @@ from bench.views import in_order
 
 
 def plot_command(args: argparse.Namespace, console: Console) -> int:
+    writes.claim(args.out, writes.writer("plot", "--out"), args.force, [args.results or RESULTS_DIR])
     experiments = registry()
     schema = store.suite_schema(experiments)
     if args.results:
@@ -35,8 +36,8 @@ def plot_command(args: argparse.Namespace, console: Console) -> int:
     if not len(rows):
         raise UsageError(f"{path} holds no result rows")
     rows = analysis.select_gpu(analysis.newest(rows, experiments), args.gpu)
-    writes.writable_directory(args.out, "--out")
-    paths = plots.plot_results(rows, args.out, in_order(experiments), store.side_tables_any(path, unreadable(args)))
+    paths = plots.plot_results(rows, args.out, in_order(experiments), store.side_tables_any(path, unreadable(args)),
+                               force=args.force)
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
@@ -45,6 +46,8 @@ def plot_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def claims_command(args: argparse.Namespace, console: Console) -> int:
+    if args.out is not None and not args.measure:
+        raise UsageError("--out: claims writes only what --measure measures; add --measure, or leave out --out")
     needed = claims.needed_experiments()
     experiments = registry()
     schema = store.suite_schema(experiments)
@@ -63,9 +66,9 @@ def claims_command(args: argparse.Namespace, console: Console) -> int:
 
     missing = claims.missing_experiments(rows)
     if missing and args.measure and len(judged(rows)) <= 1:
-        progress = console if args.format == "text" else Console(stderr=True)  # stdout is the document's
+        progress = console if args.format == "text" else streams.console(stderr=True)  # stdout is the document's
         progress.print(f"measuring what the results lack: {', '.join(missing)}")
-        outcome = measuring.run(Request(missing, out=args.out, device=args.device,
+        outcome = measuring.run(Request(missing, out=args.out or RESULTS_DIR, device=args.device,
                                command="python -m bench claims --measure"), progress)
         if outcome.interrupted:
             return measuring.exit_status(outcome)
@@ -130,9 +133,9 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
     sources = args.results or [RESULTS_DIR]
     if args.out.is_dir():
         raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
-    writes.write_target(args.out, "--out")
+    writes.claim(args.out, writes.writer("report", "--out"), args.force, sources)
     figures.warm_up()  # the figures' workers get ready while the results are read
-    with DelayedBar(Console(stderr=True)) as bar:  # on a terminal, once it has taken 2 s
+    with DelayedBar(streams.console(stderr=True)) as bar:  # on a terminal, once it has taken 2 s
         frames = [store.read_any(source, store.suite_schema(experiments), unreadable(args)) for source in sources]
         for source, frame in zip(sources, frames):
             if not len(frame):
@@ -144,7 +147,6 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
                 tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
         chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
         found = {tool.name: _saved(sources, tool.table, chosen) for tool in saved()}
-        writes.writable_directory(args.out.parent, "--out")
         bar.doing("laying out the report")
         names = ", ".join(str(source) for source in sources)
         written = report.write(rows, tables, args.out, experiments,

@@ -116,17 +116,14 @@ def _target(command: str, args: argparse.Namespace):
 
 def _outputs(args: argparse.Namespace) -> None:
     """Check --save, --plot and --perfetto before anything runs or is read."""
-    for option, path in (("--save", args.save), ("--plot", getattr(args, "plot", None)),
-                         ("--perfetto", getattr(args, "perfetto", None))):
+    for option in ("--save", "--plot", "--perfetto"):
+        path = getattr(args, option[2:], None)
         if path is not None:
-            writes.write_target(path, option)
-            if option == "--save" and Path(path).exists():
-                raise UsageError(f"--save: {path} exists; bench never replaces a results file")
-            writes.writable_directory(Path(path).parent, option)
-    if getattr(args, "plot", None) is not None and Path(args.plot).suffix not in (".png", ".svg"):
-        raise UsageError(f"--plot: {args.plot} is not a .png or .svg file")
-    if getattr(args, "perfetto", None) is not None and Path(args.perfetto).suffix != ".json":
-        raise UsageError(f"--perfetto: {args.perfetto} is not a .json file")
+            writes.claim(path, writes.writer(args.command, option), getattr(args, "force", False))
+    named = [path.resolve() for path in (args.save, getattr(args, "plot", None), getattr(args, "perfetto", None))
+             if path is not None]
+    if len(set(named)) < len(named):
+        raise UsageError("--save, --plot and --perfetto name the same file; name one file each")
 
 
 def syncs_command(args: argparse.Namespace, console: Console) -> int:
@@ -177,7 +174,7 @@ def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, env
     """Write what --plot, --perfetto and --save ask of a trace (``environment``: the GPU's; None: the ranks')."""
     figure = None
     if args.plot is not None:
-        figure = plots.rendered(TRACE.figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:])
+        figure = plots.rendered(TRACE.figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:].lower())
     timeline = None
     if args.perfetto is not None:
         timeline = encoded(found)

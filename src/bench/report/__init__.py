@@ -26,7 +26,8 @@ from bench.analysis import Gpu
 from bench.libraries import LIBRARIES
 from bench.report.figures import Painter, Progress, experiment_figures
 from bench.report.gpu import by_experiment, claims_section, experiment_id, gpu_id, gpu_section, headlines
-from bench.report.markup import DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text
+from bench.report.markup import (DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text,
+                                  words)
 from bench.report.tools import asked, entries, sections, tool_section
 from bench.report.truth import TRUTH_TABLES, truth_table
 from bench.views import in_order
@@ -68,11 +69,12 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         parts += [tool_section(tool, section, drawn) for tool, section in found]
         for gpu, _ in groups:
             parts += laid_out[gpu]
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            f"<meta name='generator' content='{MAKER}'>"
-            f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
-            f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
-            f"{''.join(parts)}</body></html>\n")
+    document = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                f"<meta name='generator' content='{MAKER}'>"
+                f"<meta http-equiv='Content-Security-Policy' content=\"{POLICY}\"><title>bench report</title>"
+                f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head><body>"
+                f"{''.join(parts)}</body></html>\n")
+    return words(document)  # the last line of defence: bench's markup has no control character but \n, the data none
 
 
 def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, source: str = "",

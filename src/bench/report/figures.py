@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
@@ -83,6 +84,12 @@ def warm_up() -> None:
         forkserver.ensure_running()
 
 
+def quiet_worker() -> None:
+    """A worker leaves interrupts to the process that asked for its figures: Ctrl-C on a terminal reaches every
+    process of the group, and only bench's own says so, in one line."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class Painter:
     """Figures asked for (:meth:`ask`) are drawn at once in worker processes, or where there is one CPU, when
     their result is wanted (:meth:`result`), which counts them for ``progress``. Each is painted to PNG by
@@ -99,7 +106,7 @@ class Painter:
 
     def __enter__(self) -> Painter:
         if _workers() > 1:
-            self.pool = ProcessPoolExecutor(_workers(), mp_context=_forkserver())
+            self.pool = ProcessPoolExecutor(_workers(), mp_context=_forkserver(), initializer=quiet_worker)
         return self
 
     def __exit__(self, *error) -> None:

@@ -1,7 +1,8 @@
 """The report's HTML pieces. Every value in it comes from a results file, which is untrusted input (a fleet merges
 files from many hosts): each is escaped for where it lands. Text and attribute values are HTML-escaped (quotes too),
-a link is made only of an http(s) URL, ids and anchors are derived (a hash of what they name, never the data), and no
-value of a results file lands in CSS or in a tag or attribute name."""
+their control characters written as Python escapes (``\\x1b``: :func:`words`), a link is made only of an http(s)
+URL, ids and anchors are derived (a hash of what they name, never the data), and no value of a results file lands in
+CSS or in a tag or attribute name."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from bench.compare import number
+from bench.escape import visible
 
+LAYOUT = "\t\n"  # the control characters the report keeps as they are: HTML whitespace
 POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 # the report's Content-Security-Policy: it runs no script, loads nothing but its own embedded images
 DPI = 100  # figure pixels per inch: sharp on a screen of 1.33 device pixels per CSS px
@@ -70,8 +73,15 @@ def cell(value) -> str:
 
 
 def text(value) -> str:
-    """A value as escaped text, fit for an element's content and a quoted attribute's value."""
-    return html.escape(cell(value), quote=True)
+    """A value as escaped text, fit for an element's content and a quoted attribute's value: its control characters
+    but tab and line break (a hover text's lines) as their Python escapes (:func:`words`)."""
+    return html.escape(words(cell(value)), quote=True)
+
+
+def words(value: str) -> str:
+    """Text with its control characters (:data:`bench.escape.CONTROL`) but tab and line break written as their Python
+    escapes (``\\x1b``, ``\\r``): shown as text in the report, never run by a terminal that prints the file."""
+    return visible(value, keep=LAYOUT)
 
 
 SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)e([+-]?\d+)\b")

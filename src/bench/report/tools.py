@@ -13,7 +13,7 @@ import pandas as pd
 
 from bench.analysis import Gpu
 from bench.report.figures import Paint, Painter, compact
-from bench.report.markup import anchor, cell, contents, figure, table, text
+from bench.report.markup import anchor, cell, contents, figure, table, text, words
 from bench.usercode.tools import Figure, Part, Section, Tool, saved
 
 Drawn = Callable[[Figure], bytes]  # a section's figure -> its PNG
@@ -84,6 +84,7 @@ def tool_section(tool: Tool, section: Section, drawn: Drawn | None = None) -> st
     return "".join(parts)
 
 
-def _words(words: str) -> str:
-    """A tool's own words as an element's text (quotes need no escaping there)."""
-    return html.escape(words, quote=False)
+def _words(said: str) -> str:
+    """A tool's own words as an element's text (quotes need no escaping there), any control character of a name
+    in them (a target's, a file's) written as its Python escape (:func:`bench.report.markup.words`)."""
+    return html.escape(words(said), quote=False)

@@ -104,23 +104,29 @@ def selected_devices(request: Request, gpu: Gpu) -> tuple[int, ...]:
 
 
 class _Uncounted(Gpu):
-    """The GPUs of a machine that may have none (``sweep --list``): the visible ones; where they cannot be counted,
-    every ordinal named and as many as any experiment needs."""
-
-    def __init__(self, named: Sequence[int]) -> None:
-        self.named = named
+    """The GPUs of a machine that may have none (``sweep --list``): the visible ones; where there are none,
+    ``--devices all`` plans for as many as any experiment needs, and a GPU named by its ordinal is refused (there
+    is none to check it against)."""
 
     def count(self) -> int:
         from bench.experiments import registry
 
-        if env.no_gpu_reason() is None:
-            return env.gpu_count()
-        return max([item.gpus for item in registry().values()] + [device + 1 for device in self.named])
+        return env.gpu_count() if env.no_gpu_reason() is None else max(item.gpus for item in registry().values())
 
 
 def listing_devices(request: Request) -> tuple[int, ...]:
-    """The GPUs ``sweep --list`` plans for, checked as :func:`selected_devices` checks a sweep's; needs no GPU."""
-    return selected_devices(request, _Uncounted(request.devices if request.devices != "all" else ()))
+    """The GPUs ``sweep --list`` plans for, checked as :func:`selected_devices` checks a sweep's; needs no GPU, but
+    a GPU named by its ordinal must exist."""
+    named = request.devices if request.devices not in ((), "all") else (request.device,) * (request.device != 0)
+    reason = env.no_gpu_reason()
+    if named and reason:
+        option = "--devices" if request.devices else "--device"
+        raise UsageError(f"{option} {','.join(map(str, named))}: no GPU is visible here to check it against "
+                         f"({reason}); sweep --list plans for GPU 0 without it, or for every GPU an experiment "
+                         "needs with --devices all")
+    if not request.devices and reason is None:
+        env.gpu_environment(request.device)  # UsageError for a GPU that is not there
+    return selected_devices(request, _Uncounted())
 
 
 def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
@@ -129,9 +135,7 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     if request.resume is not None:
         earlier = resume.read(request.resume, store.suite_schema(experiments_of(planned.plans)))
     else:
-        writes.writable_directory(request.out.parent if request.out.suffix == ".parquet" else request.out, "--out")
-        if request.out.suffix == ".parquet":
-            refuse_existing(request.out)
+        writes.claim(request.out, writes.writer("sweep", "--out"))
     devices = planned.devices
     selected = {device: gpu.select(device) for device in devices}
     environments = {device: environment.as_dict() for device, environment in selected.items()}
@@ -177,11 +181,3 @@ def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
         return out
     slug = "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")
     return out / f"{run_id}-{slug}.parquet"
-
-
-def refuse_existing(path: Path) -> None:
-    """A sweep never overwrites a results file, nor writes through a symlink."""
-    writes.write_target(path, "--out")
-    if path.exists():
-        raise UsageError(f"--out: {path} already exists; bench never overwrites results (finish an interrupted "
-                         f"sweep with --resume {path}, or choose another --out)")

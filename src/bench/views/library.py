@@ -19,7 +19,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for library, group in ok.groupby("library", sort=False):
         def calls(mask) -> str:
-            names = sorted({name.split(" ", 1)[1] for name in group[mask]["call"]})
+            names = sorted({name.split(" ", 1)[-1] for name in group[mask]["call"]})
             return ", ".join(names) or "—"
 
         waits = group["verdict"] == HostVerdict.WAITS_FOR_DEVICE

@@ -4,10 +4,10 @@ from the watcher's waits (:func:`places`), and :class:`SyncsResult`, its text, J
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.escape import json_text
 from bench.usercode.defaults import DEFAULT_SETTLE_MS
 
 
@@ -98,7 +98,8 @@ class SyncsResult:
         return {**asdict(self), "waited": self.waited}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        """:meth:`to_dict` as JSON, its control characters escaped (:func:`bench.escape.json_text`)."""
+        return json_text(self.to_dict(), indent=2)
 
     def rows(self) -> list[dict]:
         """One row per place (waits and own work), for the ``syncs`` side table."""

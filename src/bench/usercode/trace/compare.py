@@ -283,9 +283,24 @@ def judge(old: float | None, new: float | None, old_runs: tuple[float, ...], new
 
 
 def value_text(line: Line, value: float | None) -> str:
+    """A value as ``line`` states its values and runs: '6.254' ms, '81.5%' a share (:func:`decimals`)."""
     if value is None:
         return ""
-    return f"{value:.1%}" if line.share else f"{value:.3f}"
+    return f"{value:.{decimals(line)}{'%' if line.share else 'f'}}"
+
+
+def decimals(line: Line) -> int:
+    """3 (ms; a share's percent: 1), or more where fewer would print a worse or better line's two sides' runs as
+    touching, which reads as overlapping: as written, every run of one side lies beyond every run of the other."""
+    least = 1 if line.share else 3
+    if line.verdict not in (Verdict.WORSE, Verdict.BETTER):
+        return least
+    below, above = sorted((line.old_runs, line.new_runs), key=max)
+    kind = "%" if line.share else "f"
+    for digits in range(least, least + 6):
+        if f"{max(below):.{digits}{kind}}" != f"{min(above):.{digits}{kind}}":
+            return digits
+    return least + 6
 
 
 def spread_text(line: Line, runs: tuple[float, ...]) -> str:
@@ -306,7 +321,17 @@ def change_text(line: Line) -> str:
 
 
 def size_text(line: Line) -> str:
-    """'+13.5%', '-40.0 points', '+0.250 ms' (a time from none)."""
+    """'+13.5%', '-40.0 points' (as many decimals as its runs), '+0.250 ms' (a time from none); a change never
+    reads as none."""
     if line.share:
-        return f"{line.percent:+.1f} points"
-    return f"{line.percent:+.1f}%" if math.isfinite(line.percent) else f"{line.new - line.old:+.3f} ms"
+        return f"{line.percent:+.{_nonzero(line.percent, decimals(line))}f} points"
+    if not math.isfinite(line.percent):
+        return f"{line.new - line.old:+.3f} ms"
+    return f"{line.percent:+.{_nonzero(line.percent, 1)}f}%"
+
+
+def _nonzero(value: float, digits: int) -> int:
+    """``digits``, or more (up to 6) where ``value``, not zero, would read as zero."""
+    while digits < 6 and value and not float(f"{value:.{digits}f}"):
+        digits += 1
+    return digits

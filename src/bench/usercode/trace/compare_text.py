@@ -4,7 +4,6 @@ side: it reads results files only."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -99,7 +98,7 @@ def compared(old: Path, new: Path, *, gpu: str | None, fail_above: float | None,
         found = document(result, shown, old, new)
         if fail_above is not None:
             found["fail_above"] = {"percent": fail_above, "failing": failing}
-        return json.dumps(found, indent=2, ensure_ascii=False, allow_nan=False), result.warnings, failing
+        return escape.json_text(found, indent=2, allow_nan=False), result.warnings, failing
     if form == "markdown":
         output = markdown(result, shown, listed_all) + (f"\n\n**{failed}**" if failed else "")
     else:

@@ -4,11 +4,11 @@ each GPU, each run, its pageable copies and its host waits."""
 from __future__ import annotations
 
 import functools
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
 
+from bench.escape import json_text
 from bench.timing import shared
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
@@ -263,7 +263,8 @@ class Trace:
                 "activities": self.table()}
 
     def to_json(self) -> str:
-        return json.dumps(finite(self.to_dict()), indent=2, ensure_ascii=False)
+        """:meth:`to_dict` as JSON, its control characters escaped (:func:`bench.escape.json_text`)."""
+        return json_text(finite(self.to_dict()), indent=2)
 
 
 def _known(value: float | None) -> float | None:

@@ -18,16 +18,16 @@ Event format, written with the standard library.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.escape import json_text
 from bench.units import format_size
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.collectives import is_collective
 from bench.usercode.trace.model import Trace
-from bench.writes import MAKER
 from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
+from bench.writes import MAKER
 
 HOST = 0  # the host's process id; GPU d's is d + 1
 RANK_HOSTS = 1 << 16  # a merged trace's host of rank r is process RANK_HOSTS + r
@@ -175,14 +175,16 @@ def trace_events(result: Trace) -> dict:
                        "idle", {"ms": gap.ms, "after": gap.wait.call if gap.wait else "",
                                 "line": line_of_frames(gap.wait.frames) if gap.wait else ""})
     _flows(timeline, calls, enqueued)
-    return {"traceEvents": timeline.events,
-            "otherData": finite({"generator": MAKER, "target": result.target, "origin_ns": timeline.zero_ns, "clock": "CUPTI, ns",
-                                 **{key: value for key, value in result.summary().items() if key != "target"}})}
+    return {"otherData": finite({"generator": MAKER, "target": result.target, "origin_ns": timeline.zero_ns,
+                                 "clock": "CUPTI, ns",
+                                 **{key: value for key, value in result.summary().items() if key != "target"}}),
+            "traceEvents": timeline.events}  # the mark first: bench knows its file by its first bytes
 
 
 def encoded(result: Trace) -> bytes:
-    """The timeline's JSON, UTF-8."""
-    return json.dumps(trace_events(result), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.escape.json_text`): kernel names and
+    lines come from the user's code."""
+    return json_text(trace_events(result), allow_nan=False).encode("utf-8")
 
 
 def write(result: Trace, path: Path) -> Path:
