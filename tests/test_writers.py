@@ -183,6 +183,16 @@ def test_trace_outputs_follow_the_policy(tmp_path):
     assert bench("trace", "--merge", rank, "--perfetto", "t.json", cwd=tmp_path).returncode == 0  # its own now
 
 
+def test_the_python_api_keeps_the_policy_too(tmp_path):
+    found = traced(GPU0, GPU0_CALLS, rank=0)
+    (tmp_path / "mine.json").write_text(FOREIGN)
+    with pytest.raises(writes.UsageError, match="bench did not write it"):
+        found.to_perfetto(tmp_path / "mine.json")
+    assert (tmp_path / "mine.json").read_text() == FOREIGN
+    assert found.to_perfetto(tmp_path / "mine.json", force=True) == tmp_path / "mine.json"
+    assert found.to_perfetto(tmp_path / "mine.json") == tmp_path / "mine.json"  # bench's own now
+
+
 # --- what is read must be a regular file -----------------------------------------------------------------------------
 
 def test_a_pipe_is_refused_unopened(tmp_path):

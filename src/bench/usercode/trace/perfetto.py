@@ -187,9 +187,11 @@ def encoded(result: Trace) -> bytes:
     return json_text(trace_events(result), allow_nan=False).encode("utf-8")
 
 
-def write(result: Trace, path: Path) -> Path:
-    """Write ``result``'s timeline to ``path`` (atomically, as bench writes every file)."""
+def write(result: Trace, path: Path, force: bool = False) -> Path:
+    """Write ``result``'s timeline to ``path`` (atomically, as bench writes every file): a file there only if bench
+    wrote it (``force``: any regular file), as ``trace --perfetto`` does."""
     from bench import writes
 
+    writes.replaceable(Path(path), writes.writer("trace", "--perfetto"), force)
     writes.write_bytes(Path(path), encoded(result))
     return Path(path)

@@ -15,10 +15,11 @@ class TraceResult(Trace):
     """What :func:`bench.trace` found (see :class:`~bench.usercode.trace.model.Trace`): ``str()`` is its text,
     ``to_json()`` its JSON, ``to_perfetto(path)`` its timeline."""
 
-    def to_perfetto(self, path) -> Path:
+    def to_perfetto(self, path, force: bool = False) -> Path:
         """Write the described run's timeline to ``path``, a JSON file Perfetto (ui.perfetto.dev) and
-        chrome://tracing open (:mod:`bench.usercode.trace.perfetto`)."""
-        return write(self, path)
+        chrome://tracing open (:mod:`bench.usercode.trace.perfetto`); a file there only if bench wrote it, unless
+        ``force``."""
+        return write(self, path, force)
 
     def __str__(self) -> str:
         return "\n".join(describe(self))
