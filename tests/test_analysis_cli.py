@@ -134,7 +134,7 @@ def inputs(tmp_path_factory):
     (["compare", "good.parquet", "good.parquet", "--fail-above", "lots"], "'lots' is not a number"),
     (["compare", "good.parquet"], "the following arguments are required: new"),
     (["compare", "good.parquet", "twins", "--gpu", "node-b"], "old results: --gpu node-b: no such GPU"),
-    (["compare", "good.parquet", "good.parquet", "--spread-from", "nowhere"], "--spread-from nowhere: no such file"),
+    (["compare", "good.parquet", "good.parquet", "--spread-from", "nowhere"], "--spread-from: cannot read results file nowhere: no such file"),
     (["report", "twins", "--gpu", "Test GPU"], "--gpu Test GPU: matches 2 GPUs"),
     (["plot", "good.parquet", "--gpu", "dddd"], "--gpu dddd: no such GPU in the results"),
     (["claims", "twins", "--gpu", "dddd"], "--gpu dddd: no such GPU in the results"),

@@ -155,8 +155,10 @@ def test_make_sizes_replace_the_size_axis_only():
     assert {c["bytes"] for c in bandwidth.configs} == {4096, 1 << 20}
     overlap = _only("overlap", mode="quick", sizes=[32 << 20])
     assert {c["total_bytes"] for c in overlap.configs} == {32 << 20}
-    launch = _only("launch", sizes=[4096])
-    assert [set(c) for c in launch.configs] == [{"path"}] * len(_experiment("launch").axes["path"])
+    with pytest.raises(ValueError, match="--sizes: launch takes no transfer size"):  # never dropped silently
+        _only("launch", sizes=[4096])
+    with pytest.raises(ValueError, match="--sizes and --axis bytes=... both set the sizes"):
+        _only("bandwidth", sizes=[4096], axes={"bytes": ["8K"]})
 
 
 def test_make_axis_overrides():

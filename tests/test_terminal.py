@@ -21,7 +21,7 @@ from paths import WITHOUT_CUDA, with_path
 from test_compare import driver_update
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results"
+RUN = ROOT / "results" / "20261127T112130Z-481-NVIDIA-H200.parquet"  # a report of it draws for some seconds
 HIDE, SHOW = b"\x1b[?25l", b"\x1b[?25h"
 DEADLINE_S = 120  # for a line that must come: a hung command fails the test instead of hanging it
 
@@ -75,7 +75,7 @@ def _lines(seen: bytes) -> list[str]:
 def report_args(tmp_path) -> list[str]:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the report draws its figures in worker processes only where there are two CPUs or more")
-    return ["report", str(RESULTS), "--out", str(tmp_path / "r.html")]
+    return ["report", str(RUN), "--out", str(tmp_path / "r.html")]
 
 
 def test_ctrl_c_during_a_report_is_one_line_from_bench_alone(tmp_path, report_args):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 import string
+import sys
+import warnings
 
 _INERT = "!\"%'(,/;=?"  # ASCII punctuation that makes no Markdown on one line once the rest is escaped
 _STARTS = "+-"  # ... or only where the line starts (a list, a rule)
@@ -69,3 +71,14 @@ def json_text(value: object, **options) -> str:
     same value to a JSON reader; nothing a terminal obeys in ``cat`` of it, and always encodable as UTF-8."""
     written = json.dumps(value, ensure_ascii=False, **options)
     return _JSON_RAW.sub(lambda found: f"\\u{ord(found[0]):04x}", written)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    text = f"bench: warning: {message} ({category.__name__}, {filename}:{lineno})"  # the text may quote a file's
+    (file or sys.stderr).write(terminal(text) + "\n")
+
+
+def warnings_as_lines() -> None:
+    """Python's warnings (matplotlib's, numpy's) print as bench's, on one escaped line: no control byte a text
+    carried, no second line of source."""
+    warnings.showwarning = _show_warning

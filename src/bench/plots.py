@@ -10,9 +10,11 @@ writes the same bytes (fixed SVG ids, no dates), and a file whose bytes would no
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -59,8 +61,18 @@ def render(figure, fmt: str, dpi: float = DPI) -> bytes:
 
     sink = io.BytesIO()
     metadata = {"Date": None, "Creator": MAKER} if fmt == "svg" else {"Software": MAKER}
-    figure.savefig(sink, format=fmt, dpi=dpi, metadata=metadata)
+    with quiet():
+        figure.savefig(sink, format=fmt, dpi=dpi, metadata=metadata)
     return sink.getvalue()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """A context where drawing says nothing: matplotlib's and numpy's warnings about degenerate data (one point, an
+    empty legend, a glyph the font lacks) are of the figure, which shows them, not news for the user."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def rendered(figure, fmt: str, dpi: float = DPI) -> bytes:
@@ -132,9 +144,10 @@ def gpu_label(rows: pd.DataFrame) -> str:
 
 
 def gpu_slug(rows: pd.DataFrame) -> str:
-    """'NVIDIA-H200-0ae58127': a directory name for the figures of one GPU."""
+    """'NVIDIA-H200-0ae58127': a directory name for the figures of one GPU (the name's first 48 characters: a
+    file's name may be long)."""
     first = rows.iloc[0]
-    text = f"{first.get('gpu_name', 'GPU')}-{str(first.get('gpu_uuid', '') or '')[4:12]}"
+    text = f"{str(first.get('gpu_name', 'GPU'))[:48]}-{str(first.get('gpu_uuid', '') or '')[4:12]}"
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
@@ -174,7 +187,8 @@ def _figures(function: Callable, rows: pd.DataFrame, tables: Mapping, on_skip: C
     plt = pyplot()
     before = set(plt.get_fignums())
     try:
-        return function(rows, tables)
+        with quiet():
+            return function(rows, tables)
     except Exception as error:  # rows from an untrusted file: one figure fewer, never a crash
         for number in set(plt.get_fignums()) - before:
             plt.close(number)

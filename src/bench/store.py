@@ -140,6 +140,8 @@ def _metadata(schema: pa.Schema, path: Path) -> dict:
         metadata = json.loads(raw)
     except ValueError:
         raise ResultsError(f"{path} has unreadable bench metadata") from None
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("schema_version", 1), int):
+        raise ResultsError(f"{path} has unreadable bench metadata (not an object with a whole schema_version)")
     if metadata.get("schema_version", 0) > SCHEMA_VERSION:
         raise ResultsError(
             f"{path} has schema version {metadata['schema_version']}; this bench reads up to {SCHEMA_VERSION}"
@@ -147,15 +149,16 @@ def _metadata(schema: pa.Schema, path: Path) -> dict:
     return metadata
 
 
-def named_tables(directory: Path, name: str) -> pd.DataFrame:
+def named_tables(directory: Path, name: str, on_unreadable: OnUnreadable = None) -> pd.DataFrame:
     """The rows of every results file of table ``name`` (its metadata says so) in ``directory/_<name>/``: a
     command's own table (``bench syncs --save`` into ``results/_syncs/``), read as a side table is; none where there
     is no such directory. Files of another table there are passed over. The files are joined as Arrow tables and
     converted to pandas once (a conversion per file took twice as long), or one by one where their columns' types
-    do not merge."""
+    do not merge. ``on_unreadable``: see :data:`OnUnreadable`."""
     folder = Path(directory) / f"_{name}"
-    found = [(path, table) for path in sorted(folder.glob("*.parquet")) if path.is_file()
-             for table in _table_named(path, name)] if folder.is_dir() else []
+    files = [path for path in sorted(folder.glob("*.parquet")) if path.is_file()] if folder.is_dir() else []
+    found = [(path, table) for path, tables in _readable(files, functools.partial(_table_named, name=name),
+                                                         on_unreadable) for table in tables]
     if not found:
         return pd.DataFrame()
     paths, tables = zip(*found)
@@ -184,8 +187,8 @@ def _opened(path: Path) -> Iterator[pq.ParquetFile]:
     if not Path(path).is_file():
         why = f"it is {kind_of(path)}, not a regular file" if Path(path).exists() else "no such file or directory"
         raise ResultsError(f"cannot read results file {path}: {why}")
-    try:
-        with pq.ParquetFile(path) as file:
+    try:  # opened by Python: Arrow takes only names that are UTF-8
+        with open(path, "rb") as source, pq.ParquetFile(source) as file:
             yield file
     except (OSError, pa.ArrowException) as error:
         raise ResultsError(f"cannot read results file {path}: {_first_line(error)}") from None
@@ -200,7 +203,7 @@ def _pandas(table: pa.Table, path: Path) -> pd.DataFrame:
     """``table`` (read from ``path``) as pandas, typed by :data:`PANDAS_TYPES`."""
     try:
         return table.to_pandas(types_mapper=PANDAS_TYPES.get)
-    except pa.ArrowException as error:
+    except (pa.ArrowException, ValueError, TypeError, KeyError) as error:  # pandas' metadata in the file is broken
         raise ResultsError(f"cannot read results file {path}: {_first_line(error)}") from None
 
 
@@ -221,9 +224,13 @@ def read(path: Path, schema: pa.Schema) -> pd.DataFrame:
         rows = _pandas(file.read(), path)
     if len(rows.columns) and not {"experiment", "status"} <= set(rows.columns):
         raise ResultsError(f"{path} holds no bench result rows (no experiment and status columns)")
-    if metadata.get("schema_version", 1) < 2:
-        rows = from_version_1(rows).reindex(columns=schema.names)  # exactly today's columns
-    return typed(rows, schema)
+    try:
+        if metadata.get("schema_version", 1) < 2:
+            rows = from_version_1(rows).reindex(columns=schema.names)  # exactly today's columns
+        return typed(rows, schema)
+    except (KeyError, ValueError, TypeError) as error:  # a file that says it is bench's but is not as bench writes
+        raise ResultsError(f"cannot read results file {path}: a column is not as bench writes it "
+                           f"({type(error).__name__}: {_first_line(error)})") from None
 
 
 def read_table(path: Path) -> pd.DataFrame:

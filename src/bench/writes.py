@@ -83,7 +83,9 @@ def claim(path: Path, mine: Writer, force: bool = False, reads: Sequence[Path] =
         writable_directory(path.parent, option)
         return path
     if path.exists() and not path.is_dir():
-        raise UsageError(f"{option}: {path} is {kind_of(path)}, not a directory")
+        files = [suffix for suffix in mine.suffixes if suffix != "/"]
+        raise UsageError(f"{option}: {path} is {kind_of(path)}, not a directory"
+                         + (f" nor a new {' or '.join(files)} file" if files else ""))
     _parent_exists(path.parent, option, path)
     _beside_results(path, mine, reads)
     writable_directory(path, option)

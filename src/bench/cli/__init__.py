@@ -13,6 +13,7 @@ command family, each importing the bench modules it needs at its top and importe
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from bench.cli import streams
 from bench.cli.parser import COMMANDS
 from bench.cli.parser import parser as _parser
 from bench.errors import UsageError
-from bench.escape import terminal
+from bench.escape import terminal, warnings_as_lines
 
 
 def _version() -> str:
@@ -38,16 +39,33 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    streams.open_streams()
     streams.encode_plainly()
-    streams.escape_warnings()
+    warnings_as_lines()
+    status = _answered(sys.argv[1:] if argv is None else argv)
+    unwritten = streams.flushed()  # stdout a closed pipe or a full disk: said once, never at the interpreter's exit
+    if unwritten is None:
+        return status
+    if unwritten.errno == errno.EPIPE:  # the reader went away (| head): nothing to say to anyone
+        return 128 + signal.SIGPIPE
+    _say(f"bench: error: cannot write the output: {unwritten.strerror or unwritten}")
+    return status or 2
+
+
+def _answered(argv: list[str]) -> int:
     try:
         with streams.ending_as_interrupts():
-            return _run(sys.argv[1:] if argv is None else argv)
+            return _run(argv)
     except UsageError as error:
         _say(f"bench: error: {error}")  # one line, whatever a results file said
         return 2
-    except OSError as error:  # the system refused a path (too long, a loop of links...): one line all the same
-        _say(f"bench: error: {error.filename or ''}{': ' if error.filename else ''}{error.strerror or error}")
+    except OSError as error:  # the system refused a path (too long, a loop of links...) or the output
+        if error.errno == errno.EPIPE:  # the reader of stdout went away: no one to tell
+            return 128 + signal.SIGPIPE
+        if error.filename is None:  # the output: what is left of it goes nowhere, and is said once
+            streams.flushed()
+        what = error.filename if error.filename is not None else "cannot write the output"
+        _say(f"bench: error: {what}: {error.strerror or error}")
         return 2
     except KeyboardInterrupt as interrupt:
         number = interrupt.args[0] if interrupt.args and isinstance(interrupt.args[0], int) else signal.SIGINT
@@ -69,4 +87,7 @@ def _run(argv: list[str]) -> int:
 
 
 def _say(line: str) -> None:
-    print(terminal(line), file=sys.stderr)
+    try:
+        print(terminal(line), file=sys.stderr)
+    except OSError:  # stderr closed or full: there is no one to tell
+        pass

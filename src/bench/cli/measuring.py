@@ -16,12 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from bench import env, store
+from bench.cli.options import RESULTS_DIR
 from bench.errors import UsageError
 from bench.escape import terminal
 from bench.experiments import registry
 from bench.sweep.loop import Runner
 from bench.sweep.plan import Request, budget_for, describe, experiments_of, for_request, planned_axes
-from bench.sweep.preflight import listing_devices
+from bench.sweep.preflight import check_paths, listing_devices
 from bench.timing import process_age_s
 from bench.units import format_size, parse_sizes
 from bench.views import counts, views
@@ -98,11 +99,15 @@ def sweep_command(args: argparse.Namespace, console: Console) -> int:
         name, equals, values = item.partition("=")
         if not equals or not name.strip() or not values.strip():
             raise UsageError(f"--axis {item!r}: expected NAME=V1,V2")
+        if name.strip() in axes:
+            raise UsageError(f"--axis {name.strip()} is given twice: give its values once, comma-separated")
         axes[name.strip()] = [value.strip() for value in values.split(",")]
     if args.devices and args.device is not None:
         raise UsageError("--device and --devices: choose one (--devices 0,1 or --devices all for several GPUs)")
-    request = Request(names, args.mode, sizes, axes, args.out, args.device or 0, args.resume, args.budget,
-                      shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
+    if args.resume is not None and args.out is not None:
+        raise UsageError("--out and --resume: a resumed sweep adds to the file it resumes; leave out --out")
+    request = Request(names, args.mode, sizes, axes, args.out or RESULTS_DIR, args.device or 0, args.resume,
+                      args.budget, shlex.join(["python", "-m", "bench", *sys.argv[1:]]), devices=args.devices or (),
                       concurrent=args.concurrent, one_at_a_time=args.one_at_a_time, started_s=process_age_s())
     return _list_experiments(request, console) if args.list else exit_status(run(request, console))
 
@@ -112,6 +117,7 @@ def _list_experiments(request, console: Console) -> int:
     GPUs it needs, what it measures, its axes and its configurations (on one GPU; with ``--devices``, those)."""
     devices = listing_devices(request)
     planned = for_request(request, devices)
+    check_paths(request, planned)  # as the sweep would: --out, or the file --resume names
     counts: dict[str, int] = {}
     for item in planned.plans:
         counts[item.experiment.name] = counts.get(item.experiment.name, 0) + len(item.configs)
@@ -220,12 +226,12 @@ def _print_summary(plans, outcome, console: Console) -> None:
                       highlight=False)
     done = len(outcome.rows)
     if outcome.interrupted:
-        console.print(f"interrupted during {outcome.stopped_in or 'the sweep'} after {done} of {outcome.planned} "
-                      f"configurations; the file is complete up to there. Finish it with: python -m bench sweep "
-                      f"<same options> --resume {outcome.path}", markup=False)
+        console.print(terminal(f"interrupted during {outcome.stopped_in or 'the sweep'} after {done} of "
+                               f"{outcome.planned} configurations; the file is complete up to there. Finish it with: "
+                               f"python -m bench sweep <same options> --resume {outcome.path}"), markup=False)
     if outcome.path:
-        console.print(f"{done} configurations written to {outcome.path}; plot with: python -m bench plot "
-                      f"{outcome.path}", markup=False)
+        console.print(terminal(f"{done} configurations written to {outcome.path}; plot with: python -m bench plot "
+                               f"{outcome.path}"), markup=False)
     else:
         console.print("no configuration finished; nothing was written")
 
@@ -240,7 +246,7 @@ def env_command(args: argparse.Namespace, console: Console) -> int:
     if reason:
         table.add_row("GPU", escape(f"none: {reason}; {env.WITHOUT_GPU}"))  # the reason may name an extra: [cu12]
     for key, value in readings.items():
-        table.add_row(key, Text(format_size(value) if key.endswith("bytes") else str(value)))
+        table.add_row(key, Text(format_size(value) if key.endswith("bytes") else terminal(value)))
     console.print(table)
     return 0
 

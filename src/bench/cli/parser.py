@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
-from bench.cli.options import (PLOTS_DIR, RESULTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
+from bench.cli.options import (PLOTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
                                add_outputs, add_strict, add_target, devices, path, positive_int, positive_number)
 from bench.usercode.defaults import DEFAULT_RUNS, DEFAULT_SETTLE_MS, DEFAULT_SPIN_MS
 from bench.usercode.tools import saved
@@ -59,8 +59,9 @@ def _sweep(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--sizes", help="transfer sizes, e.g. 4K,1M,1G or 4K:1G for every power of two between")
     sweep.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
                        help="replace an axis's values, e.g. --axis host_memory=pinned --axis streams=1,8 (repeatable)")
-    sweep.add_argument("--out", type=path, default=RESULTS_DIR,
-                       help="results directory, or a new .parquet file (an existing one is never overwritten)")
+    sweep.add_argument("--out", type=path,
+                       help="results directory (default results/), or a new .parquet file (an existing one is never "
+                            "overwritten)")
     sweep.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     sweep.add_argument("--devices", type=devices, metavar="all|0,1,...",
                        help="several GPUs of this node into one run: each one-GPU experiment on each, one process per "
@@ -101,7 +102,7 @@ def _reading(commands: argparse._SubParsersAction) -> None:
                              "hold; claims without data show as not measured)")
     claims.add_argument("--out", type=path,
                         help="with --measure: where to write what it measures (default results/)")
-    add_device(claims, "with --measure: CUDA device ordinal (default 0)")
+    claims.add_argument("--device", type=ordinal, help="with --measure: CUDA device ordinal (default 0)")
     add_gpu(claims)
     add_format(claims)
 
@@ -171,7 +172,7 @@ def _trace(commands: argparse._SubParsersAction) -> None:
     trace = commands.add_parser("trace", help="how much does my code overlap? the GPU timeline of MODULE:FUNCTION or "
                                               "a script, its copies hidden behind kernels, idle gaps and bound")
     add_target(trace)
-    trace.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS,
+    trace.add_argument("--runs", type=positive_int,
                        help="traced runs (and as many untraced, for the overhead); the median one is shown "
                             f"(default {DEFAULT_RUNS})")
     add_outputs(trace, "text")
@@ -180,13 +181,13 @@ def _trace(commands: argparse._SubParsersAction) -> None:
                        help="also write the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing: every record "
                             "on a track per stream, the host's waits, flows from calls to the copies they made")
     add_force(trace)
-    trace.add_argument("--results", type=path, default=RESULTS_DIR, metavar="DIR",
+    trace.add_argument("--results", type=path, metavar="DIR",
                        help="results whose pinned bandwidth rows of this GPU stand in for measuring pinned copies "
                             "(default results/)")
     trace.add_argument("--no-lines", action="store_true",
                        help="leave out the driver-call callbacks: no host waits or lines, less overhead on code whose "
                             "every call blocks (pageable copies)")
-    add_device(trace)
+    trace.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     trace.add_argument("--merge", nargs="+", type=path, metavar="FILE.parquet",
                        help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("
                             "save=..., rank=...) under torchrun) and show, --save, --plot or --perfetto them as one, "

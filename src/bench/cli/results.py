@@ -11,10 +11,12 @@ import pandas as pd
 from rich.console import Console
 
 from bench import analysis, claims, compare, noise, plots, report, store, writes
+from bench.arguments import require_gpu
 from bench.cli import measuring, streams
 from bench.cli.options import RESULTS_DIR, unreadable, warn
 from bench.documents import CLAIMS, COMPARISONS, Asked
 from bench.errors import UsageError
+from bench.escape import terminal
 from bench.experiments import registry
 from bench.report import figures
 from bench.report.bar import DelayedBar
@@ -41,13 +43,17 @@ def plot_command(args: argparse.Namespace, console: Console) -> int:
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
-        console.print(f"wrote {written}", highlight=False)
+        console.print(terminal(f"wrote {written}"), highlight=False, markup=False)
     return 0
 
 
 def claims_command(args: argparse.Namespace, console: Console) -> int:
-    if args.out is not None and not args.measure:
-        raise UsageError("--out: claims writes only what --measure measures; add --measure, or leave out --out")
+    for option, given in (("--out", args.out), ("--device", args.device)):
+        if given is not None and not args.measure:
+            raise UsageError(f"{option}: claims measures only with --measure; add --measure, or leave out {option}")
+    if not args.results and not args.measure and not RESULTS_DIR.is_dir():
+        raise UsageError(f"no {RESULTS_DIR}/ here: name a results file or directory, or measure what the claims need "
+                         "with claims --measure")
     needed = claims.needed_experiments()
     experiments = registry()
     schema = store.suite_schema(experiments)
@@ -67,8 +73,10 @@ def claims_command(args: argparse.Namespace, console: Console) -> int:
     missing = claims.missing_experiments(rows)
     if missing and args.measure and len(judged(rows)) <= 1:
         progress = console if args.format == "text" else streams.console(stderr=True)  # stdout is the document's
+        writes.claim(args.out or RESULTS_DIR, writes.writer("claims", "--out"))  # and a GPU, before a word of it
+        require_gpu("claims --measure")
         progress.print(f"measuring what the results lack: {', '.join(missing)}")
-        outcome = measuring.run(Request(missing, out=args.out or RESULTS_DIR, device=args.device,
+        outcome = measuring.run(Request(missing, out=args.out or RESULTS_DIR, device=args.device or 0,
                                command="python -m bench claims --measure"), progress)
         if outcome.interrupted:
             return measuring.exit_status(outcome)
@@ -93,9 +101,12 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
         warn(warnings)
         print(output)
         return 1 if failing else 0
-    for path in args.spread_from or []:
-        if not path.exists():
-            raise UsageError(f"--spread-from {path}: no such file or directory")
+    for path in args.spread_from or []:  # read only where two machines of one kind are compared: checked now
+        if not path.is_dir():
+            try:
+                store.read_metadata(path)
+            except store.ResultsError as error:
+                raise UsageError(f"--spread-from: {error}") from None
     experiments = registry()
     schema = store.suite_schema(experiments)
     old, new = store.read_any(args.old, schema, unreadable(args)), store.read_any(args.new, schema, unreadable(args))
@@ -146,20 +157,21 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
             for name, table in store.side_tables_any(source, unreadable(args)).items():
                 tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
         chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
-        found = {tool.name: _saved(sources, tool.table, chosen) for tool in saved()}
+        found = {tool.name: _saved(sources, tool.table, chosen, unreadable(args)) for tool in saved()}
         bar.doing("laying out the report")
         names = ", ".join(str(source) for source in sources)
         written = report.write(rows, tables, args.out, experiments,
                                source=names if len(sources) < 4 else f"{len(sources)} sources", tools=found,
                                progress=bar.figures)
-    console.print(f"wrote {written}", highlight=False)
+    console.print(terminal(f"wrote {written}"), highlight=False, markup=False)
     return 0
 
 
-def _saved(sources: list[Path], table: str, chosen: list[analysis.Gpu] | None) -> pd.DataFrame | None:
+def _saved(sources: list[Path], table: str, chosen: list[analysis.Gpu] | None,
+           on_unreadable: store.OnUnreadable) -> pd.DataFrame | None:
     """The rows of table ``table`` that a tool saved under the ``sources`` directories (``_<table>/``): of the
     ``chosen`` GPUs only, where --gpu chose some; None where no source is a directory."""
-    found = [store.named_tables(source, table) for source in sources if Path(source).is_dir()]
+    found = [store.named_tables(source, table, on_unreadable) for source in sources if Path(source).is_dir()]
     rows = pd.concat(found, ignore_index=True) if found else None
     if chosen is None or rows is None or not len(rows):
         return rows

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import signal
 import sys
 import threading
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-
-from bench.escape import terminal
 
 WIDE = 1_000_000  # a table's width where nothing wraps: rich lays a table out at its natural width up to this
 ENDING = (signal.SIGTERM, signal.SIGHUP)  # with SIGINT (Ctrl-C): KeyboardInterrupt, its number as its argument
@@ -42,15 +40,24 @@ def encode_plainly() -> None:
             stream.reconfigure(errors=ERRORS)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    stream = file or sys.stderr
-    text = f"{filename}:{lineno}: {category.__name__}: {message}"  # the text may quote a file's (a glyph's name)
-    stream.write("\n".join(terminal(part) for part in text.split("\n")) + "\n")
+def open_streams() -> None:
+    """A standard stream the process was started without (its descriptor closed) becomes the null device."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))
 
 
-def escape_warnings() -> None:
-    """Python's warnings (matplotlib's, pandas') print as one escaped line: no control byte a text carried."""
-    warnings.showwarning = _show_warning
+def flushed() -> OSError | None:
+    """stdout flushed; where it cannot take what is left (a closed pipe, a full disk), the error, and stdout pointed
+    at the null device, so that the interpreter's own last flush fails no more."""
+    try:
+        sys.stdout.flush()
+        return None
+    except OSError as error:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+        return error
 
 
 class PlainLines(io.TextIOBase):
@@ -81,13 +88,20 @@ class PlainLines(io.TextIOBase):
         self.stream.flush()
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``| head``): as any command whose pipe closed, end with SIGPIPE's status."""
+        flushed()
+        raise SystemExit(128 + signal.SIGPIPE)
+
+
 def console(stderr: bool = False) -> Console:
     """A rich console on stdout (or stderr): as rich has it on a terminal, else plain lines (no wrapping, padding,
     colour or escape codes)."""
-    rich = Console(stderr=stderr)  # a terminal as rich tells one (FORCE_COLOR too)
+    rich = _Console(stderr=stderr)  # a terminal as rich tells one (FORCE_COLOR too)
     if rich.is_terminal:
         return rich
-    return Console(file=PlainLines(sys.stderr if stderr else sys.stdout), width=WIDE, color_system=None,
+    return _Console(file=PlainLines(sys.stderr if stderr else sys.stdout), width=WIDE, color_system=None,
                    force_terminal=False, soft_wrap=True, emoji=False, highlight=False)
 
 

@@ -22,6 +22,7 @@ from bench.escape import terminal_lines
 from bench.experiments import registry
 from bench.timing import MeasurementFailed
 from bench.usercode.activity import TraceUnavailable
+from bench.usercode.defaults import DEFAULT_RUNS
 from bench.usercode.probe import probe
 from bench.usercode.syncs.run import syncs
 from bench.usercode.tools import tool
@@ -143,14 +144,16 @@ def syncs_command(args: argparse.Namespace, console: Console) -> int:
 def trace_command(args: argparse.Namespace, console: Console) -> int:
     if args.merge:
         return _merge_traces(args, console)
-    if args.results != RESULTS_DIR and not Path(args.results).exists():
+    if args.results is not None and not Path(args.results).exists():
         raise UsageError(f"--results: {args.results} does not exist")
     function = _target("trace", args)
-    environment = gpu_environment(args.device)
-    use_device(args.device)
-    results = _reference_rows(args.results)
+    device = args.device or 0
+    environment = gpu_environment(device)
+    use_device(device)
+    results = _reference_rows(args.results or RESULTS_DIR)
     try:
-        found = trace(function, runs=args.runs, results=results, target=args.target, lines=not args.no_lines)
+        found = trace(function, runs=args.runs or DEFAULT_RUNS, results=results, target=args.target,
+                      lines=not args.no_lines)
     except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
         raise UsageError(f"trace: {error}") from None
     _trace_outputs(args, found, args.target, f"{args.target} on {environment.gpu_name}", environment)
@@ -162,6 +165,10 @@ def _merge_traces(args: argparse.Namespace, console: Console) -> int:
     """``trace --merge FILE...``: the ranks' saved traces as one."""
     if args.target is not None:
         raise UsageError("trace --merge takes no target: it reads the traces the ranks saved")
+    for option, given in (("--runs", args.runs), ("--results", args.results), ("--device", args.device),
+                          ("--no-lines", args.no_lines or None)):
+        if given is not None:
+            raise UsageError(f"trace --merge takes no {option}: it traces nothing, it reads the traces the ranks saved")
     _outputs(args)
     found = merged_files(args.merge)
     title = f"{found.target}, {len(args.merge)} trace{'s' * (len(args.merge) != 1)} merged"

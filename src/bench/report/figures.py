@@ -15,6 +15,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 import pandas as pd
 
 from bench import plots
+from bench.escape import warnings_as_lines
 from bench.report.markup import DPI
 
 Progress = Callable[[int, int], None]  # (figures done, figures asked for)
@@ -30,14 +31,15 @@ def compact(figure) -> bytes:
 
     plt, sink = plots.pyplot(), io.BytesIO()
     try:
-        figure.set_dpi(DPI)
-        width, height = figure.canvas.get_width_height(physical=True)  # Agg's canvas at DPI
-        layout = figure.get_layout_engine()
-        if layout is not None:
-            layout.execute(figure)  # with the canvas's renderer at DPI, as savefig's first pass does
-            with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
-                figure.set_layout_engine(None)  # laid out: savefig draws it as it stands
-        figure.savefig(sink, format="rgba", dpi=DPI)
+        with plots.quiet():
+            figure.set_dpi(DPI)
+            width, height = figure.canvas.get_width_height(physical=True)  # Agg's canvas at DPI
+            layout = figure.get_layout_engine()
+            if layout is not None:
+                layout.execute(figure)  # with the canvas's renderer at DPI, as savefig's first pass does
+                with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+                    figure.set_layout_engine(None)  # laid out: savefig draws it as it stands
+            figure.savefig(sink, format="rgba", dpi=DPI)
     finally:
         plt.close(figure)
     if len(sink.getbuffer()) != 4 * width * height:
@@ -86,8 +88,9 @@ def warm_up() -> None:
 
 def quiet_worker() -> None:
     """A worker leaves interrupts to the process that asked for its figures: Ctrl-C on a terminal reaches every
-    process of the group, and only bench's own says so, in one line."""
+    process of the group, and only bench's own says so, in one line. Its warnings are bench's lines too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warnings_as_lines()
 
 
 class Painter:

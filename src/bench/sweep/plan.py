@@ -342,6 +342,7 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
     if unused:
         present = sorted({axis for experiment, _ in chosen for axis in experiment.axes})
         raise ValueError(f"unknown axis {sorted(unused)[0]!r}; the selected experiments have {', '.join(present)}")
+    _check_sizes(sizes, overrides, [experiment for experiment, _ in chosen])
     plans = _plans(chosen, mode, 1.0, tuple(devices))
     if budget_s is None or estimate_s(plans, at_once) <= budget_s:
         return plans
@@ -362,6 +363,18 @@ def planned_axes(experiment: Experiment, mode: str, sizes: Sequence[int] | None,
         if axis in experiment.axes:
             values[axis] = axis_values(experiment, axis, texts)
     return values
+
+
+def _check_sizes(sizes: Sequence[int] | None, overrides: Mapping, experiments: Sequence[Experiment]) -> None:
+    """ValueError where --sizes would be taken by no experiment, or where --axis gives a size axis its values too."""
+    if not sizes:
+        return
+    axes = {experiment.size_axis for experiment in experiments if experiment.size_axis}
+    if not axes:
+        names = [experiment.name for experiment in experiments]
+        raise ValueError(f"--sizes: {', '.join(names)} take{'s' * (len(names) == 1)} no transfer size")
+    if axes & set(overrides):
+        raise ValueError(f"--sizes and --axis {sorted(axes & set(overrides))[0]}=... both set the sizes: choose one")
 
 
 def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Plan]:

@@ -98,6 +98,8 @@ def selected_devices(request: Request, gpu: Gpu) -> tuple[int, ...]:
                     raise UsageError(f"--devices {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
     if request.concurrent and len(devices) < 2:
         raise UsageError("--concurrent runs several GPUs at once: select two or more with --devices")
+    if request.one_at_a_time and len(devices) < 2:
+        raise UsageError("--one-at-a-time runs several GPUs one after another: select two or more with --devices")
     if request.concurrent and request.one_at_a_time:
         raise UsageError("--concurrent and --one-at-a-time contradict each other: choose one")
     return devices
@@ -131,11 +133,7 @@ def listing_devices(request: Request) -> tuple[int, ...]:
 
 def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     """Output path, GPU, resume file and memory; UsageError for the first problem, with nothing written."""
-    earlier = None
-    if request.resume is not None:
-        earlier = resume.read(request.resume, store.suite_schema(experiments_of(planned.plans)))
-    else:
-        writes.claim(request.out, writes.writer("sweep", "--out"))
+    earlier = check_paths(request, planned)
     devices = planned.devices
     selected = {device: gpu.select(device) for device in devices}
     environments = {device: environment.as_dict() for device, environment in selected.items()}
@@ -156,6 +154,14 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
         if problem:
             raise UsageError(problem if len(selected) == 1 else f"{problem} (GPU {device})")
     return Checked(plans, devices, path, run_id, selected, environments, earlier)
+
+
+def check_paths(request: Request, planned: Planned) -> resume.Earlier | None:
+    """Where the sweep writes, checked: the file it resumes (read), else --out; UsageError for the first problem."""
+    if request.resume is not None:
+        return resume.read(request.resume, store.suite_schema(experiments_of(planned.plans)))
+    writes.claim(request.out, writes.writer("sweep", "--out"))
+    return None
 
 
 def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_available: int) -> str | None:

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from bench import store, writes
-from bench.errors import UsageError
+from bench.errors import ResultsError, UsageError
 from bench.sweep.plan import Plan, config_key
 from bench.vocabulary import Status
 
@@ -30,8 +30,12 @@ class Earlier:
 
 
 def devices_of(path: Path) -> Sequence[int]:
-    """The GPUs the sweep of ``path`` ran on, as its metadata names them (empty: one, ``--device``'s)."""
-    return store.read_metadata(path).get("devices") or ()
+    """The GPUs the sweep of ``path`` ran on, as its metadata names them (empty: one, ``--device``'s); ResultsError
+    where they are not GPU ordinals."""
+    devices = store.read_metadata(path).get("devices") or []
+    if not isinstance(devices, list) or not all(isinstance(device, int) and device >= 0 for device in devices):
+        raise ResultsError(f"--resume: {path} names its GPUs as {str(devices)[:40]!r}, not as GPU ordinals")
+    return tuple(devices)
 
 
 def read(path: Path, schema: pa.Schema) -> Earlier:

@@ -63,6 +63,7 @@ MEASURES = (Measure("makespan", "makespan_ms", "makespan_runs_ms"),
             Measure("pageable cost", "pageable_cost_ms", "pageable_cost_runs_ms"),
             Measure("communication hidden", "comm_hidden", "comm_hidden_runs", share=True))
 KERNEL_RUNS = "name_runs_ms"
+NEEDED = {"target", "traced_at", "op", "name", "start_ms", "end_ms"}  # the columns a comparison reads of every file
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,10 @@ def read(path: Path) -> pd.DataFrame:
     rows = store.read_table(path)
     if not len(rows):
         raise ResultsError(f"{path} holds no trace rows")
+    missing = sorted(NEEDED - set(rows.columns))
+    if missing:
+        raise ResultsError(f"{path} is a trace file without the columns {', '.join(missing)}; bench trace --save "
+                           "writes them")
     return rows
 
 
