@@ -22,6 +22,7 @@ from blank_figures import blank_figures, texts
 from bench import cli, plots, report
 from bench.escape import CONTROL, json_text, visible
 from bench.schema import schema_of
+from test_documents import strings
 from test_report_safety import KEPT, syncs_rows, trace_rows, write_raw
 
 CONTROLS = "\x1b[31m\x07\r\x9b2J\x7f\u202e\x00"
@@ -132,15 +133,6 @@ def test_json_escapes_c1_and_keeps_the_text(tmp_path, monkeypatch, capsys, comma
     out = capsys.readouterr().out
     assert not RAW.search(out) and "\\u009b" in out
     assert any(TEXT in text for text in strings(json.loads(out)))  # the text itself, to a JSON reader
-
-
-def strings(node) -> list[str]:
-    """Every string in a JSON document."""
-    if isinstance(node, dict):
-        return [text for value in node.values() for text in strings(value)]
-    if isinstance(node, list):
-        return [text for value in node for text in strings(value)]
-    return [node] if isinstance(node, str) else []
 
 
 def traced(target: str, kernel: str):
