@@ -341,6 +341,21 @@ def test_a_longer_report_shows_what_it_does_and_how_many_figures_are_drawn():
     assert "drawing the report's figures" in sink.getvalue() and "3/5" in sink.getvalue()
 
 
+def test_plot_shows_its_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
+    from bench import cli
+    from bench.report import bar
+
+    monkeypatch.setattr(bar, "AFTER_S", 0)
+    synthetic.write(tmp_path / "r.parquet", synthetic.launch_records() + synthetic.latency_records())
+    with blank_figures():  # what the terminal shows is tested
+        assert cli.main(["plot", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "a")]) == 0
+        assert capsys.readouterr().err == ""
+        monkeypatch.setenv("FORCE_COLOR", "1")  # rich takes stderr for a terminal
+        assert cli.main(["plot", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "b")]) == 0
+    shown = capsys.readouterr().err
+    assert "drawing the figures" in shown and "/?" in shown  # counted as drawn: how many is not known before
+
+
 def test_report_shows_its_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
     from bench import cli
     from bench.report import bar

@@ -216,12 +216,13 @@ def _split(rows: pd.DataFrame, name: str, axis: str) -> list[tuple[str, pd.DataF
 
 def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
                  tables: Mapping[str, pd.DataFrame] | None = None, formats: Sequence[str] = ("png", "svg"),
-                 force: bool = False) -> list[Path]:
+                 force: bool = False, progress: Callable[[int], None] | None = None) -> list[Path]:
     """Every figure the rows (and side tables) support by the ``views`` (see :func:`draw`), one set per GPU: into
     ``out_dir`` when the rows come from one GPU, else into ``out_dir/<gpu>/``. All or nothing: the figures are
     rendered into a temporary directory and moved in only once every one rendered, and none where a file they would
-    replace is not bench's (``force``: any regular file). Returns the files written or found unchanged (a file whose
-    bytes would not change is left alone), each in ``formats``."""
+    replace is not bench's (``force``: any regular file). ``progress`` hears how many figures are drawn, after each.
+    Returns the files written or found unchanged (a file whose bytes would not change is left alone), each in
+    ``formats``."""
     out_dir = Path(out_dir)
     groups = analysis.by_gpu(rows)
     paths: list[Path] = []
@@ -231,6 +232,8 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
             part = Path() if len(groups) == 1 else Path(gpu_slug(group))
             for _, stem, figure in draw(group, tables_of(tables or {}, group), views):
                 paths += _stage(figure, staging, out_dir, part / stem, formats)
+                if progress is not None:
+                    progress(len(paths) // len(formats))
         _move_in(staging, out_dir, force)
     return paths
 

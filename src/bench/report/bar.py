@@ -1,6 +1,6 @@
-"""The report's progress bar on a terminal: shown once the command has run for :data:`AFTER_S` seconds (a quick
-report prints none), it says what the command is doing (reading the results, then the figures drawn of those asked
-for) and is gone when the command ends. Nothing where stderr is not a terminal."""
+"""The progress bar of report and plot on a terminal: shown once the command has run for :data:`AFTER_S` seconds (a
+quick one prints none), it says what the command is doing (reading the results, then the figures drawn: of those
+asked for, or so far) and is gone when the command ends. Nothing where stderr is not a terminal."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ class DelayedBar:
     def doing(self, description: str) -> None:
         """What the command does now, for the bar's text."""
         self.bar.update(self.task, description=description)
+
+    def drawn(self, done: int) -> None:
+        """``done`` figures drawn, of a number not known before (``bench plot``'s)."""
+        self.bar.update(self.task, description="drawing the figures", completed=done)
 
     def figures(self, done: int, total: int) -> None:
         """A :data:`bench.report.figures.Progress`: ``done`` of ``total`` figures drawn."""
