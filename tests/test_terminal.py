@@ -79,12 +79,23 @@ def report_args(tmp_path) -> list[str]:
 
 
 def test_ctrl_c_during_a_report_is_one_line_from_bench_alone(tmp_path, report_args):
+    """What the user sees. Whether a worker would have spoken depends on when ^C finds it (one drawing hands its
+    error back in silence; one waiting for a figure printed its traceback): the next test holds that it never may."""
     status, seen = on_terminal(report_args, tmp_path, lambda pid, fd: os.write(fd, b"\x03"))  # ^C: every process
     assert status == 130, seen
     words = [line for line in _lines(seen) if not line.startswith(("reading the results", "laying out",
                                                                      "drawing the report's figures"))]
     assert words[-1:] == ["bench: interrupted"] and b"Traceback" not in seen and b"KeyboardInterrupt" not in seen, seen
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_figure_workers_leave_interrupts_to_bench():
+    from bench.report.figures import Painter
+
+    with Painter() as painter:
+        if painter.pool is None:
+            pytest.skip("one CPU: the report draws in its own process")
+        assert painter.pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
 
 
 def test_sigterm_during_a_report_restores_the_cursor(tmp_path, report_args):
