@@ -44,22 +44,19 @@ class Writer:
     writes: str
     suffixes: tuple[str, ...]  # the file names it takes ('/': a directory)
     replaces: Replaces
-
-    @property
-    def force(self) -> bool:
-        return self.replaces is Replaces.OWN
+    among_results: bool = False  # what it writes may lie under results/ (results files; Perfetto timelines beside)
 
 
 WRITERS = (
-    Writer("sweep", "--out", "a new results file, in a directory or named", (".parquet", "/"), Replaces.NEVER),
+    Writer("sweep", "--out", "a new results file, in a directory or named", (".parquet", "/"), Replaces.NEVER, True),
     Writer("claims", "--out", "with --measure: a new results file, as sweep --out", (".parquet", "/"),
-           Replaces.NEVER),
-    Writer("syncs", "--save", "the table's rows as a results file", (".parquet",), Replaces.NEVER),
-    Writer("trace", "--save", "the trace's rows as a results file", (".parquet",), Replaces.NEVER),
+           Replaces.NEVER, True),
+    Writer("syncs", "--save", "the table's rows as a results file", (".parquet",), Replaces.NEVER, True),
+    Writer("trace", "--save", "the trace's rows as a results file", (".parquet",), Replaces.NEVER, True),
     Writer("plot", "--out", "figures (PNG and SVG) into a directory", ("/",), Replaces.OWN),
     Writer("report", "--out", "one HTML file", (".html", ".htm"), Replaces.OWN),
     Writer("trace", "--plot", "the timeline as a figure", (".png", ".svg"), Replaces.OWN),
-    Writer("trace", "--perfetto", "the timeline for Perfetto", (".json",), Replaces.OWN),
+    Writer("trace", "--perfetto", "the timeline for Perfetto", (".json",), Replaces.OWN, True),
 )
 """Every option that writes a file: the policy docs/usage.md's table states (a test holds them together)."""
 
@@ -119,7 +116,7 @@ def owned(path: Path) -> bool:
 def _beside_results(directory: Path, mine: Writer, reads: Sequence[Path]) -> None:
     """Figures and reports never go among results: under results/, or under a directory of results the command
     ``reads``."""
-    if mine.replaces is Replaces.NEVER or mine.option == "--perfetto":
+    if mine.among_results:
         return
     resolved = Path(directory).resolve()
     for home in [RESULTS_HOME, *(path for path in reads if Path(path).is_dir())]:
