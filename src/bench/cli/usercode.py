@@ -117,13 +117,11 @@ def _target(command: str, args: argparse.Namespace):
 
 def _outputs(args: argparse.Namespace) -> None:
     """Check --save, --plot and --perfetto before anything runs or is read."""
-    for option in ("--save", "--plot", "--perfetto"):
-        path = getattr(args, option[2:], None)
-        if path is not None:
-            writes.claim(path, writes.writer(args.command, option), getattr(args, "force", False))
-    named = [path.resolve() for path in (args.save, getattr(args, "plot", None), getattr(args, "perfetto", None))
-             if path is not None]
-    if len(set(named)) < len(named):
+    named = {option: path for option in ("--save", "--plot", "--perfetto")
+             if (path := getattr(args, option[2:], None)) is not None}
+    for option, path in named.items():
+        writes.claim(path, writes.writer(args.command, option), getattr(args, "force", False))
+    if len({path.resolve() for path in named.values()}) < len(named):
         raise UsageError("--save, --plot and --perfetto name the same file; name one file each")
 
 
