@@ -12,17 +12,10 @@ from pathlib import Path
 import pytest
 
 import synthetic
-from paths import WITHOUT_CUDA, with_path
+from commands import ROOT, assert_refused, bench
+from paths import with_path
 
-ROOT = Path(__file__).resolve().parents[1]
 LONG = "n" * 300  # a name over the 255 bytes a file system takes
-
-
-def bench(*args, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": with_path(f"{WITHOUT_CUDA}{os.pathsep}{ROOT / 'src'}"),
-           "BENCH_TEST_LOOKUPS": os.devnull}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture
@@ -37,9 +30,7 @@ OWN = {"README.md": "# mine\n", "notes.txt": "not a results file\n"}  # the user
 
 
 def assert_one_line(done: subprocess.CompletedProcess, fragment: str, here: Path) -> None:
-    lines = done.stderr.splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("bench: error: "), done.stderr
-    assert fragment in lines[0] and "Traceback" not in done.stderr and done.stdout == "", lines[0]
+    assert_refused(done, fragment)
     assert sorted(path.name for path in here.iterdir()) == sorted([*OWN, "r.parquet"])  # nothing written
     assert all((here / name).read_text() == text for name, text in OWN.items())
 
@@ -51,11 +42,11 @@ def assert_one_line(done: subprocess.CompletedProcess, fragment: str, here: Path
     ["sweep", "--list", "--resume", f"{LONG}.parquet"], ["trace", "--merge", f"{LONG}.parquet"],
     ["syncs", "--save", f"{LONG}.parquet", "x.py"]], ids=lambda args: " ".join(args)[:40])
 def test_a_name_too_long_is_one_line(here, args):
-    assert_one_line(bench(*args, cwd=here), "file name too long: 30", here)
+    assert_one_line(bench(*args, cwd=here, without_cuda=True), "file name too long: 30", here)
 
 
 def test_a_target_too_long_is_one_line(here):
-    assert_one_line(bench("syncs", f"{LONG}.py", cwd=here), "File name too long", here)
+    assert_one_line(bench("syncs", f"{LONG}.py", cwd=here, without_cuda=True), "File name too long", here)
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -83,13 +74,13 @@ def test_a_target_too_long_is_one_line(here):
     (["report", "--out", ""], "an empty path names no file"),
 ])
 def test_what_was_taken_silently_is_one_line(here, args, fragment):
-    assert_one_line(bench(*args, cwd=here), fragment, here)
+    assert_one_line(bench(*args, cwd=here, without_cuda=True), fragment, here)
 
 
 def test_what_needs_no_gpu_still_works_without_one(here):
-    listed = bench("sweep", "--list", "--devices", "all", "--experiments", "launch", cwd=here)
+    listed = bench("sweep", "--list", "--devices", "all", "--experiments", "launch", cwd=here, without_cuda=True)
     assert listed.returncode == 0 and "launch" in listed.stdout, listed.stderr
-    shown = bench("env", cwd=here)
+    shown = bench("env", cwd=here, without_cuda=True)
     assert shown.returncode == 0 and "none: " in shown.stdout, shown.stderr
 
 
@@ -129,7 +120,7 @@ def test_a_malformed_results_file_is_one_line(here, change, fragment):
     _rewritten(here / "good.parquet", here / "bad.parquet", **change)
     (here / "good.parquet").unlink()
     for command in (["plot", "bad.parquet"], ["compare", "r.parquet", "bad.parquet"]):  # each reader: store.read
-        done = bench(*command, cwd=here)
+        done = bench(*command, cwd=here, without_cuda=True)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and fragment in done.stderr, done.stderr
     (here / "bad.parquet").unlink()
     assert sorted(path.name for path in here.iterdir()) == sorted([*OWN, "r.parquet"])  # nothing written
@@ -138,7 +129,7 @@ def test_a_malformed_results_file_is_one_line(here, change, fragment):
 def test_a_results_file_whose_name_is_not_utf8_reads(tmp_path):
     name = os.fsdecode(b"run-\xff\xfe.parquet")
     synthetic.write(tmp_path / name, synthetic.launch_records())
-    done = bench("claims", name, "--format", "json", cwd=tmp_path)
+    done = bench("claims", name, "--format", "json", cwd=tmp_path, without_cuda=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
 
@@ -147,10 +138,11 @@ def test_a_tool_file_bench_cannot_read_is_passed_over_with_a_warning(here):
     synthetic.write(here / "runs" / "r.parquet", synthetic.launch_records())
     (here / "runs" / "_syncs").mkdir()
     (here / "runs" / "_syncs" / "junk.parquet").write_text("not parquet")
-    done = bench("report", "runs", "--out", here / "elsewhere.html", cwd=here)
+    done = bench("report", "runs", "--out", here / "elsewhere.html", cwd=here, without_cuda=True)
     assert done.returncode == 0 and done.stderr.startswith("bench: warning: skipped a file: "), done.stderr
     assert done.stderr.count("\n") == 1 and "junk.parquet" in done.stderr
-    assert bench("report", "runs", "--out", here / "strict.html", "--strict", cwd=here).returncode == 2
+    strict = bench("report", "runs", "--out", here / "strict.html", "--strict", cwd=here, without_cuda=True)
+    assert strict.returncode == 2
 
 
 def test_warnings_are_bench_lines_and_drawing_says_nothing(here):
@@ -165,7 +157,7 @@ def test_warnings_are_bench_lines_and_drawing_says_nothing(here):
             table = table.set_column(index, field, pa.array([odd[i % 5] for i in range(len(table))], field.type))
     pq.write_table(table, here / "odd.parquet")
     for command in (["plot", "odd.parquet", "--out", "figures"], ["report", "odd.parquet", "--out", "o.html"]):
-        done = bench(*command, cwd=here)
+        done = bench(*command, cwd=here, without_cuda=True)
         assert done.returncode == 0, done.stderr
         assert all(line.startswith("bench: warning: ") for line in done.stderr.splitlines()), done.stderr
         assert "\x1b" not in done.stderr + done.stdout and "\x07" not in done.stderr + done.stdout
@@ -175,19 +167,17 @@ def test_the_figures_of_gpus_with_long_names_are_drawn(here):
     rows = [{**row, "gpu_name": "G" * 300, "gpu_uuid": uuid} for uuid in ("GPU-1111aaaa", "GPU-2222bbbb")
             for row in synthetic.launch_records()]
     synthetic.write(here / "two.parquet", rows)
-    done = bench("plot", "two.parquet", "--out", "figures", cwd=here)
+    done = bench("plot", "two.parquet", "--out", "figures", cwd=here, without_cuda=True)
     assert done.returncode == 0 and len(list((here / "figures").iterdir())) == 2, done.stderr
 
 
 def test_a_path_is_written_as_it_is_never_as_markup(here):
-    done = bench("report", "r.parquet", "--out", "[red]x.html", cwd=here)
+    done = bench("report", "r.parquet", "--out", "[red]x.html", cwd=here, without_cuda=True)
     assert done.returncode == 0 and done.stdout == "wrote [red]x.html\n", done.stderr
 
 
 def test_env_shows_what_the_environment_holds_escaped(here):
-    done = subprocess.run([sys.executable, "-m", "bench", "env"], cwd=here, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")),
-                               "BENCH_GIT_COMMIT": "\x1b[31mX\x9b"}, timeout=120)
+    done = bench("env", cwd=here, BENCH_GIT_COMMIT="\x1b[31mX\x9b")
     assert done.returncode == 0 and "\\x1b[31mX\\x9b" in done.stdout and "\x1b" not in done.stdout, done.stdout
 
 

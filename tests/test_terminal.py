@@ -9,7 +9,6 @@ import pty
 import re
 import select
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import synthetic
-from paths import WITHOUT_CUDA, with_path
+from commands import bench
+from paths import with_path
 from test_compare import driver_update
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,12 +108,6 @@ def test_sigterm_during_a_report_restores_the_cursor(tmp_path, report_args):
 
 # --- pipes --------------------------------------------------------------------------------------------------------
 
-def bench(*args, cwd: Path, **env) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src")), **env}
-    return subprocess.run([sys.executable, "-m", "bench", *map(str, args)], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=DEADLINE_S)
-
-
 @pytest.fixture
 def two_runs(tmp_path) -> Path:
     old, new = driver_update()
@@ -133,9 +127,7 @@ def test_piped_output_is_plain_lines(two_runs):
     listed = bench("sweep", "--list", cwd=two_runs, COLUMNS="80")
     assert not [line for line in listed.stdout.splitlines() if line != line.rstrip()]
     out = long / "report.html"
-    with_figures = bench("report", "old.parquet", "--out", out, cwd=two_runs, COLUMNS="80",
-                         PYTHONPATH=with_path(f"{WITHOUT_CUDA}{os.pathsep}{ROOT / 'src'}"),
-                         BENCH_TEST_LOOKUPS=str(two_runs / "lookups"))
+    with_figures = bench("report", "old.parquet", "--out", out, cwd=two_runs, without_cuda=True, COLUMNS="80")
     assert with_figures.returncode == 0 and with_figures.stdout == f"wrote {out}\n", with_figures.stderr
 
 

@@ -7,37 +7,22 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import synthetic
+from commands import ROOT, assert_refused, bench
 from bench import plots, writes
 from bench.cli.parser import parser
 from bench.trace import save
 from bench.usercode.trace.perfetto import encoded
 from bench.writes import WRITERS, Replaces
 from blank_figures import blank_figures
-from paths import with_path
 from test_trace_multigpu import GPU0, GPU0_CALLS, traced
 
-ROOT = Path(__file__).resolve().parents[1]
 USAGE = ROOT / "docs" / "usage.md"
 FOREIGN = "# my notes\nnothing of bench's\n"
-
-
-def bench(*args, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": with_path(str(ROOT / "src"))}
-    return subprocess.run([sys.executable, "-m", "bench", *map(str, args)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def refused(done: subprocess.CompletedProcess, fragment: str) -> None:
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("bench: error: "), done.stderr
-    assert fragment in lines[0] and done.stdout == "", lines[0]
 
 
 def tree(directory: Path) -> dict[str, bytes | None]:
@@ -114,8 +99,9 @@ def test_report_never_replaces_what_it_did_not_write(results):
     (results / "README.md").write_text(FOREIGN)
     (results / "notes.html").write_text(FOREIGN)
     before = tree(results)
-    refused(bench("report", "r.parquet", "--out", "README.md", cwd=results), "README.md is not a .html or .htm file")
-    refused(bench("report", "r.parquet", "--out", "notes.html", cwd=results),
+    assert_refused(bench("report", "r.parquet", "--out", "README.md", cwd=results),
+                   "README.md is not a .html or .htm file")
+    assert_refused(bench("report", "r.parquet", "--out", "notes.html", cwd=results),
             "notes.html exists and bench did not write it; bench replaces only its own files (--force replaces it)")
     assert tree(results) == before
 
@@ -144,21 +130,21 @@ def test_a_report_never_goes_among_results_nor_makes_a_stranger_directory(result
     (results / "here").mkdir()
     synthetic.write(results / "here" / "h.parquet", synthetic.launch_records())
     before = tree(results)
-    refused(bench("report", "r.parquet", "here", "--out", out, cwd=results), fragment)
+    assert_refused(bench("report", "r.parquet", "here", "--out", out, cwd=results), fragment)
     assert tree(results) == before and not Path("/nonexistent-bench-dir").exists()
 
 
 def test_plot_makes_only_the_directory_it_names_and_replaces_only_its_own_figures(results):
     before = tree(results)
-    refused(bench("plot", "r.parquet", "--out", "a/b", cwd=results), "a/ does not exist; bench makes no directory "
-                                                                       "but a/b/ and its own")
-    refused(bench("plot", "r.parquet", "--out", "results", cwd=results), "results/ is a directory of results")
+    assert_refused(bench("plot", "r.parquet", "--out", "a/b", cwd=results),
+                   "a/ does not exist; bench makes no directory but a/b/ and its own")
+    assert_refused(bench("plot", "r.parquet", "--out", "results", cwd=results), "results/ is a directory of results")
     assert tree(results) == before
     with blank_figures():
         assert bench("plot", "r.parquet", "--out", "figures", cwd=results).returncode == 0
         drawn = sorted((results / "figures").iterdir())
         drawn[0].write_text(FOREIGN)
-        refused(bench("plot", "r.parquet", "--out", "figures", cwd=results), "bench did not write it")
+        assert_refused(bench("plot", "r.parquet", "--out", "figures", cwd=results), "bench did not write it")
         assert drawn[0].read_text() == FOREIGN
         assert bench("plot", "r.parquet", "--out", "figures", "--force", cwd=results).returncode == 0
     assert writes.made_by_bench(drawn[0])
@@ -176,7 +162,7 @@ def test_trace_outputs_follow_the_policy(tmp_path):
                            (["--save", rank], "already exists; bench never replaces a results file"),
                            (["--save", "s.parquet", "--plot", "s.parquet"], "is not a .png or .svg file"),
                            (["--perfetto", "t2.json", "--plot", "no/such/dir/t.png"], "no/ does not exist")):
-        refused(bench("trace", "--merge", rank, *args, cwd=tmp_path), fragment)
+        assert_refused(bench("trace", "--merge", rank, *args, cwd=tmp_path), fragment)
     assert tree(tmp_path) == before
     done = bench("trace", "--merge", rank, "--perfetto", "t.json", "--force", cwd=tmp_path)
     assert done.returncode == 0 and writes.made_by_bench(tmp_path / "t.json"), done.stderr
@@ -200,11 +186,12 @@ def test_a_pipe_is_refused_unopened(tmp_path):
     (tmp_path / "d").mkdir()
     os.mkfifo(tmp_path / "d" / "g.parquet")
     for command in ("report", "plot", "claims"):
-        refused(bench(command, "f.parquet", cwd=tmp_path, timeout=60), "f.parquet: it is a pipe, not a regular file")
+        assert_refused(bench(command, "f.parquet", cwd=tmp_path, timeout=60),
+                       "f.parquet: it is a pipe, not a regular file")
     done = bench("report", "d", cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "it is a pipe" in done.stderr and len(done.stderr.splitlines()) == 2
-    refused(bench("report", "d", "--strict", cwd=tmp_path, timeout=60), "d/g.parquet: it is a pipe")
-    refused(bench("compare", "f.parquet", "d", cwd=tmp_path, timeout=60), "it is a pipe")
+    assert_refused(bench("report", "d", "--strict", cwd=tmp_path, timeout=60), "d/g.parquet: it is a pipe")
+    assert_refused(bench("compare", "f.parquet", "d", cwd=tmp_path, timeout=60), "it is a pipe")
 
 
 # --- the docs' examples ----------------------------------------------------------------------------------------------
