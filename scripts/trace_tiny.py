@@ -2,11 +2,14 @@
 the GPU idle again, as ``bench trace`` times its runs) and its GPU time (CUDA events around it), untraced and traced,
 paired round by round, each case and variant in a process of its own.
 
-    python scripts/trace_tiny.py OUT.json [--cases LIBRARY:KERNELS,...] [--rounds N] [--variants bench,records]
+    python scripts/trace_tiny.py OUT.json [--cases LIBRARY:KERNELS,...] [--rounds N] [--variants bench,records,cupti]
 
 Regions: ``torch`` (``x.add_(1)`` on a 1-element tensor, KERNELS times: launch-bound, as a user's small ops are) and
 ``cupy`` (``x += 1`` on a 1-element array). Variants: ``bench`` (bench trace's default: records and the driver-call
-callbacks) and ``records`` (records only, ``--no-lines``). Each child also counts the buffers CUPTI handed back while
+callbacks), ``records`` (records only, ``--no-lines``) and ``cupti``: CUPTI alone, the floor bench is held to, a
+bare activity session of cupti-python's own API recording the same kinds (kernels, copies, memsets) into buffers large
+enough that none completes while a region runs, taken before the region starts (as bench's recorder takes its
+own), and none of bench's code. Each child also counts the buffers CUPTI handed back while
 a region ran. Rounds: ``--rounds`` for regions of up to 4,000 kernels, a third of them (at least 11) above. Run it
 with an older ``src`` on ``PYTHONPATH`` to measure before a change on the same machine.
 """
@@ -22,8 +25,54 @@ import sys
 import time
 from pathlib import Path
 
-CASES = "torch:4000,cupy:4000,torch:40000"
-VARIANTS = ("bench", "records")
+CASES = "torch:4000,cupy:4000,torch:40000,cupy:40000"
+VARIANTS = ("bench", "records", "cupti")
+BARE_BUFFER_BYTES = 64 << 20  # the bare session's buffers: a region of 40,000 kernels fills under a fifth of one
+
+
+class BareCupti:
+    """CUPTI's activity API alone, through cupti-python: the same record kinds as bench's recorder, enabled for a
+    region and flushed after it; what bench's recorder is compared with."""
+
+    def __init__(self) -> None:
+        from cupti import cupti
+
+        self.cupti = cupti
+        self.kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+        self.kernels = 0
+        self.scratch = None
+
+        def completed(activities) -> None:  # counted as completions by child()'s wrapper of the registration
+            self.kernels += sum(int(a.kind) == int(self.kinds[0]) for a in activities)
+
+        cupti.activity_register_callbacks(lambda: (BARE_BUFFER_BYTES, 0), completed)
+
+    def start(self) -> None:
+        """Enable the kinds, and have CUPTI take its buffer now (a 4-byte memset's record), not in the region."""
+        from cupy.cuda import runtime
+
+        for kind in self.kinds:
+            self.cupti.activity_enable(kind)
+        if self.scratch is None:
+            self.scratch = runtime.malloc(4)
+        runtime.memset(self.scratch, 0, 4)
+        runtime.deviceSynchronize()
+
+    def synchronize(self) -> None:
+        from bench.usercode import activity
+
+        activity.synchronize_used()
+
+    def stop(self) -> int:
+        """The kernel records of the region."""
+        self.cupti.activity_flush_all(1)
+        for kind in self.kinds:
+            self.cupti.activity_disable(kind)
+        found, self.kernels = self.kernels, 0
+        return found
+
+    def close(self) -> None:
+        pass
 
 
 def region(library: str, kernels: int):
@@ -81,7 +130,8 @@ def child(library: str, variant: str, kernels: int, rounds: int) -> dict:
 
         buffers.Pool.completed = counted_pool
     run, make, elapsed = region(library, kernels)
-    recorder = activity.open_recorder(calls=variant != "records")
+    recorder = BareCupti() if variant == "cupti" else activity.open_recorder(
+        calls=variant != "records")
     host = {"untraced": [], "traced": []}
     gpu = {"untraced": [], "traced": []}
     records: list[int] = []
@@ -100,7 +150,8 @@ def child(library: str, variant: str, kernels: int, rounds: int) -> dict:
         host_ms = (time.perf_counter() - began) * 1e3
         in_region[0] = False
         if traced:
-            records.append(sum(str(a.op) == "kernel" for a in recorder.stop().activities))
+            stopped = recorder.stop()
+            records.append(stopped if variant == "cupti" else sum(str(a.op) == "kernel" for a in stopped.activities))
         mode = "traced" if traced else "untraced"
         host[mode].append(host_ms)
         gpu[mode].append(elapsed(start, end))

@@ -21,8 +21,10 @@ from clone_site.blank_painting import blank_compact, blank_render
 def blank_figures() -> Iterator[None]:
     """Every report and every ``bench plot`` made meanwhile in this process paints its figures blank, the report
     building them here, as a machine of one CPU does: with nothing to draw, worker processes would only add the cost
-    of sending them each GPU's rows. The workers are tested where the report draws for real."""
+    of sending them each GPU's rows. The workers are tested where the report draws for real. bench's cache is off
+    meanwhile: blank figures are never kept for a real report to find."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BENCH_CACHE_DIR", "off")  # blank figures are never kept, nor a report of them
         patch.setattr("bench.report.figures.compact", blank_compact)
         patch.setattr("bench.plots.render", blank_render)
         patch.setattr("bench.report.figures._workers", lambda: 1)

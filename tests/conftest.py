@@ -1,7 +1,10 @@
 import contextlib
 import fcntl
 import gc
+import os
+import shutil
 import subprocess
+import tempfile
 import warnings
 
 import pytest
@@ -17,6 +20,28 @@ def _gpu_count() -> int:
     from cupy.cuda import runtime  # counting creates no CUDA context
 
     return runtime.getDeviceCount()
+
+
+_CACHE = pytest.StashKey[tuple]()  # (BENCH_CACHE_DIR as it was or None, the session's cache directory)
+
+
+def pytest_configure(config):
+    """bench's cache (:mod:`bench.cache`) in a directory of this process's own for the session, never the user's
+    ~/.cache: the commands tests run here and in child processes (which inherit the environment) keep their entries
+    there; it is removed at the session's end."""
+    config.stash[_CACHE] = (os.environ.get("BENCH_CACHE_DIR"), tempfile.mkdtemp(prefix="bench-cache-"))
+    os.environ["BENCH_CACHE_DIR"] = config.stash[_CACHE][1]
+
+
+def pytest_unconfigure(config):
+    if _CACHE not in config.stash:
+        return
+    given, made = config.stash[_CACHE]
+    shutil.rmtree(made, ignore_errors=True)
+    if given is None:
+        os.environ.pop("BENCH_CACHE_DIR", None)
+    else:
+        os.environ["BENCH_CACHE_DIR"] = given
 
 
 def pytest_collection_modifyitems(config, items):

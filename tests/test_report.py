@@ -361,6 +361,7 @@ def test_report_shows_its_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
     from bench.report import bar
 
     monkeypatch.setattr(bar, "AFTER_S", 0)
+    monkeypatch.setenv("BENCH_CACHE_DIR", "off")  # each run makes its report: a report kept from before draws nothing
     synthetic.write(tmp_path / "r.parquet", synthetic.launch_records())
     with blank_figures():  # what the terminal shows is tested
         assert cli.main(["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")]) == 0

@@ -2,7 +2,7 @@
 
 Experiment modules are also read by the analysis commands (``plot``, ``report``, ``compare``, ``claims``), which must
 work without CuPy or numba-cuda. They therefore reach CUDA through these stand-ins: ``runtime.memcpyAsync(...)``
-imports ``cupy.cuda.runtime`` the first time an attribute is read, and is the real function from then on.
+imports CuPy's runtime module the first time an attribute is read, and is the real function from then on.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ class LazyModule(types.ModuleType):
 
 cupy = LazyModule("cupy")
 cupyx = LazyModule("cupyx")
-runtime = LazyModule("cupy.cuda.runtime")
+# cupy.cuda.runtime's very functions, without importing CuPy itself (half a second): a tool that needs only the
+# runtime (a trace of PyTorch code) never imports CuPy
+runtime = LazyModule("cupy_backends.cuda.api.runtime")
 numba_cuda = LazyModule("numba.cuda")
 kernels = LazyModule("bench.measure.kernels")  # numba-cuda kernels: compiling them needs numba
 

@@ -50,7 +50,7 @@ def no_gpu_reason() -> str | None:
     if reason:
         return reason
     try:
-        from cupy.cuda import runtime
+        from cupy_backends.cuda.api import runtime  # cupy.cuda.runtime, without importing CuPy
 
         if runtime.getDeviceCount() > 0:
             return None
@@ -274,7 +274,7 @@ def parse_cpu_ranges(text: str) -> list[int]:
 
 def collect(device: int = 0) -> Environment:
     """Read the environment of CUDA device ``device`` (needs a GPU)."""
-    from cupy.cuda import runtime
+    from cupy_backends.cuda.api import runtime
 
     properties = runtime.getDeviceProperties(device)
     pci_bus_id = runtime.deviceGetPCIBusId(device)
@@ -329,12 +329,17 @@ def host_memory_available() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def use_device(device: int) -> None:
-    """Make ``device`` current for CuPy and numba-cuda in this process."""
-    from bench.cuda import numba_cuda, runtime
+def use_device(device: int, load_numba: bool = True) -> None:
+    """Make ``device`` current for CuPy and numba-cuda in this process. ``load_numba=False`` tells numba-cuda only
+    where it is loaded already (its import takes most of a second): loaded later, it works in the calling thread's
+    current context, the runtime's device's, as it finds it."""
+    import sys
+
+    from bench.cuda import runtime
 
     runtime.setDevice(device)
-    numba_cuda.select_device(device)
+    if load_numba or "numba.cuda" in sys.modules:
+        importlib.import_module("numba.cuda").select_device(device)
 
 
 def gpu_count() -> int:
@@ -352,10 +357,24 @@ def gpu_count() -> int:
 def gpu_environment(device: int) -> Environment:
     """The environment of ``device``, read without creating a CUDA context in this process. UsageError when there
     is no such GPU."""
+    _existing(device)
+    return collect(device)
+
+
+def gpu_name(device: int) -> str:
+    """The name of GPU ``device`` (what a tool's answer says it ran on), read without NVML, git or the libraries'
+    versions. UsageError when there is no such GPU."""
+    from cupy_backends.cuda.api import runtime
+
+    _existing(device)
+    name = runtime.getDeviceProperties(device)["name"]
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def _existing(device: int) -> None:
     count = gpu_count()
     if not 0 <= device < count:
         raise UsageError(f"--device {device}: {count} GPU(s) visible, ordinals 0..{count - 1}")
-    return collect(device)
 
 
 # NVML clock-event ("throttle") reasons that slow the GPU below what the workload asks for. Idle, the application

@@ -6,8 +6,9 @@ its version is read. What else names libraries derives from these records: the c
 environment's and the rows' version columns (:mod:`bench.env`, :mod:`bench.schema`); a test holds ``pyproject.toml``'s
 extras to them.
 
-Imports nothing of bench but the distribution's name, and no library: a record reaches its library only when one of
-its functions runs, so that the analysis side reads the records without CuPy, numba-cuda, PyTorch or JAX.
+Imports nothing of bench but the distribution's name (and the cache, where versions are read), and no library: a
+record reaches its library only when one of its functions runs, so that the analysis side reads the records without
+CuPy, numba-cuda, PyTorch or JAX.
 """
 
 from __future__ import annotations
@@ -98,9 +99,29 @@ class Library:
 
 @functools.cache
 def distributions() -> Mapping[str, list[str]]:
-    """Top-level module -> the installed distributions providing it (scans every installed package: once per
-    process; the sweep's fork server reads it for every experiment process)."""
-    return importlib.metadata.packages_distributions()
+    """Top-level module -> the installed distributions providing it. Scanning every installed package takes most of
+    a second where many are: done once per process, and kept (:mod:`bench.cache`) under the import path's
+    directories and the time each last changed (installing or removing a package changes its directory's)."""
+    import json
+
+    from bench import cache
+
+    places = []
+    for entry in sys.path:
+        try:
+            places.append(f"{entry} {os.stat(entry or '.').st_mtime_ns}")
+        except OSError:
+            places.append(f"{entry} absent")
+    entry = cache.key("distributions", places)
+    kept = cache.get(entry)
+    if kept is not None:
+        try:
+            return json.loads(kept)
+        except ValueError:
+            pass
+    found = importlib.metadata.packages_distributions()
+    cache.put(entry, json.dumps(found).encode())
+    return found
 
 
 def distribution_version(*modules: str) -> str:

@@ -4,7 +4,8 @@ children (PYTHONPATH carries it; the report's figure workers among them). It mak
 uninstalled, as after ``pip install -e .`` alone, and writes a line to ``$BENCH_TEST_LOOKUPS`` when the interpreter
 starts and whenever it looks for one of them. The figures are built by their views as ever, then painted blank (a
 one-colour PNG of the figure's size, an empty SVG): the commands, not the pixels, are what the tests look at;
-tests/test_report.py and tests/test_plots.py draw figures for real."""
+tests/test_report.py and tests/test_plots.py draw figures for real. What bench keeps (its cache) lies in a directory
+of its own, below the one given: a report or figure painted blank is never found where real ones are kept."""
 
 import importlib.abc
 import os
@@ -62,6 +63,9 @@ class Hide:
         return getattr(self.finder, name)
 
 
+BLANK_CACHE = "blank-painted"  # what is kept of figures painted blank lies apart: never found by a real painting
+if os.environ.get("BENCH_CACHE_DIR", "off") != "off":
+    os.environ["BENCH_CACHE_DIR"] = os.path.join(os.environ["BENCH_CACHE_DIR"], BLANK_CACHE)
 for loaded in [name for name in sys.modules if name.split(".")[0] in HIDDEN]:
     del sys.modules[loaded]  # a .pth file may have imported a namespace package already
 sys.meta_path[:] = [Hide(finder) if hasattr(finder, "find_spec") else finder for finder in sys.meta_path]

@@ -25,6 +25,7 @@ from bench.cli import streams
 from bench.cli.parser import COMMANDS
 from bench.cli.parser import parser as _parser
 from bench.errors import UsageError
+from bench.timing import phases
 from bench.escape import terminal, warnings_as_lines
 
 
@@ -38,7 +39,13 @@ def _version() -> str:
         return f"bench {bench.__version__} (not installed: {Path(bench.__file__).parent})"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, began: float | None = None) -> int:
+    """The command's exit status; ``began``: the ``perf_counter`` at bench's first line (``-v`` counts the
+    interpreter's start and bench's imports from it)."""
+    if began is not None:
+        phases.started(began)
+    else:
+        phases.restarted()
     streams.open_streams()
     streams.encode_plainly()
     warnings_as_lines()
@@ -76,14 +83,26 @@ def _answered(argv: list[str]) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    parser = _parser()
-    args = parser.parse_args(values_kept(argv, ("--sizes",)) if argv[:1] == ["sweep"] else argv)
+    with phases.phase(phases.IMPORTS):
+        args = _parser().parse_args(values_kept(argv, ("--sizes",)) if argv[:1] == ["sweep"] else argv)
     if args.version:
         print(_version())
         return 0
     if args.command is None:  # bare `python -m bench`: a mistake, with where to look
         raise UsageError(f"name a command: {COMMANDS} (python -m bench --help says what each does)")
-    return args.handler(args, streams.console())
+    status = args.handler(args, streams.console())
+    if getattr(args, "verbose", False):
+        _say_phases()
+    return status
+
+
+def _say_phases() -> None:
+    """Where the command's seconds went (``-v``), one phase a line on stderr, the longest first."""
+    found = phases.command_phases()
+    total = sum(each.seconds for each in found)
+    _say(f"bench: {total:.2f} s in all, by phase:")
+    for each in sorted(found, key=lambda each: -each.seconds):
+        _say(f"bench: {each.seconds:7.3f} s {each.seconds / total if total else 0:4.0%} {each.name}")
 
 
 def _say(line: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.arguments import ordinal
 from bench.errors import UsageError
 from bench.escape import terminal
+from bench.timing.phases import IMPORTS, phase
 
 RESULTS_DIR = Path("results")
 PLOTS_DIR = Path("plots/local")  # plot and report write here: git ignores it (docs cite scripts/doc_figures.py's)
@@ -33,7 +34,9 @@ class Handler:
     function: str
 
     def __call__(self, args: argparse.Namespace, console):
-        return getattr(import_module(f"bench.cli.{self.module}"), self.function)(args, console)
+        with phase(IMPORTS):
+            function = getattr(import_module(f"bench.cli.{self.module}"), self.function)
+        return function(args, console)
 
 
 NAME_MAX, PATH_MAX = 255, 4095  # bytes a file name and a path may have (Linux's)
@@ -117,6 +120,11 @@ def add_strict(command: argparse.ArgumentParser) -> None:
     command.add_argument("--strict", action="store_true",
                          help="stop at a results file in a directory that bench cannot read (default: skip it "
                               "with a warning)")
+
+
+def add_verbose(command: argparse.ArgumentParser) -> None:
+    command.add_argument("-v", "--verbose", action="store_true",
+                         help="also say on stderr where the seconds went, phase by phase")
 
 
 def add_target(command: argparse.ArgumentParser) -> None:

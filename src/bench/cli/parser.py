@@ -7,7 +7,8 @@ import argparse
 
 from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
 from bench.cli.options import (PLOTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
-                               add_outputs, add_strict, add_target, devices, path, positive_int, positive_number)
+                               add_outputs, add_strict, add_target, add_verbose, devices, path, positive_int,
+                               positive_number)
 from bench.usercode.defaults import DEFAULT_RUNS, DEFAULT_SETTLE_MS, DEFAULT_SPIN_MS
 from bench.usercode.tools import saved
 
@@ -132,9 +133,11 @@ def _reading(commands: argparse._SubParsersAction) -> None:
                         help="the HTML file to write (default plots/local/report.html)")
     add_gpu(report)
     add_force(report)
+    for command in (plot, report):
+        add_verbose(command)
     for name, reading in (("plot", plot), ("claims", claims), ("compare", compare), ("report", report)):
         add_strict(reading)
-        reading.set_defaults(handler=Handler("results", f"{name}_command"))
+        reading.set_defaults(handler=Handler("reporting" if name == "report" else "results", f"{name}_command"))
 
 
 def _listed(words: list[str]) -> str:
@@ -152,6 +155,7 @@ def _probe(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--spin-ms", type=positive_number, default=DEFAULT_SPIN_MS,
                        help=f"hold (spin) length (default {DEFAULT_SPIN_MS:g})")
     add_device(probe)
+    add_verbose(probe)
     probe.set_defaults(handler=Handler("usercode", "probe_command"))
 
 
@@ -165,6 +169,7 @@ def _syncs(commands: argparse._SubParsersAction) -> None:
     add_outputs(syncs, "a table")
     syncs.add_argument("--no-cuda-calls", action="store_true", help="do not name CUDA calls with CUPTI")
     add_device(syncs)
+    add_verbose(syncs)
     syncs.set_defaults(handler=Handler("usercode", "syncs_command"))
 
 
@@ -192,4 +197,5 @@ def _trace(commands: argparse._SubParsersAction) -> None:
                        help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("
                             "save=..., rank=...) under torchrun) and show, --save, --plot or --perfetto them as one, "
                             "each GPU's numbers and the whole; needs no GPU")
+    add_verbose(trace)
     trace.set_defaults(handler=Handler("usercode", "trace_command"))

@@ -21,6 +21,7 @@ from bench.experiments import registry
 from bench.report import figures
 from bench.report.bar import DelayedBar
 from bench.sweep.plan import Request
+from bench.timing.phases import phase
 from bench.usercode.tools import saved
 from bench.usercode.trace.compare import is_trace
 from bench.usercode.trace.compare_text import compared
@@ -141,32 +142,34 @@ def _spread_record(args: argparse.Namespace, old, new, schema):
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def report_command(args: argparse.Namespace, console: Console) -> int:
+def made_report(args: argparse.Namespace, sources: list[Path]) -> tuple[bytes, bool]:
+    """Read the ``sources`` and write the report to --out: its bytes, and whether a file was passed over with a
+    warning (such a report is not kept: the next run warns again)."""
     experiments = registry()
-    sources = args.results or [RESULTS_DIR]
-    if args.out.is_dir():
-        raise UsageError(f"--out: {args.out} is a directory; name the HTML file to write")
-    writes.claim(args.out, writes.writer("report", "--out"), args.force, sources)
     figures.warm_up()  # the figures' workers get ready while the results are read
+    warned = []
+    skipped = unreadable(args)
+    on_unreadable = None if skipped is None else lambda error: (warned.append(error), skipped(error))
     with DelayedBar(streams.console(stderr=True)) as bar:  # on a terminal, once it has taken 2 s
-        frames = [store.read_any(source, store.suite_schema(experiments), unreadable(args)) for source in sources]
-        for source, frame in zip(sources, frames):
-            if not len(frame):
-                raise UsageError(f"{source} holds no result rows")
-        rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
-        tables: dict = {}
-        for source in sources:
-            for name, table in store.side_tables_any(source, unreadable(args)).items():
-                tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
-        chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
-        found = {tool.name: _saved(sources, tool.table, chosen, unreadable(args)) for tool in saved()}
+        with phase("reading the results"):
+            frames = [store.read_any(source, store.suite_schema(experiments), on_unreadable) for source in sources]
+            for source, frame in zip(sources, frames):
+                if not len(frame):
+                    raise UsageError(f"{source} holds no result rows")
+            rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
+            tables: dict = {}
+            for source in sources:
+                for name, table in store.side_tables_any(source, on_unreadable).items():
+                    tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
+            chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
+            found = {tool.name: _saved(sources, tool.table, chosen, on_unreadable) for tool in saved()}
         bar.doing("laying out the report")
         names = ", ".join(str(source) for source in sources)
-        written = report.write(rows, tables, args.out, experiments,
-                               source=names if len(sources) < 4 else f"{len(sources)} sources", tools=found,
-                               progress=bar.figures)
-    console.print(terminal(f"wrote {written}"), highlight=False, markup=False)
-    return 0
+        document = report.render(rows, tables, experiments,
+                                 source=names if len(sources) < 4 else f"{len(sources)} sources", tools=found,
+                                 progress=bar.figures).encode("utf-8")
+    writes.write_bytes(args.out, document)
+    return document, bool(warned)
 
 
 def _saved(sources: list[Path], table: str, chosen: list[analysis.Gpu] | None,

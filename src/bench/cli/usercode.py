@@ -10,27 +10,24 @@ import runpy
 import sys
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 
-from bench import plots, store, writes
+from bench import writes
 from bench.arguments import missing_function, no_target, require_gpu, split_target
 from bench.cli.options import RESULTS_DIR, warn
-from bench.env import gpu_environment, use_device
+from bench.env import gpu_environment, gpu_name, use_device
 from bench.errors import UsageError
 from bench.escape import terminal_lines
-from bench.experiments import registry
-from bench.timing import MeasurementFailed
+from bench.timing import MeasurementFailed, phase
 from bench.usercode.activity import TraceUnavailable
 from bench.usercode.defaults import DEFAULT_RUNS
 from bench.usercode.probe import probe
 from bench.usercode.syncs.run import syncs
 from bench.usercode.tools import tool
-from bench.usercode.trace.merge import merged_files
-from bench.usercode.trace.perfetto import encoded
 from bench.usercode.trace.run import trace
 
 SYNCS, TRACE = tool("syncs"), tool("trace")
+TARGET_IMPORT, WRITING = "your module's import", "drawing and writing files"
 
 
 def _function(command: str, target: str):
@@ -86,15 +83,15 @@ def _script(path: Path, arguments: list[str], command: str = "syncs"):
 def probe_command(args: argparse.Namespace, console: Console) -> int:
     split_target("probe", args.target)
     require_gpu("probe")  # before the user's module is imported: importing runs it
-    function = _function("probe", args.target)
-    environment = gpu_environment(args.device)
-    use_device(args.device)
+    with phase(TARGET_IMPORT):
+        function = _function("probe", args.target)
+    name = _named(args.device)
     stream = {"all": None, "default": 0, "per-thread": 2}[args.stream]
     try:
         result = probe(function, stream=stream, spin_ms=args.spin_ms)
     except MeasurementFailed as error:
         raise UsageError(f"probe: {error}") from None
-    console.print(f"{args.target} on {environment.gpu_name}: {result}", highlight=False, soft_wrap=True, markup=False)
+    console.print(f"{args.target} on {name}: {result}", highlight=False, soft_wrap=True, markup=False)
     return 0
 
 
@@ -112,7 +109,24 @@ def _target(command: str, args: argparse.Namespace):
         raise UsageError(f"{command}: {args.target} is not a file")
     _outputs(args)
     require_gpu(command)
-    return _script(Path(args.target), args.script_args, command) if script else _function(command, args.target)
+    if script:
+        return _script(Path(args.target), args.script_args, command)
+    with phase(TARGET_IMPORT):
+        return _function(command, args.target)
+
+
+def _named(device: int) -> str:
+    """The GPU's name, ``device`` made current (the CUDA context made where the target has not); its whole
+    environment (git, NVML, versions) is read only for --save."""
+    with phase("CUDA start"):
+        name = gpu_name(device)
+        use_device(device, load_numba=False)
+    return name
+
+
+def _environment(device: int):
+    with phase("the GPU's environment, for --save"):
+        return gpu_environment(device)
 
 
 def _outputs(args: argparse.Namespace) -> None:
@@ -127,15 +141,16 @@ def _outputs(args: argparse.Namespace) -> None:
 
 def syncs_command(args: argparse.Namespace, console: Console) -> int:
     function = _target("syncs", args)
-    environment = gpu_environment(args.device)
-    use_device(args.device)
+    name = _named(args.device)
     try:
         found = syncs(function, settle_ms=args.settle_ms, cuda_calls=not args.no_cuda_calls)
     except MeasurementFailed as error:  # the hold could not fill this GPU (shared, MPS): one line
         raise UsageError(f"syncs: {error}") from None
     if args.save is not None:
-        SYNCS.save([(args.target, found)], environment, args.save)
-    _show(args, console, found, f"{args.target} on {environment.gpu_name}: ")
+        environment = _environment(args.device)
+        with phase(WRITING):
+            SYNCS.save([(args.target, found)], environment, args.save)
+    _show(args, console, found, f"{args.target} on {name}: ")
     return 0
 
 
@@ -146,16 +161,20 @@ def trace_command(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"--results: {args.results} does not exist")
     function = _target("trace", args)
     device = args.device or 0
-    environment = gpu_environment(device)
-    use_device(device)
-    results = _reference_rows(args.results or RESULTS_DIR)
+    name = _named(device)
+
+    def results():  # read only where a pageable copy needs a reference
+        with phase("reading results/ for pinned references"):
+            return _reference_rows(args.results or RESULTS_DIR)
+
     try:
         found = trace(function, runs=args.runs or DEFAULT_RUNS, results=results, target=args.target,
                       lines=not args.no_lines)
     except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
         raise UsageError(f"trace: {error}") from None
-    _trace_outputs(args, found, args.target, f"{args.target} on {environment.gpu_name}", environment)
-    _show(args, console, found, f"{args.target} on {environment.gpu_name}:\n")
+    environment = _environment(device) if args.save is not None else None
+    _trace_outputs(args, found, args.target, f"{args.target} on {name}", environment)
+    _show(args, console, found, f"{args.target} on {name}:\n")
     return 0
 
 
@@ -168,6 +187,8 @@ def _merge_traces(args: argparse.Namespace, console: Console) -> int:
         if given is not None:
             raise UsageError(f"trace --merge takes no {option}: it traces nothing, it reads the traces the ranks saved")
     _outputs(args)
+    from bench.usercode.trace.merge import merged_files
+
     found = merged_files(args.merge)
     title = f"{found.target}, {len(args.merge)} trace{'s' * (len(args.merge) != 1)} merged"
     _trace_outputs(args, found, found.target, title, None)
@@ -177,11 +198,22 @@ def _merge_traces(args: argparse.Namespace, console: Console) -> int:
 
 def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, environment) -> None:
     """Write what --plot, --perfetto and --save ask of a trace (``environment``: the GPU's; None: the ranks')."""
+    with phase(WRITING):
+        _write_trace(args, found, target, title, environment)
+
+
+def _write_trace(args: argparse.Namespace, found, target: str, title: str, environment) -> None:
     figure = None
     if args.plot is not None:
+        import pandas as pd
+
+        from bench import plots
+
         figure = plots.rendered(TRACE.figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:].lower())
     timeline = None
     if args.perfetto is not None:
+        from bench.usercode.trace.perfetto import encoded
+
         timeline = encoded(found)
     if args.save is not None:
         TRACE.save([(target, found)], environment, args.save)
@@ -204,6 +236,9 @@ def _reference_rows(results: Path):
     a file bench cannot read is passed over with a warning."""
     if not Path(results).exists():
         return None
+    from bench import store
+    from bench.experiments import registry
+
     def skipped(error) -> None:
         warn([f"skipped a file: {error}"])
 

@@ -30,6 +30,7 @@ from bench.report.markup import (DPI, POLICY, SCALE, STYLE, cell, contents, link
                                   words)
 from bench.report.tools import asked, entries, sections, tool_section
 from bench.report.truth import TRUTH_TABLES, truth_table
+from bench.timing.phases import phase
 from bench.views import in_order
 from bench.writes import MAKER
 
@@ -45,7 +46,8 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
     shown) and their side tables, of the ``experiments`` (name -> description), as an HTML document; with ``tools``
     (tool name -> rows of its results files: ``bench syncs --save``'s, ``bench trace --save``'s), a section of each
     tool's (:mod:`bench.report.tools`). ``progress`` is told of each figure drawn."""
-    shown = analysis.newest(rows, experiments)
+    with phase("the newest measurement of each configuration"):
+        shown = analysis.newest(rows, experiments)
     groups = analysis.by_gpu(shown)
     labels = _labels(groups) if len(groups) > 1 else {}
     found = sections(tools or {})
@@ -54,7 +56,8 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
         tickets = _ask_figures(painter, groups, tables, owners, experiments)  # in the order the report shows them
         drawn = asked(painter, found)  # the tools' last: many quick timelines even out the workers' last figures
         split = {gpu: by_experiment(mine, experiments) for gpu, mine in groups}
-        made = {gpu: headlines(split[gpu], experiments) for gpu, _ in groups}
+        with phase("headline tables"):
+            made = {gpu: headlines(split[gpu], experiments) for gpu, _ in groups}
         parts = [f"<h1>bench report</h1><p class='meta'>{_summary(rows, shown, groups, source)}</p>",
                  _contents(groups, split, experiments, entries(found)),
                  "<h2 id='answers'>Answers</h2>",

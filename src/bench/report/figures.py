@@ -8,15 +8,19 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import pickle
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 import pandas as pd
 
-from bench import plots
+from bench import cache, plots
 from bench.escape import warnings_as_lines
 from bench.report.markup import DPI
+from bench.timing.phases import phase
+
+DRAWING = "drawing figures (what the workers had not finished)"
 
 Progress = Callable[[int, int], None]  # (figures done, figures asked for)
 Paint = Callable[[object], bytes]  # a drawn figure -> its PNG (the figure closed): :func:`compact`
@@ -55,10 +59,28 @@ def compact(figure) -> bytes:
 def experiment_figures(rows: pd.DataFrame, tables: dict, names: Sequence[str],
                        paint: Paint) -> list[tuple[str, str, bytes]]:
     """(experiment, stem, PNG) of every figure the views of ``names`` draw of one GPU's rows and side tables, each
-    painted by ``paint``."""
+    painted by ``paint``; kept in the cache by what they show and who painted them (:func:`kept`)."""
     from bench.views import in_order
 
-    return [(name, stem, paint(drawn)) for name, stem, drawn in plots.draw(rows, tables, in_order(names))]
+    def drawn() -> list[bytes]:
+        return [field for name, stem, figure in plots.draw(rows, tables, in_order(names))
+                for field in (name.encode(), stem.encode(), paint(figure))]
+
+    fields = kept(drawn, (rows, tables, list(names)), paint)
+    return [(fields[at].decode(), fields[at + 1].decode(), fields[at + 2]) for at in range(0, len(fields), 3)]
+
+
+def kept(draw: Callable[[], list[bytes]], shown: object, paint: Paint) -> list[bytes]:
+    """``draw()``'s byte strings, from the cache where the same ``shown`` (what the figures show: rows, tables, a
+    title, the drawing function's name; pickled for the key) was painted by the same ``paint`` and code before."""
+    painter = f"{getattr(paint, '__module__', '')}.{getattr(paint, '__qualname__', repr(paint))}"
+    entry = cache.key("figures", [painter, pickle.dumps(shown, protocol=5)], cache.DRAWING)
+    found = cache.get(entry)
+    fields = cache.unpacked(found) if found is not None else None
+    if fields is None:
+        fields = draw()
+        cache.put(entry, cache.packed(fields))
+    return fields
 
 
 def _workers() -> int:
@@ -123,7 +145,8 @@ class Painter:
 
     def result(self, ticket: int):
         asked = self.asked[ticket]
-        found = asked.result() if isinstance(asked, Future) else asked[0](*asked[1])
+        with phase(DRAWING):
+            found = asked.result() if isinstance(asked, Future) else asked[0](*asked[1])
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, len(self.asked))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 import pandas as pd
 
 from bench.analysis import Gpu
-from bench.report.figures import Paint, Painter, compact
+from bench.report.figures import Paint, Painter, compact, kept
 from bench.report.markup import anchor, cell, contents, figure, table, text, words
 from bench.usercode.tools import Figure, Part, Section, Tool, saved
 
@@ -41,8 +41,8 @@ def asked(painter: Painter, found: list[tuple[Tool, Section]]) -> Drawn:
 
 def tool_figure(figure: Part, rows: pd.DataFrame, title: str, paint: Paint = compact) -> bytes:
     """The PNG of a tool's ``figure`` of ``rows``, painted by ``paint`` (a function the report's figure workers can
-    be handed)."""
-    return paint(figure(rows, title))
+    be handed); kept in the cache by what it shows and who painted it."""
+    return kept(lambda: [paint(figure(rows, title))], (figure.module, figure.name, rows, title), paint)[0]
 
 
 def formatted(value, spec: str) -> str:

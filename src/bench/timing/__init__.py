@@ -19,14 +19,16 @@ here, whichever module defines it.
 - :mod:`~bench.timing.timeline`: :class:`Timeline` (events around every operation of one run), :func:`concurrency`,
   :func:`peak_concurrency`.
 - :mod:`~bench.timing.clock`: :class:`GpuClock`, the clock pytest-benchmark reads.
+- :mod:`~bench.timing.phases`: :func:`phase` (mark a named phase of a command's wall-clock time), :data:`PHASES`,
+  :func:`command_phases` (where the seconds went, what ``-v`` prints), :class:`Phase`.
 - :mod:`~bench.timing.intervals`: :func:`union`, :func:`length`, :func:`shared`, :func:`gaps`, :func:`concurrent`:
   the arithmetic of intervals on one clock (a trace's overlap), pure Python.
 
-What it may import: :mod:`stats`, :mod:`host` and :mod:`intervals` the standard library only; the GPU modules also
-:mod:`bench.cuda` (lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This file imports ``stats``,
-``host`` and ``intervals`` and loads the GPU modules on the first use of one of their names, so importing
-:mod:`bench.timing` imports neither :mod:`bench.cuda` nor CuPy nor numba, and the statistics serve the analysis
-commands too.
+What it may import: :mod:`stats`, :mod:`host`, :mod:`phases` and :mod:`intervals` the standard library only; the
+GPU modules also :mod:`bench.cuda` (lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This file
+imports ``stats``, ``host``, ``phases`` and ``intervals`` and loads the GPU modules on the first use of one of their
+names, so importing :mod:`bench.timing` imports neither :mod:`bench.cuda` nor CuPy nor numba, and the statistics
+serve the analysis commands too.
 
 Example (needs a GPU)::
 
@@ -51,6 +53,7 @@ import importlib
 from bench.timing.host import (RuleBoundSampling, Stopwatch, host_interval, host_samples, host_steps,
                                process_age_s)
 from bench.timing.intervals import concurrent, gaps, length, shared, union
+from bench.timing.phases import PHASES, Phase, command_phases, phase
 from bench.timing.stats import (CLOCKS, MEDIAN_LEVEL, STOP_REASONS, UNITS, Floor, MeasurementFailed, Samples,
                                 StopRule, Summary, median, median_interval)
 
@@ -66,7 +69,8 @@ _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 __all__ = ["CLOCKS", "MEDIAN_LEVEL", "STOP_REASONS", "UNITS", "Floor", "MeasurementFailed", "Samples",
            "StopRule", "Summary", "median", "median_interval",
            "RuleBoundSampling", "Stopwatch", "host_interval", "host_samples", "host_steps", "process_age_s",
-           "concurrent", "gaps", "length", "shared", "union", *_WHERE]
+           "concurrent", "gaps", "length", "shared", "union", "PHASES", "Phase", "command_phases", "phase",
+           *_WHERE]
 
 
 def __getattr__(name: str):

@@ -15,8 +15,8 @@ Under the hold nothing is queued on your streams before the call: the call waits
 for the whole device (a ``.item()`` of a result computed before the probe returns: the copy engines are not held).
 With ``stream``, the spin is queued ahead of the call on that stream, and only work on that stream waits behind it:
 ``stream=0`` is the legacy default stream, where the spin runs on a blocking stream (which that stream waits for). To see where in ``fn`` it waited, use
-:func:`bench.syncs`. The callable runs as often as the repeats need (at least ``repeats`` + 1 times): make it
-repeatable.
+:func:`bench.syncs`. The callable runs once to warm up, then as often as the repeats need (at least ``repeats`` + 2
+times in all): make it repeatable.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.timing import Summary, host_interval
+from bench.timing.phases import HOLD_SETUP, WARM_UP, phase
 from bench.usercode.defaults import DEFAULT_SPIN_MS
 from bench.vocabulary import HostVerdict
 
@@ -81,18 +82,26 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
           serialization: bool = True, **kwargs) -> ProbeResult:
     """Whether ``fn(*args, **kwargs)`` returns while the GPU is busy, waits for it, or takes long on its own (see
     the module docstring). Needs a GPU."""
+    handle = stream_handle(stream)
+    with phase(HOLD_SETUP):  # what the phases inside it do not count: imports, streams, the hold
+        return _probed(fn, args, kwargs, handle, spin_ms, repeats, serialization)
+
+
+def _probed(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: float, repeats: int,
+            serialization: bool) -> ProbeResult:
     from bench.cuda import cupy, runtime
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
     from bench.usercode.hold import in_use
 
-    handle = stream_handle(stream)
     owned = [cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream(non_blocking=True),
              cupy.cuda.Stream(non_blocking=True)]
     spinning = owned[0] if not handle else StreamRef(handle)
     call = lambda: fn(*args, **kwargs)  # noqa: E731
-    runtime.deviceSynchronize()
+    with phase(WARM_UP):  # the first call loads what it needs (a library's handles, its kernels): not its own time
+        call()
+        runtime.deviceSynchronize()
     idle_ms, _ = host_interval(call)
     runtime.deviceSynchronize()
     spin_ms = outlasting(spin_ms, idle_ms)
@@ -102,10 +111,12 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
         during = lambda: hold.call_during(spin_ms, call)  # noqa: E731
     else:
         during = lambda: watch.call_during_spin(spinning, spin_ms, call)  # noqa: E731
-    measured = repeat_until_settled(during, host_verdict, repeats)
+    with phase("your code, held (the repeats)"):
+        measured = repeat_until_settled(during, host_verdict, repeats)
     serializes = None
     if serialization:
-        pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
+        with phase("your code between two spins"):
+            pairs = [watch.call_between_spins(owned[1], owned[2], spin_ms, call) for _ in range(2)]
         serializes = consensus([classify_pair(pair.first, pair.second, spin_ms) for pair in pairs],
                                DEVICE_VERDICTS)[0]
     busy = [result.spin_running for result in measured.seen]

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from bench.errors import UsageError
 from bench.libraries import loaded_versions
+from bench.timing.phases import CUPTI_START, HOLD_SETUP, VERSIONS, WARM_UP, phase
 from bench.usercode.syncs.result import DEFAULT_SETTLE_MS, SyncsResult, places
 
 HOLD_TIMEOUT_S = 0.25  # the hold's watchdog: no launch of it holds the GPU longer (a wait made holding the GIL is
@@ -63,17 +64,19 @@ def held_region(settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls=None, entry=Non
     from bench.usercode.hold import in_use, synchronize
     from bench.usercode.watcher import Watcher
 
-    hold = in_use()
-    synchronize(hold.devices)
-    hold.launch(HOLD_TIMEOUT_S)
+    with phase(HOLD_SETUP):
+        hold = in_use()
+        synchronize(hold.devices)
+        hold.launch(HOLD_TIMEOUT_S)
     watcher = Watcher(thread_id, hold=hold, settle_s=settle_ms / 1e3, hold_timeout_s=HOLD_TIMEOUT_S,
                       cuda_calls=cuda_calls, entry=entry if entry is not None else sys._getframe(2).f_back)
     region = Region(watcher, 0)
     _ACTIVE[thread_id] = watcher
     finished = False
     try:
-        hold.wait_full()
-        watcher.start()
+        with phase(HOLD_SETUP):
+            hold.wait_full()
+            watcher.start()
         yield region
         finished = True
     finally:
@@ -118,17 +121,20 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
     from bench.usercode.hold import devices_in_use, synchronize
 
     call = lambda: fn(*args, **kwargs)  # noqa: E731
-    call()
-    synchronize(devices_in_use())
-    natural, region_ms = _dwell(call, settle_ms)
+    with phase(WARM_UP):
+        call()
+        synchronize(devices_in_use())
+    with phase("your code, watched as it is"):
+        natural, region_ms = _dwell(call, settle_ms)
     tracker, why = (None, "CUDA calls not named (cuda_calls=False)")
     if cuda_calls:
         from bench.usercode.cuda_calls import open_cuda_calls
 
-        tracker, why = open_cuda_calls()
+        with phase(CUPTI_START):
+            tracker, why = open_cuda_calls()
     try:
         started = time.perf_counter()
-        with held_region(settle_ms, tracker, entry=sys._getframe()) as region:
+        with phase("your code, held"), held_region(settle_ms, tracker, entry=sys._getframe()) as region:
             call()
         synchronize(region.watcher.hold.devices)
         held_ms = (time.perf_counter() - started) * 1e3
@@ -136,5 +142,7 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
         if tracker is not None:
             tracker.close()
     waited, own = places(region.waits, natural, settle_ms)
+    with phase(VERSIONS):
+        versions = loaded_versions()
     return SyncsResult(waited, own, region_ms, held_ms, settle_ms, region.watcher.hold.describe(),
-                       why and f"{why}; {WITHOUT_CUPTI}", loaded_versions())
+                       why and f"{why}; {WITHOUT_CUPTI}", versions)

@@ -38,6 +38,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.libraries import loaded_versions
+from bench.timing.phases import CUPTI_START, VERSIONS, WARM_UP, phase
+
+PINNED, ANALYSIS = "pinned reference copies", "reading the records"
 from bench.usercode.activity import Activity, Op, Recording, TraceUnavailable
 from bench.usercode.defaults import DEFAULT_RUNS
 from bench.usercode.trace import files
@@ -60,25 +63,35 @@ def pinned_results(results, gpu_uuid: str) -> dict[tuple[str, int], float]:
 
 def _references(results=None, bound: bool = True):
     """The GPU-side references: the copies' bound (None without ``bound``) and one pinned copy's time, from
-    ``results`` (rows of results files: the bandwidth experiment's pinned copies on this GPU) where they hold the
-    size, else measured."""
+    ``results`` (rows of results files, or a function that reads them: the bandwidth experiment's pinned copies on
+    this GPU) where they hold the size, else measured."""
     from bench.usercode.pinned import copy_engines, pinned_copy_ms
 
-    known: dict[tuple[str, int], float] = {}
-    if results is not None and len(results):
-        from bench.cuda import runtime
-        from bench.env import gpu_environment
+    found: list[dict[tuple[str, int], float]] = []
 
-        known = pinned_results(results, gpu_environment(runtime.getDevice()).gpu_uuid)
+    def known() -> dict[tuple[str, int], float]:
+        """The results' pinned copies of this GPU, read once, when a pageable copy first needs one."""
+        if not found:
+            rows = results() if callable(results) else results
+            if rows is not None and len(rows):
+                from bench.cuda import runtime
+                from bench.env import gpu_environment
+
+                found.append(pinned_results(rows, gpu_environment(runtime.getDevice()).gpu_uuid))
+            else:
+                found.append({})
+        return found[0]
 
     def copy_bound(h2d_bytes: int, d2h_bytes: int) -> tuple[float, int]:
-        engines = copy_engines(h2d_bytes, d2h_bytes)
+        with phase(PINNED):
+            engines = copy_engines(h2d_bytes, d2h_bytes)
         return engines.bound_ms(), engines.engines
 
     def pinned(op: Op, nbytes: int) -> tuple[float, str]:
-        if (str(op), nbytes) in known:
-            return known[(str(op), nbytes)], "results"
-        return pinned_copy_ms(str(op), nbytes), "measured"
+        if (str(op), nbytes) in known():
+            return known()[(str(op), nbytes)], "results"
+        with phase(PINNED):
+            return pinned_copy_ms(str(op), nbytes), "measured"
 
     return (copy_bound if bound else None), pinned
 
@@ -116,13 +129,15 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
     region's own (a gate kernel the region's work waits behind). ``lines=False`` leaves out the driver-call callbacks:
     no host waits, no lines, less overhead where every call blocks (pageable copies). ``rank``: this process's rank
     where several trace at once (default: ``RANK`` from the environment). :class:`TraceUnavailable` (one line) without
-    a GPU or CUPTI."""
+    a GPU or CUPTI. ``results`` may also be a function that reads those rows: called only where a pageable copy
+    needs a reference."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
     _usable()
     from bench.usercode.activity import open_recorder, synchronize_used
 
-    recorder = open_recorder(calls=lines)
+    with phase(CUPTI_START):
+        recorder = open_recorder(calls=lines)
     recordings: list[Recording] = []
     untraced: list[float] = []
     traced: list[float] = []
@@ -132,22 +147,27 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
 
     try:
         if warmup:
-            _run_synchronized(run, synchronize_used)
+            with phase(WARM_UP):
+                _run_synchronized(run, synchronize_used)
         for _ in range(runs):
-            untraced.append(_run_synchronized(run, synchronize_used))
-            recorder.start()
-            try:
-                traced.append(_run_synchronized(run, recorder.synchronize))
-            finally:
-                recordings.append(recorder.stop())
+            with phase("your code, untraced"):
+                untraced.append(_run_synchronized(run, synchronize_used))
+            with phase("your code, traced"):
+                recorder.start()
+                try:
+                    traced.append(_run_synchronized(run, recorder.synchronize))
+                finally:
+                    recordings.append(recorder.stop())
     finally:
         recorder.close()
     if leave_out is not None:
         recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
     copy_bound, pinned = _references(results)
-    result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
-                       target=target, rank=rank_of(rank))
-    result.libraries = loaded_versions()
+    with phase(ANALYSIS):
+        result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
+                           target=target, rank=rank_of(rank))
+    with phase(VERSIONS):
+        result.libraries = loaded_versions()
     return result
 
 
