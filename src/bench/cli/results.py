@@ -33,16 +33,18 @@ def plot_command(args: argparse.Namespace, console: Console) -> int:
     experiments = registry()
     schema = store.suite_schema(experiments)
     with DelayedBar(streams.console(stderr=True)) as bar:  # on a terminal, once it has taken 2 s
-        if args.results:
-            path, rows = args.results, store.read_any(args.results, schema, unreadable(args))
-        else:
-            path, rows = store.read_newest(RESULTS_DIR, schema, unreadable(args))
-        if not len(rows):
-            raise UsageError(f"{path} holds no result rows")
-        rows = analysis.select_gpu(analysis.newest(rows, experiments), args.gpu)
-        paths = plots.plot_results(rows, args.out, in_order(experiments),
-                                   store.side_tables_any(path, unreadable(args)), force=args.force,
-                                   progress=bar.drawn)
+        with phase("reading the results"):
+            if args.results:
+                path, rows = args.results, store.read_any(args.results, schema, unreadable(args))
+            else:
+                path, rows = store.read_newest(RESULTS_DIR, schema, unreadable(args))
+            if not len(rows):
+                raise UsageError(f"{path} holds no result rows")
+            rows = analysis.select_gpu(analysis.newest(rows, experiments), args.gpu)
+            tables = store.side_tables_any(path, unreadable(args))
+        with phase("drawing and writing the figures"):
+            paths = plots.plot_results(rows, args.out, in_order(experiments), tables, force=args.force,
+                                       progress=bar.drawn)
     if not paths:
         raise UsageError(f"{path} holds no experiment that bench can plot")
     for written in paths:
