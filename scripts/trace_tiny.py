@@ -4,6 +4,9 @@ paired round by round, each case and variant in a process of its own.
 
     python scripts/trace_tiny.py OUT.json [--cases LIBRARY:KERNELS,...] [--rounds N] [--variants bench,records,cupti]
 
+Writes OUT.json (each case's samples and medians, the GPU's environment) and OUT.parquet beside it (a row per case
+and round, paired).
+
 Regions: ``torch`` (``x.add_(1)`` on a 1-element tensor, KERNELS times: launch-bound, as a user's small ops are) and
 ``cupy`` (``x += 1`` on a 1-element array). Variants: ``bench`` (bench trace's default: records and the driver-call
 callbacks), ``records`` (records only, ``--no-lines``) and ``cupti``: CUPTI alone, the floor bench is held to, a
@@ -224,7 +227,24 @@ def main() -> int:
                   f"{statistics.median(case['kernel_records'])} kernel records, "
                   f"buffers completed during regions {case['completions']['during']}", flush=True)
     args.out.write_text(json.dumps(found, indent=2))
+    rounds_table(found).to_parquet(args.out.with_suffix(".parquet"), index=False)
     return 0
+
+
+def rounds_table(found: dict):
+    """One row per case and round: the untraced and the traced run's host and GPU times, with the GPU and commit."""
+    import pandas as pd
+
+    gpu = found["gpu"]
+    rows = [{"library": case["library"], "kernels": case["kernels"], "variant": case["variant"], "round": number,
+             "untraced_host_ms": untraced, "traced_host_ms": traced, "untraced_gpu_ms": gpu_untraced,
+             "traced_gpu_ms": gpu_traced, "gpu_name": gpu["gpu_name"], "gpu_uuid": gpu["gpu_uuid"],
+             "git_commit": gpu["git_commit"]}
+            for case in found["cases"] if "host_ms" in case
+            for number, (untraced, traced, gpu_untraced, gpu_traced) in enumerate(zip(
+                case["host_ms"]["untraced"], case["host_ms"]["traced"], case["gpu_ms"]["untraced"],
+                case["gpu_ms"]["traced"]))]
+    return pd.DataFrame(rows)
 
 
 if __name__ == "__main__":
