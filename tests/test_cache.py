@@ -355,3 +355,16 @@ def test_the_commands_that_say_where_the_seconds_went(command):
     target = [] if command in ("plot", "report") else ["m:f"]
     assert parser().parse_args([command, "-v", *target]).verbose
     assert not parser().parse_args([command, *target]).verbose
+
+
+def test_a_json_value_is_made_once_and_made_again_where_damaged(kept_in):
+    made = []
+
+    def make():
+        made.append(1)
+        return {"ms": 1.5}
+
+    assert cache.kept_json("k-1", make) == {"ms": 1.5} and cache.kept_json("k-1", make) == {"ms": 1.5}
+    assert len(made) == 1
+    (kept_in / "k-1").write_bytes(b"torn")
+    assert cache.kept_json("k-1", make) == {"ms": 1.5} and len(made) == 2

@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 LIMIT_BYTES = 512 << 20
@@ -79,6 +80,19 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def kept_json(entry: str, make: Callable[[], object]) -> object:
+    """The JSON value kept under ``entry``; where there is none (or it is damaged), ``make()``'s, kept."""
+    found = get(entry)
+    if found is not None:
+        try:
+            return json.loads(found)
+        except ValueError:
+            pass
+    made = make()
+    put(entry, json.dumps(made).encode())
+    return made
 
 
 def packed(fields: Iterable[bytes]) -> bytes:

@@ -102,8 +102,6 @@ def distributions() -> Mapping[str, list[str]]:
     """Top-level module -> the installed distributions providing it. Scanning every installed package takes most of
     a second where many are: done once per process, and kept (:mod:`bench.cache`) under the import path's
     directories and the time each last changed (installing or removing a package changes its directory's)."""
-    import json
-
     from bench import cache
 
     places = []
@@ -112,16 +110,7 @@ def distributions() -> Mapping[str, list[str]]:
             places.append(f"{entry} {os.stat(entry or '.').st_mtime_ns}")
         except OSError:
             places.append(f"{entry} absent")
-    entry = cache.key("distributions", places)
-    kept = cache.get(entry)
-    if kept is not None:
-        try:
-            return json.loads(kept)
-        except ValueError:
-            pass
-    found = importlib.metadata.packages_distributions()
-    cache.put(entry, json.dumps(found).encode())
-    return found
+    return cache.kept_json(cache.key("distributions", places), importlib.metadata.packages_distributions)
 
 
 def distribution_version(*modules: str) -> str:

@@ -9,7 +9,6 @@ for seconds again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,16 +80,7 @@ def this_gpu() -> list[str]:
 def _kept(what: str, arguments: tuple, measure: Callable[[], dict]) -> dict:
     """``measure()`` (a JSON object) of this GPU, driver and code, read from the cache where it was measured
     before."""
-    entry = cache.key("pinned", [what, repr(arguments), repr((RULE, BOUND)), *this_gpu()])
-    found = cache.get(entry)
-    if found is not None:
-        try:
-            return json.loads(found)
-        except ValueError:
-            pass
-    measured = measure()
-    cache.put(entry, json.dumps(measured).encode())
-    return measured
+    return cache.kept_json(cache.key("pinned", [what, repr(arguments), repr((RULE, BOUND)), *this_gpu()]), measure)
 
 
 def copy_engines(h2d_bytes: int, d2h_bytes: int) -> CopyEngines:
