@@ -1,11 +1,11 @@
 """Every reader of the report's rows reads only the columns it declares, for the report hands each only those (an
 experiment's rows are selected once, of a few columns, not the suite's 165): a view (``View.reads``) gives the same
-headline, answer and figures of only its columns as of every column of the suite, and so do a GPU's section (its
-experiments' rows as :func:`bench.report.gpu.by_experiment` hands them) and the claims (``claims.COLUMNS``). Checked
-on every experiment's synthetic rows (with a failed row each) and on a committed run of a real GPU. Every figure
-drawn here of every column (and so of a view's own, which must show the same) also keeps the contract ``bench plot``
-and the report rely on: a figure with axes under a file stem, no text of its own cut off at its sides; and of the
-synthetic rows, each figure function draws one at least."""
+headline, answer and figures of only its columns and side tables (``View.tables``) as of every column and table, and
+so do a GPU's section (its experiments' rows as :func:`bench.report.gpu.by_experiment` hands them) and the claims
+(``claims.COLUMNS``). Checked on every experiment's synthetic rows (with a failed row each) and on a committed run of
+a real GPU. Every figure drawn here of every column (and so of a view's own, which must show the same) also keeps the
+contract ``bench plot`` and the report rely on: a figure with axes under a file stem, no text of its own cut off at
+its sides; and of the synthetic rows, each figure function draws one at least."""
 
 import functools
 import re
@@ -115,10 +115,11 @@ def shown_of_all(function, results) -> list[tuple[str, list[str]]]:
 
 
 def differences(view: View, results) -> list[str]:
-    """What ``view`` shows differently of the rows ``results()`` makes given only the columns it declares (an
-    undeclared column it reads raises, or silently changes what it shows)."""
+    """What ``view`` shows differently of the rows ``results()`` makes given only the columns and side tables it
+    declares (an undeclared column it reads raises, or silently changes what it shows)."""
     rows, tables = results()
     name, narrow = view.name, only(rows, view.reads())
+    tables = {table: tables[table] for table in view.tables if table in tables}
     mine, narrow_mine = rows[rows["experiment"] == name], narrow[narrow["experiment"] == name]
     found = []
     try:

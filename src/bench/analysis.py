@@ -63,16 +63,26 @@ def records(rows: pd.DataFrame) -> list[dict]:
     """Each row as a dict, as ``rows.to_dict("records")`` makes them of the columns results hold (numbers and flags
     as Python's, a missing integer or flag as None, a missing text as NaN, lists as they are; dates and times are
     not among them), a column at a time rather than a cell at a time."""
-    columns = [_values(rows.iloc[:, index]) for index in range(len(rows.columns))]
+    columns = [natives(rows.iloc[:, index]) for index in range(len(rows.columns))]
     names = rows.columns.tolist()
     return [dict(zip(names, row)) for row in zip(*columns)] if columns else [{} for _ in range(len(rows))]
 
 
-def _values(column: pd.Series) -> list:
+def row_dicts(rows: pd.DataFrame) -> list[dict]:
+    """Each row as a dict of the very values ``rows.iterrows()`` gives it, of one conversion of the frame rather than
+    a Series a row."""
+    names = rows.columns.tolist()
+    return [dict(zip(names, values)) for values in rows.values]
+
+
+def natives(column: pd.Series) -> list:
+    """A column's values as :func:`records` has them."""
     if isinstance(column.dtype, np.dtype) and column.dtype != object:
         return column.to_numpy().tolist()
     if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) and column.dtype.kind in "iub":  # Int64, boolean
         return column.to_numpy(dtype=object, na_value=None).tolist()
+    if isinstance(column.dtype, pd.StringDtype):  # texts: Python's, a missing one NaN (or None for pd.NA)
+        return column.to_numpy(dtype=object, na_value=None if column.dtype.na_value is pd.NA else np.nan).tolist()
     return [_native(value) for value in column.to_numpy(dtype=object)]
 
 

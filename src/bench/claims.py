@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from bench.analysis import only
+from bench.analysis import only, row_dicts
 from bench.catalogs.runtime import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE,
                                     STREAM_PAGE, SYNC_PAGE)
 from bench.catalogs.cupy_calls import DOCS as CUPY_DOCS
@@ -39,16 +40,21 @@ class Claim:
     judge: Callable[[pd.DataFrame], Judgement | None]  # None: the needed rows are not there
 
 
+def _equal(values: pd.Series, value) -> np.ndarray:
+    """Which of ``values`` equal ``value`` (a missing one none): a comparison of a few rows without pandas'."""
+    return values.to_numpy(dtype=object, na_value=None) == value
+
+
 def _ok(rows: pd.DataFrame, experiment: str) -> pd.DataFrame:
     if "experiment" not in rows or "status" not in rows:
         return rows.iloc[0:0]
-    mine = (rows["experiment"] == experiment) & (rows["status"] == Status.OK)
+    mine = _equal(rows["experiment"], experiment) & _equal(rows["status"], Status.OK)
     return rows if mine.all() else rows[mine]  # rows judgements() selected: as they are
 
 
 def _blocking(rows: pd.DataFrame, api: str) -> pd.DataFrame:
     mine = _ok(rows, "blocking")
-    return mine[mine["api"] == api] if len(mine) else mine
+    return mine[_equal(mine["api"], api)] if len(mine) else mine
 
 
 def _waits(call: str, rows: pd.DataFrame) -> Judgement | None:
@@ -128,7 +134,7 @@ def _malloc_async_cheaper(rows: pd.DataFrame) -> Judgement | None:
     parts, verdicts = [], []
     for size, group in mine.groupby("bytes"):
         by_api = {(row["api"], row["release_threshold"]): row["median"]
-                  for _, row in group.iterrows()}
+                  for row in row_dicts(group)}
         malloc = by_api.get(("cudaMalloc", "none"))
         pooled, trimmed = by_api.get(("cudaMallocAsync", "max")), by_api.get(("cudaMallocAsync", "0"))
         if malloc is None or pooled is None:
@@ -146,7 +152,7 @@ def _library(rows: pd.DataFrame, calls: tuple[str, ...], placement: str = "same"
     mine = _ok(rows, "library")
     if not len(mine):
         return mine
-    return mine[mine["call"].isin(calls) & (mine["placement"] == placement)]
+    return mine[mine["call"].isin(calls).to_numpy(dtype=bool) & _equal(mine["placement"], placement)]
 
 
 def _library_waits(calls: tuple[str, ...], placement: str = "same"):
@@ -156,7 +162,7 @@ def _library_waits(calls: tuple[str, ...], placement: str = "same"):
         if mine.empty:
             return None
         waited = mine[mine["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
-        described = "; ".join(f"{row['call']}: {row['verdict']} ({row['host_ms']:.3f} ms)" for _, row in mine.iterrows())
+        described = "; ".join(f"{row['call']}: {row['verdict']} ({row['host_ms']:.3f} ms)" for row in row_dicts(mine))
         verdict = _of(len(waited), len(mine))
         return described, verdict
     return judge
@@ -170,7 +176,7 @@ def _non_blocking_async(rows: pd.DataFrame) -> Judgement | None:
         return None
     returned = mine[mine["verdict"] == HostVerdict.RETURNS]
     described = "; ".join(f"{row['call'].split(' from ')[-1]}: {row['verdict']} ({row['host_ms']:.3f} ms)"
-                          for _, row in mine.iterrows())
+                          for row in row_dicts(mine))
     verdict = _of(len(returned), len(mine))
     return f"with a kernel running on the copy's stream: {described}", verdict
 
@@ -219,7 +225,7 @@ def _ms_range(values: pd.Series) -> str:
 
 def _cases(rows: pd.DataFrame, limit: int = 3) -> str:
     described = [f"{row['call']} on {row['placement']} ({row['spin_stream']}): {row['verdict']}"
-                 for _, row in rows.head(limit).iterrows()]
+                 for row in row_dicts(rows.head(limit))]
     more = f", and {len(rows) - limit} more" if len(rows) > limit else ""
     return "; ".join(described) + more
 
@@ -301,7 +307,8 @@ def judgements(rows: pd.DataFrame) -> list[Judgement | None]:
     rows = only(rows, COLUMNS)
     if "experiment" not in rows or "status" not in rows:
         return [claim.judge(rows.iloc[0:0]) for claim in CLAIMS]
-    finished = {needs: rows[rows["experiment"].isin(needs) & (rows["status"] == Status.OK)]
+    ok = _equal(rows["status"], Status.OK)
+    finished = {needs: rows[rows["experiment"].isin(needs).to_numpy(dtype=bool) & ok]
                 for needs in dict.fromkeys(claim.needs for claim in CLAIMS)}
     return [claim.judge(finished[claim.needs]) for claim in CLAIMS]
 

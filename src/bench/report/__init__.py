@@ -95,16 +95,20 @@ def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, sou
 def _ask_figures(painter: Painter, groups: Sequence[tuple[Gpu, pd.DataFrame]], tables: dict,
                  owners: Mapping[str, Gpu], experiments: Mapping) -> dict[tuple[Gpu, str], int]:
     """(GPU, experiment) -> the ticket of its figures, for those the report draws (``owners``:
-    :func:`_figure_owners`): of the GPU's rows but the truth tables' (which get HTML tables), the columns the
-    experiment's view reads."""
+    :func:`_figure_owners`): of the GPU's rows but the truth tables' (which get HTML tables), the columns and side
+    tables the experiment's view reads."""
     views = in_order(experiments)
     tickets = {}
     for gpu, mine in groups:
-        drawable, side = mine[~mine["experiment"].isin(list(TRUTH_TABLES))], plots.tables_of(tables, mine)
-        for name, view in views.items():
-            if owners.get(name) == gpu:
-                tickets[(gpu, name)] = painter.ask(experiment_figures, analysis.only(drawable, view.reads()), side,
-                                                   [name], painter.paint)
+        owned = [name for name in views if owners.get(name) == gpu]
+        if not owned:
+            continue
+        drawable, side = ~mine["experiment"].isin(list(TRUTH_TABLES)), plots.tables_of(tables, mine)
+        for name in owned:
+            view = views[name]
+            tickets[(gpu, name)] = painter.ask(experiment_figures, analysis.only(mine, view.reads())[drawable],
+                                               {table: side[table] for table in view.tables if table in side},
+                                               [name], painter.paint)
     return tickets
 
 
@@ -112,10 +116,12 @@ def _figure_owners(groups: Sequence[tuple[Gpu, pd.DataFrame]], experiments: Mapp
     """experiment -> the GPU whose figures of it the report shows: the one that measured it last (the first of them
     on a tie). The truth tables' experiments have HTML tables instead."""
     owners: dict[str, tuple[str, Gpu]] = {}
+    names = [name for name in in_order(experiments) if name not in TRUTH_TABLES]
     for gpu, mine in groups:
         measured = mine.groupby("experiment")["run_id"].max() if "run_id" in mine else pd.Series(dtype=object)
-        for name in in_order(experiments):
-            if name in TRUTH_TABLES or not (mine["experiment"] == name).any():
+        present = set(mine["experiment"])
+        for name in names:
+            if name not in present:
                 continue
             run = cell(measured.get(name))
             if name not in owners or run > owners[name][0]:
@@ -151,9 +157,10 @@ def _labels(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> dict[Gpu, str]:
 
 
 def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: str) -> str:
-    measured = rows[rows["run_id"].notna()] if "run_id" in rows else rows.iloc[0:0]
-    runs = len(analysis.key_frame(measured, ["run_id", "hostname"]).drop_duplicates())  # a sweep: one run on one host
-    newest = f"; newest run {cell(measured['run_id'].astype(str).max())}" if runs else ""
+    keys = analysis.key_frame(rows, ["run_id", "hostname"])
+    measured = keys[rows["run_id"].notna()] if "run_id" in rows else keys.iloc[0:0]
+    runs = len(measured.drop_duplicates())  # a sweep: one run on one host
+    newest = f"; newest run {cell(max(map(str, measured['run_id'])))}" if runs else ""
     origin = f"{source}: " if source else ""
     return text(f"{origin}{runs} run{'s' if runs != 1 else ''} on {len(groups)} GPU{'s' if len(groups) != 1 else ''}"
                 f"{newest}. Of {len(rows)} result rows, the newest measurement of each configuration on each GPU is "
@@ -179,8 +186,8 @@ def _newest_first(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> list[tuple[Gpu,
 
 def _latest(rows: pd.DataFrame) -> str:
     """The newest run id among ``rows`` ('' where they carry none)."""
-    ids = rows["run_id"].dropna().astype(str) if "run_id" in rows else []
-    return str(ids.max()) if len(ids) else ""
+    ids = rows["run_id"].to_numpy(dtype=object) if "run_id" in rows else []
+    return max((str(run) for run in ids if not pd.isna(run)), default="")
 
 
 def _answers(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.DataFrame],
@@ -242,7 +249,7 @@ def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
             "driver / CUDA runtime": f"{first.get('driver_version', '')} / {first.get('cuda_runtime', '')}",
             "PCIe": f"Gen{cell(first.get('pcie_gen'))} x{cell(first.get('pcie_width'))}",
             "libraries": ", ".join(dict.fromkeys(cell(value) for column in VERSIONS if column in group
-                                                 for value in group[column] if cell(value))),
+                                                 for value in dict.fromkeys(group[column]) if cell(value))),
             "commit": cell(first.get("git_commit", ""))[:12],
         })
     return table(pd.DataFrame(lines))

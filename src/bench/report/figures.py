@@ -5,6 +5,7 @@ colours and anti-aliased lines, which a palette keeps at a third of the bytes.""
 
 from __future__ import annotations
 
+import gc
 import io
 import multiprocessing
 import os
@@ -24,6 +25,7 @@ DRAWING = "drawing figures (what the workers had not finished)"
 
 Progress = Callable[[int, int], None]  # (figures done, figures asked for)
 Paint = Callable[[object], bytes]  # a drawn figure -> its PNG (the figure closed): :func:`compact`
+COLLECT_AFTER = 50_000  # a worker's objects made (less those gone) between its garbage collections (Python's: 700)
 
 
 def compact(figure) -> bytes:
@@ -72,7 +74,10 @@ def experiment_figures(rows: pd.DataFrame, tables: dict, names: Sequence[str],
 
 def kept(draw: Callable[[], list[bytes]], shown: object, paint: Paint) -> list[bytes]:
     """``draw()``'s byte strings, from the cache where the same ``shown`` (what the figures show: rows, tables, a
-    title, the drawing function's name; pickled for the key) was painted by the same ``paint`` and code before."""
+    title, the drawing function's name; pickled for the key) was painted by the same ``paint`` and code before. With
+    the cache off, no key is made."""
+    if cache.directory() is None:
+        return draw()
     painter = f"{getattr(paint, '__module__', '')}.{getattr(paint, '__qualname__', repr(paint))}"
     entry = cache.key("figures", [painter, pickle.dumps(shown, protocol=5)], cache.DRAWING)
     found = cache.get(entry)
@@ -108,11 +113,15 @@ def warm_up() -> None:
         forkserver.ensure_running()
 
 
-def quiet_worker() -> None:
+def start_worker() -> None:
     """A worker leaves interrupts to the process that asked for its figures: Ctrl-C on a terminal reaches every
-    process of the group, and only bench's own says so, in one line. Its warnings are bench's lines too."""
+    process of the group, and only bench's own says so, in one line. Its warnings are bench's lines too. Its garbage
+    is collected seldom, and never what it starts with (the fork server's modules): a figure makes objects by the
+    hundred thousand, most of them gone once it is painted, and each collection would go over them all."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings_as_lines()
+    gc.freeze()
+    gc.set_threshold(COLLECT_AFTER)
 
 
 class Painter:
@@ -131,7 +140,7 @@ class Painter:
 
     def __enter__(self) -> Painter:
         if _workers() > 1:
-            self.pool = ProcessPoolExecutor(_workers(), mp_context=_forkserver(), initializer=quiet_worker)
+            self.pool = ProcessPoolExecutor(_workers(), mp_context=_forkserver(), initializer=start_worker)
         return self
 
     def __exit__(self, *error) -> None:

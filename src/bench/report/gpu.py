@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from bench.analysis import Gpu, only
@@ -87,18 +88,26 @@ def gpu_section(gpu: Gpu, rows: pd.DataFrame, experiment_rows: Mapping[str, pd.D
 
 
 def status(rows: pd.DataFrame) -> str:
-    counts = rows["status"].value_counts()
+    failed = _failed(rows)
+    counts = rows["status"].value_counts() if failed.any() else {Status.OK: len(rows)}
     ok = int(counts.get(Status.OK, 0))
     others = ", ".join(f"{int(count)} {state}" for state, count in counts.items() if state != Status.OK)
-    runs = sorted(map(str, rows["run_id"].dropna().unique()))
+    ids = rows["run_id"].to_numpy(dtype=object)
+    runs = sorted(map(str, dict.fromkeys(ids[pd.notna(ids)])))
     measured = f" (run{'s' if len(runs) > 1 else ''} {', '.join(runs)})" if runs else ""
     return text(f"{ok} of {len(rows)} configurations ok{'; ' + others if others else ''}{measured}.")
 
 
+def _failed(rows: pd.DataFrame) -> np.ndarray:
+    """Which of ``rows`` are not ok."""
+    return rows["status"].to_numpy(dtype=object) != Status.OK
+
+
 def _not_ok(experiment, rows: pd.DataFrame, label: str) -> str:
-    failed = rows[rows["status"] != Status.OK]
-    if not len(failed):
+    failed = _failed(rows)
+    if not failed.any():
         return ""
+    failed = rows[failed]
     frame = pd.DataFrame({"configuration": [describe(experiment, row) for _, row in failed.iterrows()],
                           "status": failed["status"], "error": failed["error"]})
     return f"<details><summary>{len(failed)} configurations not ok</summary>{table(frame, label)}</details>"

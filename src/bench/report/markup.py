@@ -59,6 +59,8 @@ figcaption { color: #555; font-size: 88% } details { margin: .5em 0 }
 def cell(value) -> str:
     """A value as a person reads it: whole numbers without a fraction, four significant digits otherwise, yes/no,
     lists joined, nothing for missing values."""
+    if type(value) is str:  # most are: as they are
+        return value
     if isinstance(value, (list, tuple, np.ndarray)):
         return ", ".join(cell(item) for item in value)
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):

@@ -20,9 +20,11 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 import pandas as pd
 
+from bench.analysis import natives
 from bench.vocabulary import Status
 
 
@@ -43,6 +45,7 @@ class View:
     figures: tuple[Callable, ...] = ()  # (rows of one GPU, side tables) -> [(file stem, matplotlib figure)]
     split_axis: str = ""  # an axis whose every value gets a set of figures of its own (where several were measured)
     columns: tuple[str, ...] = ()  # the columns headline, answer and figures read besides IDENTITY and split_axis
+    tables: tuple[str, ...] = ()  # the side tables its figures read (the report hands them only those)
 
     def reads(self) -> tuple[str, ...]:
         """Every column the view reads: :data:`IDENTITY`, its ``split_axis`` and its ``columns``."""
@@ -73,6 +76,42 @@ def counts(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 # --- what several views share ----------------------------------------------------------------------------------
+
+def ok_rows(rows: pd.DataFrame, *columns: str) -> list[dict]:
+    """The ok rows' ``columns``, each row a dict of values as :func:`bench.analysis.records` has them (a missing
+    integer or flag None): a headline of a few rows made without a pandas operation a value."""
+    ok = rows["status"].to_numpy(dtype=object, na_value=None) == Status.OK
+    values = [compress(natives(rows[column]), ok) for column in columns]
+    return [dict(zip(columns, row)) for row in zip(*values)]
+
+
+def grouped(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
+    """``rows`` (dicts) by their values of ``keys``, in the order each first appears, as ``DataFrame.groupby(keys,
+    sort=False)`` groups them: a row missing one is left out."""
+    found: dict[tuple, list[dict]] = {}
+    for row in rows:
+        key = tuple(row[name] for name in keys)
+        if not any(pd.isna(value) for value in key):
+            found.setdefault(key, []).append(row)
+    return found
+
+
+def firsts(rows: list[dict], index: str, columns: str, values: str) -> dict[tuple, object]:
+    """(``index``, ``columns``) -> the first of ``values`` of the rows that have them, as ``pivot_table(...,
+    aggfunc="first")`` takes it: a row missing any of the three is left out."""
+    found: dict[tuple, object] = {}
+    for row in rows:
+        key = (row[index], row[columns])
+        if not any(pd.isna(value) for value in (*key, row[values])):
+            found.setdefault(key, row[values])
+    return found
+
+
+def peak(rows: list[dict], column: str) -> dict:
+    """The first of ``rows`` with the largest ``column``, a missing value left out (as ``Series.idxmax`` picks it);
+    ValueError where every one is missing."""
+    return max((row for row in rows if not pd.isna(row[column])), key=lambda row: row[column])
+
 
 def listed(names: Sequence[str], limit: int = 6) -> str:
     """'a, b, c and 4 more': names in a sentence, the first ``limit`` of them ('none' for no names)."""

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
-from bench.views import View
+from bench.views import View, grouped, ok_rows
 from bench.vocabulary import ALLOC_LOOP, Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per API, threshold and pattern: the cost at the smallest and the largest size measured."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "api", "release_threshold", "pattern", "bytes", "median")
     lines = []
-    for (api, threshold, pattern), group in ok.groupby(["api", "release_threshold", "pattern"], sort=False):
-        group = group.sort_values("bytes")
-        smallest, largest = group.iloc[0], group.iloc[-1]
+    for (api, threshold, pattern), group in grouped(ok, "api", "release_threshold", "pattern").items():
+        group = sorted(group, key=lambda row: (row["bytes"] is None, row["bytes"] or 0))  # a missing size last
+        smallest, largest = group[0], group[-1]
         lines.append({"api": api if threshold == "none" else f"{api} (threshold {threshold})",
                       "measures": "allocate + free" if pattern == "single" else "(allocate, kernel, free) in a loop",
                       "smallest size": format_size(int(smallest["bytes"])), "host µs (smallest)":
@@ -31,7 +32,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
         return None
     return "host µs to allocate and free: " + ", ".join(
         f"{line['api']} {line['host µs (smallest)']} ({line['smallest size']}) – {line['host µs (largest)']} "
-        f"({line['largest size']})" for _, line in single.iterrows())
+        f"({line['largest size']})" for line in row_dicts(single))
 
 
 def alloc_figure(rows: pd.DataFrame, tables: dict) -> list:

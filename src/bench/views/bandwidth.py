@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
-from bench.views import View
+from bench.views import View, grouped, ok_rows, peak
 from bench.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per direction × host memory: GB/s at 16 MiB and the peak (with the size it was reached at)."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "direction", "host_memory", "bytes", "gbps")
     lines = []
-    for (direction, host_memory), group in ok.groupby(["direction", "host_memory"], sort=False):
-        at_16mib = group.loc[group["bytes"] == 16 << 20, "gbps"]
-        peak = group.loc[group["gbps"].idxmax()]
+    for (direction, host_memory), group in grouped(ok, "direction", "host_memory").items():
+        at_16mib = [row["gbps"] for row in group if row["bytes"] == 16 << 20]
+        best = peak(group, "gbps")
         lines.append({
             "direction": direction,
             "host memory": host_memory,
-            "GB/s at 16 MiB": f"{at_16mib.iloc[0]:.1f}" if len(at_16mib) else "—",
-            "peak GB/s": f"{peak['gbps']:.1f}",
-            "peak at": format_size(int(peak["bytes"])),
+            "GB/s at 16 MiB": f"{at_16mib[0]:.1f}" if at_16mib else "—",
+            "peak GB/s": f"{best['gbps']:.1f}",
+            "peak at": format_size(int(best["bytes"])),
         })
     return pd.DataFrame(lines)
 
@@ -31,7 +32,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     if not len(table):
         return None
     return "peak GB/s: " + ", ".join(f"{line['direction']} {line['host memory']} {line['peak GB/s']}"
-                                     for _, line in table.iterrows())
+                                     for line in row_dicts(table))
 
 
 HOST_STYLES = {"pinned": ("-", "o"), "registered": ("--", "s"), "pageable": (":", "^"), "device": ("-", "D")}

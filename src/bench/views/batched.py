@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from bench.units import format_size
-from bench.views import View, numbers, span
+from bench.views import View, grouped, numbers, ok_rows, span
 from bench.vocabulary import AccessOrder, HostMemory, Status, values
 
 
@@ -19,17 +19,18 @@ def _size(nbytes) -> str:
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per host memory × access order, at the most copies and the smallest copy measured: the batch's host time and
     GB/s beside the same copies issued one by one."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "host_memory", "copies", "bytes", "issue", "access_order", "host_ms", "gbps")
     lines = []
-    for host_memory, group in ok.groupby("host_memory", sort=False):
-        copies = int(group["copies"].max())
-        at_most = group[group["copies"] == copies]
-        nbytes = int(at_most["bytes"].min())
-        point = at_most[at_most["bytes"] == nbytes]
-        loop = point[point["issue"] == "one-by-one"]
-        loop_ms = float(loop["host_ms"].iloc[0]) if len(loop) else None
-        loop_gbps = float(loop["gbps"].iloc[0]) if len(loop) else None
-        for _, batch in point[point["issue"] == "batch"].iterrows():
+    for (host_memory,), group in grouped(ok, "host_memory").items():
+        copies = int(max(row["copies"] for row in group if row["copies"] is not None))
+        at_most = [row for row in group if row["copies"] == copies]
+        nbytes = int(min(row["bytes"] for row in at_most if row["bytes"] is not None))
+        point = [row for row in at_most if row["bytes"] == nbytes]
+        loop = [row for row in point if row["issue"] == "one-by-one"]
+        loop_ms = float(loop[0]["host_ms"]) if loop else None
+        loop_gbps = float(loop[0]["gbps"]) if loop else None
+        batches = [row for row in point if row["issue"] == "batch"]
+        for batch in batches:
             lines.append({
                 "host memory": host_memory,
                 "access order": batch["access_order"],
@@ -41,7 +42,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
                 "batch GB/s": f"{batch['gbps']:.1f}",
                 "one-by-one GB/s": "—" if loop_gbps is None else f"{loop_gbps:.1f}",
             })
-        if not (point["issue"] == "batch").any() and loop_ms is not None:
+        if not batches and loop_ms is not None:
             lines.append({"host memory": host_memory, "access order": "—", "copies": f"{copies} × {_size(nbytes)}",
                           "batch host ms": "—", "one-by-one host ms": f"{loop_ms:.3g}", "host time saved": "—",
                           "batch GB/s": "—", "one-by-one GB/s": f"{loop_gbps:.1f}"})

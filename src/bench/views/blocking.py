@@ -7,23 +7,20 @@ from functools import partial
 
 import pandas as pd
 
+from bench.analysis import contradicts_docs
 from bench.plots import truth_table_figure
-from bench.views import View, catalog_answer
-from bench.vocabulary import HostVerdict, Status
+from bench.views import View, catalog_answer, ok_rows
+from bench.vocabulary import HostVerdict
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Calls that wait for the device, and rows that contradict the documentation."""
-    ok = rows[rows["status"] == Status.OK]
-    waits = ok[ok["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
-    contradicted = ok[ok["matches_docs"].eq(False).fillna(False).astype(bool)]  # as contradicts_docs, for a frame
-    lines = []
-    for label, group in (("waits for the device", waits), ("contradicts the docs", contradicted)):
-        for _, row in group.iterrows():
-            lines.append({"finding": label, "call": row["call"], "placement": row["placement"],
+    ok = ok_rows(rows, "call", "placement", "spin_stream", "host_ms", "verdict", "matches_docs")
+    findings = (("waits for the device", lambda row: row["verdict"] == HostVerdict.WAITS_FOR_DEVICE),
+                ("contradicts the docs", contradicts_docs))
+    return pd.DataFrame([{"finding": label, "call": row["call"], "placement": row["placement"],
                           "spinning stream": row["spin_stream"], "host ms": f"{row['host_ms']:.3f}",
-                          "verdict": row["verdict"]})
-    return pd.DataFrame(lines)
+                          "verdict": row["verdict"]} for label, chosen in findings for row in ok if chosen(row)])
 
 
 VIEW = View("blocking", headline, partial(catalog_answer, verdict=HostVerdict.WAITS_FOR_DEVICE,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.views import View
+from bench.analysis import row_dicts
+from bench.views import View, firsts, ok_rows
 from bench.vocabulary import CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Connections, Status, values
 
 CONNECTIONS = values(Connections)  # in this order: a line each
@@ -12,13 +13,20 @@ CONNECTIONS = values(Connections)  # in this order: a line each
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Spins: the makespan in spin lengths per connection setting and stream count."""
-    spins = rows[(rows["status"] == Status.OK) & (rows["workload"] == "spins")]
-    if not len(spins):
+    spins = [row for row in ok_rows(rows, "workload", "connections", "streams", "spin_lengths")
+             if row["workload"] == "spins"]
+    if not spins:
         return pd.DataFrame()
-    table = spins.pivot_table(index="connections", columns="streams", values="spin_lengths", aggfunc="first")
-    table = table.reindex([value for value in CONNECTIONS if value in table.index])
-    table.columns = [f"{streams} streams, spin lengths" for streams in table.columns]
-    return table.map(lambda value: f"{value:.1f}" if pd.notna(value) else "—").reset_index()
+    lengths = firsts(spins, "connections", "streams", "spin_lengths")
+    headings = {streams: f"{streams} streams, spin lengths" for streams in sorted({key[1] for key in lengths})}
+    present = {key[0] for key in lengths}
+    return pd.DataFrame([{"connections": value, **{heading: _lengths(lengths.get((value, streams)))
+                                                   for streams, heading in headings.items()}}
+                         for value in CONNECTIONS if value in present], columns=["connections", *headings.values()])
+
+
+def _lengths(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
 
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
@@ -28,7 +36,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     most = table.columns[-1]
     return (f"{most.split(',')[0]} of two spins each take, in spin lengths (2: all side by side), with "
             f"{CONNECTIONS_VARIABLE}: "
-            + ", ".join(f"{line['connections']} {line[most]}" for _, line in table.iterrows()))
+            + ", ".join(f"{line['connections']} {line[most]}" for line in row_dicts(table)))
 
 
 def connections_figure(rows: pd.DataFrame, tables: dict) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.views import View, listed
 from bench.vocabulary import SPIN_MS, SPIN_STREAMS, CrossGpuCall, HostVerdict, Status, values
 
@@ -16,7 +17,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for (call, spin_stream), group in ok.groupby(["call", "spin_stream"], sort=False):
         line = {"call": call, "spinning stream": spin_stream}
-        for _, row in group.iterrows():
+        for row in row_dicts(group):
             line[f"spin on GPU {row['spin_gpu']}, call on GPU {row['call_gpu']}: verdict (host ms)"] = (
                 f"{row['verdict']} ({row['host_ms']:.3f})")
         lines.append(line)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from bench.views import View, listed
+from bench.views import View, firsts, listed, ok_rows
 from bench.vocabulary import FirstCall, HostVerdict, ModuleLoading, Status, values
 
 CALLS = values(FirstCall)  # in the order a program takes them
@@ -12,11 +14,14 @@ LOADING = values(ModuleLoading)
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
-    ok = rows[rows["status"] == Status.OK]
-    if not len(ok):
+    ok = ok_rows(rows, "call", "module_loading", "verdict")
+    if not ok:
         return pd.DataFrame()
-    table = ok.pivot_table(index="call", columns="module_loading", values="verdict", aggfunc="first")
-    return table.reindex([call for call in CALLS if call in table.index]).reset_index()
+    verdicts = firsts(ok, "call", "module_loading", "verdict")
+    loadings = sorted({key[1] for key in verdicts})
+    present = {key[0] for key in verdicts}
+    return pd.DataFrame([{"call": call, **{loading: verdicts.get((call, loading), math.nan) for loading in loadings}}
+                         for call in CALLS if call in present], columns=["call", *loadings])
 
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:

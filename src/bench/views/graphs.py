@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
-from bench.views import View
+from bench.views import View, ok_rows
 from bench.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     ok = rows[rows["status"] == Status.OK]
     lines = []
-    for _, row in ok.iterrows():
+    for row in row_dicts(ok):
         where = f"{row['iterations']} × {format_size(int(row['bytes']))}"
         gpu_ms = enqueue_ms = ""
         if row["case"] == "malloc-loop":
@@ -30,22 +31,35 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """Enqueueing an allocating loop eagerly and as a graph, synchronizing in a capture, and stream order."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "case", "launch", "iterations", "bytes", "host_enqueue_ms", "sync_error", "trials",
+                 "wrong_results")
     parts = []
-    loop = ok[ok["case"] == "malloc-loop"]
-    if len(loop):
-        largest = loop[(loop["iterations"] == loop["iterations"].max()) & (loop["bytes"] == loop["bytes"].max())]
-        enqueue = {row["launch"]: row["host_enqueue_ms"] for _, row in largest.iterrows()}
-        parts.append(f"host ms to enqueue {largest['iterations'].iloc[0]} mallocAsync iterations: "
+    loop = _case(ok, "malloc-loop")
+    if loop:
+        most = {column: max(row[column] for row in loop if row[column] is not None)
+                for column in ("iterations", "bytes")}
+        largest = [row for row in loop if all(row[column] == value for column, value in most.items())]
+        enqueue = {row["launch"]: row["host_enqueue_ms"] for row in largest}
+        parts.append(f"host ms to enqueue {largest[0]['iterations']} mallocAsync iterations: "
                      + ", ".join(f"{launch} {ms:.3f}" for launch, ms in enqueue.items()))
-    capture = ok[ok["case"] == "sync-in-capture"]
-    if len(capture):
-        parts.append("synchronizing in a capture: " + ("refused" if capture["sync_error"].iloc[0] else "allowed"))
-    order = ok[ok["case"] == "stream-order"]
-    if len(order):
-        parts.append(f"stream order: {int(order['wrong_results'].sum())} wrong of {int(order['trials'].sum())} "
+    capture = _case(ok, "sync-in-capture")
+    if capture:
+        parts.append("synchronizing in a capture: " + ("refused" if capture[0]["sync_error"] else "allowed"))
+    order = _case(ok, "stream-order")
+    if order:
+        parts.append(f"stream order: {_total(order, 'wrong_results')} wrong of {_total(order, 'trials')} "
                      "unsynchronized chains")
     return "; ".join(parts) or None
+
+
+def _case(rows: list[dict], case: str) -> list[dict]:
+    """The rows of ``case``."""
+    return [row for row in rows if row["case"] == case]
+
+
+def _total(rows: list[dict], column: str) -> int:
+    """The sum of ``column``, a missing value left out."""
+    return sum(row[column] for row in rows if row[column] is not None)
 
 
 VIEW = View("graphs", headline, answer,

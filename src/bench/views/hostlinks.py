@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
 from bench.views import View, span
 from bench.vocabulary import Direction, Status
@@ -17,7 +18,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for (direction, nbytes), group in ok.groupby(["direction", "bytes"], sort=False):
         line = {"direction": direction, "size": format_size(int(nbytes))}
-        for _, row in group.sort_values(["load", "device"]).iterrows():
+        for row in row_dicts(group.sort_values(["load", "device"])):
             line[f"GPU {row['device']} {row['load']} GB/s"] = f"{row['gbps']:.1f}"
         together = group[group["load"] == "together"]
         if len(together):

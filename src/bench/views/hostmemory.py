@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
-from bench.views import View
+from bench.views import View, ok_rows
 from bench.vocabulary import HostMemory, HostOperation, Status, values
 
 OPERATIONS = values(HostOperation)
@@ -15,16 +16,16 @@ HOST_KINDS = (HostMemory.PINNED, HostMemory.WRITE_COMBINED)  # compared
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per operation: pinned and write-combined GB/s at the largest size both were measured at, and their ratio."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "operation", "host_memory", "bytes", "gbps")
     lines = []
     for operation in OPERATIONS:
-        group = ok[ok["operation"] == operation]
-        if not len(group):
+        group = [row for row in ok if row["operation"] == operation]
+        if not group:
             continue
-        rates = {kind: dict(zip(group.loc[group["host_memory"] == kind, "bytes"].astype(int),
-                                group.loc[group["host_memory"] == kind, "gbps"])) for kind in HOST_KINDS}
+        rates = {kind: {int(row["bytes"]): row["gbps"] for row in group if row["host_memory"] == kind}
+                 for kind in HOST_KINDS}
         common = sorted(set(rates["pinned"]) & set(rates["write-combined"]))
-        size = common[-1] if common else int(group["bytes"].max())
+        size = common[-1] if common else int(max(row["bytes"] for row in group if row["bytes"] is not None))
         pinned, combined = rates["pinned"].get(size), rates["write-combined"].get(size)
         lines.append({
             "operation": operation,
@@ -41,7 +42,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     if not len(table):
         return None
     return "write-combined / pinned host memory: " + ", ".join(
-        f"{line['operation']} {line['write-combined / pinned']}" for _, line in table.iterrows())
+        f"{line['operation']} {line['write-combined / pinned']}" for line in row_dicts(table))
 
 
 def _rate(gbps) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
 from bench.views import View
 from bench.vocabulary import CHASE_STEPS, Status
@@ -12,7 +13,7 @@ from bench.vocabulary import CHASE_STEPS, Status
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     ok = rows[rows["status"] == Status.OK]
     return pd.DataFrame([{"memory": row["memory"], "working set": format_size(int(row["bytes"])),
-                          "ns per dependent access": f"{row['ns_per_access']:.0f}"} for _, row in ok.iterrows()])
+                          "ns per dependent access": f"{row['ns_per_access']:.0f}"} for row in row_dicts(ok)])
 
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
@@ -20,7 +21,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     if not len(table):
         return None
     return "ns per dependent access: " + ", ".join(
-        f"{line['memory']} {line['ns per dependent access']} ({line['working set']})" for _, line in table.iterrows())
+        f"{line['memory']} {line['ns per dependent access']} ({line['working set']})" for line in row_dicts(table))
 
 
 def latency_figure(rows: pd.DataFrame, tables: dict) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.views import View
 from bench.vocabulary import Status
 
@@ -18,7 +19,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     if not len(table):
         return None
     return "host µs per launch: " + ", ".join(
-        f"{line['launch path']} {line['host µs per launch (median)']}" for _, line in table.iterrows())
+        f"{line['launch path']} {line['host µs per launch (median)']}" for line in row_dicts(table))
 
 
 def launch_figure(rows: pd.DataFrame, tables: dict) -> list:

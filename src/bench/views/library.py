@@ -3,10 +3,13 @@ table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
+from bench.analysis import contradicts_docs
 from bench.libraries import LIBRARIES
-from bench.views import View
+from bench.views import View, grouped, ok_rows
 from bench.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, LibraryPlacement, Status, values
 
 PLACEMENTS = values(LibraryPlacement)  # a column each: the spin on the call's stream, on another, around it
@@ -15,33 +18,37 @@ PLACEMENTS = values(LibraryPlacement)  # a column each: the spin on the call's s
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per library: calls that waited for the GPU on their own stream, on another, that serialized, and that
     contradict their documentation."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "library", "call", "placement", "verdict", "matches_docs")
     lines = []
-    for library, group in ok.groupby("library", sort=False):
-        def calls(mask) -> str:
-            names = sorted({name.split(" ", 1)[-1] for name in group[mask]["call"]})
+    for (library,), group in grouped(ok, "library").items():
+        def calls(chosen: Callable[[dict], bool]) -> str:
+            names = sorted({row["call"].split(" ", 1)[-1] for row in group if chosen(row)})
             return ", ".join(names) or "—"
 
-        waits = group["verdict"] == HostVerdict.WAITS_FOR_DEVICE
-        contradicts = group["matches_docs"].eq(False).fillna(False).astype(bool)
         lines.append({"library": library,
-                      "waits on its own stream": calls(waits & (group["placement"] == "same")),
-                      "waits for other streams": calls(waits & (group["placement"] == "other")),
-                      "serializes kernels": calls(group["verdict"] == DeviceVerdict.SERIALIZES),
-                      "contradicts its docs": calls(contradicts)})
+                      "waits on its own stream": calls(_waits("same")),
+                      "waits for other streams": calls(_waits("other")),
+                      "serializes kernels": calls(lambda row: row["verdict"] == DeviceVerdict.SERIALIZES),
+                      "contradicts its docs": calls(contradicts_docs)})
     return pd.DataFrame(lines)
 
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     """How many library calls wait for the GPU, and how many contradict their documentation."""
-    ok = rows[rows["status"] == Status.OK]
-    if not len(ok):
+    ok = ok_rows(rows, "call", "placement", "verdict", "matches_docs")
+    if not ok:
         return None
-    waits = ok[ok["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
-    own, other = (waits.loc[waits["placement"] == placement, "call"].nunique() for placement in ("same", "other"))
-    contradicting = ok.loc[ok["matches_docs"].eq(False).fillna(False).astype(bool), "call"].nunique()
-    return (f"of {ok['call'].nunique()} calls, {own} wait for a kernel on their own stream, {other} for other "
-            f"streams; {contradicting} contradict their documentation")
+
+    def calls(chosen: Callable[[dict], bool]) -> int:
+        return len({row["call"] for row in ok if chosen(row) and not pd.isna(row["call"])})
+
+    return (f"of {calls(lambda row: True)} calls, {calls(_waits('same'))} wait for a kernel on their own stream, "
+            f"{calls(_waits('other'))} for other streams; {calls(contradicts_docs)} contradict their documentation")
+
+
+def _waits(placement: str) -> Callable[[dict], bool]:
+    """Whether a row (a dict) waited for the GPU with the spin ``placement``."""
+    return lambda row: row["verdict"] == HostVerdict.WAITS_FOR_DEVICE and row["placement"] == placement
 
 
 def library_figure(rows: pd.DataFrame, tables: dict) -> list:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
-from bench.views import View
+from bench.views import View, grouped, ok_rows
 from bench.vocabulary import ManagedCase, Status, values
 
 CASES = values(ManagedCase)
@@ -13,21 +15,20 @@ CASES = values(ManagedCase)
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per size and case: GPU ms, GB/s of the touched bytes, the time against resident, and the prefetch alone."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "bytes", "case", "median", "gbps", "prefetch_gbps")
     lines = []
-    for nbytes, group in ok.groupby("bytes", sort=True):
-        resident = group.loc[group["case"] == "resident", "median"]
+    for (nbytes,), group in sorted(grouped(ok, "bytes").items(), key=lambda item: item[0]):
+        resident = [row["median"] for row in group if row["case"] == "resident"]
         for case in CASES:
-            row = group[group["case"] == case]
-            if not len(row):
+            row = next((row for row in group if row["case"] == case), None)
+            if row is None:
                 continue
-            row = row.iloc[0]
             lines.append({
                 "size": format_size(int(nbytes)),
                 "case": case,
                 "GPU ms": f"{row['median']:.3g}",
                 "GB/s": f"{row['gbps']:.3g}",
-                "× resident": f"{row['median'] / resident.iloc[0]:.3g}" if len(resident) else "—",
+                "× resident": f"{np.float64(row['median']) / resident[0]:.3g}" if resident else "—",  # /0: inf
                 "prefetch alone GB/s": f"{row['prefetch_gbps']:.3g}" if pd.notna(row["prefetch_gbps"]) else "—",
             })
     return pd.DataFrame(lines)
@@ -39,7 +40,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
         return None
     largest = table[table["size"] == table["size"].iloc[-1]]
     return (f"a kernel over {largest['size'].iloc[0]} of managed memory, GB/s: "
-            + ", ".join(f"{line['case']} {line['GB/s']}" for _, line in largest.iterrows()))
+            + ", ".join(f"{line['case']} {line['GB/s']}" for line in row_dicts(largest)))
 
 
 CASE_STYLES = {"first-touch": ("#d62728", "o"), "prefetch-then-kernel": ("#ff7f0e", "s"), "resident": ("#2ca02c", "D")}

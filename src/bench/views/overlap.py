@@ -3,11 +3,14 @@ timeline figures, a set per payload."""
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import numpy as np
 import pandas as pd
 
 from bench.units import format_size
-from bench.views import View, numbers, span
+from bench.views import View, grouped, numbers, ok_rows, peak, span
 from bench.vocabulary import Status
 
 
@@ -16,19 +19,19 @@ AXES = ("total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "c
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per size × compute ratio × host memory: the most efficient configuration, and one stream's speedup."""
-    ok = rows[rows["status"] == Status.OK]
+    ok = ok_rows(rows, "total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream",
+                 "streams", "makespan_ms", "bound_ms", "speedup", "efficiency")
     lines = []
-    for (total, ratio, host_memory), group in ok.groupby(["total_bytes", "compute_ratio", "host_memory"],
-                                                         sort=False):
-        best = group.loc[group["efficiency"].idxmax()]
-        one_stream = group[group["streams"] == 1]["speedup"]
+    for (total, ratio, host_memory), group in grouped(ok, "total_bytes", "compute_ratio", "host_memory").items():
+        best = peak(group, "efficiency")
+        one_stream = [row["speedup"] for row in group if row["streams"] == 1]
         lines.append({
             "payload": format_size(int(total)), "compute ratio": f"{ratio:g}", "host memory": host_memory,
             "best configuration": f"{_count(best['streams'], 'stream')} × "
                                   f"{_count(best['chunks_per_stream'], 'chunk')}, {best['allocator']}, {best['launch']}",
             "makespan ms": f"{best['makespan_ms']:.2f}", "bound ms": f"{best['bound_ms']:.2f}",
             "speedup": f"{best['speedup']:.2f}", "efficiency": f"{best['efficiency']:.1%}",
-            "1-stream speedup": f"{one_stream.median():.2f}" if len(one_stream) else "—",
+            "1-stream speedup": f"{_median(one_stream):.2f}" if one_stream else "—",
         })
     return pd.DataFrame(lines)
 
@@ -44,6 +47,12 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
         if len(mine):
             parts.append(f"{memory} {span(mine)}%")
     return "the best pipelines reach, of the engine-aware bound: " + ", ".join(parts) if parts else None
+
+
+def _median(values: list[float]) -> float:
+    """The median of the values not missing (NaN where all are), as pandas takes it."""
+    present = [value for value in values if not math.isnan(value)]
+    return statistics.median(present) if present else math.nan
 
 
 def _count(number, noun: str) -> str:
@@ -181,4 +190,5 @@ def _timeline(plt, selected: pd.DataFrame, timeline: pd.DataFrame, payload: str)
 
 VIEW = View("overlap", headline, answer, (overlap_figures,), split_axis="total_bytes",
             columns=("allocator", "bound_ms", "chunks_per_stream", "compute_ratio", "concurrency", "efficiency",
-                     "host_memory", "launch", "makespan_ms", "serial_ms", "speedup", "streams"))
+                     "host_memory", "launch", "makespan_ms", "serial_ms", "speedup", "streams"),
+            tables=("timeline",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
 from bench.views import View
 from bench.vocabulary import Status
@@ -18,12 +19,12 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
         copies = pair[pair["method"] != "chase"]
         largest = copies[copies["bytes"] == copies["bytes"].max()] if len(copies) else copies
         line = {"pair": f"GPU {src} → GPU {dst}"}
-        for _, row in largest.iterrows():
+        for row in row_dicts(largest):
             name = f"{row['method']} {row['side']} {row['direction']}"
             name += "" if row["peer_access"] == "enabled" else " staged"
             line[f"{name} GB/s"] = f"{row['gbps']:.1f}"
         chase = pair[pair["method"] == "chase"]
-        for _, row in chase.iterrows():
+        for row in row_dicts(chase):
             line[f"chase {format_size(int(row['bytes']))} ns"] = f"{row['ns_per_access']:.0f}"
         if len(largest):
             line["size"] = format_size(int(largest["bytes"].iloc[0]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
 from bench.views import View, numbers, span
 from bench.vocabulary import Status
@@ -13,7 +14,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     ok = rows[rows["status"] == Status.OK]
     return pd.DataFrame([{"direction": row["direction"], "size": format_size(int(row["bytes"])),
                           "round trip µs (host)": f"{row['median']:.1f}", "copy µs (GPU)": f"{row['gpu_us']:.2f}"}
-                         for _, row in ok.iterrows()])
+                         for row in row_dicts(ok)])
 
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:

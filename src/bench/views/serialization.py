@@ -7,6 +7,7 @@ from functools import partial
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.plots import truth_table_figure
 from bench.views import View, catalog_answer
 from bench.vocabulary import DeviceVerdict, Status
@@ -19,7 +20,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
         "call": row["call"], "placement": row["placement"], "streams": row["spin_stream"],
         "overlap ms": f"{row['overlap_ms']:.2f}", "verdict": row["verdict"],
         "cause": "host waited" if row["host_waited"] else "device",
-    } for _, row in ok.iterrows()])
+    } for row in row_dicts(ok)])
 
 
 VIEW = View("serialization", headline, partial(catalog_answer, verdict=DeviceVerdict.SERIALIZES,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.views import View, numbers, span
 from bench.vocabulary import WAIT_SPIN_MS, Status
 
@@ -12,7 +13,7 @@ def headline(rows: pd.DataFrame) -> pd.DataFrame:
     ok = rows[rows["status"] == Status.OK]
     return pd.DataFrame([{"schedule": row["schedule"], "wait": row["wait"],
                           "wake-up µs": f"{row['median']:.1f}", "CPU busy": f"{row['cpu_fraction']:.0%}"}
-                         for _, row in ok.iterrows()])
+                         for row in row_dicts(ok)])
 
 
 def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import row_dicts
 from bench.units import format_size
-from bench.views import View
+from bench.views import View, grouped, ok_rows, peak
 from bench.vocabulary import Direction, Status
 
 DIRECTIONS = (Direction.H2D, Direction.D2H)
@@ -13,13 +14,12 @@ DIRECTIONS = (Direction.H2D, Direction.D2H)
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per direction: the SM copy's peak and its rate at 16 MiB."""
-    ok = rows[rows["status"] == Status.OK]
     lines = []
-    for direction, group in ok.groupby("direction", sort=False):
-        peak = group.loc[group["gbps"].idxmax()]
-        at_16mib = group.loc[group["bytes"] == 16 << 20, "gbps"]
-        lines.append({"direction": direction, "GB/s at 16 MiB": f"{at_16mib.iloc[0]:.1f}" if len(at_16mib) else "—",
-                      "peak GB/s": f"{peak['gbps']:.1f}", "peak at": format_size(int(peak["bytes"]))})
+    for (direction,), group in grouped(ok_rows(rows, "direction", "bytes", "gbps"), "direction").items():
+        best = peak(group, "gbps")
+        at_16mib = [row["gbps"] for row in group if row["bytes"] == 16 << 20]
+        lines.append({"direction": direction, "GB/s at 16 MiB": f"{at_16mib[0]:.1f}" if at_16mib else "—",
+                      "peak GB/s": f"{best['gbps']:.1f}", "peak at": format_size(int(best["bytes"]))})
     return pd.DataFrame(lines)
 
 
@@ -28,7 +28,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
     if not len(table):
         return None
     return "a kernel on mapped pinned host memory, peak GB/s: " + ", ".join(
-        f"{line['direction']} {line['peak GB/s']}" for _, line in table.iterrows())
+        f"{line['direction']} {line['peak GB/s']}" for line in row_dicts(table))
 
 
 def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
