@@ -26,8 +26,8 @@ from bench.cli import streams
 from bench.cli.parser import COMMANDS
 from bench.cli.parser import parser as _parser
 from bench.errors import UsageError
-from bench.timing import phases
 from bench.escape import terminal, warnings_as_lines
+from bench.timing import phases
 
 
 def _version() -> str:

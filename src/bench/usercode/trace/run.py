@@ -32,6 +32,7 @@ This module runs the region under CUPTI; what it finds is assembled, shown, save
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,13 +40,13 @@ from pathlib import Path
 
 from bench.libraries import loaded_versions
 from bench.timing.phases import CUPTI_START, VERSIONS, WARM_UP, phase
-
-PINNED, ANALYSIS = "pinned reference copies", "reading the records"
 from bench.usercode.activity import Activity, Op, Recording, TraceUnavailable
 from bench.usercode.defaults import DEFAULT_RUNS
 from bench.usercode.trace import files
 from bench.usercode.trace.assemble import result_of
 from bench.usercode.trace.result import TraceResult
+
+PINNED, ANALYSIS = "pinned reference copies", "reading the records"
 
 
 # --- running on the GPU --------------------------------------------------------------------------------------------
@@ -67,20 +68,16 @@ def _references(results=None, bound: bool = True):
     this GPU) where they hold the size, else measured."""
     from bench.usercode.pinned import copy_engines, pinned_copy_ms
 
-    found: list[dict[tuple[str, int], float]] = []
-
+    @functools.cache
     def known() -> dict[tuple[str, int], float]:
         """The results' pinned copies of this GPU, read once, when a pageable copy first needs one."""
-        if not found:
-            rows = results() if callable(results) else results
-            if rows is not None and len(rows):
-                from bench.cuda import runtime
-                from bench.env import gpu_environment
+        rows = results() if callable(results) else results
+        if rows is None or not len(rows):
+            return {}
+        from bench.cuda import runtime
+        from bench.env import gpu_uuid
 
-                found.append(pinned_results(rows, gpu_environment(runtime.getDevice()).gpu_uuid))
-            else:
-                found.append({})
-        return found[0]
+        return pinned_results(rows, gpu_uuid(runtime.deviceGetPCIBusId(runtime.getDevice())))
 
     def copy_bound(h2d_bytes: int, d2h_bytes: int) -> tuple[float, int]:
         with phase(PINNED):
