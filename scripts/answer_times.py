@@ -5,10 +5,10 @@ just before each round of the tools.
     python scripts/answer_times.py [--runs 5] [--out results/_answers] [--tools syncs,trace,probe] [--targets ...]
                                    [--bench-src DIR]
 
-Targets: the README's examples (PyTorch: ``docs/examples/train_step.py:step``, ``docs/examples/input_pipeline.py:
-step``) and one region per library (``docs/examples/cupy_step.py:step``, ``docs/examples/jax_step.py:step``). Each
-round runs T0 and then each tool once on a target (the tools' order turning round by round); ``--runs`` rounds per
-target, after each tool ran once on it unrecorded (``--warmup``: the first call on a machine fills bench's caches,
+Targets: the README's examples (PyTorch: ``docs/examples/train_step.py:step`` under every tool,
+``docs/examples/input_pipeline.py:step`` under ``trace``) and one region per library (``docs/examples/cupy_step.py:
+step``, ``docs/examples/jax_step.py:step``, every tool). Each round runs T0 and then each tool once on a target (the
+tools' order turning round by round); ``--runs`` rounds per target, after each tool ran once on it unrecorded (``--warmup``: the first call on a machine fills bench's caches,
 CuPy's and numba's kernel caches; the JSON keeps those times). Each tool runs with ``-v``: its phases are kept with
 its row. A region's own time (``region_ms``) is the median
 of five warm calls in a process of its own. ``--bench-src`` runs the tools from another bench source tree (an older
@@ -65,14 +65,16 @@ PHASE = re.compile(r"^bench:\s+([0-9.]+) s\s+\S+ (.+)$")
 
 @dataclass(frozen=True)
 class Target:
-    """A region the tools answer on: MODULE-or-FILE:FUNCTION, and the library whose first CUDA call T0 makes."""
+    """A region the tools answer on: MODULE-or-FILE:FUNCTION, the library whose first CUDA call T0 makes, and the
+    tools timed on it."""
 
     target: str
     library: str
+    tools: tuple[str, ...] = TOOLS
 
 
-TARGETS = (Target("docs/examples/train_step.py:step", "torch"),
-           Target("docs/examples/input_pipeline.py:step", "torch"),
+TARGETS = (Target("docs/examples/train_step.py:step", "torch"),  # the README's syncs and probe; PyTorch's region
+           Target("docs/examples/input_pipeline.py:step", "torch", ("trace",)),  # the README's trace
            Target("docs/examples/cupy_step.py:step", "cupy"),
            Target("docs/examples/jax_step.py:step", "jax"))
 
@@ -117,7 +119,7 @@ def main() -> int:
                         help="how many of the tools run once per target before the rounds, unrecorded in the table "
                              "(the JSON keeps their times): a first call on a machine fills the caches (default: all)")
     args = parser.parse_args()
-    tools = args.tools.split(",")
+    chosen = args.tools.split(",")
     targets = [t for t in TARGETS if not args.targets or t.target in args.targets.split(",")]
     sys.path.insert(0, str(ROOT / "src"))
     from bench.env import gpu_environment
@@ -129,6 +131,7 @@ def main() -> int:
     rows, warmup = [], []
     for target in targets:
         region = region_ms(target, env)
+        tools = [tool for tool in chosen if tool in target.tools]
         for tool in tools[:args.warmup]:  # the first call on this machine fills the caches the next ones read
             wall, status, _ = timed([sys.executable, "-m", "bench", tool, target.target], tool_env)
             warmup.append({"tool": tool, "target": target.target, "wall_s": wall, "status": status})

@@ -300,7 +300,7 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
             raise SystemExit(f"overlap {host_memory}: {row['status']}: {row['error']}")
         name = f"overlap {host_memory}" + ("" if lines else " --no-lines")
         found = trace(run, results=results, target=name, runs=OVERLAP_RUNS[host_memory], lines=lines,
-                      leave_out=lambda activity: "gate_kernel" in activity.name)
+                      leave_out=lambda activity: "bench_gate" in activity.name)
         bounds = side_by_side_bounds(runner, config, payload, found)
         runner.remeasure_stages()  # its bound too: a GPU's copy rate can drift by several percent over seconds
         again = overlap._measure(runner, config, payload, None)  # the experiment's repeatability

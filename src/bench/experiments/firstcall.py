@@ -32,6 +32,7 @@ from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, host_columns, ho
                                     spin_for)
 from bench.schema import FLOAT, TEXT, column
 from bench.timing import Context, Floor, SpinWatch, StopRule, host_interval
+from bench.timing.kernels import nvrtc_cubin
 from bench.vocabulary import Clock, FirstCall, ModuleLoading, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
@@ -83,7 +84,7 @@ class _Steps:
 
     def __init__(self, stream) -> None:
         self.stream = stream
-        self.cubin = kernels.nvrtc_cubin(KERNEL)
+        self.cubin = nvrtc_cubin(KERNEL)
         self.out = cupy.zeros(1, dtype=cupy.int32)
         self._count = itertools.count()
 

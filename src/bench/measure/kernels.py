@@ -1,70 +1,30 @@
-"""numba-cuda kernels used by the timing core and the experiments.
+"""numba-cuda kernels the experiments share: compute of tunable intensity, copies by the SMs, a pointer chase.
 
 Kernels are cached on disk (numba's ``cache=True``), so a sweep's processes compile each one once per source change,
-not once per process. Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the two PTX-level helpers below fall back to plain
-Python, so the kernels' logic can be tested on a machine without a GPU.
+not once per process. Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the PTX-level load below falls back
+to plain Python, so the kernels' logic can be tested on a machine without a GPU. The timing core's own kernels (the
+gate, the spin, the hold) are CUDA C++: :mod:`bench.timing.kernels`.
 """
 
 from __future__ import annotations
 
 import functools
-import time
-import warnings
 
 import numba
 from numba import cuda
 from numba.cuda import config
 
-# Outcomes a gate writes to latch[1].
-GATE_PENDING = 0
-GATE_RELEASED = 1
-GATE_EXPIRED = 2
-
 if config.ENABLE_CUDASIM:
-
-    def fresh_load(array, index):
-        """Simulator stand-in for a volatile load."""
-        return array[index]
-
-    def globaltimer_ns():
-        """Simulator stand-in for the GPU's global nanosecond timer."""
-        return time.monotonic_ns()
 
     def fresh_load_u64(pointer, index):
         """Simulator stand-in for a volatile 64-bit load through a raw pointer."""
         return pointer[index]
 
-    def pause(ns):
-        """Simulator stand-in for ``__nanosleep``."""
-        time.sleep(ns / 1e9)
-
 else:
 
     from llvmlite import ir
     from numba import types
-    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def fresh_load(typingctx, array, index):
-        """``ld.volatile.global`` of an int32 element, emitted as side-effecting asm.
-
-        numba's ``cuda.ldcv`` is not enough here: its asm carries no side effect, so the compiler may hoist it
-        out of a polling loop, which then spins on a stale register (seen on the H200).
-        """
-        if not (isinstance(array, types.Array) and array.dtype == types.int32 and isinstance(index, types.Integer)):
-            return None
-
-        def codegen(context, builder, signature, args):
-            array_type, _ = signature.args
-            array_value, index_value = args
-            view = context.make_array(array_type)(context, builder, array_value)
-            pointer = cgutils.get_item_pointer(context, builder, array_type, view, [index_value])
-            load = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [pointer.type]),
-                                "ld.volatile.global.s32 $0, [$1];", "=r,l", side_effect=True)
-            return builder.call(load, [pointer])
-
-        return types.int32(array, index), codegen
 
     @intrinsic
     def fresh_load_u64(typingctx, pointer, index):
@@ -83,107 +43,6 @@ else:
 
         return types.uint64(pointer, index), codegen
 
-    @intrinsic
-    def globaltimer_ns(typingctx):
-        """Read ``%globaltimer``: nanoseconds, the same clock on every SM."""
-
-        def codegen(context, builder, signature, args):
-            read_timer = ir.InlineAsm(
-                ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l", side_effect=True
-            )
-            return builder.call(read_timer, [])
-
-        return types.uint64(), codegen
-
-
-@cuda.jit(cache=True)
-def gate_kernel(latch, timeout_ns):
-    """Hold the stream until the host stores non-zero into ``latch[0]`` (host-mapped memory).
-
-    A watchdog gives up after ``timeout_ns`` (a ``numpy.uint64``) so nothing can hang; the outcome,
-    ``GATE_RELEASED`` or ``GATE_EXPIRED``, goes to ``latch[1]`` for the host to check.
-    """
-    start = globaltimer_ns()
-    while fresh_load(latch, 0) == 0:
-        if globaltimer_ns() - start > timeout_ns:
-            latch[1] = GATE_EXPIRED
-            return
-    latch[1] = GATE_RELEASED
-
-
-@cuda.jit(cache=True)
-def spin_kernel(duration_ns, stamps, slot):
-    """Busy-wait ``duration_ns`` (``numpy.uint64``) on the global timer, one thread.
-
-    ``stamps`` is host-mapped: ``stamps[2 * slot]`` gets the start and ``stamps[2 * slot + 1]`` the end, in global
-    timer nanoseconds, each made visible to the host as soon as it is written.
-    """
-    start = globaltimer_ns()
-    stamps[2 * slot] = start
-    cuda.threadfence_system()
-    now = start
-    while now - start < duration_ns:
-        now = globaltimer_ns()
-    stamps[2 * slot + 1] = now
-    cuda.threadfence_system()
-
-
-# Hold state (host-mapped int32): what the host and the blocks of one hold write, each tagged with the hold's
-# generation so a new hold needs no reset.
-HOLD_RELEASE = 0  # the host writes the generation it releases
-HOLD_EXPIRED = 1  # block 0 writes the generation whose watchdog ended it
-HOLD_ENDED = 2  # block 0 writes the generation once it lets the blocks go
-HOLD_BEAT = 3  # the host's heartbeat: a count it keeps raising while it watches
-HOLD_STARTED = 4  # HOLD_STARTED + block: each block writes the generation once it runs
-HOLD_CAP_NS = 60_000_000_000  # no hold lasts longer, heartbeat or not
-
-
-if not config.ENABLE_CUDASIM:
-
-    @cuda.jit(device=True, inline=True)
-    def pause(ns):
-        """``__nanosleep``: let the SM's other warps run a while."""
-        cuda.nanosleep(ns)
-
-
-@cuda.jit(cache=True, **({} if config.ENABLE_CUDASIM else {"max_registers": 32}))  # 2048 threads × 32 = an SM's
-def hold_kernel(state, flag, generation, timeout_ns):
-    """Occupy an SM's every thread slot until the host releases the hold (``state[HOLD_RELEASE] == generation``) or
-    its heartbeat (``state[HOLD_BEAT]``) stops changing for ``timeout_ns`` (a watchdog: a host that dies or stops
-    watching ends the hold; one that never beats gets a hold of ``timeout_ns``): launched with enough blocks to fill
-    every SM, no block of any other kernel can start.
-
-    Only block 0 reads the host's memory (every 2 µs); it passes the end on through ``flag`` (device memory), which
-    the other blocks read. Every block also ends after ``HOLD_CAP_NS``. The other threads wait at the barrier,
-    occupying their slots."""
-    if cuda.threadIdx.x == 0:
-        start = globaltimer_ns()
-        state[HOLD_STARTED + cuda.blockIdx.x] = generation
-        cuda.threadfence_system()
-        if cuda.blockIdx.x == 0:
-            beat = fresh_load(state, HOLD_BEAT)
-            since = start
-            while fresh_load(state, HOLD_RELEASE) != generation:
-                now = globaltimer_ns()
-                seen = fresh_load(state, HOLD_BEAT)
-                if seen != beat:
-                    beat = seen
-                    since = now
-                elif now - since > timeout_ns or now - start > HOLD_CAP_NS:
-                    state[HOLD_EXPIRED] = generation
-                    break
-                pause(2000)
-            flag[0] = generation
-            cuda.threadfence()
-            state[HOLD_ENDED] = generation
-            cuda.threadfence_system()
-        else:
-            while fresh_load(flag, 0) != generation:
-                if globaltimer_ns() - start > HOLD_CAP_NS + 1_000_000:
-                    break
-                pause(1000)
-    cuda.syncthreads()
-
 
 def numba_stream(ptr: int):
     """numba's handle for a stream given by its CUDA handle (a CuPy stream's ``ptr``, or 1 for the legacy and 2
@@ -195,15 +54,6 @@ def numba_stream(ptr: int):
 
 
 _NUMBA_STREAMS: dict[int, object] = {}
-
-
-def launch_single_thread(kernel, stream, *args) -> None:
-    """Launch a one-thread kernel (the gate, the spin) on ``stream`` (anything with a CUDA handle in ``ptr``)."""
-    from numba.cuda.core.errors import NumbaPerformanceWarning
-
-    with warnings.catch_warnings():  # one thread on purpose: numba's low-occupancy warning does not apply
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
-        kernel[1, 1, numba_stream(stream.ptr)](*args)
 
 
 # --- compute with tunable intensity -------------------------------------------------------------------------------
@@ -286,18 +136,6 @@ class MixKernel:
         self._compiled.launch([pointer, count, rounds], self.grid(count), THREADS_PER_BLOCK, numba_stream(stream.ptr))
 
 
-@cuda.jit(cache=True)
-def clock_publisher_kernel(stamps, duration_ns):
-    """Write the global timer to host-mapped ``stamps[0]`` over and over for ``duration_ns``, so the host can pair
-    its own clock with the GPU's (:class:`bench.timing.ClockPair`)."""
-    start = globaltimer_ns()
-    now = start
-    while now - start < duration_ns:
-        now = globaltimer_ns()
-        stamps[0] = now
-        cuda.threadfence_system()
-
-
 # --- copies and latency through raw pointers (host-mapped or device memory) ----------------------------------------
 COPY_UNROLL = 4
 
@@ -364,16 +202,3 @@ class Chase:
 
     def launch(self, stream, base: int, steps: int, out: int) -> None:
         self._compiled.launch([base, steps, out], 1, 1, numba_stream(stream.ptr))
-
-
-def nvrtc_cubin(source: str) -> bytes:
-    """CUDA C++ compiled for this process's GPU by NVRTC (through CuPy): a cubin to load with the driver."""
-    import cupy
-    from cupy_backends.cuda.libs import nvrtc
-
-    program = nvrtc.createProgram(source, "bench.cu", (), ())
-    try:
-        nvrtc.compileProgram(program, [f"--gpu-architecture=sm_{cupy.cuda.Device().compute_capability}"])
-        return nvrtc.getCUBIN(program)
-    finally:
-        nvrtc.destroyProgram(program)

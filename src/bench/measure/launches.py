@@ -11,6 +11,7 @@ import numpy as np
 
 from bench.cuda import cupy, kernels, numba_cuda, runtime
 from bench.timing import Context, Samples
+from bench.timing.kernels import nvrtc_cubin
 from bench.vocabulary import Unit
 
 EMPTY = 'extern "C" __global__ void empty(unsigned int *data, long long count, int rounds) {}'
@@ -98,7 +99,7 @@ def _cuda_bindings(stream, data):
             raise RuntimeError(f"cuda.bindings: {error}")
         return values[0] if values else None
 
-    module = check(driver.cuModuleLoadData(kernels.nvrtc_cubin(EMPTY)))
+    module = check(driver.cuModuleLoadData(nvrtc_cubin(EMPTY)))
     function = check(driver.cuModuleGetFunction(module, b"empty"))
     values = (ctypes.c_void_p(data.data.ptr), ctypes.c_longlong(1), ctypes.c_int(0))
     packed = (ctypes.c_void_p * 3)(*(ctypes.addressof(value) for value in values))  # packed once

@@ -8,14 +8,17 @@ It imports :mod:`bench.cuda` (lazy stand-ins: CuPy and numba-cuda load on first 
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from bench.cuda import kernels, numba_cuda, on_device, runtime
+from bench.cuda import on_device, runtime
+from bench.timing import kernels
 from bench.timing.host import host_samples, host_steps, sample_until
 from bench.timing.stats import MeasurementFailed, Samples, StopRule
 from bench.vocabulary import Clock, Unit
@@ -30,10 +33,9 @@ class Gate:
     """
 
     def __init__(self, timeout_s: float) -> None:
-        import numpy as np
-
-        self._latch = numba_cuda.mapped_array(2, dtype=np.int32)
-        self._timeout_ns = np.uint64(int(timeout_s * 1e9))
+        self._mapped = kernels.Mapped(2, "int32")
+        self._latch = self._mapped.array
+        self._timeout_ns = int(timeout_s * 1e9)
         self.timeout_s = timeout_s
         self._held: ExitStack | None = None
 
@@ -46,7 +48,8 @@ class Gate:
         """
         self._latch[0] = 0
         self._latch[1] = kernels.GATE_PENDING
-        kernels.launch_single_thread(kernels.gate_kernel, stream, self._latch, self._timeout_ns)
+        kernels.launch("bench_gate", 1, 1, stream.ptr, ctypes.c_void_p(self._mapped.ptr),
+                       ctypes.c_uint64(self._timeout_ns))
         self._hold()
 
     def open(self) -> None:
@@ -56,7 +59,8 @@ class Gate:
     def _hold(self) -> None:
         if self._held is None:
             self._held = ExitStack()
-            self._held.enter_context(numba_cuda.defer_cleanup())
+            if "numba.cuda" in sys.modules:  # numba frees its memory later, not while the gate holds
+                self._held.enter_context(sys.modules["numba.cuda"].defer_cleanup())
             if gc.isenabled():
                 gc.disable()
                 self._held.callback(gc.enable)

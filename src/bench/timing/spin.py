@@ -7,11 +7,13 @@ It imports :mod:`bench.cuda` (lazy stand-ins), :mod:`bench.timing.stats` and :mo
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import kernels, numba_cuda, on_device, runtime
+from bench.cuda import on_device, runtime
+from bench.timing import kernels
 from bench.timing.host import sample_until
 from bench.timing.stats import MeasurementFailed, Samples, StopRule
 from bench.vocabulary import Clock, Unit
@@ -49,16 +51,14 @@ class SpinWatch:
     and calls timed on the host while they run."""
 
     def __init__(self, slots: int = 2) -> None:
-        import numpy as np
-
-        self._uint64 = np.uint64
-        self.stamps = numba_cuda.mapped_array(2 * slots, dtype=np.uint64)
-        self.stamps[:] = 0
+        self._mapped = kernels.Mapped(2 * slots, "uint64")
+        self.stamps = self._mapped.array
 
     def launch(self, stream, slot: int, ms: float) -> None:
         """Start a one-thread kernel that busy-waits ``ms`` on ``stream`` (anything with a CUDA handle in ``ptr``)."""
         self.stamps[2 * slot: 2 * slot + 2] = 0
-        kernels.launch_single_thread(kernels.spin_kernel, stream, self._uint64(int(ms * 1e6)), self.stamps, slot)
+        kernels.launch("bench_spin", 1, 1, stream.ptr, ctypes.c_uint64(int(ms * 1e6)),
+                       ctypes.c_void_p(self._mapped.ptr), ctypes.c_int32(slot))
 
     def wait_started(self, slot: int, timeout_s: float = 5.0) -> float:
         """Block until the spin in ``slot`` runs; return the host time (``time.perf_counter``) it was seen."""
@@ -146,11 +146,9 @@ class ClockPair:
     """
 
     def __init__(self, stream, reads: int = 20000) -> None:
-        import numpy as np
-
-        stamps = numba_cuda.mapped_array(1, dtype=np.uint64)
-        stamps[0] = 0
-        kernels.launch_single_thread(kernels.clock_publisher_kernel, stream, stamps, np.uint64(50_000_000))
+        mapped = kernels.Mapped(1, "uint64")
+        stamps = mapped.array
+        kernels.launch("bench_clock", 1, 1, stream.ptr, ctypes.c_void_p(mapped.ptr), ctypes.c_uint64(50_000_000))
         deadline = time.perf_counter() + 5.0
         while stamps[0] == 0:
             if time.perf_counter() > deadline:

@@ -9,12 +9,15 @@ Copies are not held: the copy engines run on (a copy that depends on no held ker
 
 from __future__ import annotations
 
+import ctypes
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import cupy, kernels, numba_cuda, on_device, runtime
+from bench.cuda import on_device, runtime
+from bench.timing import kernels
+from bench.measure.memory import OwnedStream
 from bench.timing import MeasurementFailed
 from bench.timing.spin import CallDuringSpin
 
@@ -47,14 +50,12 @@ class Hold:
     needs resetting between launches. Not thread-safe: one thread launches and releases (another may read)."""
 
     def __init__(self) -> None:
-        import numpy as np
-
         self.device = runtime.getDevice()
         self.shape = HoldShape.of(runtime.getDeviceProperties(self.device))
-        self.state = numba_cuda.mapped_array(kernels.HOLD_STARTED + self.shape.blocks, dtype=np.int32)
-        self.state[:] = 0
-        self.flag = numba_cuda.to_device(np.zeros(1, dtype=np.int32))
-        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.state = kernels.Mapped(kernels.HOLD_STARTED + self.shape.blocks, "int32")
+        self.flag = runtime.malloc(4)  # device memory: what block 0 tells the others (kept as long as the process)
+        runtime.memset(self.flag, 0, 4)
+        self.stream = OwnedStream(blocking=False)
         self.generation = 0
         self.launched_s = 0.0  # perf_counter of the newest launch
         self.released = True  # the newest launch was released (or there was none)
@@ -62,36 +63,34 @@ class Hold:
     def launch(self, timeout_s: float) -> None:
         """Start a hold that ends when :meth:`release` is called, or once :meth:`beat` has not been called for
         ``timeout_s`` (a hold nobody beats lasts ``timeout_s``)."""
-        import numpy as np
-
         self.generation += 1
         self.launched_s = time.perf_counter()
         self.released = False
-        with numba_cuda.defer_cleanup():
-            kernels.hold_kernel[self.shape.blocks, self.shape.threads, kernels.numba_stream(self.stream.ptr)](
-                self.state, self.flag, np.int32(self.generation), np.uint64(int(timeout_s * 1e9)))
+        kernels.launch("bench_hold", self.shape.blocks, self.shape.threads, self.stream.ptr,
+                       ctypes.c_void_p(self.state.ptr), ctypes.c_void_p(self.flag), ctypes.c_int32(self.generation),
+                       ctypes.c_uint64(int(timeout_s * 1e9)))
 
     def full(self) -> bool:
         """Whether every block of the newest hold runs (or ran)."""
-        return bool((self.state[kernels.HOLD_STARTED:] == self.generation).all())
+        return bool((self.state.array[kernels.HOLD_STARTED:] == self.generation).all())
 
     def wait_full(self, timeout_s: float = FULL_WITHIN_S) -> None:
         """Return once every block of the newest hold runs; raise if they do not all start in ``timeout_s``."""
         deadline = time.perf_counter() + timeout_s
         while not self.full():
             if time.perf_counter() > deadline:
-                started = int((self.state[kernels.HOLD_STARTED:] == self.generation).sum())
+                started = int((self.state.array[kernels.HOLD_STARTED:] == self.generation).sum())
                 self.release()
                 raise MeasurementFailed(f"the hold could not fill the GPU: {started} of {self.shape.blocks} blocks "
                                         f"of {self.shape.threads} threads started within {timeout_s:g} s")
 
     def ended(self) -> bool:
         """Whether the newest hold let its blocks go (released or expired)."""
-        return int(self.state[kernels.HOLD_ENDED]) == self.generation
+        return int(self.state.array[kernels.HOLD_ENDED]) == self.generation
 
     def expired(self) -> bool:
         """Whether the newest hold's watchdog, not the host, ended it."""
-        return int(self.state[kernels.HOLD_EXPIRED]) == self.generation
+        return int(self.state.array[kernels.HOLD_EXPIRED]) == self.generation
 
     def holding(self) -> bool:
         """Whether the newest hold fills the GPU right now."""
@@ -103,16 +102,16 @@ class Hold:
 
     def release(self) -> None:
         self.released = True
-        self.state[kernels.HOLD_RELEASE] = self.generation
+        self.state.array[kernels.HOLD_RELEASE] = self.generation
 
     def beat(self) -> None:
         """The host still watches: the hold's watchdog counts from the newest beat."""
-        self.state[kernels.HOLD_BEAT] = (int(self.state[kernels.HOLD_BEAT]) + 1) & 0x3FFFFFFF
+        self.state.array[kernels.HOLD_BEAT] = (int(self.state.array[kernels.HOLD_BEAT]) + 1) & 0x3FFFFFFF
 
     def finish(self) -> None:
         """Release the newest hold and wait for its blocks to leave."""
         self.release()
-        self.stream.synchronize()
+        runtime.streamSynchronize(self.stream.ptr)
 
     def call_during(self, hold_ms: float, call: Callable[[], object],
                     arm: Callable[[], None] = lambda: None) -> CallDuringSpin:
@@ -227,7 +226,7 @@ class Holds:
         """Release every hold and wait for their blocks to leave."""
         self.release()
         for hold in self.holds:
-            hold.stream.synchronize()
+            runtime.streamSynchronize(hold.stream.ptr)
 
     def call_during(self, hold_ms: float, call: Callable[[], object],
                     arm: Callable[[], None] = lambda: None) -> CallDuringSpin:

@@ -89,14 +89,24 @@ def probe(fn: Callable, *args, stream=None, spin_ms: float = DEFAULT_SPIN_MS, re
 
 def _probed(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: float, repeats: int,
             serialization: bool) -> ProbeResult:
-    from bench.cuda import cupy, runtime
+    from bench.measure.memory import OwnedStream
+
+    owned = [OwnedStream(blocking=True), OwnedStream(blocking=False), OwnedStream(blocking=False)]
+    try:
+        return _held(fn, args, kwargs, handle, spin_ms, repeats, serialization, owned)
+    finally:
+        for stream in owned:
+            stream.close()
+
+
+def _held(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: float, repeats: int,
+          serialization: bool, owned: list) -> ProbeResult:
+    from bench.cuda import runtime
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch
     from bench.usercode.hold import in_use
 
-    owned = [cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream(non_blocking=True),
-             cupy.cuda.Stream(non_blocking=True)]
     spinning = owned[0] if not handle else StreamRef(handle)
     call = lambda: fn(*args, **kwargs)  # noqa: E731
     with phase(WARM_UP):  # the first call loads what it needs (a library's handles, its kernels): not its own time

@@ -1,0 +1,95 @@
+"""The timing core's CUDA C++ kernels: their host-mapped memory pool (no CUDA needed) and their source as NVRTC
+compiles it (the measuring libraries, no GPU). On a GPU: tests/test_gpu_kernels.py."""
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+from bench.timing import kernels
+
+NAMES = ("bench_gate", "bench_spin", "bench_clock", "bench_hold")
+
+
+class FakeHost:
+    """Host memory in ctypes buffers, aligned to a page as cudaHostAlloc's is, standing in for it; keeps what it
+    was asked for and what it gave."""
+
+    def __init__(self) -> None:
+        self.buffers, self.sizes, self.given = [], [], []
+
+    def __call__(self, size: int) -> int:
+        buffer = (ctypes.c_byte * (size + 4096))()
+        self.buffers.append(buffer)
+        self.sizes.append(size)
+        self.given.append(-(-ctypes.addressof(buffer) // 4096) * 4096)
+        return self.given[-1]
+
+
+def test_the_pool_hands_out_aligned_pieces_of_one_chunk_and_takes_them_back():
+    host = FakeHost()
+    pool = kernels.MappedPool(host)
+    first, second = pool.take(8), pool.take(100)
+    assert host.sizes == [kernels.CHUNK_BYTES]
+    assert first % kernels.ALIGN == 0 and second % kernels.ALIGN == 0
+    assert second - first == kernels.ALIGN  # 8 bytes round up to one piece of ALIGN
+    pool.give_back(first, 8)
+    assert pool.take(1) == first  # a piece of the same size is used again
+    assert pool.take(8) not in (first, second)
+
+
+def test_the_pool_grows_by_a_chunk_and_fits_a_piece_larger_than_a_chunk():
+    host = FakeHost()
+    pool = kernels.MappedPool(host)
+    pool.take(kernels.CHUNK_BYTES - kernels.ALIGN)
+    pool.take(2 * kernels.ALIGN)  # does not fit the rest of the first chunk
+    large = pool.take(3 * kernels.CHUNK_BYTES)
+    assert host.sizes == [kernels.CHUNK_BYTES, kernels.CHUNK_BYTES, 3 * kernels.CHUNK_BYTES]
+    assert large == host.given[-1]
+
+
+def test_mapped_memory_is_zeroed_typed_and_returned_once_no_view_is_left():
+    host = FakeHost()
+    pool = kernels.MappedPool(host)
+    ctypes.memset(pool.take(64), 0x7F, 64)
+    pool.give_back(pool.take(64), 64)  # the dirty piece goes back first, then is handed out again
+    mapped = kernels.Mapped(5, "int32", pool)
+    assert mapped.array.dtype == np.int32 and mapped.array.tolist() == [0] * 5
+    mapped.array[3] = 7
+    assert ctypes.c_int32.from_address(mapped.ptr + 12).value == 7  # the array is the memory the kernels get
+    view, address = mapped.array[2:], mapped.ptr
+    del mapped
+    gc.collect()
+    assert pool.take(20) != address  # a view still reads it: not handed out again
+    del view
+    gc.collect()
+    assert pool.take(20) == address
+
+
+@pytest.mark.cuda_libs
+def test_the_kernels_compile_with_volatile_loads_the_timer_and_their_names():
+    from cupy_backends.cuda.libs import nvrtc
+
+    cubin = kernels.nvrtc_cubin(kernels.SOURCE, "sm_90", kernels.OPTIONS)
+    assert all(name.encode() in cubin for name in NAMES)
+    program = nvrtc.createProgram(kernels.SOURCE, "bench.cu", (), ())
+    try:
+        nvrtc.compileProgram(program, ["--gpu-architecture=compute_90", *kernels.OPTIONS])
+        ptx = nvrtc.getPTX(program).decode()
+    finally:
+        nvrtc.destroyProgram(program)
+    hold = ptx[ptx.index(".entry bench_hold"):]
+    # a polling loop that re-reads memory on every pass, and sleeps between passes
+    assert "ld.volatile" in hold and "%globaltimer" in hold and "nanosleep" in hold
+    assert f"{kernels.HOLD_CAP_NS}" in ptx or f"{kernels.HOLD_CAP_NS:#x}".lower() in ptx.lower()
+
+
+@pytest.mark.cuda_libs
+def test_the_cubin_is_kept_and_read_back_without_compiling(monkeypatch, tmp_path):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    made = kernels.kept_cubin("sm_90")
+    monkeypatch.setattr(kernels, "nvrtc_cubin", lambda *arguments: pytest.fail("compiled again"))
+    assert kernels.kept_cubin("sm_90") == made and list(tmp_path.iterdir())
+    with pytest.raises(pytest.fail.Exception):  # another architecture is not answered by this one's cubin
+        kernels.kept_cubin("sm_80")
