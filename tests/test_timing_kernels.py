@@ -93,3 +93,43 @@ def test_the_cubin_is_kept_and_read_back_without_compiling(monkeypatch, tmp_path
     assert kernels.kept_cubin("sm_90") == made and list(tmp_path.iterdir())
     with pytest.raises(pytest.fail.Exception):  # another architecture is not answered by this one's cubin
         kernels.kept_cubin("sm_80")
+
+
+def test_a_launch_from_a_thread_without_a_context_binds_the_gpus_and_launches_again(monkeypatch):
+    calls = []
+
+    class Driver:
+        def __init__(self) -> None:
+            self.results = [kernels.INVALID_CONTEXT, 0]
+
+        def cuLaunchKernel(self, kernel, *arguments):
+            calls.append(("launch", kernel, arguments[:6]))
+            return self.results.pop(0)
+
+    class Runtime:
+        def free(self, pointer: int) -> None:
+            calls.append(("cudaFree", pointer))
+
+    driver = Driver()
+    monkeypatch.setattr(kernels, "_driver", lambda: driver)
+    monkeypatch.setattr(kernels, "runtime", Runtime())
+    monkeypatch.setattr(kernels, "function", lambda name: f"<{name}>")
+    kernels.launch("bench_spin", 3, 64, 0, ctypes.c_uint64(5))
+    assert calls == [("launch", "<bench_spin>", (3, 1, 1, 64, 1, 1)), ("cudaFree", 0),
+                     ("launch", "<bench_spin>", (3, 1, 1, 64, 1, 1))]
+
+
+def test_a_failed_launch_says_which_kernel_in_the_drivers_words(monkeypatch):
+    class Driver:
+        def cuLaunchKernel(self, *arguments):
+            return 1  # CUDA_ERROR_INVALID_VALUE
+
+        def cuGetErrorName(self, result, name):
+            ctypes.cast(name, ctypes.POINTER(ctypes.c_char_p))[0] = b"CUDA_ERROR_INVALID_VALUE"
+            return 0
+
+    driver = Driver()
+    monkeypatch.setattr(kernels, "_driver", lambda: driver)
+    monkeypatch.setattr(kernels, "function", lambda name: None)
+    with pytest.raises(kernels.DriverError, match="launching bench_gate: CUDA_ERROR_INVALID_VALUE"):
+        kernels.launch("bench_gate", 1, 1, 0)

@@ -119,6 +119,9 @@ OPTIONS = ("--maxrregcount=32", *(f"-D{name}={value}{'ULL' if value > 2**31 else
                                   for name, value in DEFINES.items()))
 
 
+INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
+
+
 class DriverError(RuntimeError):
     """A CUDA driver call failed."""
 
@@ -201,8 +204,12 @@ def launch(name: str, blocks: int, threads: int, stream: int, *arguments: ctypes
     """Launch kernel ``name`` on the current GPU: ``blocks`` × ``threads`` on the stream whose CUDA handle is
     ``stream``, with ``arguments`` as ctypes values in the kernel's order."""
     pointers = (ctypes.c_void_p * len(arguments))(*(ctypes.addressof(argument) for argument in arguments))
-    _checked(_driver().cuLaunchKernel(function(name), blocks, 1, 1, threads, 1, 1, 0, stream, pointers, None),
-             f"launching {name}")
+    kernel = function(name)
+    result = _driver().cuLaunchKernel(kernel, blocks, 1, 1, threads, 1, 1, 0, stream, pointers, None)
+    if result == INVALID_CONTEXT:  # a thread whose runtime has not bound the current GPU's context yet: bind it
+        runtime.free(0)
+        result = _driver().cuLaunchKernel(kernel, blocks, 1, 1, threads, 1, 1, 0, stream, pointers, None)
+    _checked(result, f"launching {name}")
 
 
 # --- host-mapped memory -------------------------------------------------------------------------------------------
