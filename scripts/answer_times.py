@@ -14,9 +14,11 @@ its row. A region's own time (``region_ms``) is the median
 of five warm calls in a process of its own. ``--bench-src`` runs the tools from another bench source tree (an older
 commit's ``src``) for a before-and-after on one machine.
 
-Writes ``<out>/<run_id>-<gpu>.parquet`` (columns ``tool``, ``target``, ``library``, ``region_ms``, ``t0_s``,
-``wall_s``, ``gpu_name``, ``gpu_uuid``, ``git_commit``, and ``round``, ``status``, ``phases``) and a ``.json`` beside
-it (the rows, the environment, each target's T0 and tools' medians); prints a table. Needs a GPU.
+Writes ``<out>/<run_id>-<gpu>.parquet`` (through bench's store, table ``answers``: columns ``tool``, ``target``,
+``library``, ``region_ms``, ``t0_s``, ``wall_s``, ``round``, ``status``, ``phases``, ``bench_src`` and the GPU's
+environment, ``gpu_name``, ``gpu_uuid`` and ``git_commit`` among it) and a ``.json`` beside it (the rows, the
+environment, each target's T0 and tools' medians); prints a table. Needs a GPU. ``--from-json RUN.json`` measures
+nothing: it writes the parquet of an earlier run from its JSON.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ for _ in range(5):
     began = time.perf_counter(); function(); {synchronize}; times.append((time.perf_counter() - began) * 1e3)
 print(statistics.median(times))
 """
+TABLE = "answers"  # the bench metadata's table name: not a sweep's results file
 PHASE = re.compile(r"^bench:\s+([0-9.]+) s\s+\S+ (.+)$")
 
 
@@ -108,9 +111,58 @@ def phases(stderr: str) -> dict[str, float]:
     return {match[2]: float(match[1]) for line in stderr.splitlines() if (match := PHASE.match(line))}
 
 
+def columns() -> tuple:
+    """The typed columns of an answers file: one row per tool run, then the GPU's environment."""
+    from bench.schema import INT, FLOAT, TEXT, column, environment_columns
+
+    return (column("tool", TEXT, "the bench command timed: syncs, trace or probe"),
+            column("target", TEXT, "the region it answered on: FILE:FUNCTION"),
+            column("library", TEXT, "the library whose first CUDA call T0 makes"),
+            column("region_ms", FLOAT, "the region's own time: median of five warm calls"),
+            column("t0_s", FLOAT, "T0: a bare python -c importing the module and making the first CUDA call"),
+            column("wall_s", FLOAT, "the tool's command, wall-clock seconds"),
+            column("round", INT, "the round: its T0 ran just before its tools"),
+            column("status", INT, "the command's exit status"),
+            column("phases", TEXT, "what -v printed: phase to seconds, as JSON"),
+            column("bench_src", TEXT, "the bench source tree the tools ran from"),
+            *environment_columns())
+
+
+def write_parquet(path: Path, rows: list[dict], environment: dict, new: bool) -> Path:
+    """The rows, each with the environment, through bench's store (typed, its metadata naming the table)."""
+    from bench import store
+    from bench.schema import schema_of
+
+    typed = columns()
+    names = {item.name for item in typed}
+    return store.write(path, [{name: value for name, value in {**environment, **row}.items() if name in names}
+                              for row in rows], schema_of(typed), {"table": TABLE}, new=new)
+
+
+def summarized(rows: list[dict]) -> dict:
+    """Per target and tool: the median T0 and wall time, the median and worst time beyond T0."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["target"], row["tool"]), []).append(row)
+    return {f"{target} {tool}": {"t0_s": statistics.median(row["t0_s"] for row in group),
+                                 "wall_s": statistics.median(row["wall_s"] for row in group),
+                                 "beyond_t0_s": statistics.median(row["wall_s"] - row["t0_s"] for row in group),
+                                 "worst_beyond_t0_s": max(row["wall_s"] - row["t0_s"] for row in group)}
+            for (target, tool), group in groups.items()}
+
+
+def from_json(path: Path) -> Path:
+    """The parquet of a run written from its JSON (the rows and the environment it keeps), beside it, replacing
+    the one there: for runs written before the parquet carried bench's metadata."""
+    kept = json.loads(path.read_text())
+    return write_parquet(path.with_suffix(".parquet"), kept["rows"], kept["gpu"], new=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds per target (default 5)")
+    parser.add_argument("--from-json", type=Path, metavar="JSON",
+                        help="measure nothing: write the parquet of an earlier run from its JSON, replacing it")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "_answers")
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--targets", help="comma-separated targets (default: all four)")
@@ -119,9 +171,12 @@ def main() -> int:
                         help="how many of the tools run once per target before the rounds, unrecorded in the table "
                              "(the JSON keeps their times): a first call on a machine fills the caches (default: all)")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    if args.from_json:
+        print(f"wrote {from_json(args.from_json)}")
+        return 0
     chosen = args.tools.split(",")
     targets = [t for t in TARGETS if not args.targets or t.target in args.targets.split(",")]
-    sys.path.insert(0, str(ROOT / "src"))
     from bench.env import gpu_environment
 
     environment = gpu_environment(0)
@@ -149,25 +204,18 @@ def main() -> int:
                 print(f"{target.target:<40} {tool:<6} round {number}: T0 {zero:6.2f} s, {wall:6.2f} s "
                       f"({wall - zero:+.2f} s){'' if not status else f' exit {status}: ' + errors.strip()[-200:]}",
                       flush=True)
-    import pandas as pd
-
-    frame = pd.DataFrame(rows)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     stem = f"{run_id}-{environment.gpu_name.replace(' ', '-')}"
     args.out.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(args.out / f"{stem}.parquet", index=False)
-    summary = {f"{target} {tool}": {"t0_s": float(statistics.median(group["t0_s"])),
-                                    "wall_s": float(statistics.median(group["wall_s"])),
-                                    "beyond_t0_s": float(statistics.median(group["wall_s"] - group["t0_s"])),
-                                    "worst_beyond_t0_s": float((group["wall_s"] - group["t0_s"]).max())}
-               for (target, tool), group in frame.groupby(["target", "tool"], sort=False)}
+    summary = summarized(rows)
     (args.out / f"{stem}.json").write_text(json.dumps({"gpu": environment.as_dict(), "runs": args.runs,
                                                         "summary": summary, "warmup": warmup, "rows": rows},
                                                        indent=2))
+    write_parquet(args.out / f"{stem}.parquet", rows, environment.as_dict(), new=True)
     for name, numbers in summary.items():
         print(f"{name:<48} T0 {numbers['t0_s']:6.2f} s  tool {numbers['wall_s']:6.2f} s  "
               f"beyond T0 {numbers['beyond_t0_s']:+.2f} s (worst {numbers['worst_beyond_t0_s']:+.2f} s)")
-    print(f"wrote {args.out / stem}.parquet and .json")
+    print(f"wrote {args.out / stem}.json and its parquet")
     return 0
 
 
