@@ -3,6 +3,7 @@ compiles it (the measuring libraries, no GPU). On a GPU: tests/test_gpu_kernels.
 
 import ctypes
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -13,30 +14,29 @@ NAMES = ("bench_gate", "bench_spin", "bench_clock", "bench_hold")
 
 
 class FakeHost:
-    """Host memory in ctypes buffers, aligned to a page as cudaHostAlloc's is, standing in for it; keeps what it
-    was asked for and what it gave."""
+    """Host memory in ctypes buffers, aligned to a page as cudaHostAlloc's is and not zeroed, standing in for it;
+    keeps what it was asked for and what it gave."""
 
     def __init__(self) -> None:
         self.buffers, self.sizes, self.given = [], [], []
 
     def __call__(self, size: int) -> int:
         buffer = (ctypes.c_byte * (size + 4096))()
+        ctypes.memset(buffer, 0x7F, size + 4096)  # as dirty as pinned memory may come
         self.buffers.append(buffer)
         self.sizes.append(size)
         self.given.append(-(-ctypes.addressof(buffer) // 4096) * 4096)
         return self.given[-1]
 
 
-def test_the_pool_hands_out_aligned_pieces_of_one_chunk_and_takes_them_back():
+def test_the_pool_hands_out_aligned_pieces_of_a_chunk_each_once():
     host = FakeHost()
     pool = kernels.MappedPool(host)
     first, second = pool.take(8), pool.take(100)
     assert host.sizes == [kernels.CHUNK_BYTES]
     assert first % kernels.ALIGN == 0 and second % kernels.ALIGN == 0
     assert second - first == kernels.ALIGN  # 8 bytes round up to one piece of ALIGN
-    pool.give_back(first, 8)
-    assert pool.take(1) == first  # a piece of the same size is used again
-    assert pool.take(8) not in (first, second)
+    assert pool.take(1) == second + 2 * kernels.ALIGN  # 100 bytes took two pieces
 
 
 def test_the_pool_grows_by_a_chunk_and_fits_a_piece_larger_than_a_chunk():
@@ -49,22 +49,33 @@ def test_the_pool_grows_by_a_chunk_and_fits_a_piece_larger_than_a_chunk():
     assert large == host.given[-1]
 
 
-def test_mapped_memory_is_zeroed_typed_and_returned_once_no_view_is_left():
+def test_mapped_memory_is_zeroed_typed_and_never_handed_out_again():
     host = FakeHost()
     pool = kernels.MappedPool(host)
-    ctypes.memset(pool.take(64), 0x7F, 64)
-    pool.give_back(pool.take(64), 64)  # the dirty piece goes back first, then is handed out again
     mapped = kernels.Mapped(5, "int32", pool)
     assert mapped.array.dtype == np.int32 and mapped.array.tolist() == [0] * 5
     mapped.array[3] = 7
     assert ctypes.c_int32.from_address(mapped.ptr + 12).value == 7  # the array is the memory the kernels get
-    view, address = mapped.array[2:], mapped.ptr
+    addresses = {mapped.ptr}
     del mapped
-    gc.collect()
-    assert pool.take(20) != address  # a view still reads it: not handed out again
-    del view
-    gc.collect()
-    assert pool.take(20) == address
+    gc.collect()  # a kernel may still write to a piece whose owner is gone: it is not handed out again
+    addresses |= {kernels.Mapped(5, "int32", pool).ptr for _ in range(50)}
+    assert len(addresses) == 51
+
+
+def test_threads_taking_at_once_get_pieces_of_their_own():
+    pool = kernels.MappedPool(FakeHost())
+    taken: list[int] = []
+
+    def take() -> None:
+        taken.extend(pool.take(64) for _ in range(500))
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(taken)) == 2000
 
 
 @pytest.mark.cuda_libs

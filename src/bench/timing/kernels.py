@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import weakref
+import threading
 from dataclasses import dataclass
 
 from bench.cuda import runtime
@@ -113,6 +113,7 @@ extern "C" __global__ void bench_hold(volatile int* state, volatile int* flag, i
     __syncthreads();
 }
 """
+NAMES = ("bench_gate", "bench_spin", "bench_clock", "bench_hold")
 DEFINES = {name: value for name, value in globals().items() if name.startswith(("GATE_", "HOLD_"))}
 # 2048 thread slots × 32 registers fill an SM's register file: a hold of 1024-thread blocks needs at most 32 each
 OPTIONS = ("--maxrregcount=32", *(f"-D{name}={value}{'ULL' if value > 2**31 else ''}"
@@ -193,11 +194,12 @@ def function(name: str) -> ctypes.c_void_p:
         if _driver().cuModuleLoadData(ctypes.byref(module), kept_cubin(arch)):
             _checked(_driver().cuModuleLoadData(ctypes.byref(module), kept_cubin(arch, fresh=True)),
                      "loading bench's kernels")
+        for kernel_name in NAMES:  # all now: under lazy loading, getting a kernel loads it, which may wait for the GPU
+            kernel = ctypes.c_void_p()
+            _checked(_driver().cuModuleGetFunction(ctypes.byref(kernel), module, kernel_name.encode()), kernel_name)
+            _FUNCTIONS[(device, kernel_name)] = kernel
         _MODULES[device] = module
-    kernel = ctypes.c_void_p()
-    _checked(_driver().cuModuleGetFunction(ctypes.byref(kernel), _MODULES[device], name.encode()), name)
-    _FUNCTIONS[(device, name)] = kernel
-    return kernel
+    return _FUNCTIONS[(device, name)]
 
 
 def launch(name: str, blocks: int, threads: int, stream: int, *arguments: ctypes._SimpleCData) -> None:
@@ -225,32 +227,27 @@ class _Chunk:
 
 
 class MappedPool:
-    """Host-mapped pinned memory handed out in small aligned pieces and taken back when their owner goes, never
-    given back to CUDA: returning a piece makes no CUDA call, so it is safe while a gate holds a stream (a
-    ``cudaFreeHost`` would wait for the device, which waits for the host). ``allocate(size)`` gives host memory
-    that every GPU can reach at the same address (portable, mapped: unified addressing)."""
+    """Host-mapped pinned memory handed out in small aligned pieces, each once: a piece is never handed out again,
+    nor given back to CUDA, since a kernel may still write to it after its owner is gone (a spin whose call raised,
+    a gate nobody opened), and a ``cudaFreeHost`` would wait for the device, which may wait behind a gate for the
+    host. Pieces are of 64 bytes or so, and a process makes some thousands at most. ``allocate(size)`` gives host
+    memory that every GPU can reach at the same address (portable, mapped: unified addressing)."""
 
     def __init__(self, allocate=None) -> None:
         self._allocate = allocate or (lambda size: runtime.hostAlloc(
             size, runtime.hostAllocMapped | runtime.hostAllocPortable))
-        self._chunks: list[_Chunk] = []
-        self._free: dict[int, list[int]] = {}  # size → addresses given back
+        self._chunk: _Chunk | None = None
+        self._lock = threading.Lock()
 
     def take(self, nbytes: int) -> int:
         size = -(-max(nbytes, 1) // ALIGN) * ALIGN
-        spare = self._free.get(size)
-        if spare:
-            return spare.pop()
-        chunk = self._chunks[-1] if self._chunks else None
-        if chunk is None or chunk.used + size > chunk.size:
-            chunk = _Chunk(int(self._allocate(max(CHUNK_BYTES, size))), max(CHUNK_BYTES, size))
-            self._chunks.append(chunk)
-        address = chunk.base + chunk.used
-        chunk.used += size
+        with self._lock:
+            chunk = self._chunk
+            if chunk is None or chunk.used + size > chunk.size:
+                chunk = self._chunk = _Chunk(int(self._allocate(max(CHUNK_BYTES, size))), max(CHUNK_BYTES, size))
+            address = chunk.base + chunk.used
+            chunk.used += size
         return address
-
-    def give_back(self, address: int, nbytes: int) -> None:
-        self._free.setdefault(-(-max(nbytes, 1) // ALIGN) * ALIGN, []).append(address)
 
 
 _POOL = MappedPool()
@@ -258,7 +255,7 @@ _POOL = MappedPool()
 
 class Mapped:
     """``count`` zeroed elements of ``dtype`` in host-mapped memory: :attr:`array` (NumPy) on the host, :attr:`ptr`
-    on every GPU. The memory goes back to the pool once no view of :attr:`array` is left."""
+    on every GPU."""
 
     def __init__(self, count: int, dtype, pool: MappedPool = _POOL) -> None:
         import numpy as np
@@ -266,7 +263,5 @@ class Mapped:
         dtype = np.dtype(dtype)
         nbytes = count * dtype.itemsize
         self.ptr = pool.take(nbytes)
-        memory = (ctypes.c_byte * nbytes).from_address(self.ptr)
-        self.array = np.frombuffer(memory, dtype=dtype)  # it, and every view of it, keeps ``memory`` alive
+        self.array = np.frombuffer((ctypes.c_byte * nbytes).from_address(self.ptr), dtype=dtype)
         self.array[:] = 0
-        weakref.finalize(memory, pool.give_back, self.ptr, nbytes)
