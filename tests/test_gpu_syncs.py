@@ -1,6 +1,7 @@
 """The device-wide hold, ``bench.syncs``, ``assert_async`` and ``probe`` on every stream, on a real GPU (CuPy only:
 PyTorch's and JAX's cases run in scripts/syncs_cases.py). Skipped (with the reason) where no GPU is visible."""
 
+import json
 import time
 
 import pytest
@@ -146,3 +147,39 @@ def test_jax_and_triton_calls_in_the_library_truth_table(cupy):
         pytest.importorskip("triton")
         triton = rows_of("library", [{"call": "torch triton kernel launch (warm)", "placement": "same"}])
         assert triton["status"].tolist() == ["ok"] and triton["verdict"].tolist() == ["returns"], triton["error"]
+
+
+REGION = """
+import cupy
+
+x = cupy.ones(1 << 20)
+
+
+def step():
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        total = x.sum()
+        return float(total)
+"""
+
+
+def test_a_syncs_baseline_passes_code_moved_down_and_fails_a_new_wait_on_its_line(tmp_path):
+    from commands import bench
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    target = tmp_path / "loop.py"
+    target.write_text(REGION)
+    saved = bench("syncs", "--no-cuda-calls", "--save-baseline", "base.json", "loop.py:step", cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    places = json.loads((tmp_path / "base.json").read_text())["places"]
+    assert [place["source"] for place in places] == ["return float(total)"]
+    target.write_text("import os\n\n# moved down\n" + REGION)
+    moved = bench("syncs", "--no-cuda-calls", "--baseline", "base.json", "loop.py:step", cwd=tmp_path)
+    assert moved.returncode == 0 and "nothing got worse" in moved.stdout, moved.stdout + moved.stderr
+    target.write_text(REGION.replace("        total = x.sum()\n",
+                                     "        total = x.sum()\n        peak = float(x.max())\n"))
+    worse = bench("syncs", "--no-cuda-calls", "--baseline", "base.json", "--format", "github", "loop.py:step",
+                  cwd=tmp_path)
+    line = REGION.splitlines().index("        total = x.sum()") + 2
+    assert worse.returncode == 1, worse.stdout + worse.stderr
+    assert worse.stdout.splitlines()[0].startswith(f"::error file=loop.py,line={line},"), worse.stdout

@@ -57,6 +57,7 @@ WRITERS = (
     Writer("report", "--out", "one HTML file", (".html", ".htm"), Replaces.OWN),
     Writer("trace", "--plot", "the timeline as a figure", (".png", ".svg"), Replaces.OWN),
     Writer("trace", "--perfetto", "the timeline for Perfetto", (".json",), Replaces.OWN, True),
+    Writer("syncs", "--save-baseline", "the waiting places as a baseline", (".json",), Replaces.OWN),
 )
 """Every option that writes a file: the policy docs/usage.md's table states (a test holds them together)."""
 
@@ -158,7 +159,8 @@ def made_by_bench(path: Path) -> bool:
 _MARKS = tuple(re.compile(pattern.replace("MAKER", re.escape(MAKER)).encode(), re.DOTALL) for pattern in (
     r"<!doctype html><html[^>]*><head><meta charset='utf-8'><meta name='generator' content='MAKER'>",
     r"<\?xml [^>]*>.{0,400}?<svg .{0,2000}?<dc:creator>\s*<cc:Agent>\s*<dc:title>MAKER</dc:title>",
-    r'\{"otherData": \{"generator": "MAKER"'))
+    r'\{"otherData": \{"generator": "MAKER"',
+    r'\{\s*"format": "bench syncs baseline \d+"'))
 
 
 def _png_text(head: bytes) -> dict[bytes, bytes]:

@@ -168,6 +168,14 @@ def _syncs(commands: argparse._SubParsersAction) -> None:
                             f"(default {DEFAULT_SETTLE_MS:g})")
     add_outputs(syncs, "a table")
     syncs.add_argument("--no-cuda-calls", action="store_true", help="do not name CUDA calls with CUPTI")
+    syncs.add_argument("--save-baseline", type=path, metavar="FILE.json",
+                       help="also write the waiting places as a baseline (plain JSON, for review and for --baseline)")
+    syncs.add_argument("--baseline", type=path, metavar="FILE.json",
+                       help="gate against a baseline: exit 1 on a new waiting place or more waits than it allows")
+    syncs.add_argument("--format", choices=("text", "github", "markdown"), default="text",
+                       help="with --baseline: text (default), github (workflow commands that annotate the lines) or "
+                            "markdown (a summary for the job's page)")
+    add_force(syncs)
     add_device(syncs)
     add_verbose(syncs)
     syncs.set_defaults(handler=Handler("usercode", "syncs_command"))

@@ -140,6 +140,7 @@ def _outputs(args: argparse.Namespace) -> None:
 
 
 def syncs_command(args: argparse.Namespace, console: Console) -> int:
+    kept = _baseline_given(args)
     function = _target("syncs", args)
     name = _named(args.device)
     try:
@@ -150,8 +151,40 @@ def syncs_command(args: argparse.Namespace, console: Console) -> int:
         environment = _environment(args.device)
         with phase(WRITING):
             SYNCS.save([(args.target, found)], environment, args.save)
-    _show(args, console, found, f"{args.target} on {name}: ")
-    return 0
+    if args.save_baseline is not None:
+        from bench.usercode.syncs import baseline
+
+        with phase(WRITING):
+            writes.write_bytes(args.save_baseline, baseline.to_json(map(baseline.kept, found.places),
+                                                                    args.target).encode())
+    if kept is None:
+        _show(args, console, found, f"{args.target} on {name}: ")
+        return 0
+    from bench.usercode.syncs.baseline import compare
+    from bench.usercode.syncs.gate import WRITE, Format
+
+    comparison = compare(kept, found.places, str(args.baseline))
+    if args.format == Format.TEXT:
+        _show(args, console, found, f"{args.target} on {name}: ")
+    print(WRITE[Format(args.format)](comparison, args.target))
+    return 1 if comparison.failed else 0
+
+
+def _baseline_given(args: argparse.Namespace):
+    """The places of ``--baseline`` (None without it), and ``--save-baseline`` checked, before anything runs."""
+    if args.format != "text" and args.baseline is None:
+        raise UsageError(f"syncs: --format {args.format} shows a gate: give --baseline FILE.json")
+    if args.json and args.baseline is not None and args.format != "text":
+        raise UsageError(f"syncs: --json and --format {args.format} both write stdout; choose one")
+    if args.save_baseline is not None:
+        writes.claim(args.save_baseline, writes.writer("syncs", "--save-baseline"), args.force)
+        if args.baseline is not None and args.save_baseline.resolve() == args.baseline.resolve():
+            raise UsageError("syncs: --save-baseline and --baseline name the same file; gate first, then save")
+    if args.baseline is None:
+        return None
+    from bench.usercode.syncs.baseline import read
+
+    return read(args.baseline)
 
 
 def trace_command(args: argparse.Namespace, console: Console) -> int:

@@ -1,0 +1,195 @@
+"""Syncs baselines without a GPU: the places a run found (as bench.syncs makes them) kept as JSON, matched after
+edits by function, text and occurrence (never by line), the verdicts, the three output forms with whatever a source
+line holds, and the command line's refusals."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench import writes
+from bench.errors import UsageError
+from bench.usercode.syncs import baseline
+from bench.usercode.syncs.baseline import Change
+from bench.usercode.syncs.gate import github, summary, text
+from bench.usercode.syncs.result import Place
+from commands import assert_refused, bench
+
+STEP = """
+def step(model, batch, losses):
+    loss = model(batch)
+    loss.backward()
+    losses.append(loss.item())
+    if len(losses) % 10 == 0:
+        print(losses[-1].item())
+    return loss.item()
+"""
+
+
+def project(tmp_path: Path, code: str) -> Path:
+    """A project (a pyproject.toml at its root) with ``code`` in train/loop.py."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "train").mkdir(exist_ok=True)
+    path = tmp_path / "train" / "loop.py"
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def place(path: Path, text: str, count: int = 1, nth: int = 1, thread: str = "") -> Place:
+    """The place bench.syncs reports for the ``nth`` line of ``path`` that holds ``text``."""
+    lines = [number for number, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    number = lines[nth - 1]
+    source = path.read_text().splitlines()[number - 1].strip()
+    return Place(str(path), number, "step", source, "torch", count, 30.0, 0.0, 30.0, ("cuStreamSynchronize",), (),
+                 (), thread)
+
+
+def saved(tmp_path: Path, places: list[Place]) -> list[baseline.BaselinePlace]:
+    file = tmp_path / "baseline.json"
+    file.write_text(baseline.to_json(map(baseline.kept, places), "train/loop.py:step"))
+    return baseline.read(file)
+
+
+def found(tmp_path: Path, code: str, *wanted: tuple) -> list[Place]:
+    path = project(tmp_path, code)
+    return [place(path, *item) for item in wanted]
+
+
+def changes(comparison) -> list[tuple[str, str, int]]:
+    return [(change.change.value, change.place.source, change.line) for change in comparison.changes]
+
+
+def test_a_baseline_names_each_place_by_project_file_function_text_and_occurrence(tmp_path):
+    places = found(tmp_path, STEP, ("losses.append",), (".item())", 1, 2), ("return loss",))
+    kept = saved(tmp_path, places)
+    data = json.loads((tmp_path / "baseline.json").read_text())
+    assert data["format"] == baseline.FORMAT and data["target"] == "train/loop.py:step"
+    assert {item.file for item in kept} == {"train/loop.py"}
+    assert [(item.source, item.occurrence, item.line) for item in kept] == [
+        ("losses.append(loss.item())", 1, 5), ("print(losses[-1].item())", 1, 7), ("return loss.item()", 1, 8)]
+    assert kept[0].cuda_calls == ("cuStreamSynchronize",) and kept[0].slack == 0 and kept[0].library == "torch"
+
+
+def test_code_blank_lines_comments_and_whitespace_above_still_match(tmp_path):
+    kept = saved(tmp_path, found(tmp_path, STEP, ("losses.append",), ("return loss",)))
+    edited = "import os\n\n\n# a comment\nSCALE = 2\n" + STEP.replace("    loss.backward()\n",
+                                                                       "    loss.backward()   # why\n\n\n").replace(
+        "losses.append(loss.item())", "losses.append(  loss.item()  )")
+    now = found(tmp_path, edited, ("losses.append",), ("return loss",))
+    comparison = baseline.compare(kept, now, "baseline.json")
+    assert [change.change for change in comparison.changes] == [Change.SAME, Change.SAME]
+    assert not comparison.failed and comparison.changes[0].line > kept[0].line  # moved, still matched
+
+
+def test_a_new_wait_fails_naming_its_line_and_a_removed_one_is_an_improvement(tmp_path):
+    kept = saved(tmp_path, found(tmp_path, STEP, ("losses.append",), ("print(",)))
+    edited = STEP.replace("    loss.backward()\n", "    loss.backward()\n    norm = model.norm().item()\n").replace(
+        "    if len(losses) % 10 == 0:\n        print(losses[-1].item())\n", "")
+    now = found(tmp_path, edited, ("losses.append",), ("norm = ",))
+    comparison = baseline.compare(kept, now, "baseline.json")
+    assert changes(comparison) == [("new", "norm = model.norm().item()", 5), ("gone", "print(losses[-1].item())", 7),
+                                   ("same", "losses.append(loss.item())", 6)]
+    assert comparison.failed and [change.place.source for change in comparison.better] == ["print(losses[-1].item())"]
+
+
+def test_the_same_text_twice_in_a_function_is_two_places(tmp_path):
+    code = STEP.replace("    return loss.item()\n", "    x = loss.item()\n    x = loss.item()\n    return x\n")
+    kept = saved(tmp_path, found(tmp_path, code, ("x = loss", 1, 2)))
+    assert kept[0].occurrence == 2
+    now = found(tmp_path, code, ("x = loss", 1, 1))
+    assert changes(baseline.compare(kept, now, "b")) == [("new", "x = loss.item()", 8), ("gone", "x = loss.item()", 9)]
+
+
+def test_counts_above_the_baseline_fail_unless_its_slack_allows_them(tmp_path):
+    kept = saved(tmp_path, found(tmp_path, STEP, ("print(", 5)))
+    more = found(tmp_path, STEP, ("print(", 6))
+    assert baseline.compare(kept, more, "b").changes[0].change is Change.MORE
+    slack = baseline.BaselinePlace(**{**kept[0].__dict__, "slack": 1})
+    assert baseline.compare([slack], more, "b").changes[0].change is Change.SAME
+    fewer = baseline.compare(kept, found(tmp_path, STEP, ("print(", 2)), "b")
+    assert fewer.changes[0].change is Change.FEWER and not fewer.failed
+
+
+def test_a_wait_on_another_thread_is_another_place(tmp_path):
+    kept = saved(tmp_path, found(tmp_path, STEP, ("print(",)))
+    now = found(tmp_path, STEP, ("print(", 1, 1, "metrics"))
+    assert [change.change for change in baseline.compare(kept, now, "b").changes] == [Change.NEW, Change.GONE]
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("not json", "is not JSON"),
+    ('{"format": "something else", "places": []}', "is not a bench syncs baseline"),
+    ('{"format": "bench syncs baseline 1", "places": [{"file": "a.py"}]}', "place 1 needs"),
+    ('{"format": "bench syncs baseline 1", "places": [{"file": "a.py", "function": "f", "source": "x", '
+     '"occurrence": 0, "thread": "", "count": 1}]}', "occurrence must be a whole number of at least 1"),
+    ('{"format": "bench syncs baseline 1", "places": [{"file": "a.py", "function": "f", "source": "x", '
+     '"occurrence": 1, "thread": "", "count": true}]}', "count must be a whole number"),
+    ('{"format": "bench syncs baseline 1", "places": [{"file": "a.py", "function": "f", "source": 3, '
+     '"occurrence": 1, "thread": "", "count": 1}]}', "source must be text"),
+])
+def test_a_file_that_is_not_a_baseline_is_one_line(tmp_path, content, fragment):
+    file = tmp_path / "b.json"
+    file.write_text(content)
+    with pytest.raises(UsageError, match=fragment):
+        baseline.read(file)
+
+
+HOSTILE = "x = '%0A\n::error::pwned,\x1b[31m|a|b|' <b>@team</b>"
+
+
+def hostile_comparison(tmp_path):
+    path = project(tmp_path, "def step():\n    " + HOSTILE.replace("\n", "") + "\n")
+    now = [Place(str(path), 2, "step", HOSTILE, "torch", 2, 1.0, 0.0, 1.0, ("cuMemcpyDtoH",), (), ())]
+    return baseline.compare([], now, "base,line:1.json")
+
+
+def test_github_commands_put_each_new_wait_on_its_line_escaped(tmp_path):
+    lines = github(hostile_comparison(tmp_path), "train/loop.py:step").splitlines()
+    assert len(lines) == 2 and lines[0].startswith("::error file=train/loop.py,line=2,title=bench syncs%3A new wait::")
+    assert "\x1b" not in lines[0] and "\n" not in lines[0] and "%250A" in lines[0] and "\\x1b" in lines[0]
+    assert "(baseline base,line:1.json)" in lines[0]  # the message keeps : and , (only properties escape them)
+    assert lines[1].startswith("::error title=bench syncs::train/loop.py:step against base,line:1.json: worse")
+
+
+def test_markdown_and_text_show_the_place_and_escape_what_it_holds(tmp_path):
+    comparison = hostile_comparison(tmp_path)
+    table = summary(comparison, "step")
+    rows = [line for line in table.splitlines() if line.startswith("| new")]
+    assert len(rows) == 1 and rows[0].count(" | ") == 6  # no cell broken by the code's | characters
+    assert "<b>" not in table and "\x1b" not in table and "@\u200bteam" in table
+    plain = text(comparison, "step")
+    assert "\x1b" not in plain and plain.splitlines()[1].startswith("  train/loop.py:2  new: 2 waits in cuMemcpyDtoH")
+
+
+def test_nothing_worse_is_a_notice_and_passes(tmp_path):
+    kept = saved(tmp_path, found(tmp_path, STEP, ("print(",)))
+    comparison = baseline.compare(kept, [], "b.json")
+    assert not comparison.failed
+    assert github(comparison, "t").splitlines() == [
+        "::notice file=train/loop.py,line=7,title=bench syncs%3A fewer waits::gone: no wait, the baseline has 1 wait: "
+        "train/loop.py in step: print(losses[-1].item()) (baseline b.json)",
+        "::notice title=bench syncs::t against b.json: nothing got worse: 0 places worse, 1 better, 0 the same"]
+
+
+def test_bench_replaces_its_own_baseline_but_no_file_it_did_not_write(tmp_path):
+    file = tmp_path / "b.json"
+    file.write_text(baseline.to_json([], "t"))
+    assert writes.made_by_bench(file)
+    mine = writes.writer("syncs", "--save-baseline")
+    assert writes.claim(file, mine) == file
+    (tmp_path / "other.json").write_text('{"format": "mine"}')
+    with pytest.raises(UsageError, match="bench did not write it"):
+        writes.claim(tmp_path / "other.json", mine)
+
+
+@pytest.mark.parametrize("arguments, fragment", [
+    (["--format", "github", "m:f"], "--format github shows a gate: give --baseline"),
+    (["--baseline", "missing.json", "m:f"], "--baseline: cannot read missing.json"),
+    (["--baseline", "b.json", "--save-baseline", "b.json", "m:f"], "name the same file"),
+    (["--save-baseline", "b.txt", "m:f"], "is not a .json file"),
+    (["--json", "--format", "markdown", "--baseline", "b.json", "m:f"], "--json and --format markdown"),
+])
+def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, arguments, fragment):
+    (tmp_path / "b.json").write_text(baseline.to_json([], "m:f"))
+    assert_refused(bench("syncs", *arguments, cwd=tmp_path, without_cuda=True), fragment)
