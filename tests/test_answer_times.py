@@ -1,27 +1,21 @@
 """scripts/answer_times.py without a GPU: its rows' summary, and its parquet written through bench's store from a
 run's JSON (typed, the environment on every row, replaced only when asked)."""
 
-import importlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench import store
+from paths import script_module
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 ENVIRONMENT = {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_uuid": "GPU-0000", "git_commit": "abc1234",
                "driver_version": "580.1", "not_a_column": "left out"}
 
 
 @pytest.fixture(scope="module")
 def answer_times():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield importlib.import_module("answer_times")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    with script_module("answer_times") as module:
+        yield module
 
 
 def rows() -> list[dict]:

@@ -1,7 +1,6 @@
 """scripts/ddp_trace.py without a GPU or torch: importing it loads neither; the readings' report; rank 0's part
 (the ranks' saved traces merged, written with their timelines and the readings) on synthetic rank traces."""
 
-import importlib
 import json
 import os
 import subprocess
@@ -13,20 +12,16 @@ import pytest
 import synthetic
 from bench.trace import save
 from bench.usercode.trace.load import load
-from paths import with_path
+from paths import SCRIPTS, script_module, with_path
 from test_trace_multigpu import GPU0, GPU0_CALLS, GPU1, GPU1_CALLS, traced
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield importlib.import_module("ddp_trace")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    with script_module("ddp_trace") as module:
+        yield module
 
 
 def test_importing_the_script_loads_no_gpu_library_and_changes_no_environment():

@@ -15,25 +15,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+from paths import SCRIPTS, script_module
 
 
 @pytest.fixture(scope="module")
 def markers():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield importlib.import_module("syncs_markers")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    with script_module("syncs_markers") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")
 def cases(markers):
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield importlib.import_module("syncs_cases")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    with script_module("syncs_cases") as module:
+        yield module
 
 
 @pytest.mark.parametrize("comment, expected", [
