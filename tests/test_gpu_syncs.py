@@ -183,3 +183,24 @@ def test_a_syncs_baseline_passes_code_moved_down_and_fails_a_new_wait_on_its_lin
     line = REGION.splitlines().index("        total = x.sum()") + 2
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert worse.stdout.splitlines()[0].startswith(f"::error file=loop.py,line={line},"), worse.stdout
+
+
+def test_a_wait_inside_allow_waits_is_shown_allowed_and_passes_assert_async(cupy, busy):
+    import bench
+    from bench.pytest_plugin import WaitedForGpu, assert_async
+
+    def region():
+        with busy():
+            total = cupy.ones(1 << 20).sum()
+            with bench.allow_waits("the loss, logged"):
+                return float(total)
+
+    found = bench.syncs(region, cuda_calls=False)
+    assert not found.waited and [place.allowed for place in found.allowed] == ["the loss, logged"], str(found)
+    region()
+    with assert_async():
+        region()
+    with pytest.raises(WaitedForGpu, match="1 time"):
+        with assert_async(max_waits=0):
+            with busy():
+                float(cupy.ones(1 << 20).sum())

@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING
 from bench.distribution import DISTRIBUTION, __version__  # noqa: F401  (bench.__version__, bench.DISTRIBUTION)
 
 _FACES = {"probe": ("ProbeResult", "probe"),  # does my code block?
-          "syncs": ("SyncsResult", "syncs"),  # and where does it wait?
+          "syncs": ("SyncsResult", "syncs", "allow_waits"),  # and where does it wait (and where may it)?
           "trace": ("TraceResult", "trace", "tracing")}  # and how much does it overlap?
 _FACE_OF = {name: face for face, names in _FACES.items() for name in names}
 
-__all__ = ["ProbeResult", "SyncsResult", "TraceResult", "probe", "syncs", "trace", "tracing", "__version__"]
+__all__ = ["ProbeResult", "SyncsResult", "TraceResult", "allow_waits", "probe", "syncs", "trace", "tracing",
+           "__version__"]
 
 if TYPE_CHECKING:
     from bench.probe import ProbeResult, probe
-    from bench.syncs import SyncsResult, syncs
+    from bench.syncs import SyncsResult, allow_waits, syncs
     from bench.trace import TraceResult, trace, tracing
 
 

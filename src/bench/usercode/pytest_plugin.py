@@ -45,27 +45,39 @@ class WaitedForGpu(AssertionError):
 
 
 @contextmanager
-def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT_SETTLE_MS) -> Iterator[None]:
-    """Fail (:class:`WaitedForGpu`) if the block waits for the GPU: for work on any stream (the default), or only for
-    work queued on ``stream``. A call that stands still ``settle_ms`` under the hold counts as waiting. Skips the
-    test where no GPU is usable."""
+def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT_SETTLE_MS,
+                 max_waits: int = 0) -> Iterator[None]:
+    """Fail (:class:`WaitedForGpu`) if the block waits for the GPU more than ``max_waits`` times (by default, at
+    all), naming the line of every wait: for work on any stream (the default), or only for work queued on
+    ``stream``. A call that stands still ``settle_ms`` under the hold counts as waiting; a wait inside
+    ``bench.allow_waits(...)`` never counts. Skips the test where no GPU is usable."""
+    if isinstance(max_waits, bool) or not isinstance(max_waits, int) or max_waits < 0:
+        raise ValueError(f"max_waits must be a whole number of at least 0, not {max_waits!r}")
     skip_without_gpu()
     if stream is not None:
-        with _gated(stream, timeout_s):
+        with _gated(stream, timeout_s, max_waits):
             yield
         return
     from bench.usercode.syncs.run import held_region
 
     with held_region(settle_ms, entry=sys._getframe(2).f_back) as region:
         yield
-    if region.waits:
-        raise WaitedForGpu(describe(region.waits))
+    check_waits(region.waits, max_waits)
 
 
-def describe(waits) -> str:
+def check_waits(waits, max_waits: int = 0) -> None:
+    """:class:`WaitedForGpu`, naming every counted wait's line, where more than ``max_waits`` of ``waits`` (the
+    watcher's) were made outside every ``allow_waits`` scope."""
+    counted = [wait for wait in waits if not wait.allowed]
+    if len(counted) > max_waits:
+        raise WaitedForGpu(describe(counted, max_waits))
+
+
+def describe(waits, max_waits: int = 0) -> str:
     """'the region waited for the GPU 2 times: test_step.py:14 loss.item() (torch, cuStreamSynchronize) ...'"""
-    lines = [f"the region waited for the GPU {len(waits)} time{'s' * (len(waits) != 1)} (a line that stood still as "
-             "long on the host, a sleep, I/O or a lock, counts too: python -m bench syncs tells them apart):"]
+    allowing = f", more than the {max_waits} allowed" if max_waits else ""
+    lines = [f"the region waited for the GPU {len(waits)} time{'s' * (len(waits) != 1)}{allowing} (a line that stood "
+             "still as long on the host, a sleep, I/O or a lock, counts too: python -m bench syncs tells them apart):"]
     for wait in waits:
         what = ", ".join(part for part in (wait.library, wait.cuda_call) if part)
         how = ("held the GIL until the hold's watchdog ended the wait (a kernel's first launch loads it, and "
@@ -76,7 +88,7 @@ def describe(waits) -> str:
 
 
 @contextmanager
-def _gated(stream, timeout_s: float) -> Iterator[None]:
+def _gated(stream, timeout_s: float, max_waits: int) -> Iterator[None]:
     """The old meaning: a one-thread gate holds ``stream``; the region waited if the gate's watchdog released it."""
     from bench.cuda import runtime
     from bench.measure.memory import StreamRef
@@ -93,7 +105,7 @@ def _gated(stream, timeout_s: float) -> Iterator[None]:
         waited = gate.expired()
         gate.open()
         runtime.deviceSynchronize()
-    if waited:
+    if waited and not max_waits:  # the gate tells one wait at most
         raise WaitedForGpu(f"the region waited for the GPU: it held the host {held_ms:.0f} ms and returned only "
                            f"after the gate holding the stream was released by its {timeout_s:g} s watchdog")
 

@@ -24,6 +24,7 @@ class Wait:
     gil_held: bool = False  # it waited holding the GIL: found once the hold's watchdog ended the wait
     thread: str = ""  # the name of the thread that waited ("": the region's own)
     on_thread: str = ""  # the region's thread waited on this thread's wait (a join, a queue): its name
+    allowed: str = ""  # the reason of the allow_waits scope it waited in ("": not allowed)
 
     @property
     def place(self) -> tuple[str, int]:

@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from bench.usercode.allowance import allowed
 from bench.usercode.stacks import Frame, position, stack_of, waited_in
 from bench.usercode.waits import Dwell, Wait
 
@@ -99,6 +100,7 @@ class _Pending:
     released_s: float
     full: bool
     confirmed: bool = True  # seen standing there STANDING_S (else it must be, before it counts)
+    allowed: str = ""  # the allow_waits scope the region's thread stood in (its reason)
 
 
 def thread_name(thread_id: int) -> str:
@@ -205,7 +207,7 @@ class Watcher:
         stack = stack_of(region, self.entry)
         if not self._in_gpu(self.thread_id, stack, region):
             self._pending.append(_Pending(stack, before, position(region), thread_name(starved), now, True,
-                                          confirmed=self.thread_id not in moved))
+                                          confirmed=self.thread_id not in moved, allowed=allowed(self.thread_id)))
 
     def _update(self, frames: dict, now: float, end: float, overslept: bool) -> list[tuple[int, object, float]]:
         """Each thread's place; the threads that have stood still long enough to count, with since when."""
@@ -263,6 +265,7 @@ class Watcher:
                 aside.append((self.thread_id, region.frame, region.since, stack))
         calls = {tid: self._call(tid) for tid, *_ in found}
         keys = {tid: self._key(tid, frame) for tid, frame, *_ in found}  # before the frames move on
+        reasons = {tid: allowed(tid) for tid, *_ in found + aside}  # ... and before they leave their scopes
         places = {tid: position(frame) for tid, frame, *_ in found + aside}
         full = self.hold.full()
         self._close_gate(found, calls)
@@ -273,7 +276,8 @@ class Watcher:
         for tid, frame, since, stack in found:
             name = "" if tid == self.thread_id else thread_name(tid)
             library = libraries[tid]
-            self.waits.append(Wait(stack, library, calls[tid], since, released, resumed, full, thread=name))
+            self.waits.append(Wait(stack, library, calls[tid], since, released, resumed, full, thread=name,
+                                   allowed=reasons[tid]))
             if library or calls[tid]:
                 self._known[keys[tid]] += 1
         waiter = next((tid for tid, *_ in found if tid != self.thread_id), None)
@@ -283,7 +287,8 @@ class Watcher:
             pending.on_thread, pending.released_s = thread_name(waiter), released
         for tid, frame, since, stack in aside:
             if tid == self.thread_id:
-                self._pending.append(_Pending(stack, since, places[tid], thread_name(waiter), released, full))
+                self._pending.append(_Pending(stack, since, places[tid], thread_name(waiter), released, full,
+                                              allowed=reasons[tid]))
 
     def _not_yet(self, aside: list) -> bool:
         """Whether the region's thread, standing outside the GPU, waits for something else first: another thread
@@ -356,7 +361,7 @@ class Watcher:
             if position(frames.get(self.thread_id)) != pending.where:
                 if pending.confirmed:
                     self.waits.append(Wait(pending.frames, "", "", pending.since, pending.released_s, now,
-                                           pending.full, on_thread=pending.on_thread))
+                                           pending.full, on_thread=pending.on_thread, allowed=pending.allowed))
                 continue
             pending.confirmed = pending.confirmed or now - pending.released_s >= STANDING_S
             if now - pending.released_s < self.settle_s + self.hold_timeout_s:
@@ -374,4 +379,5 @@ class Watcher:
             frames = (*frames[:-1], Frame(frames[-1].file, line, frames[-1].function, frames[-1].library))
         library = waited_in(frames, frame)
         name = "" if tid == self.thread_id else thread_name(tid)
-        self.waits.append(Wait(frames, library, "", since, now, now, True, gil_held=True, thread=name))
+        self.waits.append(Wait(frames, library, "", since, now, now, True, gil_held=True, thread=name,
+                               allowed=allowed(tid)))

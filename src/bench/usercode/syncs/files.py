@@ -32,6 +32,7 @@ def columns() -> tuple:
         column("on_thread", TEXT, "the region's line waited on this thread, which waited for the GPU (empty: on the "
                                   "GPU itself)"),
         column("waited", FLAG, "a wait for the GPU (false: it stood as long without the hold: host work)"),
+        column("allowed", TEXT, "the reason of the allow_waits scope it waited in (empty: not allowed)"),
         column("region_ms", FLOAT, "the region without the hold"),
         column("settle_ms", FLOAT, "how long a line stood still under the hold before it counted"),
         *environment_columns(),

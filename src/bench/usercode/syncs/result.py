@@ -29,6 +29,7 @@ class Place:
     calls: tuple[str, ...]  # the region's frames down to the line (file:line in function), outermost first
     thread: str = ""  # the thread whose line it is ("": the region's own)
     on_thread: str = ""  # the region's line waited on this thread, which waited for the GPU ("": on the GPU itself)
+    allowed: str = ""  # the reason of the allow_waits scope its waits were made in ("": not allowed)
 
     @property
     def where(self) -> str:
@@ -56,7 +57,7 @@ class Place:
 class SyncsResult:
     """What :func:`syncs` found."""
 
-    places: list[Place]  # lines that waited for the GPU, first waited first
+    places: list[Place]  # lines that waited for the GPU, first waited first (outside every allow_waits scope)
     own_work: list[Place] = field(default_factory=list)  # lines that stood still as long without the hold
     region_ms: float = 0.0  # the region without the hold
     held_region_ms: float = 0.0  # the region under the hold
@@ -64,6 +65,7 @@ class SyncsResult:
     hold: str = ""  # the hold's shape: "264 blocks × 1024 threads on 132 SMs"
     cuda_calls: str = ""  # why CUDA calls are not named ("" where CUPTI named them)
     libraries: dict[str, str] = field(default_factory=dict)  # the GPU libraries loaded as it ran: column -> version
+    allowed: list[Place] = field(default_factory=list)  # lines that waited inside an allow_waits scope
 
     @property
     def waited(self) -> bool:
@@ -71,7 +73,8 @@ class SyncsResult:
 
     def __str__(self) -> str:
         if not self.places:
-            text = f"no waits: the region returned while the GPU was held ({self.region_ms:.1f} ms without the hold)"
+            text = (f"no waits{' but those allowed' if self.allowed else ''}: the region returned while the GPU was "
+                    f"held ({self.region_ms:.1f} ms without the hold)")
         else:
             waits = sum(place.count for place in self.places)
             text = (f"{waits} wait{'s' * (waits != 1)} at {len(self.places)} line{'s' * (len(self.places) != 1)} "
@@ -87,6 +90,9 @@ class SyncsResult:
                               for row in rows)
             text += "".join(f"\n  {place.where} waited in: {place.collapsed()}" for place in self.places
                             if place.into_library)
+        for place in self.allowed:
+            text += (f"\nallowed: {place.where} waited {place.count} time{'s' * (place.count != 1)} "
+                     f"({place.allowed}): {place.source}")
         for place in self.own_work:
             text += (f"\nnot a wait: {place.where} stood still {place.held_ms:.0f} ms under the hold and "
                      f"{place.natural_ms:.0f} ms without it (host work): {place.source}")
@@ -102,26 +108,28 @@ class SyncsResult:
         return json_text(self.to_dict(), indent=2)
 
     def rows(self) -> list[dict]:
-        """One row per place (waits and own work), for the ``syncs`` side table."""
+        """One row per place (waits, allowed waits and own work), for the ``syncs`` side table."""
         return [{"file": place.file, "line": place.line, "function": place.function, "source": place.source,
                  "library": place.library, "waits": place.count, "held_ms": place.held_ms,
                  "natural_ms": place.natural_ms, "hold_ms": place.hold_ms, "cuda_calls": ", ".join(place.cuda_calls),
                  "into_library": " → ".join(place.into_library), "thread": place.thread,
-                 "on_thread": place.on_thread, "waited": waited}
-                for waited, places in ((True, self.places), (False, self.own_work)) for place in places]
+                 "on_thread": place.on_thread, "waited": waited, "allowed": place.allowed}
+                for waited, places in ((True, self.places), (True, self.allowed), (False, self.own_work))
+                for place in places]
 
 
 def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], list[Place]]:
-    """The waits grouped by the user's line, first waited first: (waits for the GPU, host work). ``natural``: ms
+    """The waits grouped by the user's line (and the allow_waits scope they were made in), first waited first:
+    (waits for the GPU, host work). ``natural``: ms
     stood still at each place without the hold (:class:`bench.usercode.waits.Dwell`). A line is host work where,
     at the places it stood, it stood still without the hold nearly as long as under it (less than half a settle
     longer: one wait for the GPU adds about a settle, host work adds nothing). A place where JAX waits and then
     works on the host for long is still a wait: a rule of half a settle per wait missed one on an H200."""
-    grouped: dict[tuple[str, str, int], list] = {}
+    grouped: dict[tuple[str, str, int, str], list] = {}
     for wait in waits:
-        grouped.setdefault((wait.thread, wait.line.file, wait.line.line), []).append(wait)
+        grouped.setdefault((wait.thread, wait.line.file, wait.line.line, wait.allowed), []).append(wait)
     waited, own = [], []
-    for (thread, file, line), group in grouped.items():
+    for (thread, file, line, allowed), group in grouped.items():
         first = group[0]
         held = sum(wait.held_ms for wait in group)
         place = Place(file, line, first.line.function, first.line.source,
@@ -131,6 +139,6 @@ def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], l
                       tuple(dict.fromkeys(wait.cuda_call for wait in group if wait.cuda_call)),
                       tuple(str(frame) for frame in first.into_library),
                       tuple(str(frame) for frame in first.frames[:first.frames.index(first.line) + 1]),
-                      thread, next((wait.on_thread for wait in group if wait.on_thread), ""))
+                      thread, next((wait.on_thread for wait in group if wait.on_thread), ""), allowed)
         (waited if held - place.natural_ms >= settle_ms / 2 else own).append(place)
     return waited, own

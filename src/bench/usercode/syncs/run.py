@@ -144,5 +144,6 @@ def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls:
     waited, own = places(region.waits, natural, settle_ms)
     with phase(VERSIONS):
         versions = loaded_versions()
-    return SyncsResult(waited, own, region_ms, held_ms, settle_ms, region.watcher.hold.describe(),
-                       why and f"{why}; {WITHOUT_CUPTI}", versions)
+    return SyncsResult([place for place in waited if not place.allowed], own, region_ms, held_ms, settle_ms,
+                       region.watcher.hold.describe(), why and f"{why}; {WITHOUT_CUPTI}", versions,
+                       [place for place in waited if place.allowed])
