@@ -3,6 +3,7 @@ PyTorch's and JAX's cases run in scripts/syncs_cases.py). Skipped (with the reas
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -204,3 +205,48 @@ def test_a_wait_inside_allow_waits_is_shown_allowed_and_passes_assert_async(cupy
         with assert_async(max_waits=0):
             with busy():
                 float(cupy.ones(1 << 20).sum())
+
+
+THEIR_TEST = """
+import cupy
+
+x = cupy.ones(1 << 20)
+
+
+def step():
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        total = x.sum()
+        return float(total)
+
+
+def test_step(assert_async):
+    step()
+    with assert_async():
+        step()
+"""
+
+
+def test_pytest_keeps_a_baseline_per_test_and_fails_only_on_a_new_wait(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from paths import with_path
+
+    env = {**os.environ, "PYTHONPATH": with_path(str(Path(__file__).resolve().parents[1] / "src")),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+    def pytest_run(*options):
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "bench.pytest_plugin", "-p", "no:cacheprovider",
+                               "--bench-baseline", "baselines", *options, "test_theirs.py"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    (tmp_path / "test_theirs.py").write_text(THEIR_TEST)
+    written = pytest_run("--bench-update-baseline")
+    assert written.returncode == 0 and len(list((tmp_path / "baselines").iterdir())) == 1, written.stdout[-2000:]
+    assert pytest_run().returncode == 0  # the wait it has passes
+    (tmp_path / "test_theirs.py").write_text(THEIR_TEST.replace("        total = x.sum()\n",
+                                                                "        total = x.sum()\n        float(x.max())\n"))
+    failed = pytest_run()
+    assert failed.returncode == 1 and "test_theirs.py:11  new: 1 wait" in failed.stdout, failed.stdout[-3000:]

@@ -193,3 +193,62 @@ def test_bench_replaces_its_own_baseline_but_no_file_it_did_not_write(tmp_path):
 def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, arguments, fragment):
     (tmp_path / "b.json").write_text(baseline.to_json([], "m:f"))
     assert_refused(bench("syncs", *arguments, cwd=tmp_path, without_cuda=True), fragment)
+
+
+def waits_at(path: Path, *texts: str, allowed: str = "") -> list:
+    """The watcher's waits at the lines of ``path`` holding ``texts``, one each, in function step."""
+    from bench.usercode.stacks import Frame
+    from bench.usercode.waits import Wait
+
+    lines = path.read_text().splitlines()
+    return [Wait((Frame(str(path), next(number for number, line in enumerate(lines, 1) if text in line), "step",
+                        ""),), "torch", "cuStreamSynchronize", 0.0, 0.2, 0.2, True, allowed=allowed)
+            for text in texts]
+
+
+def test_a_tests_baseline_is_written_then_gates_its_waits_by_line(tmp_path):
+    import linecache
+
+    from bench.pytest_plugin import WaitedForGpu, gate_waits
+
+    path = project(tmp_path, STEP)
+    stored = tmp_path / "baselines" / "test_step.json"
+    gate_waits(waits_at(path, "losses.append") + waits_at(path, "print(", allowed="log"), stored, update=True)
+    assert [place.source for place in baseline.read(stored)] == ["losses.append(loss.item())"]  # allowed: not kept
+    path.write_text("import os\n" + textwrap.dedent(STEP))
+    linecache.checkcache()
+    gate_waits(waits_at(path, "losses.append"), stored, update=False)  # moved down a line: the same place
+    with pytest.raises(WaitedForGpu) as failed:
+        gate_waits(waits_at(path, "losses.append", "return loss"), stored, update=False)
+    assert "train/loop.py:9  new: 1 wait in cuStreamSynchronize" in str(failed.value)
+    with pytest.raises(WaitedForGpu, match="no baseline yet: --bench-update-baseline writes it"):
+        gate_waits(waits_at(path, "return loss"), tmp_path / "none.json", update=False)
+
+
+def test_each_test_and_block_has_a_baseline_file_of_its_own(tmp_path):
+    from bench.pytest_plugin import baseline_path
+
+    first = baseline_path(tmp_path, "tests/test_a.py::test_step[cuda:0]", 1)
+    assert first.parent == tmp_path and first.name.startswith("tests_test_a.py__test_step_cuda_0_-")
+    assert baseline_path(tmp_path, "tests/test_a.py::test_step[cuda:0]", 2).name == first.stem + "-2.json"
+    assert baseline_path(tmp_path, "tests/test_a.py::test_step[cuda/0]", 1) != first  # the same name, another id
+    assert len(baseline_path(tmp_path, "x" * 400, 1).name) < 200
+
+
+def test_pytest_refuses_update_without_a_baseline_directory(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from paths import with_path
+
+    (tmp_path / "test_theirs.py").write_text("def test_nothing():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": with_path(str(Path(__file__).resolve().parents[1] / "src")),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    command = [sys.executable, "-m", "pytest", "-p", "bench.pytest_plugin", "-p", "no:cacheprovider"]
+    refused = subprocess.run([*command, "--bench-update-baseline", "test_theirs.py"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 4 and "--bench-update-baseline writes the baselines of --bench-baseline DIR" in \
+        refused.stderr, refused.stdout + refused.stderr
+    shown = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert "--bench-baseline=DIR" in shown.stdout and "--bench-update-baseline" in shown.stdout

@@ -2,8 +2,10 @@
 fixtures and their functions, whose code is :mod:`bench.usercode.pytest_plugin`."""
 
 from bench.usercode.pytest_plugin import (DidNotOverlap, WaitedForGpu, assert_async, assert_async_fixture,
-                                          assert_overlap, assert_overlap_fixture, check_overlap, check_waits,
-                                          describe, skip_without_gpu)
+                                          assert_overlap, assert_overlap_fixture, baseline_path, check_overlap,
+                                          check_waits, describe, gate_waits, pytest_addoption, pytest_configure,
+                                          skip_without_gpu)
 
 __all__ = ["DidNotOverlap", "WaitedForGpu", "assert_async", "assert_async_fixture", "assert_overlap",
-           "assert_overlap_fixture", "check_overlap", "check_waits", "describe", "skip_without_gpu"]
+           "assert_overlap_fixture", "baseline_path", "check_overlap", "check_waits", "describe", "gate_waits",
+           "pytest_addoption", "pytest_configure", "skip_without_gpu"]

@@ -30,10 +30,12 @@ test uses it, so installing bench changes nothing for other test suites.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -46,13 +48,18 @@ class WaitedForGpu(AssertionError):
 
 @contextmanager
 def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT_SETTLE_MS,
-                 max_waits: int = 0) -> Iterator[None]:
+                 max_waits: int = 0, baseline: str | Path | None = None,
+                 update_baseline: bool = False) -> Iterator[None]:
     """Fail (:class:`WaitedForGpu`) if the block waits for the GPU more than ``max_waits`` times (by default, at
     all), naming the line of every wait: for work on any stream (the default), or only for work queued on
     ``stream``. A call that stands still ``settle_ms`` under the hold counts as waiting; a wait inside
-    ``bench.allow_waits(...)`` never counts. Skips the test where no GPU is usable."""
+    ``bench.allow_waits(...)`` never counts. With ``baseline`` (a syncs baseline file), fail only on a waiting place
+    it lacks or more waits than it allows (``update_baseline``: write it instead, from this run's waits). Skips the
+    test where no GPU is usable."""
     if isinstance(max_waits, bool) or not isinstance(max_waits, int) or max_waits < 0:
         raise ValueError(f"max_waits must be a whole number of at least 0, not {max_waits!r}")
+    if baseline is not None and stream is not None:
+        raise ValueError("a baseline gates waits by line: it needs the device-wide hold, not stream=")
     skip_without_gpu()
     if stream is not None:
         with _gated(stream, timeout_s, max_waits):
@@ -62,7 +69,32 @@ def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT
 
     with held_region(settle_ms, entry=sys._getframe(2).f_back) as region:
         yield
-    check_waits(region.waits, max_waits)
+    if baseline is None:
+        check_waits(region.waits, max_waits)
+    else:
+        gate_waits(region.waits, Path(baseline), update_baseline, settle_ms)
+
+
+def gate_waits(waits, path: Path, update: bool, settle_ms: float = DEFAULT_SETTLE_MS, target: str = "") -> None:
+    """The watcher's ``waits`` (those outside every ``allow_waits`` scope) against the syncs baseline at ``path``:
+    :class:`WaitedForGpu` naming each place that is new or waits more than it allows (a missing file allows none);
+    with ``update``, the baseline written from them instead (its directory made)."""
+    from bench import writes
+    from bench.usercode.syncs import baseline
+    from bench.usercode.syncs.gate import text
+    from bench.usercode.syncs.result import places
+
+    found, _ = places([wait for wait in waits if not wait.allowed], {}, settle_ms)
+    target = target or path.stem
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writes.write_bytes(path, baseline.to_json(map(baseline.kept, found), target).encode())
+        return
+    kept = baseline.read(path) if path.exists() else []
+    comparison = baseline.compare(kept, found, str(path))
+    if comparison.failed:
+        hint = "" if path.exists() else " (no baseline yet: --bench-update-baseline writes it)"
+        raise WaitedForGpu(text(comparison, target) + hint)
 
 
 def check_waits(waits, max_waits: int = 0) -> None:
@@ -178,11 +210,45 @@ def skip_without_gpu() -> None:
         pytest.skip(reason)
 
 
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("bench", "bench: waits for the GPU, and overlap")
+    group.addoption("--bench-baseline", metavar="DIR", default=None,
+                    help="gate each test's assert_async against its syncs baseline in DIR (one file per test and "
+                         "block): fail on a new waiting place or more waits, not on the waits it has")
+    group.addoption("--bench-update-baseline", action="store_true",
+                    help="with --bench-baseline: write each test's baselines from this run's waits")
+
+
+def pytest_configure(config) -> None:
+    if config.getoption("--bench-update-baseline") and config.getoption("--bench-baseline") is None:
+        raise pytest.UsageError("--bench-update-baseline writes the baselines of --bench-baseline DIR: name DIR")
+
+
+def baseline_path(directory: Path, test_id: str, block: int) -> Path:
+    """Where a test's ``block``-th ``assert_async`` keeps its baseline: its id, made a file name, and a digest of it
+    (ids differing only in characters a file name cannot hold stay apart)."""
+    import hashlib
+
+    name = "".join(character if character.isalnum() or character in "._-" else "_" for character in test_id)
+    digest = hashlib.sha256(test_id.encode()).hexdigest()[:10]
+    return directory / f"{name[-150:]}-{digest}{'' if block == 1 else f'-{block}'}.json"
+
+
 @pytest.fixture(name="assert_async")
-def assert_async_fixture():
-    """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable."""
+def assert_async_fixture(request):
+    """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable. With
+    ``--bench-baseline DIR``, each block is gated against its baseline there (:func:`baseline_path`)."""
     skip_without_gpu()
-    return assert_async
+    directory = request.config.getoption("--bench-baseline")
+    if directory is None:
+        return assert_async
+    update, blocks = request.config.getoption("--bench-update-baseline"), itertools.count(1)
+
+    def against_baseline(*args, **kwargs):
+        path = baseline_path(Path(directory), request.node.nodeid, next(blocks))
+        return assert_async(*args, baseline=path, update_baseline=update, **kwargs)
+
+    return against_baseline
 
 
 @pytest.fixture(name="assert_overlap")
