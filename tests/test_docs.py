@@ -202,35 +202,42 @@ def shown_commands() -> list[tuple[str, list[str]]]:
         for _, info, lines in blocks:
             if info.split()[:1] and info.split()[0].lower() in ("python", "py", "pycon", "toml", "json", "yaml"):
                 continue
-            joined: list[tuple[int, str]] = []
-            for number, line in lines:  # backslash continuations make one line
-                if joined and joined[-1][1].endswith("\\"):
-                    joined[-1] = (joined[-1][0], joined[-1][1][:-1] + " " + line.strip())
-                else:
-                    joined.append((number, line.strip().removeprefix("$ ")))
-            for number, line in joined:
-                if "-m bench" not in line:
-                    continue
-                try:
-                    words = shlex.split(_substitute(line), comments=True)
-                except ValueError as error:
-                    found.append((f"{name(page)}:{number}: {line}", [f"<unparsable shell: {error}>"]))
-                    continue
-                segment: list[str] = []
-                for word in [*words, ";"]:
-                    if word not in OPERATORS:
-                        segment.append(word)
-                        continue
-                    while segment and re.fullmatch(r"[A-Za-z_]\w*=.*", segment[0]):  # VAR=value command
-                        segment.pop(0)
-                    if segment[:3] in COMMAND_STARTS:
-                        arguments = list(segment[3:])
-                        for index, argument in enumerate(arguments):  # up to a redirection
-                            if re.match(r"^\d*[<>]", argument):
-                                arguments = arguments[:index]
-                                break
-                        found.append((f"{name(page)}:{number}: {line}", arguments))
-                    segment = []
+            found += commands_in(name(page), lines)
+    return found
+
+
+def commands_in(where: str, lines: list[tuple[int, str]]) -> list[tuple[str, list[str]]]:
+    """The ``python -m bench ...`` commands of shell ``lines`` (number, text), as (where, its arguments)."""
+    found = []
+    joined: list[tuple[int, str]] = []
+    for number, line in lines:  # backslash continuations make one line
+        if joined and joined[-1][1].endswith("\\"):
+            joined[-1] = (joined[-1][0], joined[-1][1][:-1] + " " + line.strip())
+        else:
+            joined.append((number, line.strip().removeprefix("$ ")))
+    for number, line in joined:
+        if "-m bench" not in line:
+            continue
+        try:
+            words = shlex.split(_substitute(line), comments=True)
+        except ValueError as error:
+            found.append((f"{where}:{number}: {line}", [f"<unparsable shell: {error}>"]))
+            continue
+        segment: list[str] = []
+        for word in [*words, ";"]:
+            if word not in OPERATORS:
+                segment.append(word)
+                continue
+            while segment and re.fullmatch(r"[A-Za-z_]\w*=.*", segment[0]):  # VAR=value command
+                segment.pop(0)
+            if segment[:3] in COMMAND_STARTS:
+                arguments = list(segment[3:])
+                for index, argument in enumerate(arguments):  # up to a redirection
+                    if re.match(r"^\d*[<>]", argument):
+                        arguments = arguments[:index]
+                        break
+                found.append((f"{where}:{number}: {line}", arguments))
+            segment = []
     return found
 
 
@@ -273,6 +280,55 @@ def test_shown_command_parses(arguments):
             _check_sweep(args)
         except ValueError as error:
             pytest.fail(f"python -m bench {shlex.join(arguments)}: {error}")
+
+
+WORKFLOW = DOCS / "examples" / "gpu-gate.yml"
+
+
+def workflow_runs(path: Path) -> list[tuple[int, str]]:
+    """The shell lines of a GitHub Actions workflow's ``run:`` steps, numbered: a block's lines, or a one-line run
+    (as far as this workflow needs: no anchors, no flow style)."""
+    found: list[tuple[int, str]] = []
+    block: int | None = None  # the indentation a run block's lines must exceed
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        indent = len(line) - len(line.lstrip())
+        if block is not None:
+            if not line.strip() or indent > block:
+                found.append((number, line.strip()))
+                continue
+            block = None
+        match = re.match(r"^(\s*)(- )?run:\s*(.*)$", line)
+        if match:
+            if match.group(3) in ("|", "|-", ">", ">-"):
+                block = len(match.group(1)) + (2 if match.group(2) else 0)
+            elif match.group(3):
+                found.append((number, match.group(3)))
+    return found
+
+
+def test_the_ci_workflow_runs_only_commands_and_options_bench_has():
+    from bench.cli import _parser
+
+    commands = commands_in(name(WORKFLOW), workflow_runs(WORKFLOW))
+    assert sorted(arguments[0] for _, arguments in commands) == ["syncs", "syncs", "trace"], commands
+    for where, arguments in commands:
+        try:
+            _parser().parse_args(arguments)
+        except SystemExit:
+            pytest.fail(f"{where}: python -m bench {shlex.join(arguments)} is not a command bench has")
+    formats = {arguments[arguments.index("--format") + 1] for _, arguments in commands if "--format" in arguments}
+    assert formats == {"github", "markdown"}
+    text = WORKFLOW.read_text()
+    assert "runs-on: [self-hosted" in text and "actions/upload-artifact@" in text and "$GITHUB_STEP_SUMMARY" in text
+    assert "(examples/gpu-gate.yml)" in (DOCS / "ci.md").read_text()
+
+
+def test_the_workflow_reader_finds_run_blocks_and_one_line_runs(tmp_path):
+    workflow = tmp_path / "w.yml"
+    workflow.write_text("jobs:\n  a:\n    steps:\n      - run: python -m bench env\n      - name: b\n        run: |\n"
+                        "          echo one\n\n          python -m bench syncs m:f\n      - name: c\n")
+    assert workflow_runs(workflow) == [(4, "python -m bench env"), (7, "echo one"), (8, ""),
+                                       (9, "python -m bench syncs m:f")]
 
 
 # --- the command-line reference names every option ---------------------------------------------------------------
