@@ -129,7 +129,8 @@ ANALYSIS = ("bench.store", "bench.writes", "bench.version1", "bench.analysis", "
             "bench.compare", "bench.noise", "bench.claims", "bench.documents", "bench.escape", "bench.views",
             "bench.usercode.tools",
             "bench.usercode.syncs.section", "bench.usercode.trace.section", "bench.usercode.trace.timeline",
-            "bench.usercode.trace.collectives", "bench.usercode.trace.compare", "bench.usercode.trace.compare_text")
+            "bench.usercode.trace.collectives", "bench.usercode.trace.compare", "bench.usercode.trace.compare_text",
+            "bench.usercode.trace.regressions")
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
              "bench.driver", "bench.usercode", "bench.probe", "bench.syncs", "bench.trace", "bench.pytest_plugin")
 # the user-code tools are measuring code but for their analysis side (ANALYSIS names it)

@@ -60,6 +60,17 @@ def visible(text: object, keep: str = "") -> str:
     return CONTROL.sub(lambda found: found[0] if found[0] in keep else _escaped(found[0]), text)
 
 
+def workflow_data(text: object) -> str:
+    """For a GitHub Actions workflow command's message: control characters shown (:func:`visible`), then GitHub's
+    own escapes of ``%``, carriage return and line feed, so that no text ends the command or starts another."""
+    return visible(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def workflow_property(text: object) -> str:
+    """For a workflow command's property (``file=``, ``title=``): :func:`workflow_data`, and ``:`` and ``,``."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def _escaped(character: str) -> str:
     return character.encode("unicode_escape").decode("ascii")
 

@@ -200,6 +200,12 @@ def _trace(commands: argparse._SubParsersAction) -> None:
     trace.add_argument("--no-lines", action="store_true",
                        help="leave out the driver-call callbacks: no host waits or lines, less overhead on code whose "
                             "every call blocks (pageable copies)")
+    trace.add_argument("--baseline", type=path, metavar="FILE.parquet",
+                       help="gate against an earlier trace of the target (bench trace --save): exit 1 where a share "
+                            "fell beyond both traces' runs, or a host wait, a pageable copy, an idle gap after a wait "
+                            "or two streams that serialize is new")
+    trace.add_argument("--format", choices=("text", "github", "markdown"), default="text",
+                       help="with --baseline: text (default), github (workflow commands on the lines) or markdown")
     trace.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     trace.add_argument("--merge", nargs="+", type=path, metavar="FILE.parquet",
                        help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("

@@ -192,6 +192,7 @@ def trace_command(args: argparse.Namespace, console: Console) -> int:
         return _merge_traces(args, console)
     if args.results is not None and not Path(args.results).exists():
         raise UsageError(f"--results: {args.results} does not exist")
+    earlier = _trace_baseline(args)
     function = _target("trace", args)
     device = args.device or 0
     name = _named(device)
@@ -205,10 +206,43 @@ def trace_command(args: argparse.Namespace, console: Console) -> int:
                       lines=not args.no_lines)
     except (TraceUnavailable, MeasurementFailed) as error:  # CUPTI missing or taken; a reference copy failed
         raise UsageError(f"trace: {error}") from None
-    environment = _environment(device) if args.save is not None else None
+    environment = _environment(device) if args.save is not None or earlier is not None else None
     _trace_outputs(args, found, args.target, f"{args.target} on {name}", environment)
-    _show(args, console, found, f"{args.target} on {name}:\n")
-    return 0
+    if earlier is None or args.format == "text":
+        _show(args, console, found, f"{args.target} on {name}:\n")
+    if earlier is None:
+        return 0
+    import pandas as pd
+
+    from bench.usercode.trace.files import rows_of
+    from bench.usercode.trace.gate import WRITE
+    from bench.usercode.trace.regressions import regressions
+
+    found_now = regressions(earlier, pd.DataFrame(rows_of([(args.target, found)], environment)))
+    print(WRITE[args.format](found_now, args.target, str(args.baseline)))
+    return 1 if found_now else 0
+
+
+def _trace_baseline(args: argparse.Namespace):
+    """The rows of --baseline's trace of the target (None without it), checked before anything runs."""
+    if args.format != "text" and args.baseline is None:
+        raise UsageError(f"trace: --format {args.format} shows a gate: give --baseline FILE.parquet")
+    if args.baseline is None:
+        return None
+    if args.json and args.format != "text":
+        raise UsageError(f"trace: --json and --format {args.format} both write stdout; choose one")
+    from bench.errors import ResultsError
+    from bench.usercode.trace.compare import read
+
+    try:
+        rows = read(args.baseline)
+    except ResultsError as error:
+        raise UsageError(f"--baseline: {error}") from None
+    targets = sorted(set(rows["target"].astype(str)))
+    if args.target is not None and args.target not in targets:
+        raise UsageError(f"--baseline: {args.baseline} holds no trace of {args.target} (it holds "
+                         f"{', '.join(targets[:5])}{', ...' if len(targets) > 5 else ''})")
+    return rows
 
 
 def _merge_traces(args: argparse.Namespace, console: Console) -> int:
@@ -216,7 +250,8 @@ def _merge_traces(args: argparse.Namespace, console: Console) -> int:
     if args.target is not None:
         raise UsageError("trace --merge takes no target: it reads the traces the ranks saved")
     for option, given in (("--runs", args.runs), ("--results", args.results), ("--device", args.device),
-                          ("--no-lines", args.no_lines or None)):
+                          ("--no-lines", args.no_lines or None), ("--baseline", args.baseline),
+                          ("--format", None if args.format == "text" else args.format)):
         if given is not None:
             raise UsageError(f"trace --merge takes no {option}: it traces nothing, it reads the traces the ranks saved")
     _outputs(args)

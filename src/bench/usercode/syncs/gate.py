@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from bench.escape import markdown, visible
+from bench.escape import markdown, visible, workflow_data, workflow_property
 from bench.usercode.syncs.baseline import Change, Compared, Comparison
 
 
@@ -55,15 +55,6 @@ def text(comparison: Comparison, target: str) -> str:
     return "\n".join(visible(line) for line in lines)
 
 
-def _data(value: object) -> str:
-    """A workflow command's message: control characters shown, then GitHub's own escapes."""
-    return visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _property(value: object) -> str:
-    return _data(value).replace(":", "%3A").replace(",", "%2C")
-
-
 def github(comparison: Comparison, target: str) -> str:
     """A workflow command per place that changed: ``::error`` for a new wait or more waits (on the line of the
     file, as the project names it), ``::notice`` for fewer or none; then the headline as a notice or an error."""
@@ -73,11 +64,11 @@ def github(comparison: Comparison, target: str) -> str:
             continue
         level = "error" if compared.change.worse else "notice"
         title = f"bench syncs: {compared.change.value} wait" if compared.change.worse else "bench syncs: fewer waits"
-        lines.append(f"::{level} file={_property(compared.key.file)},line={compared.line},"
-                     f"title={_property(title)}::{_data(what(compared) + ': ' + str(compared.place))} "
-                     f"(baseline {_data(comparison.baseline)})")
+        lines.append(f"::{level} file={workflow_property(compared.key.file)},line={compared.line},"
+                     f"title={workflow_property(title)}::{workflow_data(what(compared) + ': ' + str(compared.place))} "
+                     f"(baseline {workflow_data(comparison.baseline)})")
     lines.append(f"::{'error' if comparison.failed else 'notice'} title=bench syncs::"
-                 f"{_data(headline(comparison, target))}")
+                 f"{workflow_data(headline(comparison, target))}")
     return "\n".join(lines)
 
 

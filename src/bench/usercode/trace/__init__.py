@@ -3,8 +3,9 @@
 (``collectives``), the overlap arithmetic over one run's records, GPU by GPU and whole (``overlap``), the result and
 its numbers (``result``), its text (``text``), the result assembled from the traced runs (``assemble``), results
 files of table ``trace`` (``files``), a trace read back from one (``load``), the ranks' traces merged into one
-(``merge``), the Perfetto timeline (``perfetto``); and the analysis side: its report section (``section``), its
-figure (``timeline``), two traces compared (``compare``) and printed (``compare_text``).
+(``merge``), the Perfetto timeline (``perfetto``), a trace gated against its baseline and printed (``gate``); and
+the analysis side: its report section (``section``), its figure (``timeline``), two traces compared (``compare``),
+what got worse by line and stream (``regressions``), and printed (``compare_text``).
 
 May import: the records' types (:mod:`bench.usercode.activity`, :mod:`bench.usercode.stacks`), :mod:`bench.timing`'s
 interval arithmetic, :mod:`bench.schema`, :mod:`bench.store`, :mod:`bench.units`, :mod:`bench.vocabulary`,

@@ -196,6 +196,11 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Tra
     return TraceComparison(lines, list(dict.fromkeys(warnings)))
 
 
+def newest(rows: pd.DataFrame, gpu: str | None = None) -> dict[str, pd.DataFrame]:
+    """Each target's rows of its newest trace, of GPU ``gpu`` only (see :func:`compare`)."""
+    return _newest(analysis.select_gpu(rows, gpu))
+
+
 def _newest(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Each target's rows of its newest trace (the latest ``traced_at``; of a tie, the first GPU's, unless the trace
     is one of several GPUs: a merged trace's rows name each rank's GPU)."""

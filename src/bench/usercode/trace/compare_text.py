@@ -10,7 +10,8 @@ from pathlib import Path
 from bench import escape
 from bench.errors import UsageError
 from bench.usercode.trace.compare import (Line, TraceComparison, Verdict, compare, read, size_text, spread_text,
-                                  value_text)
+                                          value_text)
+from bench.usercode.trace.regressions import regressions
 
 NAME_SHOWN = 72  # a kernel's name in the tables is cut to this many characters
 HEAD = ["number", "old", "new", "old runs", "new runs", "verdict"]
@@ -88,19 +89,37 @@ def compared(old: Path, new: Path, *, gpu: str | None, fail_above: float | None,
     """``bench compare`` of two trace files: the output in ``form`` (text, json or markdown), the warnings, and how
     many numbers are worse by more than ``fail_above`` percent (points for a share). UsageError (one line) for a
     file that is not a trace, or traces without a target in common."""
-    result = compare(read(old), read(new), gpu)
+    before, after = read(old), read(new)
+    result = compare(before, after, gpu)
     if not result.lines:
         raise UsageError(f"{old} and {new} have no target in common")
+    worse = regressions(before, after, gpu)
     failing = len(result.worse_than(fail_above)) if fail_above is not None else 0
     shown = result.lines if listed_all else [line for line in result.lines if line.verdict != Verdict.SAME]
     failed = f"{failing} numbers worse by more than {fail_above:g}%: failing" if failing else ""
     if form == "json":
         found = document(result, shown, old, new)
+        found["regressions"] = [{"target": regression.target, "kind": str(regression.kind),
+                                 "where": regression.where, "streams": list(regression.streams),
+                                 "text": regression.text} for regression in worse]
         if fail_above is not None:
             found["fail_above"] = {"percent": fail_above, "failing": failing}
         return escape.json_text(found, indent=2, allow_nan=False), result.warnings, failing
     if form == "markdown":
         output = markdown(result, shown, listed_all) + (f"\n\n**{failed}**" if failed else "")
+        if worse:
+            output += "\n\n**What got worse, by line and stream:**\n\n" + "\n".join(
+                f"- {escape.markdown(_regression(regression))}" for regression in worse)
     else:
         output = text(result, shown, listed_all) + (f"\n{failed}" if failed else "")
+        if worse:
+            output += "\nwhat got worse, by line and stream:\n" + "\n".join(
+                f"  {escape.terminal(_regression(regression))}" for regression in worse)
     return output, result.warnings, failing
+
+
+def _regression(regression) -> str:
+    where = regression.where
+    streams = f"streams {', '.join(map(str, regression.streams))}" if regression.streams else ""
+    return f"{regression.target}: {regression.kind}: {regression.text}" + "".join(
+        f" ({part})" for part in (where, streams) if part)

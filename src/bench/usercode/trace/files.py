@@ -95,6 +95,11 @@ def save(found: Sequence[tuple[str, Trace]], environment, path) -> object:
     from bench import store
     from bench.schema import schema_of
 
+    return store.write(path, rows_of(found, environment), schema_of(columns()), {"table": TABLE}, new=True)
+
+
+def rows_of(found: Sequence[tuple[str, Trace]], environment) -> list[dict]:
+    """The rows :func:`save` writes (also what a trace is compared with its baseline by, unwritten)."""
     traced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if environment is None and not all(result.environments for _, result in found):
         raise ValueError("no environment to record: give the GPU's, or save a trace read back or merged from files")
@@ -112,7 +117,7 @@ def save(found: Sequence[tuple[str, Trace]], environment, path) -> object:
                          **{name: mine.get(figure) for name, figure in GPU_COLUMNS.items()},
                          KERNEL_RUNS: _kernel_runs(result, row), **_environment(result, row, environment),
                          **result.libraries, **row})
-    return store.write(path, rows, schema_of(columns()), {"table": TABLE}, new=True)
+    return rows
 
 
 def _environment(result: Trace, row: dict, environment) -> dict:

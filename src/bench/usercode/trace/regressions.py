@@ -1,0 +1,150 @@
+"""What got worse in a trace against an earlier one, named by line and stream (``bench trace --baseline``, and
+``bench compare`` of two trace files): the analysis side, pandas and the traces' rows only.
+
+Of each target both traces hold (each side's newest trace):
+
+- **a share**: the copies hidden, the efficiency or the communication hidden judged worse beyond the spread of both
+  traces' runs (:func:`bench.usercode.trace.compare.compare`);
+- **a host wait**: more waits of the host in one driver call at one file than before (a wait is matched by its file
+  and call, not its line: code moved within the file still matches);
+- **a pageable copy**: a copy of a file, direction and size made from pageable memory where it was not before;
+- **an idle gap after a wait**: more gaps of the GPU after a host wait in one driver call at one file than before;
+- **streams that serialize**: two streams whose kernels ran at once before and no longer do (both still ran
+  kernels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.usercode.trace.compare import Verdict, compare, newest
+from bench.vocabulary import Word
+
+SHARES = ("copies hidden", "efficiency", "communication hidden")  # the measures whose worsening fails a gate
+COPIES = ("H2D", "D2H")
+
+
+class Kind(Word):
+    SHARE = "share"
+    WAIT = "host wait"
+    PAGEABLE = "pageable copy"
+    IDLE = "idle after a wait"
+    SERIALIZED = "streams serialize"
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One thing that got worse: where (``FILE:LINE`` of the newer trace, "" where none is known) and on which
+    streams (none: the whole trace), in words."""
+
+    target: str
+    kind: Kind
+    where: str
+    text: str
+    streams: tuple[int, ...] = ()
+
+    @property
+    def file(self) -> str:
+        return self.where.rpartition(":")[0] if self.where else ""
+
+    @property
+    def line(self) -> int:
+        number = self.where.rpartition(":")[2]
+        return int(number) if number.isdigit() else 0
+
+
+def regressions(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> list[Regression]:
+    """Every regression of each target the two traces' rows hold (see the module docstring)."""
+    found = [Regression(line.target, Kind.SHARE, "", f"{line.measure} fell beyond both traces' runs: "
+                        f"{line.old:.0%} → {line.new:.0%}")
+             for line in compare(old, new, gpu).lines if line.verdict == Verdict.WORSE and line.measure in SHARES]
+    before, after = newest(old, gpu), newest(new, gpu)
+    for target in (target for target in after if target in before):
+        found += _more(target, Kind.WAIT, _waits(before[target]), _waits(after[target]), ("wait", "waits"))
+        found += _more(target, Kind.IDLE, _idle(before[target]), _idle(after[target]),
+                       ("idle gap after a wait", "idle gaps after a wait"))
+        found += _pageable(target, before[target], after[target])
+        found += _serialized(target, before[target], after[target])
+    return found
+
+
+def _file(line: str) -> str:
+    return line.rpartition(":")[0] if ":" in line else line
+
+
+def _keyed(rows: pd.DataFrame, *columns: str) -> dict[tuple, list[str]]:
+    """The rows' lines, by (the file of their line, then ``columns``), in the order they ran."""
+    keyed: dict[tuple, list[str]] = {}
+    for row in rows.sort_values("start_ms").to_dict("records"):
+        line = str(row.get("line") or "")
+        keyed.setdefault((_file(line), *(str(row.get(column) or "") for column in columns)), []).append(line)
+    return keyed
+
+
+def _waits(rows: pd.DataFrame) -> dict[tuple, list[str]]:
+    return _keyed(rows[rows["op"] == "wait"], "call")
+
+
+def _idle(rows: pd.DataFrame) -> dict[tuple, list[str]]:
+    gaps = rows[(rows["op"] == "idle") & rows["call"].fillna("").astype(bool)]
+    return _keyed(gaps, "call")
+
+
+def _more(target: str, kind: Kind, before: dict, after: dict, what: tuple[str, str]) -> list[Regression]:
+    """A regression per (file, call) with more rows after than before, at its first line after."""
+    found = []
+    for (file, call), lines in after.items():
+        had = len(before.get((file, call), ()))
+        if len(lines) > had:
+            where = next((line for line in lines if line), "")
+            found.append(Regression(target, kind, where, f"{len(lines)} {what[len(lines) != 1]} in {call or 'a call'} "
+                                                         f"at {file or 'an unknown line'}, {had} before"))
+    return found
+
+
+def _pageable(target: str, before: pd.DataFrame, after: pd.DataFrame) -> list[Regression]:
+    def pageable(rows: pd.DataFrame) -> dict[tuple, list[str]]:
+        copies = rows[rows["op"].isin(COPIES) & (rows["host_memory"] == "pageable")]
+        return _keyed(copies, "op", "bytes")
+
+    had = pageable(before)
+    return [Regression(target, Kind.PAGEABLE, next((line for line in lines if line), ""),
+                       f"{len(lines)} × {op} of {int(float(size)):,} bytes from pageable memory at "
+                       f"{file or 'an unknown line'}, pinned before")
+            for (file, op, size), lines in pageable(after).items() if (file, op, size) not in had]
+
+
+def _overlapping(rows: pd.DataFrame) -> tuple[set[int], set[tuple[int, int]]]:
+    """The streams that ran kernels, and the pairs of them whose kernels ran at once."""
+    kernels = rows[rows["op"] == "kernel"][["stream", "start_ms", "end_ms"]].dropna()
+    spans = {int(stream): sorted(zip(group["start_ms"], group["end_ms"]))
+             for stream, group in kernels.groupby("stream")}
+    streams = sorted(spans)
+    pairs = {(first, second) for index, first in enumerate(streams) for second in streams[index + 1:]
+             if _meet(spans[first], spans[second])}
+    return set(spans), pairs
+
+
+def _meet(first: list[tuple[float, float]], second: list[tuple[float, float]]) -> bool:
+    """Whether an interval of ``first`` and one of ``second`` (each sorted by start) overlap: one pass over both."""
+    at, other = 0, 0
+    while at < len(first) and other < len(second):
+        (start, end), (other_start, other_end) = first[at], second[other]
+        if max(start, other_start) < min(end, other_end):
+            return True
+        if end <= other_end:
+            at += 1
+        else:
+            other += 1
+    return False
+
+
+def _serialized(target: str, before: pd.DataFrame, after: pd.DataFrame) -> list[Regression]:
+    _, overlapped = _overlapping(before)
+    streams, overlapping = _overlapping(after)
+    return [Regression(target, Kind.SERIALIZED, "", f"the kernels of streams {first} and {second} ran at once "
+                                                     "before and no longer do", (first, second))
+            for first, second in sorted(overlapped) if {first, second} <= streams
+            and (first, second) not in overlapping]
