@@ -38,9 +38,10 @@ def project(tmp_path: Path, code: str) -> Path:
 
 def place(path: Path, text: str, count: int = 1, nth: int = 1, thread: str = "") -> Place:
     """The place bench.syncs reports for the ``nth`` line of ``path`` that holds ``text``."""
-    lines = [number for number, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    rows = path.read_text().split("\n")  # as Python numbers lines: not at \u2028 in a string
+    lines = [number for number, line in enumerate(rows, 1) if text in line]
     number = lines[nth - 1]
-    source = path.read_text().splitlines()[number - 1].strip()
+    source = rows[number - 1].strip()
     return Place(str(path), number, "step", source, "torch", count, 30.0, 0.0, 30.0, ("cuStreamSynchronize",), (),
                  (), thread)
 
@@ -188,7 +189,7 @@ def test_bench_replaces_its_own_baseline_but_no_file_it_did_not_write(tmp_path):
     (["--baseline", "missing.json", "m:f"], "--baseline: cannot read missing.json"),
     (["--baseline", "b.json", "--save-baseline", "b.json", "m:f"], "name the same file"),
     (["--save-baseline", "b.txt", "m:f"], "is not a .json file"),
-    (["--json", "--format", "markdown", "--baseline", "b.json", "m:f"], "--json and --format markdown"),
+    (["--json", "--baseline", "b.json", "m:f"], "--json and --baseline both write stdout"),
 ])
 def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, arguments, fragment):
     (tmp_path / "b.json").write_text(baseline.to_json([], "m:f"))
@@ -252,3 +253,66 @@ def test_pytest_refuses_update_without_a_baseline_directory(tmp_path):
         refused.stderr, refused.stdout + refused.stderr
     shown = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert "--bench-baseline=DIR" in shown.stdout and "--bench-update-baseline" in shown.stdout
+
+
+def test_places_are_named_by_qualified_scope_so_two_methods_of_one_name_stay_apart(tmp_path):
+    code = '''\ufeffimport torch
+
+
+class Student:
+    def forward(self, x):
+        return x.item()
+
+
+class Teacher:
+    def forward(self, x):
+        return x.item()
+
+
+def helper(x):
+    return x.item()
+
+
+print("\u2028", x.item())
+value = x.item()
+'''
+    path = project(tmp_path, code)
+    made = [baseline.kept(place(path, "return x.item()", 1, nth)) for nth in (1, 2, 3)]
+    assert [(item.function, item.occurrence) for item in made] == [("Student.forward", 1), ("Teacher.forward", 1),
+                                                                    ("helper", 1)]
+    module = baseline.kept(place(path, "value = x.item()"))
+    assert (module.function, module.occurrence, module.line) == ("<module>", 1, 19)  # helper's lines are not its own
+    assert len({item.key for item in [*made, module]}) == 4
+
+
+def test_threads_are_matched_by_their_role_not_their_counters(tmp_path):
+    kept = saved(tmp_path, found(tmp_path, STEP, ("print(", 1, 1, "Thread-3 (log_metrics)")))
+    now = found(tmp_path, STEP, ("print(", 1, 1, "Thread-11 (log_metrics)"))
+    assert [change.change for change in baseline.compare(kept, now, "b").changes] == [Change.SAME]
+    assert baseline.thread_role("ThreadPoolExecutor-0_1") == "ThreadPoolExecutor"
+    assert baseline.thread_role("thread 140213873") == "thread" and baseline.thread_role("metrics") == "metrics"
+
+
+def test_a_baseline_naming_one_place_twice_or_nested_too_deep_is_one_line(tmp_path):
+    item = {"file": "a.py", "function": "f", "source": "x", "occurrence": 1, "thread": "", "count": 1}
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps({"format": baseline.FORMAT, "places": [item, {**item, "count": 3}]}))
+    with pytest.raises(UsageError, match="places 1 and 2 are one place"):
+        baseline.read(twice)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UsageError, match="is not JSON"):
+        baseline.read(deep)
+
+
+def test_no_line_of_a_gate_is_a_command_to_the_ci_runner(tmp_path):
+    from bench.escape import log_line
+
+    assert log_line("x = '##[error]pwned'") == "x = '##\u200b[error]pwned'"
+    assert log_line("  ::error::pwned").startswith("\u200b") and log_line("a::b") == "a::b"
+    path = project(tmp_path, "def step():\n    y = '##[add-mask]secret'; z.item()\n")
+    now = [Place(str(path), 2, "step", "y = '##[add-mask]secret'; z.item()", "torch", 1, 1.0, 0.0, 1.0, (), (), ())]
+    comparison = baseline.compare([], now, "b.json")
+    assert "##[" not in text(comparison, "t") and "##[" not in github(comparison, "t")
+    assert "\u2028" not in baseline.to_json([baseline.kept(Place(str(path), 2, "step", "a\u2028b", "", 1, 1.0, 0.0,
+                                                                  1.0, (), (), ()))], "t")

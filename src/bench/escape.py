@@ -60,10 +60,17 @@ def visible(text: object, keep: str = "") -> str:
     return CONTROL.sub(lambda found: found[0] if found[0] in keep else _escaped(found[0]), text)
 
 
+def log_line(text: object) -> str:
+    """For a line of a CI job's log: :func:`visible`, and no workflow command a runner would obey in it (the old
+    form ``##[...`` anywhere, ``::`` at its start after spaces), each broken by a zero-width space."""
+    shown = visible(text).replace("##[", "##\u200b[")
+    return "\u200b" + shown if shown.lstrip().startswith("::") else shown
+
+
 def workflow_data(text: object) -> str:
     """For a GitHub Actions workflow command's message: control characters shown (:func:`visible`), then GitHub's
     own escapes of ``%``, carriage return and line feed, so that no text ends the command or starts another."""
-    return visible(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return visible(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A").replace("##[", "##\u200b[")
 
 
 def workflow_property(text: object) -> str:

@@ -6,6 +6,8 @@ from bench.usercode.pytest_plugin import (DidNotOverlap, WaitedForGpu, assert_as
                                           check_waits, describe, gate_waits, pytest_addoption, pytest_configure,
                                           skip_without_gpu)
 
+# pytest's hooks (pytest_addoption, pytest_configure) are not star-imported: a conftest that does so while the plugin
+# loads would add the options twice
 __all__ = ["DidNotOverlap", "WaitedForGpu", "assert_async", "assert_async_fixture", "assert_overlap",
            "assert_overlap_fixture", "baseline_path", "check_overlap", "check_waits", "describe", "gate_waits",
-           "pytest_addoption", "pytest_configure", "skip_without_gpu"]
+           "skip_without_gpu"]

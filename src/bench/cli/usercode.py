@@ -174,8 +174,8 @@ def _baseline_given(args: argparse.Namespace):
     """The places of ``--baseline`` (None without it), and ``--save-baseline`` checked, before anything runs."""
     if args.format != "text" and args.baseline is None:
         raise UsageError(f"syncs: --format {args.format} shows a gate: give --baseline FILE.json")
-    if args.json and args.baseline is not None and args.format != "text":
-        raise UsageError(f"syncs: --json and --format {args.format} both write stdout; choose one")
+    if args.json and args.baseline is not None:
+        raise UsageError("syncs: --json and --baseline both write stdout; choose one")
     if args.save_baseline is not None:
         writes.claim(args.save_baseline, writes.writer("syncs", "--save-baseline"), args.force)
         if args.baseline is not None and args.save_baseline.resolve() == args.baseline.resolve():
@@ -229,8 +229,8 @@ def _trace_baseline(args: argparse.Namespace):
         raise UsageError(f"trace: --format {args.format} shows a gate: give --baseline FILE.parquet")
     if args.baseline is None:
         return None
-    if args.json and args.format != "text":
-        raise UsageError(f"trace: --json and --format {args.format} both write stdout; choose one")
+    if args.json:
+        raise UsageError("trace: --json and --baseline both write stdout; choose one")
     from bench.errors import ResultsError
     from bench.usercode.trace.compare import read
 

@@ -25,7 +25,7 @@ class _Scope:
 
 
 _SCOPES: dict[int, list[_Scope]] = {}  # thread ident -> the scopes entered on it, innermost last
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entrant: a scope left by the collector while its thread holds it
 
 
 @contextmanager

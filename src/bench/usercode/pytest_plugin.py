@@ -220,8 +220,11 @@ def pytest_addoption(parser) -> None:
 
 
 def pytest_configure(config) -> None:
-    if config.getoption("--bench-update-baseline") and config.getoption("--bench-baseline") is None:
+    directory = config.getoption("--bench-baseline")
+    if config.getoption("--bench-update-baseline") and directory is None:
         raise pytest.UsageError("--bench-update-baseline writes the baselines of --bench-baseline DIR: name DIR")
+    if directory is not None:  # where pytest started: a test that changes directory keeps its baselines
+        config.option.bench_baseline = str(Path(directory).resolve())
 
 
 def baseline_path(directory: Path, test_id: str, block: int) -> Path:
@@ -237,16 +240,19 @@ def baseline_path(directory: Path, test_id: str, block: int) -> Path:
 @pytest.fixture(name="assert_async")
 def assert_async_fixture(request):
     """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable. With
-    ``--bench-baseline DIR``, each block is gated against its baseline there (:func:`baseline_path`)."""
+    ``--bench-baseline DIR``, each block is gated against its baseline there (:func:`baseline_path`), but one that
+    asks for another check (``stream=``, ``max_waits=``, its own ``baseline=``)."""
     skip_without_gpu()
     directory = request.config.getoption("--bench-baseline")
     if directory is None:
         return assert_async
     update, blocks = request.config.getoption("--bench-update-baseline"), itertools.count(1)
 
-    def against_baseline(*args, **kwargs):
+    def against_baseline(stream=None, *args, **kwargs):
+        if stream is not None or "max_waits" in kwargs or "baseline" in kwargs:  # asked for another check
+            return assert_async(stream, *args, **kwargs)
         path = baseline_path(Path(directory), request.node.nodeid, next(blocks))
-        return assert_async(*args, baseline=path, update_baseline=update, **kwargs)
+        return assert_async(stream, *args, baseline=path, update_baseline=update, **kwargs)
 
     return against_baseline
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -19,6 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.escape import json_text
 from bench.usercode.syncs.result import Place
 
 FORMAT = "bench syncs baseline 1"
@@ -47,7 +49,7 @@ class Key:
     function: str
     code: str  # the line's tokens (:func:`code`)
     occurrence: int  # 1 for the first line of the function with this code, 2 for the second, ...
-    thread: str  # "": the region's own
+    thread: str  # its role (:func:`thread_role`); "": the region's own
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class BaselinePlace:
 
     @property
     def key(self) -> Key:
-        return Key(self.file, self.function, code(self.source), self.occurrence, self.thread)
+        return Key(self.file, self.function, code(self.source), self.occurrence, thread_role(self.thread))
 
     def __str__(self) -> str:
         """'train.py in step (occurrence 2) [thread metrics]: loss.item()'"""
@@ -137,12 +139,13 @@ def code(source: str) -> str:
 
 
 def project_root(path: Path) -> Path:
-    """The project a file belongs to: the nearest directory above it holding a VCS or packaging marker, else the
-    current directory."""
+    """The project a file belongs to: the nearest directory above it that is a git work tree (where the pull request
+    names files from), else the nearest with a packaging marker, else the current directory."""
     path = path.resolve()
-    for directory in path.parents:
-        if any((directory / marker).exists() for marker in PROJECT_MARKERS):
-            return directory
+    for markers in (PROJECT_MARKERS[:1], PROJECT_MARKERS[1:]):
+        for directory in path.parents:
+            if any((directory / marker).exists() for marker in markers):
+                return directory
     return Path.cwd().resolve()
 
 
@@ -151,44 +154,90 @@ def relative(file: str) -> str:
     path = Path(file)
     try:
         return path.resolve().relative_to(project_root(path)).as_posix()
-    except ValueError:
+    except (ValueError, OSError):
         return path.as_posix()
 
 
-def occurrence(file: str, function: str, line: int, source: str) -> int:
-    """Which occurrence of ``source``'s code (:func:`code`) among the lines of ``function`` in ``file`` line ``line`` is:
-    1 where the file or the function cannot be read (a place named by its text alone)."""
+THREAD_COUNTERS = re.compile(r"[-_ ]?\d+")
+
+
+def thread_role(name: str) -> str:
+    """What matches a thread across runs: its name without the counters Python and libraries number threads with
+    ('Thread-3 (worker)' and 'Thread-7 (worker)' alike: 'Thread (worker)'; 'ThreadPoolExecutor-0_1':
+    'ThreadPoolExecutor'; 'thread 140213': 'thread')."""
+    return THREAD_COUNTERS.sub("", name)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a line stands in its file: the qualified name of its innermost function or class ('Model.forward',
+    'decorate.wrapper'; '<module>' outside all), and the lines of that scope that are its own (not a nested one's)."""
+
+    name: str
+    lines: tuple[int, ...]
+
+
+def scope_of(file: str, line: int) -> Scope | None:
+    """The :class:`Scope` of ``line`` in ``file``; None where the file cannot be read as Python."""
     try:
-        text = Path(file).read_text(encoding="utf-8", errors="replace")
+        text = Path(file).read_text(encoding="utf-8-sig", errors="replace")
         tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
+        return None
+    count = text.count("\n") + 1
+    chain: list[ast.AST] = []
+    node: ast.AST = tree
+    while True:  # down through the defs and classes that hold the line
+        inner = next((child for child in ast.iter_child_nodes(node) if _scope(child)
+                      and child.lineno <= line <= (child.end_lineno or child.lineno)), None)
+        if inner is None:
+            inner = next((found for child in ast.iter_child_nodes(node) if not _scope(child)
+                          for found in ast.walk(child) if _scope(found)
+                          and found.lineno <= line <= (found.end_lineno or found.lineno)), None)
+        if inner is None:
+            break
+        chain.append(inner)
+        node = inner
+    start, end = (chain[-1].lineno, chain[-1].end_lineno or chain[-1].lineno) if chain else (1, count)
+    nested = [(child.lineno, child.end_lineno or child.lineno) for child in ast.walk(chain[-1] if chain else tree)
+              if _scope(child) and child is not (chain[-1] if chain else None)]
+    own = tuple(number for number in range(start, end + 1)
+                if not any(first <= number <= last for first, last in nested))
+    return Scope(".".join(node.name for node in chain) or "<module>", own)
+
+
+def _scope(node: ast.AST) -> bool:
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+
+
+def occurrence(file: str, line: int, source: str, scope: Scope | None) -> int:
+    """Which occurrence of ``source``'s code (:func:`code`) among the lines of its scope that are the scope's own
+    ``line`` is: 1 where the file cannot be read (a place named by its text alone)."""
+    if scope is None:
         return 1
-    lines = text.splitlines()
-    ranges = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree)
-              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
-              and node.lineno <= line <= (node.end_lineno or node.lineno)]
-    if not ranges:
-        start, end = 1, len(lines)  # module level, a script: the whole file
-    else:
-        start, end = max(ranges)  # the innermost function of that name holding the line
+    try:
+        lines = Path(file).read_text(encoding="utf-8-sig", errors="replace").split("\n")
+    except OSError:
+        return 1
     wanted = code(source)
-    return 1 + sum(code(lines[number - 1]) == wanted for number in range(start, min(line, end + 1))
-                   if number - 1 < len(lines))
+    return 1 + sum(code(lines[number - 1]) == wanted for number in scope.lines
+                   if number < line and number - 1 < len(lines))
 
 
 def kept(place: Place) -> BaselinePlace:
-    """A place of a run as a baseline keeps it."""
-    return BaselinePlace(relative(place.file), place.function, normalized(place.source),
-                         occurrence(place.file, place.function, place.line, place.source), place.thread,
-                         place.count, place.library, tuple(place.cuda_calls), 0, place.line)
+    """A place of a run as a baseline keeps it: its function by qualified name where the file says it."""
+    scope = scope_of(place.file, place.line)
+    return BaselinePlace(relative(place.file), scope.name if scope else place.function, normalized(place.source),
+                         occurrence(place.file, place.line, place.source, scope), place.thread, place.count,
+                         place.library, tuple(place.cuda_calls), 0, place.line)
 
 
 def to_json(places: Iterable[BaselinePlace], target: str) -> str:
     """The baseline file's text: plain JSON, one place an object, sorted by file and function."""
     ordered = sorted(places, key=lambda place: (place.file, place.function, place.line))
-    return json.dumps({"format": FORMAT, "target": target,
-                       "places": [{**asdict(place), "cuda_calls": list(place.cuda_calls)} for place in ordered]},
-                      indent=2, ensure_ascii=False) + "\n"
+    return json_text({"format": FORMAT, "target": target,
+                      "places": [{**asdict(place), "cuda_calls": list(place.cuda_calls)} for place in ordered]},
+                     indent=2) + "\n"
 
 
 def read(path: Path) -> list[BaselinePlace]:
@@ -197,11 +246,18 @@ def read(path: Path) -> list[BaselinePlace]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
         raise UsageError(f"--baseline: cannot read {path}: {error.strerror or error}") from None
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise UsageError(f"--baseline: {path} is not JSON: {error}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("places"), list):
         raise UsageError(f"--baseline: {path} is not a bench syncs baseline (format {FORMAT!r})")
-    return [_place(item, path, number) for number, item in enumerate(data["places"], 1)]
+    places = [_place(item, path, number) for number, item in enumerate(data["places"], 1)]
+    seen: dict[Key, int] = {}
+    for number, place in enumerate(places, 1):
+        if place.key in seen:
+            raise UsageError(f"--baseline: {path}: places {seen[place.key]} and {number} are one place "
+                             "(the same file, function, code, occurrence and thread)")
+        seen[place.key] = number
+    return places
 
 
 _TYPES = {"file": str, "function": str, "source": str, "occurrence": int, "thread": str, "count": int,
@@ -230,8 +286,11 @@ def compare(baseline: Sequence[BaselinePlace], places: Sequence[Place], named: s
     """This run's places against the baseline's, matched by :class:`Key`."""
     before = {place.key: place for place in baseline}
     now: dict[Key, tuple[BaselinePlace, str]] = {}
-    for place in places:  # grouped by thread, file and line: no two share a key
+    for place in places:
         made = kept(place)
+        if made.key in now:  # two threads of one role, or a line the file no longer shows: one place, both counts
+            first = now[made.key][0]
+            made = BaselinePlace(**{**asdict(first), "count": first.count + made.count})
         now[made.key] = (made, place.file)
     changes = []
     for key, (place, file) in now.items():

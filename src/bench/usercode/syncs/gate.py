@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from bench.escape import markdown, visible, workflow_data, workflow_property
+from bench.escape import log_line, markdown, workflow_data, workflow_property
 from bench.usercode.syncs.baseline import Change, Compared, Comparison
 
 
@@ -52,7 +52,7 @@ def text(comparison: Comparison, target: str) -> str:
     for compared in comparison.changes:
         if compared.change is not Change.SAME:
             lines.append(f"  {compared.key.file}:{compared.line}  {what(compared)}  {compared.place}")
-    return "\n".join(visible(line) for line in lines)
+    return "\n".join(log_line(line) for line in lines)
 
 
 def github(comparison: Comparison, target: str) -> str:

@@ -4,7 +4,7 @@ known) and a Markdown summary. Every text is escaped for where it lands."""
 
 from __future__ import annotations
 
-from bench.escape import markdown, visible, workflow_data, workflow_property
+from bench.escape import log_line, markdown, workflow_data, workflow_property
 from bench.usercode.syncs.baseline import relative
 from bench.usercode.trace.regressions import Regression
 
@@ -23,7 +23,7 @@ def headline(regressions: list[Regression], target: str, baseline: str) -> str:
 def text(regressions: list[Regression], target: str, baseline: str) -> str:
     lines = [headline(regressions, target, baseline)]
     lines += [f"  {_where(regression) or '-'}  {regression.kind}: {regression.text}" for regression in regressions]
-    return "\n".join(visible(line) for line in lines)
+    return "\n".join(log_line(line) for line in lines)
 
 
 def github(regressions: list[Regression], target: str, baseline: str) -> str:
