@@ -82,7 +82,8 @@ def test_the_forms_name_the_line_and_escape_what_it_holds(rows):
     assert lines[-1].startswith("::error title=bench trace::t against base.parquet: worse: 1 regression")
     assert "\n" not in text(found, "t", "b").splitlines()[1]
     row = summary(found, "t", "b").splitlines()[-1]  # one row: its cells' Markdown escaped, the line break a space
-    assert row.startswith("| host wait | /p/a,b\\:c\\.py\\:12 | \\- | 1 wait in cu%Sync call at") and row.count(" | ") == 3
+    assert row.startswith("| host wait | /p/a,b\\:c\\.py\\:12 | \\- | 1 wait in cu%Sync call at")
+    assert row.count(" | ") == 3
 
 
 @pytest.mark.parametrize("arguments, fragment", [

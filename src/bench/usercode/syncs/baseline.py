@@ -1,10 +1,11 @@
 """A syncs baseline: the places a region waited at, kept as plain JSON (``bench syncs --save-baseline``), and what a
 later run changed against it (``bench syncs --baseline``): new places, more waits, places gone.
 
-A place is named by its file relative to the project, its function, its code (the line's Python tokens: its spacing
-and comment left out) and its occurrence among the lines of that function with the same code, never by its line
-number: code added above it, blank lines, comments and reformatting leave it matched. ``slack`` in the file lets a count that depends on data
-grow by that much. The specification: docs/syncs.md, "Baselines".
+A place is named by its file relative to the project, its function's qualified name, its code (the line's Python
+tokens: its spacing and comment left out), its occurrence among the lines of that function with the same code and
+its thread's role, never by its line number: code added above it, blank lines, comments and reformatting leave it
+matched. ``slack`` in the file lets a count that depends on data grow by that much. The specification:
+docs/syncs.md, "Baselines".
 """
 
 from __future__ import annotations
