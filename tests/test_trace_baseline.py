@@ -95,3 +95,27 @@ def test_the_forms_name_the_line_and_escape_what_it_holds(rows):
 def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, arguments, fragment):
     saved(tmp_path / "base.parquet", traced([2.0, 2.1]))
     assert_refused(bench("trace", *arguments, cwd=tmp_path, without_cuda=True), fragment)
+
+
+def test_a_tests_trace_baseline_is_written_then_gates_the_next_trace(tmp_path, monkeypatch):
+    import bench.cuda
+    import bench.env
+    import synthetic
+    from bench.pytest_plugin import DidNotOverlap, gate_trace
+
+    class Runtime:
+        @staticmethod
+        def getDevice() -> int:
+            return 0
+
+    monkeypatch.setattr(bench.cuda, "runtime", Runtime())
+    monkeypatch.setattr(bench.env, "gpu_environment", lambda device: synthetic.environment())
+    stored = tmp_path / "baselines" / "test_pipeline.parquet"
+    gate_trace(traced([2.0]), stored, update=True)
+    gate_trace(traced([2.0]), stored, update=True)  # written again, in place: the test's own file
+    assert [path.name for path in stored.parent.iterdir()] == [stored.name]
+    gate_trace(traced([2.1]), stored, update=False)
+    with pytest.raises(DidNotOverlap, match="pageable copy: 1 × H2D of 1,048,576 bytes from pageable memory"):
+        gate_trace(traced([2.0], pageable_ms=3.0), stored, update=False)
+    with pytest.raises(DidNotOverlap, match="no trace baseline yet"):
+        gate_trace(traced([2.0]), tmp_path / "none.parquet", update=False)

@@ -149,14 +149,17 @@ class DidNotOverlap(AssertionError):
 
 @contextmanager
 def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None = None,
-                   min_comm_hidden: float | None = None) -> Iterator[None]:
+                   min_comm_hidden: float | None = None, baseline: str | Path | None = None,
+                   update_baseline: bool = False) -> Iterator[None]:
     """Trace one run of the block (:func:`bench.tracing`) and fail unless at least ``min_hidden`` of its H2D and D2H
     copy time ran while a kernel or memset ran, with ``min_efficiency`` it took at most bound / ``min_efficiency``,
     and with ``min_comm_hidden`` at least that share of its communication (NCCL's kernels) ran while compute ran on
     the same GPU (HTA's overlap: in a DDP step, its gradient all-reduces behind the backward pass). The failure gives
     the numbers and the copies exposed longest, with the lines that made them. A region without copies fails a
-    ``min_hidden``, one without NCCL kernels a ``min_comm_hidden``: there is nothing to hide. Skipped without a GPU or
-    CUPTI."""
+    ``min_hidden``, one without NCCL kernels a ``min_comm_hidden``: there is nothing to hide. With ``baseline`` (a
+    trace file), also fail on a new host wait, a copy that became pageable, a new idle gap after a wait or streams
+    that serialize (:mod:`bench.usercode.trace.regressions`; ``update_baseline``: write it instead). Skipped without
+    a GPU or CUPTI."""
     from bench.usercode.activity import TraceUnavailable
     from bench.usercode.trace.run import tracing
 
@@ -171,6 +174,34 @@ def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None
     except TraceUnavailable as error:  # no CUPTI, or a profiler holds it: as without a GPU
         pytest.skip(str(error))
     check_overlap(traced.result, min_hidden, min_efficiency, min_comm_hidden)
+    if baseline is not None:
+        gate_trace(traced.result, Path(baseline), update_baseline)
+
+
+def gate_trace(result, path: Path, update: bool, target: str = "") -> None:
+    """A trace (one run's, :func:`bench.tracing`'s) against the trace baseline at ``path``: :class:`DidNotOverlap`
+    naming each regression by line or stream; with ``update``, the baseline written from it instead."""
+    import pandas as pd
+
+    from bench.cuda import runtime
+    from bench.env import gpu_environment
+    from bench.usercode.trace.compare import read
+    from bench.usercode.trace.files import rows_of, save
+    from bench.usercode.trace.gate import text
+    from bench.usercode.trace.regressions import regressions
+
+    target = target or path.stem
+    environment = gpu_environment(runtime.getDevice())
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)  # this test's own baseline, asked to be written again
+        save([(target, result)], environment, path)
+        return
+    if not path.exists():
+        raise DidNotOverlap(f"no trace baseline yet at {path}: --bench-update-baseline writes it")
+    found = regressions(read(path), pd.DataFrame(rows_of([(target, result)], environment)))
+    if found:
+        raise DidNotOverlap(text(found, target, str(path)))
 
 
 def check_overlap(result, min_hidden: float | None = None, min_efficiency: float | None = None,
@@ -213,10 +244,11 @@ def skip_without_gpu() -> None:
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("bench", "bench: waits for the GPU, and overlap")
     group.addoption("--bench-baseline", metavar="DIR", default=None,
-                    help="gate each test's assert_async against its syncs baseline in DIR (one file per test and "
-                         "block): fail on a new waiting place or more waits, not on the waits it has")
+                    help="gate each test's assert_async and assert_overlap blocks against their baselines in DIR "
+                         "(a file per test and block): fail on a new waiting place or more waits, a new host wait, "
+                         "a copy that became pageable, a new idle gap after a wait or streams that serialize")
     group.addoption("--bench-update-baseline", action="store_true",
-                    help="with --bench-baseline: write each test's baselines from this run's waits")
+                    help="with --bench-baseline: write each test's baselines from this run")
 
 
 def pytest_configure(config) -> None:
@@ -258,7 +290,20 @@ def assert_async_fixture(request):
 
 
 @pytest.fixture(name="assert_overlap")
-def assert_overlap_fixture():
-    """:func:`assert_overlap`, as a fixture; skips the test where no GPU is usable."""
+def assert_overlap_fixture(request):
+    """:func:`assert_overlap`, as a fixture; skips the test where no GPU is usable. With ``--bench-baseline DIR``,
+    each block is also gated against its trace baseline there (a file per test and block), but one given its own
+    ``baseline=``."""
     skip_without_gpu()
-    return assert_overlap
+    directory = request.config.getoption("--bench-baseline")
+    if directory is None:
+        return assert_overlap
+    update, blocks = request.config.getoption("--bench-update-baseline"), itertools.count(1)
+
+    def against_baseline(*args, **kwargs):
+        if "baseline" in kwargs:
+            return assert_overlap(*args, **kwargs)
+        path = baseline_path(Path(directory), request.node.nodeid, next(blocks)).with_suffix(".parquet")
+        return assert_overlap(*args, baseline=path, update_baseline=update, **kwargs)
+
+    return against_baseline
