@@ -207,18 +207,7 @@ def test_a_wait_inside_allow_waits_is_shown_allowed_and_passes_assert_async(cupy
                 float(cupy.ones(1 << 20).sum())
 
 
-THEIR_TEST = """
-import cupy
-
-x = cupy.ones(1 << 20)
-
-
-def step():
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        total = x.sum()
-        return float(total)
-
+THEIR_TEST = REGION + """
 
 def test_step(assert_async):
     step()
