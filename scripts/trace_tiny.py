@@ -4,8 +4,10 @@ paired round by round, each case and variant in a process of its own.
 
     python scripts/trace_tiny.py OUT.json [--cases LIBRARY:KERNELS,...] [--rounds N] [--variants bench,records,cupti]
 
-Writes OUT.json (each case's samples and medians, the GPU's environment) and OUT.parquet beside it (a row per case
-and round, paired).
+Writes OUT.json (each case's samples and medians, the GPU's environment) and OUT.parquet beside it (through bench's
+store, table ``trace-tiny``: a row per case and round, paired, with the environment), both after every case, so a
+run cut short keeps what it found. ``--from-json`` measures nothing: it writes the parquet of an earlier run from its
+JSON.
 
 Regions: ``torch`` (``x.add_(1)`` on a 1-element tensor, KERNELS times: launch-bound, as a user's small ops are) and
 ``cupy`` (``x += 1`` on a 1-element array). Variants: ``bench`` (bench trace's default: records and the driver-call
@@ -191,11 +193,20 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--case-timeout", type=float, default=300, help="seconds a case may take (default 300)")
     parser.add_argument("--child", nargs=3, metavar=("LIBRARY", "VARIANT", "KERNELS"), help=argparse.SUPPRESS)
+    parser.add_argument("--from-json", action="store_true",
+                        help="measure nothing: write the parquet of the earlier run whose JSON is OUT.json")
     args = parser.parse_args()
+    if args.from_json:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        write(args.out, json.loads(args.out.read_text()))
+        print(f"wrote {args.out.with_suffix('.parquet')}")
+        return 0
     if args.child:
         library, variant, kernels = args.child
         args.out.write_text(json.dumps(child(library, variant, int(kernels), args.rounds)))
         return 0
+    if args.out.exists() or args.out.with_suffix(".parquet").exists():
+        raise SystemExit(f"{args.out} or its parquet exists: a run writes new files")
     import bench
     from bench.env import gpu_environment
 
@@ -219,32 +230,62 @@ def main() -> int:
             case = json.loads(part.read_text())
             part.unlink()
             found["cases"].append(case)
-            args.out.write_text(json.dumps(found, indent=2))  # after every case: a run cut short keeps what it found
+            write(args.out, found)  # after every case: a run cut short keeps what it found
             print(f"{library:<6} {kernels:>6} {variant:<8} host {case['host_median_ms']['untraced']:.2f} → "
                   f"{case['host_median_ms']['traced']:.2f} ms ({case['host_overhead']:+.1%}), GPU "
                   f"{case['gpu_median_ms']['untraced']:.2f} → {case['gpu_median_ms']['traced']:.2f} ms "
-                  f"({case['gpu_overhead']:+.1%}), {(case['host_median_ms']['traced'] - case['host_median_ms']['untraced']) / int(kernels) * 1e3:.2f} µs per kernel, "
+                  f"({case['gpu_overhead']:+.1%}), {per_kernel_us(case):.2f} µs per kernel, "
                   f"{statistics.median(case['kernel_records'])} kernel records, "
                   f"buffers completed during regions {case['completions']['during']}", flush=True)
-    args.out.write_text(json.dumps(found, indent=2))
-    rounds_table(found).to_parquet(args.out.with_suffix(".parquet"), index=False)
+    write(args.out, found)
     return 0
 
 
-def rounds_table(found: dict):
-    """One row per case and round: the untraced and the traced run's host and GPU times, with the GPU and commit."""
-    import pandas as pd
+TABLE = "trace-tiny"  # the bench metadata's table name of the parquet
 
-    gpu = found["gpu"]
-    rows = [{"library": case["library"], "kernels": case["kernels"], "variant": case["variant"], "round": number,
+
+def columns() -> tuple:
+    """The typed columns of the parquet: one row per case and round, then the GPU's environment."""
+    from bench.schema import FLOAT, INT, TEXT, column, environment_columns
+
+    return (column("library", TEXT, "the region's library: torch or cupy"),
+            column("kernels", INT, "tiny kernels in the region"),
+            column("variant", TEXT, "bench (records and callbacks), records (records only) or cupti (CUPTI alone)"),
+            column("round", INT, "the round: an untraced and a traced run, their order alternating"),
+            column("untraced_host_ms", FLOAT, "the untraced run's host time"),
+            column("traced_host_ms", FLOAT, "the traced run's host time"),
+            column("untraced_gpu_ms", FLOAT, "the untraced run's GPU time (CUDA events)"),
+            column("traced_gpu_ms", FLOAT, "the traced run's GPU time"),
+            *environment_columns())
+
+
+def rounds_table(found: dict) -> list[dict]:
+    """One row per case and round: the untraced and the traced run's host and GPU times, with the environment."""
+    names = {item.name for item in columns()}
+    environment = {name: value for name, value in found["gpu"].items() if name in names}
+    return [{"library": case["library"], "kernels": case["kernels"], "variant": case["variant"], "round": number,
              "untraced_host_ms": untraced, "traced_host_ms": traced, "untraced_gpu_ms": gpu_untraced,
-             "traced_gpu_ms": gpu_traced, "gpu_name": gpu["gpu_name"], "gpu_uuid": gpu["gpu_uuid"],
-             "git_commit": gpu["git_commit"]}
+             "traced_gpu_ms": gpu_traced, **environment}
             for case in found["cases"] if "host_ms" in case
             for number, (untraced, traced, gpu_untraced, gpu_traced) in enumerate(zip(
                 case["host_ms"]["untraced"], case["host_ms"]["traced"], case["gpu_ms"]["untraced"],
                 case["gpu_ms"]["traced"]))]
-    return pd.DataFrame(rows)
+
+
+def write(out: Path, found: dict) -> None:
+    """The JSON, and the parquet beside it through bench's store (typed; this run's own, so replaced as it grows)."""
+    from bench import store
+    from bench.schema import schema_of
+
+    out.write_text(json.dumps(found, indent=2))
+    store.write(out.with_suffix(".parquet"), rounds_table(found), schema_of(columns()), {"table": TABLE})
+
+
+def per_kernel_us(case: dict) -> float:
+    """The median over rounds of (traced - untraced host time) per kernel, µs: paired, as the overhead is."""
+    host = case["host_ms"]
+    return statistics.median((traced - untraced) * 1e3 / case["kernels"]
+                             for untraced, traced in zip(host["untraced"], host["traced"]))
 
 
 if __name__ == "__main__":

@@ -220,16 +220,17 @@ def test_every_committed_main_table_has_todays_columns_and_plain_readers_drop_no
 def test_every_committed_side_table_reads():
     """Side tables (_timeline/ beside their results file) have schemas of their own and are left as they are; so do
     the tables of bench's commands (bench syncs --save in _syncs/, bench trace --save in _trace/), of the syncs
-    case table (scripts/syncs_cases.py, in _syncs/) and of the answer times (scripts/answer_times.py, in _answers/),
-    which name what they ran and the GPU."""
+    case table (scripts/syncs_cases.py, in _syncs/), of the answer times (scripts/answer_times.py, in _answers/) and of
+    tracing's overhead (scripts/trace_tiny.py, in _trace/), which name what they ran and the GPU."""
     sides = [path for path in sorted(RESULTS.rglob("*.parquet")) if store.read_metadata(path).get("table")]
     assert len(sides) > 30
     for path in sides:
         table = store.read_table(path)
         named = {"syncs": {"target", "gpu_uuid"}, "trace": {"target", "gpu_uuid", "op"},
                  "syncs-cases": {"case", "gpu_uuid"},
-                 "answers": {"tool", "target", "t0_s", "wall_s", "gpu_uuid"}}.get(store.read_metadata(path)["table"],
-                                                                                   {"experiment", "run_id"})
+                 "answers": {"tool", "target", "t0_s", "wall_s", "gpu_uuid"},
+                 "trace-tiny": {"library", "kernels", "variant", "traced_host_ms", "gpu_uuid"}}.get(
+            store.read_metadata(path)["table"], {"experiment", "run_id"})
         assert len(table) and named <= set(table.columns), path
     for directory in {path.parent for path in upgrade.main_tables(RESULTS)}:
         store.side_tables_any(directory)  # read beside their results files, as bench reads them: no error
