@@ -1,18 +1,18 @@
 """How long ``bench syncs``, ``bench trace`` and ``bench probe`` take to answer from the command line, against T0: a
 bare ``python -c`` that imports the target's module and makes its library's first CUDA call, run on the same machine
-just before each round of the tools.
+just before each tool runs (``--t0 round``: once before each round of the tools).
 
     python scripts/answer_times.py [--runs 5] [--out results/_answers] [--tools syncs,trace,probe] [--targets ...]
-                                   [--bench-src DIR]
+                                   [--t0 each|round] [--bench-src DIR]
 
 Targets: the README's examples (PyTorch: ``docs/examples/train_step.py:step`` under every tool,
 ``docs/examples/input_pipeline.py:step`` under ``trace``) and one region per library (``docs/examples/cupy_step.py:
-step``, ``docs/examples/jax_step.py:step``, every tool). Each round runs T0 and then each tool once on a target (the
-tools' order turning round by round); ``--runs`` rounds per target, after each tool ran once on it unrecorded (``--warmup``: the first call on a machine fills bench's caches,
-CuPy's and numba's kernel caches; the JSON keeps those times). Each tool runs with ``-v``: its phases are kept with
-its row. A region's own time (``region_ms``) is the median
-of five warm calls in a process of its own. ``--bench-src`` runs the tools from another bench source tree (an older
-commit's ``src``) for a before-and-after on one machine.
+step``, ``docs/examples/jax_step.py:step``, every tool). Each round runs each tool once on a target, each just after
+a T0 (the tools' order turning round by round); ``--runs`` rounds per target, after each tool ran once on it
+unrecorded (``--warmup``: the first call on a machine fills bench's caches, CuPy's and numba's kernel caches; the
+JSON keeps those times). Each tool runs with ``-v``: its phases are kept with its row. A region's own time
+(``region_ms``) is the median of five warm calls in a process of its own. ``--bench-src`` runs the tools from another
+bench source tree (an older commit's ``src``) for a before-and-after on one machine.
 
 Writes ``<out>/<run_id>-<gpu>.parquet`` (through bench's store, table ``answers``: columns ``tool``, ``target``,
 ``library``, ``region_ms``, ``t0_s``, ``wall_s``, ``round``, ``status``, ``phases``, ``bench_src`` and the GPU's
@@ -161,6 +161,9 @@ def from_json(path: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds per target (default 5)")
+    parser.add_argument("--t0", choices=("each", "round"), default="each",
+                        help="each: T0 runs just before each tool's run (default); round: once per round, before its "
+                             "first tool (fewer runs: the runs committed on 2026-12-07 were made so)")
     parser.add_argument("--from-json", type=Path, metavar="JSON",
                         help="measure nothing: write the parquet of an earlier run from its JSON, replacing it")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "_answers")
@@ -194,7 +197,9 @@ def main() -> int:
         for number in range(args.runs):
             zero = t0(target, env)
             order = tools[number % len(tools):] + tools[:number % len(tools)]
-            for tool in order:
+            for index, tool in enumerate(order):
+                if args.t0 == "each" and index:  # T0 just before each tool, not only before the round's first
+                    zero = t0(target, env)
                 wall, status, errors = timed([sys.executable, "-m", "bench", tool, "-v", target.target], tool_env)
                 rows.append({"tool": tool, "target": target.target, "library": target.library, "region_ms": region,
                              "t0_s": zero, "wall_s": wall, "gpu_name": environment.gpu_name,
@@ -209,6 +214,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     summary = summarized(rows)
     (args.out / f"{stem}.json").write_text(json.dumps({"gpu": environment.as_dict(), "runs": args.runs,
+                                                        "t0": args.t0,
                                                         "summary": summary, "warmup": warmup, "rows": rows},
                                                        indent=2))
     write_parquet(args.out / f"{stem}.parquet", rows, environment.as_dict(), new=True)
