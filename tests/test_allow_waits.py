@@ -135,3 +135,12 @@ def test_max_waits_is_a_whole_number(bad):
     with pytest.raises(ValueError, match="max_waits must be a whole number"):
         with assert_async(max_waits=bad):
             pass
+
+
+def test_a_line_waiting_in_and_out_of_a_scope_splits_its_time_without_the_hold():
+    """Without the hold the line stood 4 × 40 ms; under it, once outside a scope and three times inside, 100 ms
+    each. The counted wait gets a quarter of the 160 ms, so it stays a wait (before, it got all of it: host work)."""
+    waits = [wait(10), wait(10, "log"), wait(10, "log"), wait(10, "log")]
+    waited, own = places(waits, {("/x/train.py", 10): 160.0}, settle_ms=100.0)
+    assert own == [] and [(place.allowed, place.count, place.natural_ms) for place in waited] == [
+        ("", 1, 40.0), ("log", 3, 120.0)]

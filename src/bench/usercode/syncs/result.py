@@ -128,13 +128,20 @@ def places(waits: list, natural: dict, settle_ms: float) -> tuple[list[Place], l
     grouped: dict[tuple[str, str, int, str], list] = {}
     for wait in waits:
         grouped.setdefault((wait.thread, wait.line.file, wait.line.line, wait.allowed), []).append(wait)
+    scoped: dict[tuple, int] = {}  # a line's waits at each place, in and out of allow_waits scopes together
+    for wait in waits:
+        key = (wait.thread, wait.line.file, wait.line.line, wait.place)
+        scoped[key] = scoped.get(key, 0) + 1
     waited, own = [], []
     for (thread, file, line, allowed), group in grouped.items():
         first = group[0]
         held = sum(wait.held_ms for wait in group)
+        mine = {where: sum(wait.place == where for wait in group) for where in dict.fromkeys(w.place for w in group)}
         place = Place(file, line, first.line.function, first.line.source,
                       next((wait.library for wait in group if wait.library), ""), len(group), held,
-                      sum(natural.get(where, 0.0) for where in dict.fromkeys(wait.place for wait in group)),
+                      # a line that waited in and out of scopes: each group gets its waits' part of the time
+                      sum(natural.get(where, 0.0) * count / scoped[(thread, file, line, where)]
+                          for where, count in mine.items()),
                       sum(wait.released_s - wait.first_seen_s for wait in group) * 1e3,
                       tuple(dict.fromkeys(wait.cuda_call for wait in group if wait.cuda_call)),
                       tuple(str(frame) for frame in first.into_library),
