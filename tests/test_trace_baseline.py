@@ -119,3 +119,6 @@ def test_a_tests_trace_baseline_is_written_then_gates_the_next_trace(tmp_path, m
         gate_trace(traced([2.0], pageable_ms=3.0), stored, update=False)
     with pytest.raises(DidNotOverlap, match="no trace baseline yet"):
         gate_trace(traced([2.0]), tmp_path / "none.parquet", update=False)
+    paged = tmp_path / "paged.parquet"  # read back from a file, the copies' rows match those made in memory
+    gate_trace(traced([2.0], pageable_ms=3.0), paged, update=True)
+    gate_trace(traced([2.0], pageable_ms=3.0), paged, update=False)

@@ -15,6 +15,7 @@ Of each target both traces hold (each side's newest trace):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -74,12 +75,22 @@ def _file(line: str) -> str:
     return line.rpartition(":")[0] if ":" in line else line
 
 
+def _cell(value: object) -> str:
+    """A cell as a key's text, alike from a file and from memory: '' for a missing one (None, NA, NaN), a whole
+    number without a decimal point."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _keyed(rows: pd.DataFrame, *columns: str) -> dict[tuple, list[str]]:
     """The rows' lines, by (the file of their line, then ``columns``), in the order they ran."""
     keyed: dict[tuple, list[str]] = {}
     for row in rows.sort_values("start_ms").to_dict("records"):
-        line = str(row.get("line") or "")
-        keyed.setdefault((_file(line), *(str(row.get(column) or "") for column in columns)), []).append(line)
+        line = _cell(row.get("line"))
+        keyed.setdefault((_file(line), *(_cell(row.get(column)) for column in columns)), []).append(line)
     return keyed
 
 
@@ -88,7 +99,7 @@ def _waits(rows: pd.DataFrame) -> dict[tuple, list[str]]:
 
 
 def _idle(rows: pd.DataFrame) -> dict[tuple, list[str]]:
-    gaps = rows[(rows["op"] == "idle") & rows["call"].fillna("").astype(bool)]
+    gaps = rows[(rows["op"] == "idle") & rows["call"].map(_cell).astype(bool)]
     return _keyed(gaps, "call")
 
 
@@ -110,10 +121,15 @@ def _pageable(target: str, before: pd.DataFrame, after: pd.DataFrame) -> list[Re
         return _keyed(copies, "op", "bytes")
 
     had = pageable(before)
-    return [Regression(target, Kind.PAGEABLE, next((line for line in lines if line), ""),
-                       f"{len(lines)} × {op} of {int(float(size)):,} bytes from pageable memory at "
-                       f"{file or 'an unknown line'}, pinned before")
-            for (file, op, size), lines in pageable(after).items() if (file, op, size) not in had]
+    found = []
+    for (file, op, size), lines in pageable(after).items():
+        if (file, op, size) in had:
+            continue
+        sized = f" of {int(size):,} bytes" if size.isdigit() else ""
+        found.append(Regression(target, Kind.PAGEABLE, next((line for line in lines if line), ""),
+                                f"{len(lines)} × {op}{sized} from pageable memory at {file or 'an unknown line'}, "
+                                "pinned before"))
+    return found
 
 
 def _overlapping(rows: pd.DataFrame) -> tuple[set[int], set[tuple[int, int]]]:
