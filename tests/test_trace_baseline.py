@@ -122,3 +122,32 @@ def test_a_tests_trace_baseline_is_written_then_gates_the_next_trace(tmp_path, m
     paged = tmp_path / "paged.parquet"  # read back from a file, the copies' rows match those made in memory
     gate_trace(traced([2.0], pageable_ms=3.0), paged, update=True)
     gate_trace(traced([2.0], pageable_ms=3.0), paged, update=False)
+
+
+def test_a_baseline_of_another_target_is_used_when_it_is_the_only_one_and_refused_among_several(tmp_path,
+                                                                                                monkeypatch):
+    import bench.cuda
+    import bench.env
+    import synthetic
+    from bench.pytest_plugin import DidNotOverlap, gate_trace
+
+    monkeypatch.setattr(bench.cuda, "runtime", type("Runtime", (), {"getDevice": staticmethod(lambda: 0)})())
+    monkeypatch.setattr(bench.env, "gpu_environment", lambda device: synthetic.environment())
+    one = saved(tmp_path / "one.parquet", traced([2.0], target="train.py:step"))
+    with pytest.raises(DidNotOverlap, match="pageable copy"):  # gated against train.py:step, its only trace
+        gate_trace(traced([2.0], pageable_ms=3.0), one, update=False)
+    both = saved(tmp_path / "both.parquet", traced([2.0], target="a.py:f"), traced([2.0], target="b.py:g"))
+    kept = both.read_bytes()
+    for update in (False, True):
+        with pytest.raises(DidNotOverlap, match="holds the traces of a.py:f, b.py:g"):
+            gate_trace(traced([2.0]), both, update=update)
+    assert both.read_bytes() == kept  # nothing written over it
+
+
+def test_streams_of_two_gpus_are_never_a_pair(rows):
+    kernel = {"op": "kernel", "name": "k", "stream": 7}
+    together = added(rows, {**kernel, "device": 0, "start_ms": 0.0, "end_ms": 1.0},
+                     {**kernel, "device": 1, "stream": 8, "start_ms": 0.5, "end_ms": 1.5})
+    apart = added(rows, {**kernel, "device": 0, "start_ms": 0.0, "end_ms": 1.0},
+                  {**kernel, "device": 1, "stream": 8, "start_ms": 1.0, "end_ms": 2.0})
+    assert regressions(together, apart) == []

@@ -31,6 +31,7 @@ test uses it, so installing bench changes nothing for other test suites.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -190,14 +191,18 @@ def gate_trace(result, path: Path, update: bool, target: str = "") -> None:
     from bench.usercode.trace.gate import text
     from bench.usercode.trace.regressions import regressions
 
-    target = target or path.stem
+    held = sorted(set(read(path)["target"].astype(str))) if path.exists() else []
+    target = target or (held[0] if len(held) == 1 else path.stem)  # a file of one trace: whatever it named it
+    if held and held != [target]:
+        raise DidNotOverlap(f"{path} holds the traces of {', '.join(held[:5])}, not only of {target}: give this "
+                            "block a baseline file of its own")
     environment = gpu_environment(runtime.getDevice())
     if update:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)  # this test's own baseline, asked to be written again
-        save([(target, result)], environment, path)
+        written = save([(target, result)], environment, path.with_name(f".{path.stem}.new.parquet"))
+        os.replace(written, path)  # the test's own baseline, written again: whole or not at all
         return
-    if not path.exists():
+    if not held:
         raise DidNotOverlap(f"no trace baseline yet at {path}: --bench-update-baseline writes it")
     found = regressions(read(path), pd.DataFrame(rows_of([(target, result)], environment)))
     if found:

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.usercode.trace.compare import Verdict, compare, newest
+from bench.usercode.trace.compare import Verdict, compare, newest, value_text
 from bench.vocabulary import Word
 
 SHARES = ("copies hidden", "efficiency", "communication hidden")  # the measures whose worsening fails a gate
+NEEDED = {"op", "line", "call", "host_memory", "bytes", "stream", "start_ms", "end_ms"}  # what the keys read
 COPIES = ("H2D", "D2H")
 
 
@@ -59,15 +60,18 @@ class Regression:
 def regressions(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> list[Regression]:
     """Every regression of each target the two traces' rows hold (see the module docstring)."""
     found = [Regression(line.target, Kind.SHARE, "", f"{line.measure} fell beyond both traces' runs: "
-                        f"{line.old:.0%} → {line.new:.0%}")
+                        f"{value_text(line, line.old)} → {value_text(line, line.new)}")
              for line in compare(old, new, gpu).lines if line.verdict == Verdict.WORSE and line.measure in SHARES]
     before, after = newest(old, gpu), newest(new, gpu)
     for target in (target for target in after if target in before):
-        found += _more(target, Kind.WAIT, _waits(before[target]), _waits(after[target]), ("wait", "waits"))
-        found += _more(target, Kind.IDLE, _idle(before[target]), _idle(after[target]),
+        old_rows, new_rows = before[target], after[target]
+        if not NEEDED <= set(old_rows) & set(new_rows):  # a file bench did not write whole: no keys to match by
+            continue
+        found += _more(target, Kind.WAIT, _waits(old_rows), _waits(new_rows), ("wait", "waits"))
+        found += _more(target, Kind.IDLE, _idle(old_rows), _idle(new_rows),
                        ("idle gap after a wait", "idle gaps after a wait"))
-        found += _pageable(target, before[target], after[target])
-        found += _serialized(target, before[target], after[target])
+        found += _pageable(target, old_rows, new_rows)
+        found += _serialized(target, old_rows, new_rows)
     return found
 
 
@@ -95,23 +99,24 @@ def _keyed(rows: pd.DataFrame, *columns: str) -> dict[tuple, list[str]]:
 
 
 def _waits(rows: pd.DataFrame) -> dict[tuple, list[str]]:
-    return _keyed(rows[rows["op"] == "wait"], "call")
+    return _keyed(rows[rows["op"] == "wait"], "call", "rank")
 
 
 def _idle(rows: pd.DataFrame) -> dict[tuple, list[str]]:
     gaps = rows[(rows["op"] == "idle") & rows["call"].map(_cell).astype(bool)]
-    return _keyed(gaps, "call")
+    return _keyed(gaps, "call", "rank")
 
 
 def _more(target: str, kind: Kind, before: dict, after: dict, what: tuple[str, str]) -> list[Regression]:
-    """A regression per (file, call) with more rows after than before, at its first line after."""
+    """A regression per (file, call, rank) with more rows after than before, at its first line after."""
     found = []
-    for (file, call), lines in after.items():
-        had = len(before.get((file, call), ()))
+    for (file, call, rank), lines in after.items():
+        had = len(before.get((file, call, rank), ()))
         if len(lines) > had:
             where = next((line for line in lines if line), "")
+            of_rank = f" (rank {rank})" if rank else ""
             found.append(Regression(target, kind, where, f"{len(lines)} {what[len(lines) != 1]} in {call or 'a call'} "
-                                                         f"at {file or 'an unknown line'}, {had} before"))
+                                                         f"at {file or 'an unknown line'}{of_rank}, {had} before"))
     return found
 
 
@@ -132,14 +137,18 @@ def _pageable(target: str, before: pd.DataFrame, after: pd.DataFrame) -> list[Re
     return found
 
 
-def _overlapping(rows: pd.DataFrame) -> tuple[set[int], set[tuple[int, int]]]:
-    """The streams that ran kernels, and the pairs of them whose kernels ran at once."""
-    kernels = rows[rows["op"] == "kernel"][["stream", "start_ms", "end_ms"]].dropna()
-    spans = {int(stream): sorted(zip(group["start_ms"], group["end_ms"]))
-             for stream, group in kernels.groupby("stream")}
+def _overlapping(rows: pd.DataFrame) -> tuple[set[tuple], set[tuple]]:
+    """The streams that ran kernels, each as (rank, device, stream), and the pairs of streams of one GPU of one rank
+    whose kernels ran at once."""
+    kernels = rows[rows["op"] == "kernel"]
+    spans: dict[tuple, list[tuple[float, float]]] = {}
+    for row in kernels.to_dict("records"):
+        if _cell(row.get("start_ms")) and _cell(row.get("end_ms")) and _cell(row.get("stream")):
+            key = (_cell(row.get("rank")), _cell(row.get("device")), int(float(row["stream"])))
+            spans.setdefault(key, []).append((float(row["start_ms"]), float(row["end_ms"])))
     streams = sorted(spans)
     pairs = {(first, second) for index, first in enumerate(streams) for second in streams[index + 1:]
-             if _meet(spans[first], spans[second])}
+             if first[:2] == second[:2] and _meet(sorted(spans[first]), sorted(spans[second]))}
     return set(spans), pairs
 
 
@@ -160,7 +169,12 @@ def _meet(first: list[tuple[float, float]], second: list[tuple[float, float]]) -
 def _serialized(target: str, before: pd.DataFrame, after: pd.DataFrame) -> list[Regression]:
     _, overlapped = _overlapping(before)
     streams, overlapping = _overlapping(after)
-    return [Regression(target, Kind.SERIALIZED, "", f"the kernels of streams {first} and {second} ran at once "
-                                                     "before and no longer do", (first, second))
-            for first, second in sorted(overlapped) if {first, second} <= streams
-            and (first, second) not in overlapping]
+    found = []
+    for first, second in sorted(overlapped):
+        if {first, second} <= streams and (first, second) not in overlapping:
+            rank, device = first[:2]
+            where = "".join(part for part in (f" of GPU {device}" if device else "", f" (rank {rank})" if rank else ""))
+            found.append(Regression(target, Kind.SERIALIZED, "", f"the kernels of streams {first[2]} and {second[2]}"
+                                                                 f"{where} ran at once before and no longer do",
+                                    (first[2], second[2])))
+    return found
