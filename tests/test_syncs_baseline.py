@@ -190,6 +190,9 @@ def test_bench_replaces_its_own_baseline_but_no_file_it_did_not_write(tmp_path):
     (["--baseline", "b.json", "--save-baseline", "b.json", "m:f"], "name the same file"),
     (["--save-baseline", "b.txt", "m:f"], "is not a .json file"),
     (["--json", "--baseline", "b.json", "m:f"], "--json and --baseline both write stdout"),
+    (["--summary", "s.md", "m:f"], "--summary appends the gate's summary: give --baseline"),
+    (["--baseline", "b.json", "--summary", "no/s.md", "m:f"], "--summary: no/ does not exist"),
+    (["--baseline", "b.json", "--summary", ".", "m:f"], "is a directory, not a regular file"),
 ])
 def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, arguments, fragment):
     (tmp_path / "b.json").write_text(baseline.to_json([], "m:f"))
@@ -316,3 +319,17 @@ def test_no_line_of_a_gate_is_a_command_to_the_ci_runner(tmp_path):
     assert "##[" not in text(comparison, "t") and "##[" not in github(comparison, "t")
     assert "\u2028" not in baseline.to_json([baseline.kept(Place(str(path), 2, "step", "a\u2028b", "", 1, 1.0, 0.0,
                                                                   1.0, (), (), ()))], "t")
+
+
+def test_the_summary_is_appended_to_what_the_job_wrote_before(tmp_path):
+    from bench.cli.usercode import _append_summary
+
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("## earlier steps\n")
+    _append_summary(summary, "### bench syncs: first")
+    _append_summary(summary, "### bench trace: second")
+    assert summary.read_text() == "## earlier steps\n### bench syncs: first\n### bench trace: second\n"
+    (tmp_path / "elsewhere.md").write_text("x")
+    (tmp_path / "link.md").symlink_to(tmp_path / "elsewhere.md")
+    with pytest.raises(UsageError, match="is a symlink"):
+        _append_summary(tmp_path / "link.md", "y")

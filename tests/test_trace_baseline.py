@@ -91,6 +91,7 @@ def test_the_forms_name_the_line_and_escape_what_it_holds(rows):
     (["--baseline", "missing.parquet", "m:f"], "missing.parquet is not a trace file"),
     (["--baseline", "base.parquet", "other.py:step"], "holds no trace of other.py:step (it holds x.py:step)"),
     (["--merge", "base.parquet", "--baseline", "base.parquet"], "trace --merge takes no --baseline"),
+    (["--summary", "s.md", "m:f"], "--summary appends the gate's summary: give --baseline"),
 ])
 def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, arguments, fragment):
     saved(tmp_path / "base.parquet", traced([2.0, 2.1]))

@@ -110,6 +110,12 @@ def add_format(command: argparse.ArgumentParser) -> None:
                               "warnings go to stderr")
 
 
+def add_summary(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--summary", type=path, metavar="FILE.md",
+                         help="with --baseline: also append the gate's Markdown summary to FILE (a GitHub job's "
+                              "$GITHUB_STEP_SUMMARY), from the same run as the output")
+
+
 def add_force(command: argparse.ArgumentParser) -> None:
     command.add_argument("--force", action="store_true",
                          help="replace an existing file that bench did not write (default: only bench's own files; "

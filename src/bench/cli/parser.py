@@ -7,8 +7,8 @@ import argparse
 
 from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
 from bench.cli.options import (PLOTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
-                               add_outputs, add_strict, add_target, add_verbose, devices, path, positive_int,
-                               positive_number)
+                               add_outputs, add_strict, add_summary, add_target, add_verbose, devices, path,
+                               positive_int, positive_number)
 from bench.usercode.defaults import DEFAULT_RUNS, DEFAULT_SETTLE_MS, DEFAULT_SPIN_MS
 from bench.usercode.tools import saved
 
@@ -175,6 +175,7 @@ def _syncs(commands: argparse._SubParsersAction) -> None:
     syncs.add_argument("--format", choices=("text", "github", "markdown"), default="text",
                        help="with --baseline: text (default), github (workflow commands that annotate the lines) or "
                             "markdown (a summary for the job's page)")
+    add_summary(syncs)
     add_force(syncs)
     add_device(syncs)
     add_verbose(syncs)
@@ -206,6 +207,7 @@ def _trace(commands: argparse._SubParsersAction) -> None:
                             "or two streams that serialize is new")
     trace.add_argument("--format", choices=("text", "github", "markdown"), default="text",
                        help="with --baseline: text (default), github (workflow commands on the lines) or markdown")
+    add_summary(trace)
     trace.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0)")
     trace.add_argument("--merge", nargs="+", type=path, metavar="FILE.parquet",
                        help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("

@@ -167,13 +167,35 @@ def syncs_command(args: argparse.Namespace, console: Console) -> int:
     if args.format == Format.TEXT:
         _show(args, console, found, f"{args.target} on {name}: ")
     print(WRITE[Format(args.format)](comparison, args.target))
+    _append_summary(args.summary, WRITE[Format.MARKDOWN](comparison, args.target))
     return 1 if comparison.failed else 0
+
+
+def _summary_given(args: argparse.Namespace, command: str) -> None:
+    """``--summary``: with ``--baseline`` only, a regular file (or a new one) in a directory that exists."""
+    if args.summary is None:
+        return
+    if args.baseline is None:
+        raise UsageError(f"{command}: --summary appends the gate's summary: give --baseline")
+    writes.write_target(args.summary, "--summary")
+    if not args.summary.parent.is_dir():
+        raise UsageError(f"--summary: {args.summary.parent}/ does not exist")
+
+
+def _append_summary(path: Path | None, summary: str) -> None:
+    """The gate's Markdown summary appended to ``path`` (a job's summary file, which others append to as well)."""
+    if path is None:
+        return
+    writes.write_target(path, "--summary")
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(summary + "\n")
 
 
 def _baseline_given(args: argparse.Namespace):
     """The places of ``--baseline`` (None without it), and ``--save-baseline`` checked, before anything runs."""
     if args.format != "text" and args.baseline is None:
         raise UsageError(f"syncs: --format {args.format} shows a gate: give --baseline FILE.json")
+    _summary_given(args, "syncs")
     if args.json and args.baseline is not None:
         raise UsageError("syncs: --json and --baseline both write stdout; choose one")
     if args.save_baseline is not None:
@@ -220,6 +242,7 @@ def trace_command(args: argparse.Namespace, console: Console) -> int:
 
     found_now = regressions(earlier, pd.DataFrame(rows_of([(args.target, found)], environment)))
     print(WRITE[args.format](found_now, args.target, str(args.baseline)))
+    _append_summary(args.summary, WRITE["markdown"](found_now, args.target, str(args.baseline)))
     return 1 if found_now else 0
 
 
@@ -227,6 +250,7 @@ def _trace_baseline(args: argparse.Namespace):
     """The rows of --baseline's trace of the target (None without it), checked before anything runs."""
     if args.format != "text" and args.baseline is None:
         raise UsageError(f"trace: --format {args.format} shows a gate: give --baseline FILE.parquet")
+    _summary_given(args, "trace")
     if args.baseline is None:
         return None
     if args.json:
@@ -251,7 +275,7 @@ def _merge_traces(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("trace --merge takes no target: it reads the traces the ranks saved")
     for option, given in (("--runs", args.runs), ("--results", args.results), ("--device", args.device),
                           ("--no-lines", args.no_lines or None), ("--baseline", args.baseline),
-                          ("--format", None if args.format == "text" else args.format)):
+                          ("--format", None if args.format == "text" else args.format), ("--summary", args.summary)):
         if given is not None:
             raise UsageError(f"trace --merge takes no {option}: it traces nothing, it reads the traces the ranks saved")
     _outputs(args)
