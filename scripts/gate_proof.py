@@ -85,16 +85,19 @@ EDITS = (Edit("moved", moved, {"syncs": 0, "trace": 0, "pytest": 0}),
          Edit("item", item, {"syncs": 1, "github": 1, "pytest": 1}),
          Edit("unlogged", unlogged, {"syncs": 0, "pytest": 0}),
          Edit("pageable", pageable, {"trace": 1, "trace-github": 1}))
+# bench's plugin named, the installed ones not loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD): bench may run from src/,
+# where no entry point announces it, or be installed, where it would load twice
+PLUGIN = ("-p", "bench.pytest_plugin", "-p", "no:cacheprovider")
 GATES = {"syncs": ["-m", "bench", "syncs", "--baseline", "syncs-baseline.json", TARGET],
          "github": ["-m", "bench", "syncs", "--baseline", "syncs-baseline.json", "--format", "github", TARGET],
          "trace": ["-m", "bench", "trace", "--baseline", "trace-baseline.parquet", TARGET],
          "trace-github": ["-m", "bench", "trace", "--baseline", "trace-baseline.parquet", "--format", "github",
                           TARGET],
-         "pytest": ["-m", "pytest", "-p", "no:cacheprovider", "--bench-baseline", "baselines", "test_loop.py"]}
+         "pytest": ["-m", "pytest", *PLUGIN, "--bench-baseline", "baselines", "test_loop.py"]}
 BASELINES = {"syncs": ["-m", "bench", "syncs", "--save-baseline", "syncs-baseline.json", TARGET],
              "trace": ["-m", "bench", "trace", "--save", "trace-baseline.parquet", TARGET],
-             "pytest": ["-m", "pytest", "-p", "no:cacheprovider", "--bench-baseline", "baselines",
-                        "--bench-update-baseline", "test_loop.py"]}
+             "pytest": ["-m", "pytest", *PLUGIN, "--bench-baseline", "baselines", "--bench-update-baseline",
+                        "test_loop.py"]}
 
 
 def scratch(directory: Path) -> None:
@@ -107,7 +110,7 @@ def scratch(directory: Path) -> None:
 def run(arguments: list[str], cwd: Path, out: Path) -> int:
     """``python ARGUMENTS`` in ``cwd``; its command, status, stdout and stderr written to ``out``."""
     path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
+    env = {**os.environ, "PYTHONPATH": path, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     done = subprocess.run([sys.executable, *arguments], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,11 @@
 #   "ddp-trace [RUNS]"          a PyTorch DDP training step on every GPU under torchrun, traced by each rank and
 #                               merged, against no_sync() plus one all-reduce and CUDA events (scripts/ddp_trace.py),
 #                               into results/_trace/ (needs torch and two or more GPUs)
+#   "answers [args]"            the tools' command-line time against T0 (scripts/answer_times.py) into results/_answers/
+#   "trace-tiny [args]"         tracing's cost on tiny kernels against CUPTI alone (scripts/trace_tiny.py) into
+#                               results/_trace/<stamp>-<gpu>-<uuid>-<commit>-tiny.json and .parquet
+#   "fixtures"                  the pytest fixtures' cost (benchmarks/test_fixtures.py) into results/_benchmarks/
+#   "gate-proof"                the gate's four edits (scripts/gate_proof.py) into results/_gates/<stamp>-<gpu>-<uuid>/
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
 # Every row names the commit it measured (bench.env.git_commit): a copy of the tree sent to a GPU machine has no .git
@@ -324,6 +329,20 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
       report) timeout 300 python3 -m bench report "${words[@]:1}" ;;
       compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;
       benchmarks) timeout 300 python3 -m pytest --benchmark-only -p no:cacheprovider "${words[@]:1}" 2>&1 | tail -80 ;;
+      answers) timeout 580 python3 scripts/answer_times.py --out results/_answers "${words[@]:1}" ;;
+      trace-tiny|fixtures|gate-proof)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
+        slug=$name-$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | cut -c5-12)
+        case "${words[0]}" in
+          trace-tiny) mkdir -p results/_trace
+            timeout 580 python3 scripts/trace_tiny.py "results/_trace/$stamp-$slug-${BENCH_GIT_COMMIT:0:7}-tiny.json" \
+              "${words[@]:1}" ;;
+          fixtures) mkdir -p results/_benchmarks
+            timeout 120 python3 -m pytest --benchmark-only -p no:cacheprovider benchmarks/test_fixtures.py \
+              --benchmark-json "results/_benchmarks/$stamp-$slug-${BENCH_GIT_COMMIT:0:7}-fixtures.json" 2>&1 | tail -20 ;;
+          gate-proof) mkdir -p results/_gates
+            timeout 580 python3 scripts/gate_proof.py "results/_gates/$stamp-$slug" ;;
+        esac ;;
       *) echo "unknown step: $step" ;;
     esac
     pack  # after every step: a call cut short still brings back what finished
