@@ -172,10 +172,11 @@ def thread_role(name: str) -> str:
 @dataclass(frozen=True)
 class Scope:
     """Where a line stands in its file: the qualified name of its innermost function or class ('Model.forward',
-    'decorate.wrapper'; '<module>' outside all), and the lines of that scope that are its own (not a nested one's)."""
+    'decorate.wrapper'; '<module>' outside all), and the lines of that scope that are its own (not a nested one's),
+    each with its text."""
 
     name: str
-    lines: tuple[int, ...]
+    lines: tuple[tuple[int, str], ...]
 
 
 def scope_of(file: str, line: int) -> Scope | None:
@@ -185,7 +186,7 @@ def scope_of(file: str, line: int) -> Scope | None:
         tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
         return None
-    count = text.count("\n") + 1
+    rows = text.split("\n")  # as Python numbers lines: not at \u2028 or \x0c inside them
     chain: list[ast.AST] = []
     node: ast.AST = tree
     while True:  # down through the defs and classes that hold the line
@@ -199,10 +200,10 @@ def scope_of(file: str, line: int) -> Scope | None:
             break
         chain.append(inner)
         node = inner
-    start, end = (chain[-1].lineno, chain[-1].end_lineno or chain[-1].lineno) if chain else (1, count)
+    start, end = (chain[-1].lineno, chain[-1].end_lineno or chain[-1].lineno) if chain else (1, len(rows))
     nested = [(child.lineno, child.end_lineno or child.lineno) for child in ast.walk(chain[-1] if chain else tree)
               if _scope(child) and child is not (chain[-1] if chain else None)]
-    own = tuple(number for number in range(start, end + 1)
+    own = tuple((number, rows[number - 1]) for number in range(start, min(end, len(rows)) + 1)
                 if not any(first <= number <= last for first, last in nested))
     return Scope(".".join(node.name for node in chain) or "<module>", own)
 
@@ -211,25 +212,20 @@ def _scope(node: ast.AST) -> bool:
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
 
 
-def occurrence(file: str, line: int, source: str, scope: Scope | None) -> int:
+def occurrence(line: int, source: str, scope: Scope | None) -> int:
     """Which occurrence of ``source``'s code (:func:`code`) among the lines of its scope that are the scope's own
     ``line`` is: 1 where the file cannot be read (a place named by its text alone)."""
     if scope is None:
         return 1
-    try:
-        lines = Path(file).read_text(encoding="utf-8-sig", errors="replace").split("\n")
-    except OSError:
-        return 1
     wanted = code(source)
-    return 1 + sum(code(lines[number - 1]) == wanted for number in scope.lines
-                   if number < line and number - 1 < len(lines))
+    return 1 + sum(code(text) == wanted for number, text in scope.lines if number < line)
 
 
 def kept(place: Place) -> BaselinePlace:
     """A place of a run as a baseline keeps it: its function by qualified name where the file says it."""
     scope = scope_of(place.file, place.line)
     return BaselinePlace(relative(place.file), scope.name if scope else place.function, normalized(place.source),
-                         occurrence(place.file, place.line, place.source, scope), place.thread, place.count,
+                         occurrence(place.line, place.source, scope), place.thread, place.count,
                          place.library, tuple(place.cuda_calls), 0, place.line)
 
 
