@@ -166,20 +166,30 @@ def syncs_command(args: argparse.Namespace, console: Console) -> int:
     comparison = compare(kept, found.places, str(args.baseline))
     if args.format == Format.TEXT:
         _show(args, console, found, f"{args.target} on {name}: ")
-    print(WRITE[Format(args.format)](comparison, args.target))
-    _append_summary(args.summary, WRITE[Format.MARKDOWN](comparison, args.target))
-    return 1 if comparison.failed else 0
+    return _gate_said(args, WRITE[Format(args.format)](comparison, args.target),
+                      WRITE[Format.MARKDOWN](comparison, args.target), comparison.failed)
 
 
-def _summary_given(args: argparse.Namespace, command: str) -> None:
-    """``--summary``: with ``--baseline`` only, a regular file (or a new one) in a directory that exists."""
-    if args.summary is None:
-        return
-    if args.baseline is None:
-        raise UsageError(f"{command}: --summary appends the gate's summary: give --baseline")
-    writes.write_target(args.summary, "--summary")
-    if not args.summary.parent.is_dir():
-        raise UsageError(f"--summary: {args.summary.parent}/ does not exist")
+def _gate_given(args: argparse.Namespace, command: str, baseline: str) -> None:
+    """What shows a gate (``--format`` but text, ``--summary``) checked against ``--baseline`` (``baseline``: the
+    file it takes), and ``--summary``'s file: a regular one (or a new one) in a directory that exists."""
+    if args.format != "text" and args.baseline is None:
+        raise UsageError(f"{command}: --format {args.format} shows a gate: give --baseline {baseline}")
+    if args.summary is not None:
+        if args.baseline is None:
+            raise UsageError(f"{command}: --summary appends the gate's summary: give --baseline")
+        writes.write_target(args.summary, "--summary")
+        if not args.summary.parent.is_dir():
+            raise UsageError(f"--summary: {args.summary.parent}/ does not exist")
+    if args.json and args.baseline is not None:
+        raise UsageError(f"{command}: --json and --baseline both write stdout; choose one")
+
+
+def _gate_said(args: argparse.Namespace, said: str, summary: str, worse: bool) -> int:
+    """The gate's output printed, its summary appended to ``--summary``'s file; its exit status (1: worse)."""
+    print(said)
+    _append_summary(args.summary, summary)
+    return 1 if worse else 0
 
 
 def _append_summary(path: Path | None, summary: str) -> None:
@@ -193,11 +203,7 @@ def _append_summary(path: Path | None, summary: str) -> None:
 
 def _baseline_given(args: argparse.Namespace):
     """The places of ``--baseline`` (None without it), and ``--save-baseline`` checked, before anything runs."""
-    if args.format != "text" and args.baseline is None:
-        raise UsageError(f"syncs: --format {args.format} shows a gate: give --baseline FILE.json")
-    _summary_given(args, "syncs")
-    if args.json and args.baseline is not None:
-        raise UsageError("syncs: --json and --baseline both write stdout; choose one")
+    _gate_given(args, "syncs", "FILE.json")
     if args.save_baseline is not None:
         writes.claim(args.save_baseline, writes.writer("syncs", "--save-baseline"), args.force)
         if args.baseline is not None and args.save_baseline.resolve() == args.baseline.resolve():
@@ -234,27 +240,18 @@ def trace_command(args: argparse.Namespace, console: Console) -> int:
         _show(args, console, found, f"{args.target} on {name}:\n")
     if earlier is None:
         return 0
-    import pandas as pd
+    from bench.usercode.trace.gate import WRITE, regressions_of
 
-    from bench.usercode.trace.files import rows_of
-    from bench.usercode.trace.gate import WRITE
-    from bench.usercode.trace.regressions import regressions
-
-    found_now = regressions(earlier, pd.DataFrame(rows_of([(args.target, found)], environment)))
-    print(WRITE[args.format](found_now, args.target, str(args.baseline)))
-    _append_summary(args.summary, WRITE["markdown"](found_now, args.target, str(args.baseline)))
-    return 1 if found_now else 0
+    worse = regressions_of(earlier, args.target, found, environment)
+    return _gate_said(args, WRITE[args.format](worse, args.target, str(args.baseline)),
+                      WRITE["markdown"](worse, args.target, str(args.baseline)), bool(worse))
 
 
 def _trace_baseline(args: argparse.Namespace):
     """The rows of --baseline's trace of the target (None without it), checked before anything runs."""
-    if args.format != "text" and args.baseline is None:
-        raise UsageError(f"trace: --format {args.format} shows a gate: give --baseline FILE.parquet")
-    _summary_given(args, "trace")
+    _gate_given(args, "trace", "FILE.parquet")
     if args.baseline is None:
         return None
-    if args.json:
-        raise UsageError("trace: --json and --baseline both write stdout; choose one")
     from bench.errors import ResultsError
     from bench.usercode.trace.compare import read
 

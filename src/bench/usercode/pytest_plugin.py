@@ -182,16 +182,14 @@ def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None
 def gate_trace(result, path: Path, update: bool, target: str = "") -> None:
     """A trace (one run's, :func:`bench.tracing`'s) against the trace baseline at ``path``: :class:`DidNotOverlap`
     naming each regression by line or stream; with ``update``, the baseline written from it instead."""
-    import pandas as pd
-
     from bench.cuda import runtime
     from bench.env import gpu_environment
     from bench.usercode.trace.compare import read
-    from bench.usercode.trace.files import rows_of, save
-    from bench.usercode.trace.gate import text
-    from bench.usercode.trace.regressions import regressions
+    from bench.usercode.trace.files import save
+    from bench.usercode.trace.gate import regressions_of, text
 
-    held = sorted(set(read(path)["target"].astype(str))) if path.exists() else []
+    earlier = read(path) if path.exists() else None
+    held = sorted(set(earlier["target"].astype(str))) if earlier is not None else []
     target = target or (held[0] if len(held) == 1 else path.stem)  # a file of one trace: whatever it named it
     if held and held != [target]:
         raise DidNotOverlap(f"{path} holds the traces of {', '.join(held[:5])}, not only of {target}: give this "
@@ -204,7 +202,7 @@ def gate_trace(result, path: Path, update: bool, target: str = "") -> None:
         return
     if not held:
         raise DidNotOverlap(f"no trace baseline yet at {path}: --bench-update-baseline writes it")
-    found = regressions(read(path), pd.DataFrame(rows_of([(target, result)], environment)))
+    found = regressions_of(earlier, target, result, environment)
     if found:
         raise DidNotOverlap(text(found, target, str(path)))
 
@@ -279,19 +277,10 @@ def assert_async_fixture(request):
     """:func:`assert_async`, as a fixture: ``with assert_async(): ...``; skips the test where no GPU is usable. With
     ``--bench-baseline DIR``, each block is gated against its baseline there (:func:`baseline_path`), but one that
     asks for another check (``stream=``, ``max_waits=``, its own ``baseline=``)."""
-    skip_without_gpu()
-    directory = request.config.getoption("--bench-baseline")
-    if directory is None:
-        return assert_async
-    update, blocks = request.config.getoption("--bench-update-baseline"), itertools.count(1)
+    def other(args: tuple, kwargs: dict) -> bool:
+        return (args[:1] or (kwargs.get("stream"),))[0] is not None or bool({"max_waits", "baseline"} & set(kwargs))
 
-    def against_baseline(stream=None, *args, **kwargs):
-        if stream is not None or "max_waits" in kwargs or "baseline" in kwargs:  # asked for another check
-            return assert_async(stream, *args, **kwargs)
-        path = baseline_path(Path(directory), request.node.nodeid, next(blocks))
-        return assert_async(stream, *args, baseline=path, update_baseline=update, **kwargs)
-
-    return against_baseline
+    return _per_block(request, assert_async, ".json", other)
 
 
 @pytest.fixture(name="assert_overlap")
@@ -299,16 +288,23 @@ def assert_overlap_fixture(request):
     """:func:`assert_overlap`, as a fixture; skips the test where no GPU is usable. With ``--bench-baseline DIR``,
     each block is also gated against its trace baseline there (a file per test and block), but one given its own
     ``baseline=``."""
+    return _per_block(request, assert_overlap, ".parquet", lambda args, kwargs: "baseline" in kwargs)
+
+
+def _per_block(request, check, suffix: str, other):
+    """``check`` as a test's fixture gives it; with ``--bench-baseline DIR``, each block of the test gated against a
+    baseline of its own there (:func:`baseline_path`, ending in ``suffix``), but a block that ``other(args,
+    kwargs)`` says asks for another check."""
     skip_without_gpu()
     directory = request.config.getoption("--bench-baseline")
     if directory is None:
-        return assert_overlap
+        return check
     update, blocks = request.config.getoption("--bench-update-baseline"), itertools.count(1)
 
     def against_baseline(*args, **kwargs):
-        if "baseline" in kwargs:
-            return assert_overlap(*args, **kwargs)
-        path = baseline_path(Path(directory), request.node.nodeid, next(blocks)).with_suffix(".parquet")
-        return assert_overlap(*args, baseline=path, update_baseline=update, **kwargs)
+        if other(args, kwargs):
+            return check(*args, **kwargs)
+        path = baseline_path(Path(directory), request.node.nodeid, next(blocks)).with_suffix(suffix)
+        return check(*args, baseline=path, update_baseline=update, **kwargs)
 
     return against_baseline

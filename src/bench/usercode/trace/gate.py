@@ -1,12 +1,23 @@
-"""What ``bench trace --baseline`` says of the regressions it found (:mod:`bench.usercode.trace.regressions`), in the
-syncs gate's three forms: plain lines, GitHub Actions workflow commands (an error on the line of each, where one is
-known) and a Markdown summary. Every text is escaped for where it lands."""
+"""A trace against its baseline (:func:`regressions_of`) and what ``bench trace --baseline`` says of the regressions
+it found (:mod:`bench.usercode.trace.regressions`), in the syncs gate's three forms: plain lines, GitHub Actions
+workflow commands (an error on the line of each, where one is known) and a Markdown summary. Every text is escaped
+for where it lands."""
 
 from __future__ import annotations
 
 from bench.escape import log_line, markdown, workflow_data, workflow_property
 from bench.usercode.syncs.baseline import relative
-from bench.usercode.trace.regressions import Regression
+from bench.usercode.trace.regressions import Regression, regressions
+
+
+def regressions_of(earlier, target: str, result, environment) -> list[Regression]:
+    """What got worse in ``result`` (this process's trace of ``target``) against ``earlier`` (a trace file's rows),
+    its rows made as ``bench trace --save`` would write them, with ``environment``."""
+    import pandas as pd
+
+    from bench.usercode.trace.files import rows_of
+
+    return regressions(earlier, pd.DataFrame(rows_of([(target, result)], environment)))
 
 
 def _where(regression: Regression) -> str:
