@@ -131,12 +131,8 @@ def columns() -> tuple:
 def write_parquet(path: Path, rows: list[dict], environment: dict, new: bool) -> Path:
     """The rows, each with the environment, through bench's store (typed, its metadata naming the table)."""
     from bench import store
-    from bench.schema import schema_of
 
-    typed = columns()
-    names = {item.name for item in typed}
-    return store.write(path, [{name: value for name, value in {**environment, **row}.items() if name in names}
-                              for row in rows], schema_of(typed), {"table": TABLE}, new=new)
+    return store.write_declared(path, [{**environment, **row} for row in rows], columns(), TABLE, new)
 
 
 def summarized(rows: list[dict]) -> dict:

@@ -268,13 +268,10 @@ def write_outputs(out: Path, stem: str, rows: list[dict], summary: dict, environ
                   found: list[tuple[str, object]]) -> list[Path]:
     """The table as parquet (typed, through bench.store) and JSON, and bench.syncs.save's per-line rows."""
     from bench import store, writes
-    from bench.schema import schema_of
 
-    columns = table_columns()
-    names = [item.name for item in columns]
-    typed = [{name: value for name, value in {**environment.as_dict(), **row}.items() if name in names}
-             for row in rows]
-    written = [store.write(out / f"{stem}-syncs-cases.parquet", typed, schema_of(columns), {"table": TABLE}, new=True)]
+    written = [store.write_declared(out / f"{stem}-syncs-cases.parquet",
+                                    [{**environment.as_dict(), **row} for row in rows], table_columns(), TABLE,
+                                    new=True)]
     json_path = out / f"{stem}-syncs-cases.json"
     writes.write_bytes(json_path, json.dumps({**summary, "rows": rows}, indent=2, default=str).encode())
     written.append(json_path)

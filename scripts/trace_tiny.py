@@ -261,8 +261,7 @@ def columns() -> tuple:
 
 def rounds_table(found: dict) -> list[dict]:
     """One row per case and round: the untraced and the traced run's host and GPU times, with the environment."""
-    names = {item.name for item in columns()}
-    environment = {name: value for name, value in found["gpu"].items() if name in names}
+    environment = found["gpu"]
     return [{"library": case["library"], "kernels": case["kernels"], "variant": case["variant"], "round": number,
              "untraced_host_ms": untraced, "traced_host_ms": traced, "untraced_gpu_ms": gpu_untraced,
              "traced_gpu_ms": gpu_traced, **environment}
@@ -275,10 +274,9 @@ def rounds_table(found: dict) -> list[dict]:
 def write(out: Path, found: dict) -> None:
     """The JSON, and the parquet beside it through bench's store (typed; this run's own, so replaced as it grows)."""
     from bench import store
-    from bench.schema import schema_of
 
     out.write_text(json.dumps(found, indent=2))
-    store.write(out.with_suffix(".parquet"), rounds_table(found), schema_of(columns()), {"table": TABLE})
+    store.write_declared(out.with_suffix(".parquet"), rounds_table(found), columns(), TABLE)
 
 
 def per_kernel_us(case: dict) -> float:

@@ -101,6 +101,15 @@ def write(path: Path, rows: Sequence[Mapping], schema: pa.Schema, metadata: Mapp
     return write_table(path, table, new)
 
 
+def write_declared(path: Path, rows: Iterable[Mapping], columns: Sequence[Column], table: str,
+                   new: bool = False) -> Path:
+    """``rows`` written as table ``table`` of the typed ``columns``, each row keeping the columns declared only (a
+    script's rows carry a whole environment, of which a table declares some), through :func:`write`."""
+    names = {item.name for item in columns}
+    return write(path, [{name: value for name, value in row.items() if name in names} for row in rows],
+                 schema_of(columns), {"table": table}, new)
+
+
 def write_table(path: Path, table: pa.Table, new: bool = False) -> Path:
     """Write ``table``, its schema's metadata as it is, to ``path`` atomically, as shareable as any file of the
     user's (umask). ``new`` (a new run's file): never replace a file; where ``path`` is taken (another run of the
