@@ -144,3 +144,39 @@ def test_a_line_waiting_in_and_out_of_a_scope_splits_its_time_without_the_hold()
     waited, own = places(waits, {("/x/train.py", 10): 160.0}, settle_ms=100.0)
     assert own == [] and [(place.allowed, place.count, place.natural_ms) for place in waited] == [
         ("", 1, 40.0), ("log", 3, 120.0)]
+
+
+class _Told:
+    def __init__(self):
+        self.said = []
+
+    def entered(self, reason):
+        self.said.append(("in", reason))
+
+    def left(self):
+        self.said.append(("out",))
+
+
+def test_a_listener_hears_its_own_threads_scopes_while_it_listens():
+    from bench.usercode.allowance import listening
+
+    told = _Told()
+    with bench.allow_waits("before"):  # entered before listening: not heard, nor its leaving
+        with listening(told):
+            with bench.allow_waits("log"):
+                with bench.allow_waits("eval"):
+                    pass
+            def elsewhere():
+                with bench.allow_waits("elsewhere"):
+                    pass
+
+            other = threading.Thread(target=elsewhere)
+            other.start()
+            other.join()
+            with pytest.raises(RuntimeError, match="already listened"):
+                with listening(_Told()):
+                    pass
+    assert told.said == [("in", "log"), ("in", "eval"), ("out",), ("out",)]
+    with bench.allow_waits("after"):  # no longer listened to
+        pass
+    assert len(told.said) == 4

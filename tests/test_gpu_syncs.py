@@ -239,3 +239,24 @@ def test_pytest_keeps_a_baseline_per_test_and_fails_only_on_a_new_wait(tmp_path)
                                                                 "        total = x.sum()\n        float(x.max())\n"))
     failed = pytest_run()
     assert failed.returncode == 1 and "test_theirs.py:11  new: 1 wait" in failed.stdout, failed.stdout[-3000:]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["hold", "spin"])
+def test_probe_does_not_hold_inside_allow_waits(cupy, legacy):
+    import bench
+
+    stream = cupy.cuda.Stream.null if legacy else cupy.cuda.Stream(non_blocking=True)
+
+    def region(allow: bool):
+        with stream:
+            total = cupy.ones(1 << 20).sum()
+        if allow:
+            with bench.allow_waits("the loss, logged"):
+                return float(total)
+        return float(total)
+
+    on = 0 if legacy else None  # a spin on the legacy stream, or the device-wide hold
+    allowed = bench.probe(region, True, stream=on, serialization=False)
+    assert allowed.verdict == "returns" and allowed.allowed == ("the loss, logged",), str(allowed)
+    waited = bench.probe(region, False, stream=on, serialization=False)
+    assert waited.verdict == "waits-for-device" and waited.allowed == (), str(waited)

@@ -94,3 +94,32 @@ def test_the_fixture_hands_out_the_context_manager(tmp_path):
                                      "def test_fixture(assert_async):\n    assert assert_async is manager\n")
     expected = "1 skipped" if gpu_skip_reason() else "1 passed"
     assert expected in result.stdout, result.stdout + result.stderr
+
+
+def test_a_probed_call_is_not_held_inside_allow_waits_whose_time_is_set_aside():
+    import time
+
+    import bench
+    from bench.timing.spin import CallDuringSpin
+    from bench.usercode.probe import _Unheld
+
+    steps = []
+    unheld = _Unheld(lambda: steps.append("let go"), lambda: steps.append("held again"))
+
+    def call():
+        with bench.allow_waits("log"):
+            with bench.allow_waits("eval"):
+                time.sleep(0.002)  # an allowed wait
+                steps.append("waited")
+        steps.append("after")
+
+    def during(listened):  # a hold that times the call: holding again takes its time from the host's
+        listened()
+        return CallDuringSpin(host_ms=5.0, spin_left_ms=20.0, spin_running=True)
+
+    seen = unheld.timed(during, call)
+    assert steps == ["let go", "waited", "held again", "after"]
+    assert list(unheld.reasons) == ["log", "eval"] and seen.spin_running
+    assert unheld.aside_s >= 0.002 and seen.host_ms == 5.0 - unheld.aside_s * 1e3
+    result = ProbeResult("returns", 0.01, True, 0.01, True, ["returns"] * 3, allowed=("log", "eval"))
+    assert str(result).endswith("; not held inside allow_waits (log; eval)")

@@ -1,6 +1,7 @@
 """Waits a region allows: ``with bench.allow_waits("log every 10 steps"):`` inside a region that ``syncs``,
 ``assert_async`` or a syncs baseline checks. A wait made inside it is reported as allowed, with the reason, and
-never fails a gate.
+never fails a gate. Under ``probe``, the GPU is not held while the probed call's thread stands in a scope
+(:func:`listening`): only its waits outside scopes decide the verdict.
 
 A scope belongs to the thread that entered it and, where it was entered in an asyncio task, to that task alone: a
 wait of another thread, or of another task running on the same thread while the first is suspended, is not allowed
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +30,17 @@ _SCOPES: dict[int, list[_Scope]] = {}  # thread ident -> the scopes entered on i
 _LOCK = threading.RLock()  # re-entrant: a scope left by the collector while its thread holds it
 
 
+class Listener(Protocol):
+    """Told of each scope a thread enters (with its reason) and leaves, while it listens to that thread."""
+
+    def entered(self, reason: str) -> None: ...
+
+    def left(self) -> None: ...
+
+
+_LISTENERS: dict[int, Listener] = {}  # thread ident -> who is told of that thread's scopes
+
+
 @contextmanager
 def allow_waits(reason: str) -> Iterator[None]:
     """Allow the waits of this block, in this thread (and this asyncio task), for ``reason`` (words a reader of
@@ -39,7 +52,10 @@ def allow_waits(reason: str) -> Iterator[None]:
     thread = threading.get_ident()
     with _LOCK:
         _SCOPES.setdefault(thread, []).append(scope)
+        listener = _LISTENERS.get(thread)
     try:
+        if listener is not None:  # outside the lock: a listener may wait for the GPU
+            listener.entered(scope.reason)
         yield
     finally:
         with _LOCK:
@@ -47,6 +63,23 @@ def allow_waits(reason: str) -> Iterator[None]:
             scopes.remove(scope)  # by identity: tasks on one thread may leave their scopes in any order
             if not scopes:
                 del _SCOPES[thread]
+        if listener is not None:
+            listener.left()
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Tell ``listener`` of the scopes this thread enters and leaves while the block runs."""
+    thread = threading.get_ident()
+    with _LOCK:
+        if thread in _LISTENERS:
+            raise RuntimeError("scopes of this thread are already listened to")
+        _LISTENERS[thread] = listener
+    try:
+        yield
+    finally:
+        with _LOCK:
+            del _LISTENERS[thread]
 
 
 def _running() -> tuple[asyncio.AbstractEventLoop | None, asyncio.Task | None]:

@@ -237,6 +237,7 @@ class Holds:
         try:
             self.wait_full()
             arm()
+            launched = self.launched_s  # the call may hold again (probe, after an allow_waits scope)
             started = time.perf_counter()
             call()
             returned = time.perf_counter()
@@ -245,4 +246,4 @@ class Holds:
             self.release()  # the hold has done its part (or the call raised): the GPU is free at once
         self.finish()
         synchronize(self.devices)
-        return CallDuringSpin((returned - started) * 1e3, hold_ms - (started - self.launched_s) * 1e3, holding)
+        return CallDuringSpin((returned - started) * 1e3, hold_ms - (started - launched) * 1e3, holding)

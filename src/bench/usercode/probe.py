@@ -8,7 +8,10 @@
 :func:`probe` holds the GPU for ``spin_ms`` more than twice the call's own time (by default the device-wide hold, :mod:`bench.usercode.hold`, which keeps
 every kernel of every stream from starting; with ``stream``, a one-thread spin kernel on that stream), calls
 ``fn(*args, **kwargs)`` while it holds and times the call on the host; the host knows whether the hold (or the spin)
-still ran when the call returned. Repeats run until ``repeats`` agree (at most five). With ``serialization``, the call
+still ran when the call returned. Repeats run until ``repeats`` agree (at most five). Inside a
+``bench.allow_waits`` scope entered by the call's thread, the GPU is not held (the hold is released on entry and a
+new one launched on exit; a spin, which cannot be released, runs again from there): the waits there do not make the
+verdict, and the host time spent in scopes is not the call's. With ``serialization``, the call
 is also made between two spins on two other non-blocking streams, to see whether they still overlap.
 
 Under the hold nothing is queued on your streams before the call: the call waits only for work it queued itself, or
@@ -21,13 +24,19 @@ times in all): make it repeatable.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bench.timing import Summary, host_interval
 from bench.timing.phases import HOLD_SETUP, WARM_UP, phase
 from bench.usercode.defaults import DEFAULT_SPIN_MS
 from bench.vocabulary import HostVerdict
+
+if TYPE_CHECKING:
+    from bench.timing.spin import CallDuringSpin
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class ProbeResult:
     serialization: str | None = None  # overlaps, partial or serializes (None: not checked)
     spin_ms: float = DEFAULT_SPIN_MS
     held: str = "every stream"  # what was held: every stream (the device-wide hold) or one stream
+    allowed: tuple[str, ...] = ()  # the reasons of the allow_waits scopes the call entered (not held nor timed)
 
     @property
     def waited(self) -> bool:
@@ -54,6 +64,8 @@ class ProbeResult:
                 f"running on {self.held} ({self.idle_host_ms:.3f} ms with nothing running)")
         if not self.stable:
             text += f"; repeats disagreed: {', '.join(self.verdicts)}"
+        if self.allowed:
+            text += f"; not held inside allow_waits ({'; '.join(self.allowed)})"
         if self.serialization:
             text += f"; kernels on two other streams around it: {self.serialization}"
         return text
@@ -70,6 +82,44 @@ def stream_handle(stream) -> int | None:
     if handle is not None:
         return int(getattr(handle, "value", handle) or 0)
     raise TypeError(f"cannot tell the CUDA stream of {stream!r}; give a CuPy, PyTorch or numba stream or a handle")
+
+
+class _Unheld:
+    """The allow_waits scopes of the probed call: the GPU is let go on entering the outermost and held again on
+    leaving it (:func:`bench.usercode.allowance.listening`); ``aside_s`` is the host time from entry to held again."""
+
+    def __init__(self, let_go: Callable[[], None], hold_again: Callable[[], None]) -> None:
+        self.let_go, self.hold_again = let_go, hold_again
+        self.reasons: dict[str, None] = {}
+        self.depth = 0
+        self.entered_s = 0.0
+        self.aside_s = 0.0
+
+    def entered(self, reason: str) -> None:
+        self.reasons[reason] = None
+        self.depth += 1
+        if self.depth == 1:
+            self.entered_s = time.perf_counter()
+            self.let_go()
+
+    def left(self) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.hold_again()
+            self.aside_s += time.perf_counter() - self.entered_s
+
+    def timed(self, during: Callable[[Callable[[], object]], CallDuringSpin],
+              call: Callable[[], object]) -> CallDuringSpin:
+        """``during(call)`` with the scopes the call enters listened to; its host time less the time set aside."""
+        from bench.usercode.allowance import listening
+
+        def listened() -> None:
+            with listening(self):
+                call()
+
+        self.aside_s = 0.0
+        result = during(listened)
+        return dataclasses.replace(result, host_ms=result.host_ms - self.aside_s * 1e3)
 
 
 def outlasting(spin_ms: float, idle_ms: float) -> float:
@@ -118,9 +168,12 @@ def _held(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: 
     watch = SpinWatch()
     if handle is None:
         hold = in_use()
-        during = lambda: hold.call_during(spin_ms, call)  # noqa: E731
-    else:
-        during = lambda: watch.call_during_spin(spinning, spin_ms, call)  # noqa: E731
+        unheld = _Unheld(hold.release, lambda: _hold_again(hold, spin_ms))
+        during = lambda: unheld.timed(lambda listened: hold.call_during(spin_ms, listened), call)  # noqa: E731
+    else:  # a spin cannot be let go: a new one runs from the scope's end, where the first one ended in it
+        unheld = _Unheld(lambda: None, lambda: _spin_again(watch, spinning, spin_ms))
+        during = lambda: unheld.timed(  # noqa: E731
+            lambda listened: watch.call_during_spin(spinning, spin_ms, listened), call)
     with phase("your code, held (the repeats)"):
         measured = repeat_until_settled(during, host_verdict, repeats)
     serializes = None
@@ -132,4 +185,17 @@ def _held(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: 
     busy = [result.spin_running for result in measured.seen]
     return ProbeResult(measured.verdict, Summary.of([result.host_ms for result in measured.seen]).median,
                        sum(busy) > len(busy) / 2, idle_ms, measured.stable, measured.verdicts, serializes, spin_ms,
-                       "every stream" if handle is None else f"stream {handle:#x}")
+                       "every stream" if handle is None else f"stream {handle:#x}", tuple(unheld.reasons))
+
+
+def _hold_again(holds, hold_ms: float) -> None:
+    """A new hold of ``hold_ms``, once it fills the GPU."""
+    holds.launch(hold_ms / 1e3)
+    holds.wait_full()
+
+
+def _spin_again(watch, stream, spin_ms: float) -> None:
+    """A new spin of ``spin_ms`` on ``stream`` where the first one has ended, once it runs."""
+    if not watch.running(0):
+        watch.launch(stream, 0, spin_ms)
+        watch.wait_started(0)
