@@ -213,5 +213,9 @@ def _trace(commands: argparse._SubParsersAction) -> None:
                        help="instead of tracing, read the traces ranks saved (one per rank, of one host: bench.tracing("
                             "save=..., rank=...) under torchrun) and show, --save, --plot or --perfetto them as one, "
                             "each GPU's numbers and the whole; needs no GPU")
+    trace.add_argument("--from", dest="from_file", type=path, metavar="FILE.json",
+                       help="instead of tracing, read a trace the PyTorch profiler wrote (Kineto's Chrome JSON, "
+                            "gzipped or not) and show, --save, --plot or --perfetto bench's figures of it; needs no GPU "
+                            "(the bound and the pageable copies' cost need the trace's GPU here)")
     add_verbose(trace)
     trace.set_defaults(handler=Handler("usercode", "trace_command"))

@@ -218,6 +218,8 @@ def _baseline_given(args: argparse.Namespace):
 def trace_command(args: argparse.Namespace, console: Console) -> int:
     if args.merge:
         return _merge_traces(args, console)
+    if args.from_file is not None:
+        return _profiler_trace(args, console)
     if args.results is not None and not Path(args.results).exists():
         raise UsageError(f"--results: {args.results} does not exist")
     earlier = _trace_baseline(args)
@@ -266,22 +268,61 @@ def _trace_baseline(args: argparse.Namespace):
     return rows
 
 
+def _reading_only(args: argparse.Namespace, option: str, what: str, allowed: tuple[str, ...] = ()) -> None:
+    """Refuse a target and the options of tracing for ``trace --merge`` or ``--from`` (``what``: what it reads);
+    check their outputs."""
+    if args.target is not None:
+        raise UsageError(f"trace {option} takes no target: it reads {what}")
+    given = {"--runs": args.runs, "--results": args.results, "--device": args.device,
+             "--no-lines": args.no_lines or None, "--baseline": args.baseline,
+             "--format": None if args.format == "text" else args.format, "--summary": args.summary,
+             "--merge": args.merge if option != "--merge" else None,
+             "--from": args.from_file if option != "--from" else None}
+    for name, value in given.items():
+        if value is not None and name not in allowed:
+            raise UsageError(f"trace {option} takes no {name}: it traces nothing, it reads {what}")
+    _outputs(args)
+
+
 def _merge_traces(args: argparse.Namespace, console: Console) -> int:
     """``trace --merge FILE...``: the ranks' saved traces as one."""
-    if args.target is not None:
-        raise UsageError("trace --merge takes no target: it reads the traces the ranks saved")
-    for option, given in (("--runs", args.runs), ("--results", args.results), ("--device", args.device),
-                          ("--no-lines", args.no_lines or None), ("--baseline", args.baseline),
-                          ("--format", None if args.format == "text" else args.format), ("--summary", args.summary)):
-        if given is not None:
-            raise UsageError(f"trace --merge takes no {option}: it traces nothing, it reads the traces the ranks saved")
-    _outputs(args)
+    _reading_only(args, "--merge", "the traces the ranks saved")
     from bench.usercode.trace.merge import merged_files
 
     found = merged_files(args.merge)
     title = f"{found.target}, {len(args.merge)} trace{'s' * (len(args.merge) != 1)} merged"
     _trace_outputs(args, found, found.target, title, None)
     _show(args, console, found, f"{title}:\n")
+    return 0
+
+
+def _profiler_trace(args: argparse.Namespace, console: Console) -> int:
+    """``trace --from FILE``: bench's figures of a trace the PyTorch profiler wrote."""
+    _reading_only(args, "--from", "a profiler's trace", allowed=("--device", "--results"))
+    from bench.errors import ResultsError
+    from bench.usercode.trace.profiler import described_trace
+
+    if args.results is not None and not Path(args.results).exists():
+        raise UsageError(f"--results: {args.results} does not exist")
+
+    def results():  # read only where a pageable copy needs a reference
+        return _reference_rows(args.results or RESULTS_DIR)
+
+    try:
+        found, notes = described_trace(Path(args.from_file), args.device, results)
+    except (ResultsError, MeasurementFailed) as error:
+        raise UsageError(f"trace --from: {error}") from None
+    title = f"{Path(args.from_file).name} (the PyTorch profiler's trace)"
+    _trace_outputs(args, found, found.target, title, None)
+    if args.json:
+        import json
+
+        from bench.escape import json_text
+
+        print(json_text({**json.loads(found.to_json()), "notes": notes}, indent=2))
+        return 0
+    text = "\n".join([f"{title}:", str(found), *(f"note: {note}" for note in notes)])
+    console.print(terminal_lines(text), highlight=False, soft_wrap=True, markup=False)
     return 0
 
 

@@ -62,7 +62,7 @@ def pinned_results(results, gpu_uuid: str) -> dict[tuple[str, int], float]:
     return {(str(row["direction"]), int(row["bytes"])): float(row["median_ms"]) for _, row in order.iterrows()}
 
 
-def _references(results=None, bound: bool = True):
+def references(results=None, bound: bool = True):
     """The GPU-side references: the copies' bound (None without ``bound``) and one pinned copy's time, from
     ``results`` (rows of results files, or a function that reads them: the bandwidth experiment's pinned copies on
     this GPU) where they hold the size, else measured."""
@@ -159,7 +159,7 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
         recorder.close()
     if leave_out is not None:
         recordings = [Recording([a for a in r.activities if not leave_out(a)], r.calls) for r in recordings]
-    copy_bound, pinned = _references(results)
+    copy_bound, pinned = references(results)
     with phase(ANALYSIS):
         result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
                            target=target, rank=rank_of(rank))
@@ -198,7 +198,7 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
             recording = recorder.stop()
     finally:
         recorder.close()
-    copy_bound, pinned = _references(bound=bound)
+    copy_bound, pinned = references(bound=bound)
     box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target, rank=rank_of(rank))
     box.result.libraries = loaded_versions()
     if save is not None:

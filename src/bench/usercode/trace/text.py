@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from bench.units import format_size
@@ -48,14 +49,7 @@ def describe(result: Trace) -> list[str]:
                      "the last end on any):")
         lines += [f"  {gpu_line(figures)}" for figures in result.gpus.values()]
     if result.pageable:
-        count = sum(group.count for group in result.pageable)
-        lines.append(f"{count} pageable cop{'ies' if count != 1 else 'y'} cost {result.pageable_cost_ms:.3f} ms "
-                     "against pinned memory:")
-        for group in sorted(result.pageable, key=lambda group: -group.cost_ms):
-            host = "" if group.host_ms is None else f"; host {group.host_ms:.3f} ms"
-            lines.append(f"  {group.count} × {group.op} {format_size(group.bytes)}: {group.ms:.3f} ms, pinned "
-                         f"{group.count * group.pinned_ms:.3f} ms ({group.reference}){host}"
-                         f"{'  ' + shown(group.line) if group.line else ''}")
+        lines += _pageable(result)
     waited = [gap for gap in result.gaps if gap.wait]
     lines.append(f"idle {result.idle_ms:.3f} ms in {len(result.gaps)} gap{'s' * (len(result.gaps) != 1)}"
                  + (f", {len(waited)} after a host wait:" if waited else ""))
@@ -70,6 +64,23 @@ def describe(result: Trace) -> list[str]:
         lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run, paired "
                      f"({statistics.median(result.traced_ms):.3f} traced vs "
                      f"{statistics.median(result.untraced_ms):.3f} ms, medians)")
+    return lines
+
+
+def _pageable(result: Trace) -> list[str]:
+    """The pageable copies by line, each against pinned copies of its size (where there is a reference)."""
+    count = sum(group.count for group in result.pageable)
+    copies = f"{count} pageable cop{'ies' if count != 1 else 'y'}"
+    known = not math.isnan(result.pageable_cost_ms)
+    lines = [f"{copies} cost {result.pageable_cost_ms:.3f} ms against pinned memory:" if known else
+             f"{copies} (no pinned reference: their cost against pinned memory is left out):"]
+    for group in sorted(result.pageable, key=lambda group: (-group.ms if math.isnan(group.cost_ms) else
+                                                             -group.cost_ms)):
+        host = "" if group.host_ms is None else f"; host {group.host_ms:.3f} ms"
+        pinned = ("" if math.isnan(group.pinned_ms) else
+                  f", pinned {group.count * group.pinned_ms:.3f} ms ({group.reference})")
+        lines.append(f"  {group.count} × {group.op} {format_size(group.bytes)}: {group.ms:.3f} ms{pinned}{host}"
+                     f"{'  ' + shown(group.line) if group.line else ''}")
     return lines
 
 
