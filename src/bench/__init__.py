@@ -52,6 +52,13 @@ def __getattr__(name: str) -> object:
     return globals()[name]
 
 
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext bench``: the magics %syncs, %probe, %%syncs and %%trace (:mod:`bench.usercode.notebook`)."""
+    from bench.usercode.notebook import load
+
+    load(ipython)
+
+
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 

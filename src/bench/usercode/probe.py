@@ -56,6 +56,11 @@ class ProbeResult:
     def waited(self) -> bool:
         return self.verdict == HostVerdict.WAITS_FOR_DEVICE
 
+    def _repr_html_(self) -> str:
+        from bench.usercode.html import probe_html
+
+        return probe_html(self)
+
     def __str__(self) -> str:
         what = {HostVerdict.RETURNS: "returned while the GPU was busy",
                 HostVerdict.OWN_WORK: "did not wait for the GPU, but took a while of its own",

@@ -100,6 +100,12 @@ class SyncsResult:
             text += f"\n{self.cuda_calls}"
         return text
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the table, each line with its source (escaped)."""
+        from bench.usercode.html import syncs_html
+
+        return syncs_html(self)
+
     def to_dict(self) -> dict:
         return {**asdict(self), "waited": self.waited}
 

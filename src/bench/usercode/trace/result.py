@@ -23,3 +23,14 @@ class TraceResult(Trace):
 
     def __str__(self) -> str:
         return "\n".join(describe(self))
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the text and the timeline, drawn as ``bench trace --plot`` draws it."""
+        import pandas as pd
+
+        from bench import plots
+        from bench.usercode.html import trace_html
+        from bench.usercode.tools import tool
+
+        svg = plots.rendered(tool("trace").figure(pd.DataFrame(self.table()), self.target), "svg")
+        return trace_html(self, svg)

@@ -1,0 +1,157 @@
+"""bench in a Jupyter notebook or IPython: ``%load_ext bench`` registers ``%syncs EXPR`` and ``%probe EXPR`` (the
+expression evaluated in the notebook's namespace is the region) and the cell magics ``%%syncs`` and ``%%trace`` (the
+cell is the region). Lines are named as the notebook shows them, ``In [5]:3``: a cell run by the magic, and a function
+an earlier cell defined. The result is the magic's value, shown as HTML (its ``_repr_html_``). Where the magic cannot
+run (no GPU, no CUPTI, a busy or unfit GPU) it prints one line and returns nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import re
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.errors import UsageError
+
+LINE = re.compile(r"(.*):(\d+)( in .*)?", re.DOTALL)  # 'file:line in function', a file holding ':' too
+USAGE = {"syncs": "%syncs EXPR, or %%syncs over a cell", "probe": "%probe EXPR",
+         "trace": "%%trace [--runs N] [--perfetto FILE.json] over a cell"}
+
+
+def load(shell) -> None:
+    """Register bench's magics with IPython's ``shell``."""
+    shell.register_magic_function(lambda line, cell=None: _syncs(shell, line, cell), "line_cell", "syncs")
+    shell.register_magic_function(lambda line: _probe(shell, line), "line", "probe")
+    shell.register_magic_function(lambda line, cell=None: _trace(shell, line, cell), "cell", "trace")
+
+
+def _answered(magic: str, work: Callable[[], object]):
+    """``work()``, or one line (no traceback) where bench cannot answer: no GPU, no CUPTI, an unfit GPU, a file it
+    may not write, a magic misused. What the user's own code raises is raised as it is."""
+    from bench.env import no_gpu_reason
+    from bench.errors import WriteError
+    from bench.timing import MeasurementFailed
+    from bench.usercode.activity import TraceUnavailable
+
+    reason = no_gpu_reason()
+    if reason:
+        print(f"%{magic} needs a GPU: {reason}", file=sys.stderr)
+        return None
+    try:
+        return work()
+    except (UsageError, WriteError, MeasurementFailed, TraceUnavailable) as error:
+        print(f"%{magic}: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+        return None
+
+
+def cell_label(shell, file: str) -> str:
+    """'In [5]' for a file IPython compiled a cell into (``file`` itself otherwise)."""
+    number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(file)
+    return f"In [{number}]" if number is not None else file
+
+
+def _region(shell, line: str, cell: str | None, magic: str) -> Callable[[], object]:
+    """The region: the cell, compiled under its label (its lines kept for the source), else the line's
+    expression, each run in the notebook's namespace."""
+    if cell is None:
+        if not line.strip():
+            raise UsageError(f"give the region: {USAGE[magic]}")
+        code = compile(line.strip(), f"In [{shell.execution_count}]", "eval")
+        return lambda: eval(code, shell.user_ns)  # noqa: S307 (the user's own expression)
+    label = f"In [{shell.execution_count}]"
+    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
+    code = compile(cell, label, "exec")
+    return lambda: exec(code, shell.user_ns)  # noqa: S102 (the user's own cell)
+
+
+def _syncs(shell, line: str, cell: str | None):
+    def work():
+        from bench.usercode.syncs.run import syncs
+
+        found = syncs(_region(shell, line, cell, "syncs"))
+        return named_syncs(found, lambda file: cell_label(shell, file))
+
+    return _answered("syncs", work)
+
+
+def _probe(shell, line: str):
+    def work():
+        from bench.usercode.probe import probe
+
+        return probe(_region(shell, line, None, "probe"))
+
+    return _answered("probe", work)
+
+
+def _trace(shell, line: str, cell: str):
+    def work():
+        from bench import writes
+        from bench.usercode.trace.perfetto import encoded
+        from bench.usercode.trace.run import trace
+
+        options = _trace_options(line, shell.execution_count)
+        writes.claim(options["perfetto"], writes.writer("trace", "--perfetto"))
+        label = f"In [{shell.execution_count}]"
+        found = trace(_region(shell, "", cell, "trace"), runs=options["runs"], target=label)
+        found = named_trace(found, lambda file: cell_label(shell, file))
+        writes.write_bytes(options["perfetto"], encoded(found))
+        print(f"Perfetto timeline: {options['perfetto']}")
+        return found
+
+    return _answered("trace", work)
+
+
+def _trace_options(line: str, number: int) -> dict:
+    """``--runs N`` and ``--perfetto FILE.json`` (default ``trace-In<number>.json`` beside the notebook)."""
+    from bench.usercode.defaults import DEFAULT_RUNS
+
+    words = shlex.split(line)
+    options = {"runs": DEFAULT_RUNS, "perfetto": Path(f"trace-In{number}.json")}
+    while words:
+        option = words.pop(0)
+        if option not in ("--runs", "--perfetto") or not words:
+            raise UsageError(f"{option!r}: {USAGE['trace']}")
+        value = words.pop(0)
+        if option == "--runs":
+            if not value.isdigit() or int(value) < 1:
+                raise UsageError(f"--runs {value!r} is not a whole number of 1 or more")
+            options["runs"] = int(value)
+        else:
+            options["perfetto"] = Path(value)
+    return options
+
+
+def _renamed(text: str, name: Callable[[str], str]) -> str:
+    """'file:line in fn' or 'file:line' with its file named by ``name`` ('' stays '')."""
+    found = LINE.fullmatch(text)
+    return f"{name(found[1])}:{found[2]}{found[3] or ''}" if found else text
+
+
+def named_syncs(found, name: Callable[[str], str]):
+    """``found`` (a SyncsResult) with every file named by ``name`` (its lines as the notebook shows them)."""
+    def place(item):
+        return dataclasses.replace(item, file=name(item.file), calls=tuple(_renamed(c, name) for c in item.calls))
+
+    return dataclasses.replace(found, places=[place(p) for p in found.places],
+                               own_work=[place(p) for p in found.own_work],
+                               allowed=[place(p) for p in found.allowed])
+
+
+def named_trace(found, name: Callable[[str], str]):
+    """``found`` (a TraceResult) with every file of its calls' frames, waits and pageable copies named by
+    ``name``."""
+    def call(item):
+        if item is None:
+            return None
+        return dataclasses.replace(item, frames=tuple(dataclasses.replace(frame, file=name(frame.file))
+                                                      for frame in item.frames))
+
+    return dataclasses.replace(
+        found, calls=[call(item) for item in found.calls],
+        gaps=[dataclasses.replace(gap, wait=call(gap.wait)) for gap in found.gaps],
+        waits=[dataclasses.replace(wait, line=_renamed(wait.line, name)) for wait in found.waits],
+        pageable=[dataclasses.replace(group, line=_renamed(group.line, name)) for group in found.pageable])
