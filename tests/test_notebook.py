@@ -2,6 +2,7 @@
 lines renamed as the notebook shows them, and the results' HTML, escaped whatever a source line holds."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,27 @@ def test_the_html_escapes_whatever_a_line_holds():
         assert "&lt;script&gt;" in shown and "\\x1b" in shown
     assert "train.py:3" in page and "&lt;b&gt;" in page and "not a wait: host.py:3" in page
     assert "data:image/svg+xml;base64," in trace_html(type("R", (), {"__str__": lambda self: "a"})(), b"<svg/>")
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "notebook.ipynb"
+
+
+def test_the_example_notebook_runs_without_a_gpu_each_magic_saying_so_in_one_line(tmp_path, no_gpu):
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (the test extra brings it)")
+    import nbformat
+
+    from paths import with_path
+
+    notebook = nbformat.read(EXAMPLE, as_version=4)
+    env = {**os.environ, "PYTHONPATH": with_path(str(Path(__file__).resolve().parents[1] / "src"))}
+    client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute(env=env)  # the kernel's environment: bench from this checkout
+    magics = [cell for cell in notebook.cells if cell.cell_type == "code" and cell.source.startswith("%")
+              and not cell.source.startswith("%load_ext")]
+    assert len(magics) == 4
+    for cell in magics:
+        said = [line for output in cell.outputs for line in output.get("text", "").splitlines()]
+        assert [output.get("name") for output in cell.outputs] == ["stderr"], cell.outputs
+        assert len(said) == 1 and f"needs a GPU: {no_gpu}" in said[0], said
+    assert list(tmp_path.iterdir()) == []  # no Perfetto file where nothing was traced

@@ -100,9 +100,13 @@ def claims_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def compare_command(args: argparse.Namespace, console: Console) -> int:
-    if is_trace(args.old) or is_trace(args.new):  # two bench trace --save files
+    from bench.usercode.trace.kineto import is_profiler_trace
+
+    if any(is_trace(path) or is_profiler_trace(path) for path in (args.old, args.new)):  # bench's or a profiler's
+        from bench.usercode.trace.profiler import trace_rows
+
         output, warnings, failing = compared(args.old, args.new, gpu=args.gpu, fail_above=args.fail_above,
-                                             listed_all=args.all, form=args.format)
+                                             listed_all=args.all, form=args.format, rows_of=trace_rows)
         warn(warnings)
         print(output)
         return 1 if failing else 0

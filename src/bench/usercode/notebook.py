@@ -39,12 +39,12 @@ def _answered(magic: str, work: Callable[[], object]):
 
     reason = no_gpu_reason()
     if reason:
-        print(f"%{magic} needs a GPU: {reason}", file=sys.stderr)
+        print(f"{magic} needs a GPU: {reason}", file=sys.stderr)
         return None
     try:
         return work()
     except (UsageError, WriteError, MeasurementFailed, TraceUnavailable) as error:
-        print(f"%{magic}: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+        print(f"{magic}: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return None
 
 
@@ -75,7 +75,7 @@ def _syncs(shell, line: str, cell: str | None):
         found = syncs(_region(shell, line, cell, "syncs"))
         return named_syncs(found, lambda file: cell_label(shell, file))
 
-    return _answered("syncs", work)
+    return _answered("%syncs" if cell is None else "%%syncs", work)
 
 
 def _probe(shell, line: str):
@@ -84,7 +84,7 @@ def _probe(shell, line: str):
 
         return probe(_region(shell, line, None, "probe"))
 
-    return _answered("probe", work)
+    return _answered("%probe", work)
 
 
 def _trace(shell, line: str, cell: str):
@@ -102,7 +102,7 @@ def _trace(shell, line: str, cell: str):
         print(f"Perfetto timeline: {options['perfetto']}")
         return found
 
-    return _answered("trace", work)
+    return _answered("%%trace", work)
 
 
 def _trace_options(line: str, number: int) -> dict:

@@ -136,30 +136,21 @@ class TraceComparison:
 
 
 def is_trace(path: Path) -> bool:
-    """Whether ``path`` is a results file of table ``trace`` (``bench trace --save``) or a profiler's trace."""
+    """Whether ``path`` is a results file of table ``trace`` (``bench trace --save``)."""
     from bench import store
-    from bench.usercode.trace.kineto import is_profiler_trace
 
     if not Path(path).is_file():
         return False
     try:
         return store.read_metadata(path).get("table") == TABLE
     except ResultsError:
-        return is_profiler_trace(path)
+        return False
 
 
 def read(path: Path) -> pd.DataFrame:
-    """The rows of a trace file, or of a profiler's trace as bench reads it (no pinned references: no bound);
-    ResultsError (one line) for anything else."""
+    """The rows of a trace file; ResultsError (one line) for anything else."""
     from bench import store
-    from bench.usercode.trace.kineto import TARGET, is_profiler_trace
 
-    if Path(path).is_file() and is_profiler_trace(path):
-        from bench.usercode.trace.files import rows_of
-        from bench.usercode.trace.profiler import described_trace
-
-        result, _ = described_trace(Path(path), None, references=False)
-        return pd.DataFrame(rows_of([(TARGET, result)], None))
     if not is_trace(path):
         raise ResultsError(f"{path} is not a trace file (bench trace --save writes them); compare a trace with a "
                            "trace")

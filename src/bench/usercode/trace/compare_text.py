@@ -5,7 +5,10 @@ side: it reads results files only."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+
+import pandas as pd
 
 from bench import escape
 from bench.errors import UsageError
@@ -85,11 +88,12 @@ def document(result: TraceComparison, shown: list[Line], old: Path, new: Path) -
 
 
 def compared(old: Path, new: Path, *, gpu: str | None, fail_above: float | None, listed_all: bool,
-             form: str) -> tuple[str, list[str], int]:
+             form: str, rows_of: Callable[[Path], pd.DataFrame] = read) -> tuple[str, list[str], int]:
     """``bench compare`` of two trace files: the output in ``form`` (text, json or markdown), the warnings, and how
-    many numbers are worse by more than ``fail_above`` percent (points for a share). UsageError (one line) for a
-    file that is not a trace, or traces without a target in common."""
-    before, after = read(old), read(new)
+    many numbers are worse by more than ``fail_above`` percent (points for a share). ``rows_of``: what reads a file's
+    trace rows (a profiler's trace too). UsageError (one line) for a file that is not a trace, or traces without a
+    target in common."""
+    before, after = rows_of(old), rows_of(new)
     result = compare(before, after, gpu)
     if not result.lines:
         raise UsageError(f"{old} and {new} have no target in common")

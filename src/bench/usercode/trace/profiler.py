@@ -10,9 +10,12 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
+
 from bench.usercode.activity import Op
 from bench.usercode.trace.assemble import result_of
-from bench.usercode.trace.kineto import TARGET, Kineto, read
+from bench.usercode.trace.compare import is_trace
+from bench.usercode.trace.kineto import TARGET, Kineto, is_profiler_trace, read
 from bench.usercode.trace.overlap import LINK
 from bench.usercode.trace.result import TraceResult
 
@@ -36,6 +39,19 @@ def described_trace(path: Path, device: int | None, results: Callable[[], object
     # the trace names no host and no GPU's UUID: an empty one stands for them (one machine, unnamed)
     result.environments = {kineto.rank: {"hostname": "", "gpu_uuid": "", "gpu_name": ", ".join(names)}}
     return result, notes
+
+
+def trace_rows(path: Path) -> pd.DataFrame:
+    """The rows of a trace file, or of a profiler's trace as :func:`described_trace` reads it without references
+    (no bound, no pageable cost), under the target :data:`~bench.usercode.trace.kineto.TARGET`: what ``bench
+    compare`` reads."""
+    from bench.usercode.trace.compare import read as read_saved
+    from bench.usercode.trace.files import rows_of
+
+    if not is_profiler_trace(path) or is_trace(path):
+        return read_saved(path)
+    result, _ = described_trace(Path(path), None, references=False)
+    return pd.DataFrame(rows_of([(TARGET, result)], None))
 
 
 def _no_pinned(op: Op, nbytes: int) -> tuple[float, str]:
