@@ -12,7 +12,8 @@ baseline and the pytest baselines of the loop as it is, then applies each edit t
 3. ``unlogged``: the logging removed: the gates pass and report its waits gone;
 4. ``pageable``: the input batches moved from pinned to pageable memory: the trace gate fails, naming the copy's line.
 
-Writes, under OUT_DIR: the baselines, and per edit the edited loop, each command's output (``<edit>/<gate>.txt``,
+Writes, under OUT_DIR: the syncs and pytest baselines (the trace baseline's size and digest: its rows are many), and
+per edit the edited loop, each command's output (``<edit>/<gate>.txt``,
 its command, exit status, stdout and stderr), and ``proof.json``: each gate's exit status against the one expected,
 and the environment. Prints a table. Needs a GPU, PyTorch and CUPTI.
 """
@@ -20,6 +21,7 @@ and the environment. Prints a table. Needs a GPU, PyTorch and CUPTI.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -137,12 +139,16 @@ def main() -> int:
         original = (directory / "loop.py").read_text()
         for gate, arguments in BASELINES.items():
             proof["baselines"][gate] = run(arguments, directory, args.out / "baseline" / f"{gate}.txt")
-        for name in ("syncs-baseline.json", "trace-baseline.parquet", "baselines"):
+        for name in ("syncs-baseline.json", "baselines"):
             source = directory / name
             if source.is_dir():
                 shutil.copytree(source, args.out / "baseline" / name)
             elif source.exists():
                 shutil.copyfile(source, args.out / "baseline" / name)
+        traced = directory / "trace-baseline.parquet"  # a row per record of 50 steps: its digest, not its bytes
+        if traced.exists():
+            proof["trace_baseline"] = {"bytes": traced.stat().st_size,
+                                       "sha256": hashlib.sha256(traced.read_bytes()).hexdigest()}
         for edit in EDITS:
             edited = edit.apply(original)
             if edited == original:
