@@ -10,6 +10,8 @@ import linecache
 import re
 import sys
 import sysconfig
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
@@ -19,6 +21,25 @@ from bench.libraries import BY_NAME, BY_PREFIX
 KNOWN = {*BY_PREFIX, "numpy", "timm", "transformers", "torchvision", "accelerate", "safetensors", "huggingface_hub"}
 BENCH = str(Path(__file__).resolve().parents[1])
 STDLIB = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib"))
+_OWN: frozenset[str] = frozenset({""})  # the libraries whose frames are the region's own code: the user's ("")
+
+
+@contextmanager
+def own_libraries(libraries: frozenset[str]) -> Iterator[None]:
+    """While the block runs, a frame of one of ``libraries`` (a training framework's: 'lightning') counts as the
+    region's own code, as the user's does: a wait in the framework's loop is named at the framework's line."""
+    global _OWN
+    before = _OWN
+    _OWN = before | libraries
+    try:
+        yield
+    finally:
+        _OWN = before
+
+
+def is_own(library: str) -> bool:
+    """Whether a frame of ``library`` is the region's own code (the user's, or a framework's while it counts)."""
+    return library in _OWN
 
 
 @dataclass(frozen=True)
@@ -67,7 +88,7 @@ def places_of(frame, stop=None, *, to_user_line: bool = False) -> tuple[tuple[Co
     while frame is not None and frame is not stop:
         code = frame.f_code
         places.append((code, frame.f_lineno or 0))
-        if to_user_line and library_of(code.co_filename) == "":
+        if to_user_line and is_own(library_of(code.co_filename)):
             break
         frame = frame.f_back
     return tuple(places)
@@ -111,7 +132,7 @@ def waited_in(frames: tuple[Frame, ...], frame) -> str:
 def user_index(frames: tuple[Frame, ...]) -> int:
     """The index of the innermost frame of the user's own code (the last frame where there is none)."""
     for index in range(len(frames) - 1, -1, -1):
-        if frames[index].library == "":
+        if is_own(frames[index].library):
             return index
     return len(frames) - 1
 

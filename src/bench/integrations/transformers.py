@@ -1,0 +1,60 @@
+"""bench's Hugging Face ``Trainer`` callback: ``Trainer(..., callbacks=[SyncsCallback(step=10)])`` runs ``bench
+syncs`` on the tenth optimizer step (counted from 0) as the Trainer runs it: its forward and backward passes (every
+micro-batch of a gradient accumulation), the optimizer and the Trainer's own code, whose waits are named at its lines
+(transformers' and accelerate's). Needs ``transformers``: the ``transformers`` extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.integrations.step import StepWatch
+from bench.usercode.syncs.result import DEFAULT_SETTLE_MS
+
+try:
+    from transformers import TrainerCallback
+    from transformers.utils import logging
+except ImportError:
+    raise ImportError("bench.integrations.transformers needs transformers: pip install "
+                      "'cuda-sync-bench[transformers]'") from None
+
+FRAMEWORKS = frozenset({"transformers", "accelerate"})
+logger = logging.get_logger("transformers.bench")  # under transformers' own logger and its verbosity
+
+
+class SyncsCallback(TrainerCallback):
+    """``bench syncs`` on optimizer step ``step`` (from 0; the step before it is watched as it is, so at least 2),
+    ``bench trace`` on the next with ``trace=True``. The table goes to transformers' log (a warning where the step
+    waited) and, as text and JSON, into ``args.output_dir``. ``fail_on_wait=True`` stops the run
+    (:class:`~bench.usercode.syncs.checks.WaitedForGpu`) naming the lines that waited; ``baseline`` (a ``bench syncs
+    --save-baseline`` file) stops it only on a wait the baseline lacks."""
+
+    def __init__(self, step: int = 10, trace: bool = False, fail_on_wait: bool = False,
+                 baseline: str | Path | None = None, settle_ms: float = DEFAULT_SETTLE_MS,
+                 timeout_s: float = 120.0) -> None:
+        self.watch = StepWatch(step, FRAMEWORKS, trace=trace, fail_on_wait=fail_on_wait, baseline=baseline,
+                               settle_ms=settle_ms, timeout_s=timeout_s)
+        self.steps = 0
+
+    @property
+    def found(self):
+        """What the watched steps found (``found.syncs``, ``found.trace``, ``found.files``)."""
+        return self.watch.found
+
+    def on_step_begin(self, args, state, control, **kwargs) -> None:
+        self.watch.begin(self.steps)
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:
+        step, self.steps = self.steps, self.steps + 1
+        lines = self.watch.end(step)
+        if not lines:
+            return
+        waited = self.found.syncs is not None and self.found.syncs.waited and step == self.watch.step
+        for line in lines:
+            (logger.warning if waited else logger.info)(line)
+        self.watch.save(args.output_dir, rank=state.process_index if getattr(state, "num_processes", 1) > 1 else None)
+        if step == self.watch.step:
+            self.watch.verdict()
+
+    def on_train_end(self, args, state, control, **kwargs) -> None:
+        self.watch.abandon()
