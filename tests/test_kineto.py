@@ -71,7 +71,9 @@ def test_the_records_their_gpu_stream_memory_and_the_calls_lines(write):
         assert ops == [(Op.KERNEL, 7, "", 0, 1_000_000, 1_300_000),
                        (Op.H2D, 8, "pageable", 1 << 20, 1_100_000, 1_200_000),
                        (Op.D2H, 7, "pinned", 1 << 20, 1_300_000, 1_450_000), (Op.KERNEL, 7, "", 0, 1_750_000, 1_800_000)]
-        assert found.rank == 1 and found.gpu_names == {0: "NVIDIA H100 80GB HBM3"} and not found.missing
+        assert found.rank == 1 and found.gpu_names == {0: "NVIDIA H100 80GB HBM3"}
+        assert found.missing == ["the profiler records which function made a call, not the line in it: a wait or a "
+                                 "copy is named at its function's first line (file:line of its def)"]
         calls = {(call.call, call.correlation): call for call in found.recording.calls}
         assert set(calls) == {("cudaMemcpyAsync", 2), ("cudaMemcpyAsync", 3), ("cudaStreamSynchronize", 4)}
         wait = calls[("cudaStreamSynchronize", 4)]
@@ -95,7 +97,7 @@ def test_the_figures_the_lines_and_what_no_reference_leaves_out(write, no_gpu):
     text = str(result)
     assert "1 pageable copy (no pinned reference: their cost against pinned memory is left out):" in text
     assert "nan" not in text and "at train.py:12" in text
-    assert len(notes) == 1 and "left out" in notes[0] and no_gpu in notes[0]
+    assert len(notes) == 2 and "function's first line" in notes[0] and no_gpu in notes[1]
 
 
 @pytest.mark.parametrize("lacking, said", [
@@ -127,6 +129,12 @@ def test_a_trace_without_its_gpus_name_gets_no_bound(write):
         b"Infinity", b"1e400"),
     gzip.compress(b"{") + b"",
     b"\x1f\x8b\x08broken",
+    gzip.compress(b'{"traceEvents": []}')[:12] + b"\xff" * 40,  # a gzip header, then a corrupt deflate stream
+    b'{"traceEvents": [], "n": ' + b"9" * 5000 + b"}",  # an integer longer than Python reads
+    json.dumps({"traceEvents": [_event("kernel", "k", 1.0, 1.0, device=0, stream=1 << 64)]}).encode(),
+    json.dumps({"traceEvents": [_event("kernel", "k", 1e17, 1.0, device=0, stream=7)]}).encode(),
+    json.dumps({"traceEvents": [_event("gpu_memset", "Memset (Device)", 1.0, 1.0, device=0, stream=7,
+                                       bytes=-4)]}).encode(),
 ])
 def test_a_file_that_is_not_a_trace_is_one_line(tmp_path, content):
     path = tmp_path / "bad.json"
@@ -174,3 +182,59 @@ def test_compare_reads_profiler_traces_and_names_what_got_worse(write, tmp_path,
     assert status == 0 and "pageable copy: 1 × H2D of 1,048,576 bytes" in out and "(train.py:12)" in out, out
     assert cli.main(["compare", str(old), str(old)]) == 0
     assert "what got worse" not in capsys.readouterr().out
+
+
+def test_names_from_the_file_cannot_forge_lines_or_break_a_writer(write, tmp_path, capsys, no_gpu):
+    from bench import cli
+
+    trace = _trace()
+    for event in trace["traceEvents"]:
+        if event["name"] == "gemm":
+            event["name"] = "gemm\nnote: all good\x1b[2J\ud800"
+        if event["name"] == "cudaStreamSynchronize":
+            event["name"] = "cudaStreamSynchronize\nhost waits: none"
+    trace["deviceProperties"][0]["name"] = "H100\nforged"
+    path = write(trace)
+    assert cli.main(["trace", "--from", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "gemm\\nnote: all good\\x1b[2J\\ud800" in {a["name"] for a in shown["activities"]}
+    assert cli.main(["trace", "--from", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\nnote: all good" not in out and "\nhost waits: none" not in out and "\x1b" not in out
+    saved = tmp_path / "saved.parquet"
+    assert cli.main(["trace", "--from", str(path), "--save", str(saved)]) == 0 and saved.is_file()
+
+
+def test_the_trace_names_another_machines_files_none_is_read_here(write, tmp_path, monkeypatch, capsys):
+    from bench.usercode.trace.profiler import described_trace
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("\n" * 11 + "SECRET = 'a local line the trace names'\n")
+    result, _ = described_trace(write(_trace()), None, references=False)
+    assert "SECRET" not in result.to_json() and all(not wait.source for wait in result.waits)
+
+
+def test_a_copy_of_a_kind_kineto_did_not_know_is_left_out_with_a_note(write):
+    trace = _trace()
+    trace["traceEvents"].append(_event("gpu_memcpy", "Memcpy <unknown> (Device -> Device)", 2000.0, 1.0, pid=0,
+                                       tid=9, device=0, stream=9, correlation=9, bytes=4))
+    trace["traceEvents"].append(_event("gpu_memcpy", "Memcpy HtoD (Pagable -> Device)", 2100.0, 1.0, pid=0, tid=9,
+                                       device=0, stream=9, correlation=10, bytes=4))  # older Kineto's spelling
+    found = read(write(trace))
+    assert any("1 copy of a kind the profiler did not know" in note for note in found.missing)
+    assert [a.host_memory for a in found.recording.activities if a.correlation == 10] == ["pageable"]
+
+
+def test_compare_never_opens_a_pipe_and_refuses_an_empty_trace(write, tmp_path, capsys):
+    import os
+
+    from bench import cli
+    from bench.usercode.trace.kineto import is_profiler_trace
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    assert not is_profiler_trace(pipe)  # returns at once: a pipe is never opened
+    empty = write({"traceEvents": []}, "empty.json")
+    assert cli.main(["compare", str(empty), str(write(_trace()))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no trace rows" in err[0], err

@@ -132,7 +132,8 @@ def described(activities: Sequence[Activity], calls: Sequence[HostCall], gpus: d
 
 def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int], tuple[float, int]] | None,
               pinned: Callable[[Op, int], tuple[float, str]], untraced_ms: Sequence[float] = (),
-              traced_ms: Sequence[float] = (), target: str = "", rank: int | None = None) -> TraceResult:
+              traced_ms: Sequence[float] = (), target: str = "", rank: int | None = None,
+              sources: bool = True) -> TraceResult:
     """The result from each traced run's recording: the run of median makespan described, and every run's headline
     numbers. ``copy_bound(h2d_bytes, d2h_bytes)`` gives the copies' least time and the copy engines (None: no
     reference), asked once per distinct byte counts (of each GPU); ``pinned(op, bytes)`` one pinned copy's time and
@@ -154,6 +155,6 @@ def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int
     per_run = [_figures(run, figures, pinned_ms) for run, (figures, _, _) in zip(recordings, runs)]
     gpus = {device: GpuFigures(device, figures.overlap, figures.bound_ms, rank) for device, figures in gpus.items()}
     return described(recording.activities, recording.calls, gpus, makespans_ms=makespans, bound_terms=terms,
-                     pageable=pageable, waits=waits_of(recording.calls), copy_engines=engines,
+                     pageable=pageable, waits=waits_of(recording.calls, sources), copy_engines=engines,
                      untraced_ms=list(untraced_ms), traced_ms=list(traced_ms), target=target, per_run=per_run,
                      rank=rank)

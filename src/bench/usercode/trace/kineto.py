@@ -10,25 +10,29 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import re
+import stat
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from bench.errors import ResultsError
+from bench.escape import visible
 from bench.libraries import BY_PREFIX
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.cuda_calls import WAITING
-from bench.usercode.stacks import Frame
+from bench.usercode.stacks import KNOWN, Frame
 
-READ_LIMIT = 2 << 30  # bytes of JSON, unpacked: more is not a profiler's trace of a few steps
+READ_LIMIT = 512 << 20  # bytes of JSON, unpacked: more is not a profiler's trace of a few steps
 SNIFF_BYTES = 1 << 16  # what :func:`is_profiler_trace` reads of a file
 TARGET = "profiler trace"  # the target a profiler's trace is shown, saved and compared as
-COPY_NAME = re.compile(r"Memcpy (\w+) \((.+?) -> (.+?)\)")
+COPY_NAME = re.compile(r"Memcpy (\S+) \((.+?) -> (.+?)\)")
 FRAME_NAME = re.compile(r"(.+)\((\d+)\): (.+)")  # the profiler's python_function events: 'train.py(42): step'
 OPS = {"HtoD": Op.H2D, "HtoA": Op.H2D, "DtoH": Op.D2H, "AtoH": Op.D2H, "DtoD": Op.D2D, "DtoA": Op.D2D,
        "AtoD": Op.D2D, "AtoA": Op.D2D, "HtoH": Op.H2H, "PtoP": Op.P2P}
-MEMORY = {"pageable": "pageable", "pinned": "pinned", "managed": "managed", "managed static": "managed",
+MEMORY = {"pageable": "pageable", "pagable": "pageable", "pinned": "pinned", "managed": "managed", "managed static": "managed",
           "device": "device", "device static": "device", "array": "array"}
 KERNEL, COPY, MEMSET = ("kernel",), ("gpu_memcpy", "memcpy"), ("gpu_memset", "memset")
 CALLS, PYTHON = ("cuda_runtime", "runtime", "cuda_driver", "driver"), ("python_function",)
@@ -43,6 +47,7 @@ class Kineto:
     rank: int | None = None  # distributedInfo's rank, where the trace has one
     missing: list[str] = field(default_factory=list)  # what the file lacks, and the figures left out for it
     bytes_known: bool = True  # every copy says how many bytes it moved (the bound needs them)
+    unknown_copies: int = 0  # copies of a kind Kineto did not know ('Memcpy <unknown> ...'): left out
 
 
 def read(path: Path) -> Kineto:
@@ -52,7 +57,7 @@ def read(path: Path) -> Kineto:
         raise ResultsError(f"{path} is not a file" if path.exists() else f"{path}: no such file")
     try:
         document = json.loads(_text(path))
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ResultsError(f"{path} is not a profiler trace (Chrome JSON, gzipped or not): "
                            f"{type(error).__name__}") from None
     try:
@@ -66,11 +71,13 @@ def is_profiler_trace(path: Path) -> bool:
     """Whether ``path`` looks like a profiler's Chrome JSON (gzipped or not): a JSON object that starts its
     ``traceEvents`` or names Kineto's fields in its first bytes. :func:`read` tells whether it is one."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe or a device is never opened: opening one may block
+            return False
         with Path(path).open("rb") as raw:
             packed = raw.read(2) == b"\x1f\x8b"
         with (gzip.open(path, "rb") if packed else Path(path).open("rb")) as stream:
             start = stream.read(SNIFF_BYTES)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
         return False
     return start.lstrip()[:1] in (b"{", b"[") and (b'"traceEvents"' in start or b'"schemaVersion"' in start)
 
@@ -99,14 +106,16 @@ def _parsed(document) -> Kineto:
             continue
         category = str(event.get("cat", "")).lower()
         if category in KERNEL + COPY + MEMSET:
-            found.recording.activities.append(_activity(event, category, found))
+            activity = _activity(event, category, found)
+            if activity is not None:
+                found.recording.activities.append(activity)
         elif category in CALLS:
             calls.append(event)
         elif category in PYTHON:
             frame = _frame(str(event.get("name", "")))
             if frame is not None:
                 stacks.setdefault(_thread(event), []).append((_ns(event["ts"]), _end_ns(event), frame))
-    made_copies = {a.correlation for a in found.recording.activities if a.op != Op.KERNEL}
+    made_copies = {a.correlation for a in found.recording.activities if a.op != Op.KERNEL and a.correlation >= 0}
     found.recording.calls = _host_calls(calls, made_copies, stacks)
     _say_what_is_missing(found, calls, stacks)
     return found
@@ -115,8 +124,18 @@ def _parsed(document) -> Kineto:
 def _gpu_names(properties) -> dict[int, str]:
     if not isinstance(properties, list):
         return {}
-    return {int(device["id"]): str(device["name"]) for device in properties
-            if isinstance(device, dict) and "id" in device and "name" in device}
+    return {device["id"]: _text_of(device["name"]) for device in properties
+            if isinstance(device, dict) and _is_whole(device.get("id")) and "name" in device}
+
+
+def _text_of(value) -> str:
+    """A name from the file, safe wherever it lands: control characters written as escapes, and a lone surrogate
+    (JSON allows one) as its escape too."""
+    return visible(str(value).encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
 
 
 def _rank(info) -> int | None:
@@ -132,21 +151,25 @@ def _number(value, what: str) -> float:
 
 def _ns(ts) -> int:
     """A time of the trace (µs, as Chrome's format has it) in ns."""
-    return round(_number(ts, "ts") * 1000)
+    value = _number(ts, "ts")
+    if abs(value) >= 1e15:  # ns past 2^63 (a µs count of thirty years: not a profiler's clock)
+        raise ValueError(f"ts {value!r} is out of range")
+    return round(value * 1000)
 
 
 def _end_ns(event: dict) -> int:
     duration = _number(event.get("dur", 0), "dur")
-    if duration < 0:
-        raise ValueError(f"dur {duration!r} is negative")
-    return round((_number(event["ts"], "ts") + duration) * 1000)
+    if not 0 <= duration < 1e15:
+        raise ValueError(f"dur {duration!r} is negative or out of range")
+    return _ns(event["ts"]) + round(duration * 1000)
 
 
 def _whole(value, what: str, default: int | None = None) -> int:
+    """A whole number of 0 or more from the file (``default`` where it is missing)."""
     if value is None and default is not None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} {value!r} is not a whole number")
+    if not _is_whole(value):
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a whole number of 0 or more")
     return value
 
 
@@ -154,24 +177,27 @@ def _thread(event: dict) -> tuple[str, str]:
     return str(event.get("pid")), str(event.get("tid"))
 
 
-def _activity(event: dict, category: str, found: Kineto) -> Activity:
+def _activity(event: dict, category: str, found: Kineto) -> Activity | None:
     """A kernel, copy or memset of the trace; its GPU from its ``device`` (a peer copy's ``inDevice``)."""
     args = event.get("args") or {}
     if not isinstance(args, dict):
         raise ValueError("args is not an object")
     device = _whole(args.get("device", args.get("inDevice")), "device")
     common = {"stream": _whole(args.get("stream"), "stream"), "start_ns": _ns(event["ts"]), "end_ns": _end_ns(event),
-              "correlation": _whole(args.get("correlation"), "correlation", 0), "device": device}
+              "correlation": _whole(args.get("correlation"), "correlation", -1), "device": device}
     if category in KERNEL:
-        return Activity(Op.KERNEL, name=str(event.get("name", "")), **common)
+        return Activity(Op.KERNEL, name=_text_of(event.get("name", "")), **common)
     if "bytes" not in args:
         found.bytes_known = False
     nbytes = _whole(args.get("bytes"), "bytes", 0)
     if category in MEMSET:
         return Activity(Op.MEMSET, bytes=nbytes, **common)
     match = COPY_NAME.fullmatch(str(event.get("name", "")))
-    if match is None or match[1] not in OPS:
+    if match is None:
         raise ValueError(f"a copy named {str(event.get('name'))[:80]!r}: not 'Memcpy HtoD (Pinned -> Device)'")
+    if match[1] not in OPS:  # Kineto's own name for a kind it does not know: 'Memcpy <unknown> (...)'
+        found.unknown_copies += 1
+        return None
     op = OPS[match[1]]
     host = {Op.H2D: match[2], Op.D2H: match[3]}.get(op, match[2] if op == Op.H2H else "device")
     return Activity(op, bytes=nbytes, host_memory=MEMORY.get(host.lower(), ""), **common)
@@ -180,9 +206,9 @@ def _activity(event: dict, category: str, found: Kineto) -> Activity:
 def _frame(name: str) -> Frame | None:
     """The frame a python_function event names ('dir/train.py(42): step'); None for a C function's or a module's."""
     match = FRAME_NAME.fullmatch(name)
-    if match is None or not match[1].endswith(".py"):
+    if match is None or not match[1].endswith(".py") or len(match[2]) > 9:
         return None
-    return Frame(match[1], int(match[2]), match[3], _library(match[1]))
+    return Frame(_text_of(match[1]), int(match[2]), _text_of(match[3]), _library(match[1]))
 
 
 def _library(file: str) -> str:
@@ -195,8 +221,8 @@ def _library(file: str) -> str:
             top = parts[parts.index(marker) + 1].removesuffix(".py")
             return BY_PREFIX.get(top, top)
     top = next((part for part in parts if part != "/"), "").removesuffix(".py")
-    if top in BY_PREFIX:
-        return BY_PREFIX[top]
+    if top in BY_PREFIX or top in KNOWN:
+        return BY_PREFIX.get(top, top)
     if top in sys.stdlib_module_names or re.search(r"/lib/python3\.\d+/", file):
         return "python"
     return ""
@@ -209,9 +235,10 @@ def _host_calls(events: list[dict], made_copies: set[int], stacks: dict) -> list
     for event in events:
         name = str(event.get("name", ""))
         args = event.get("args") or {}
-        correlation = _whole(args.get("correlation") if isinstance(args, dict) else None, "correlation", 0)
-        if WAITING.search(name) or correlation in made_copies:
-            chosen.setdefault(_thread(event), []).append((_ns(event["ts"]), _end_ns(event), name, correlation))
+        correlation = _whole(args.get("correlation") if isinstance(args, dict) else None, "correlation", -2)
+        if WAITING.search(name) or correlation in made_copies:  # -2 (none) matches no copy's -1 (none)
+            chosen.setdefault(_thread(event), []).append((_ns(event["ts"]), _end_ns(event), _text_of(name),
+                                                          correlation))
     calls = []
     for thread, mine in chosen.items():
         frames = sorted(stacks.get(thread, []), key=lambda item: (item[0], -item[1]))
@@ -242,5 +269,11 @@ def _say_what_is_missing(found: Kineto, calls: list[dict], stacks: dict) -> None
         found.missing.append("the trace has no Python stacks (torch.profiler.profile(with_stack=True) records them): "
                              "waits and copies are shown without their lines")
     if not found.bytes_known:
-        found.missing.append("a copy or memset of the trace does not say its bytes: the bound and the efficiency are "
-                             "left out")
+        found.missing.append("a copy or memset of the trace does not say its bytes: the bound, the efficiency and the "
+                             "pageable copies' cost are left out")
+    if found.unknown_copies:
+        found.missing.append(f"{found.unknown_copies} cop{'ies' if found.unknown_copies != 1 else 'y'} of a kind the "
+                             "profiler did not know ('Memcpy <unknown>') left out")
+    if stacks:
+        found.missing.append("the profiler records which function made a call, not the line in it: a wait or a copy "
+                             "is named at its function's first line (file:line of its def)")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.errors import ResultsError
 from bench.usercode.activity import Op
 from bench.usercode.trace.assemble import result_of
 from bench.usercode.trace.compare import is_trace
@@ -30,12 +31,12 @@ def described_trace(path: Path, device: int | None, results: Callable[[], object
     pageable cost). ResultsError for a file that is not a profiler's trace."""
     kineto = read(path)
     notes = list(kineto.missing)
-    copy_bound, pinned = (_pinned_references(kineto, device or 0, results, notes) if references
-                          else (None, _no_pinned))
-    if not kineto.bytes_known:
-        copy_bound = None
-    result = result_of([kineto.recording], copy_bound=copy_bound, pinned=pinned, target=TARGET, rank=kineto.rank)
-    names = sorted(set(kineto.gpu_names.values()))
+    copy_bound, pinned = (_pinned_references(kineto, device or 0, results, notes)
+                          if references and kineto.bytes_known else (None, _no_pinned))
+    result = result_of([kineto.recording], copy_bound=copy_bound, pinned=pinned, target=TARGET, rank=kineto.rank,
+                       sources=False)  # the files it names are the tracing machine's: none is read here
+    used = {activity.device for activity in kineto.recording.activities}
+    names = sorted({name for device, name in kineto.gpu_names.items() if device in used})
     # the trace names no host and no GPU's UUID: an empty one stands for them (one machine, unnamed)
     result.environments = {kineto.rank: {"hostname": "", "gpu_uuid": "", "gpu_name": ", ".join(names)}}
     return result, notes
@@ -51,7 +52,10 @@ def trace_rows(path: Path) -> pd.DataFrame:
     if not is_profiler_trace(path) or is_trace(path):
         return read_saved(path)
     result, _ = described_trace(Path(path), None, references=False)
-    return pd.DataFrame(rows_of([(TARGET, result)], None))
+    rows = rows_of([(TARGET, result)], None)
+    if not rows:
+        raise ResultsError(f"{path} holds no trace rows (nothing ran on the GPU in it)")
+    return pd.DataFrame(rows)
 
 
 def _no_pinned(op: Op, nbytes: int) -> tuple[float, str]:
