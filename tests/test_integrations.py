@@ -71,9 +71,8 @@ def fakes(monkeypatch):
 def _run(watch, steps):
     said = []
     for step in range(steps):
-        watch.begin(step)
-        said += watch.end(step)
-    return said
+        said += watch.boundary(step)
+    return said + watch.boundary(None)
 
 
 def test_the_step_before_is_watched_as_it_is_then_the_step_held(fakes):
@@ -142,15 +141,22 @@ def test_the_files_go_where_the_framework_keeps_its_outputs_never_over_another(f
 
 def test_a_step_that_never_ends_is_let_go(fakes):
     watch = StepWatch(2, frozenset({"lightning"}), timeout_s=0.2)
-    watch.begin(1)
-    watch.end(1)
-    watch.begin(2)  # the framework stops on an exception: no end
+    watch.boundary(1)
+    watch.boundary(2)  # the framework stops on an exception: no next step, no end of training
     deadline = time.monotonic() + 5
     while fakes["events"][-1] != "released" and time.monotonic() < deadline:
         time.sleep(0.01)
     assert fakes["events"][-2:] == ["held", "released"]
-    assert watch.end(2) == [] and watch.found.syncs is None
+    assert watch.boundary(None) == [] and watch.found.syncs is None
     assert not [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer) and thread.is_alive()]
+
+
+def test_a_step_runs_to_the_next_ones_start_and_training_end_closes_the_last(fakes):
+    watch = StepWatch(2, frozenset({"lightning"}))
+    assert watch.boundary(0) == [] and watch.boundary(1) == [] and watch.boundary(2) == []
+    assert fakes["events"] == ["watched", "unwatched", "held"]  # step 1 ended where step 2 began
+    said = watch.boundary(None)  # training ended after step 2: it ends there
+    assert fakes["events"][-1] == "released" and said[0].startswith("bench syncs of step 2")
 
 
 @pytest.mark.parametrize("step", [0, 1, -3, 2.5, True, "10"])

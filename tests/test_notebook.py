@@ -118,3 +118,20 @@ def test_the_example_notebook_runs_without_a_gpu_each_magic_saying_so_in_one_lin
         assert [output.get("name") for output in cell.outputs] == ["stderr"], cell.outputs
         assert len(said) == 1 and f"needs a GPU: {no_gpu}" in said[0], said
     assert list(tmp_path.iterdir()) == []  # no Perfetto file where nothing was traced
+
+
+def test_a_cell_is_numbered_as_the_notebook_shows_it_and_its_lines_after_the_magics(shell, capsys):
+    import traceback
+
+    from bench.usercode.notebook import _region
+
+    shell.run_cell("from bench.usercode.notebook import cell_number")
+    result = shell.run_cell("seen = cell_number(get_ipython())")
+    number = shell.user_ns["seen"]
+    assert number == result.execution_count  # the cell that ran, not the next one
+    region = _region(shell, "--runs 2", "x = 1\nraise ValueError('here')\n", "trace")
+    with pytest.raises(ValueError) as raised:
+        region()
+    last = traceback.extract_tb(raised.value.__traceback__)[-1]
+    assert last.filename.startswith("In [") and last.lineno == 3  # under the %%trace line, as the notebook shows
+    assert last.line == "raise ValueError('here')"

@@ -104,7 +104,7 @@ def test_a_probed_call_is_not_held_inside_allow_waits_whose_time_is_set_aside():
     from bench.usercode.probe import _Unheld
 
     steps = []
-    unheld = _Unheld(lambda: steps.append("let go"), lambda: steps.append("held again"))
+    unheld = _Unheld(lambda: steps.append("let go"), lambda: steps.append("held again"), lambda: False)
 
     def call():
         with bench.allow_waits("log"):
@@ -123,3 +123,36 @@ def test_a_probed_call_is_not_held_inside_allow_waits_whose_time_is_set_aside():
     assert unheld.aside_s >= 0.002 and seen.host_ms == 5.0 - unheld.aside_s * 1e3
     result = ProbeResult("returns", 0.01, True, 0.01, True, ["returns"] * 3, allowed=("log", "eval"))
     assert str(result).endswith("; not held inside allow_waits (log; eval)")
+
+
+def test_a_wait_before_an_allowed_scope_is_not_hidden_by_the_hold_after_it():
+    import bench
+    from bench.timing.spin import CallDuringSpin
+    from bench.usercode.probe import _Unheld
+
+    unheld = _Unheld(lambda: None, lambda: None, lambda: True)  # the hold had ended: the call waited before
+
+    def call():
+        with bench.allow_waits("log"):
+            pass
+
+    seen = unheld.timed(lambda listened: (listened(), CallDuringSpin(5.0, 20.0, True))[1], call)
+    assert not seen.spin_running  # a new hold ran to the end, but the call had waited before the scope
+
+
+def test_a_scope_left_open_is_held_again_at_the_return_and_a_later_leaving_tells_nobody():
+    import bench
+    from bench.timing.spin import CallDuringSpin
+    from bench.usercode.probe import _Unheld
+
+    steps = []
+    unheld = _Unheld(lambda: steps.append("let go"), lambda: steps.append("held again"), lambda: False)
+    scope = bench.allow_waits("a generator's")
+
+    def call():
+        scope.__enter__()  # left open when the call returns
+
+    seen = unheld.timed(lambda listened: (listened(), CallDuringSpin(5.0, 20.0, True))[1], call)
+    assert steps == ["let go", "held again"] and seen.spin_running and unheld.depth == 0
+    scope.__exit__(None, None, None)  # after the probe: its listener is not told
+    assert steps == ["let go", "held again"] and unheld.depth == 0

@@ -5,29 +5,37 @@ whose waits are named at Lightning's lines. Needs ``lightning`` (or ``pytorch_li
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
 from pathlib import Path
 
 from bench.integrations.step import StepWatch
 from bench.usercode.syncs.result import DEFAULT_SETTLE_MS
 
-try:
-    from lightning.pytorch.callbacks import Callback
-    from lightning.pytorch.utilities.rank_zero import rank_zero_info
-except ImportError:  # the older package name
-    try:
-        from pytorch_lightning.callbacks import Callback
-        from pytorch_lightning.utilities.rank_zero import rank_zero_info
-    except ImportError:
-        raise ImportError("bench.integrations.lightning needs PyTorch Lightning: pip install "
-                          "'cuda-sync-bench[lightning]'") from None
+def _package() -> str:
+    """The Lightning the user's code imports: ``pytorch_lightning`` where only it is loaded (its Trainer takes only its
+    own callbacks), else ``lightning``, else whichever is installed."""
+    if "pytorch_lightning" in sys.modules and "lightning" not in sys.modules:
+        return "pytorch_lightning"
+    for name in ("lightning", "pytorch_lightning"):
+        if importlib.util.find_spec(name) is not None:
+            return name
+    raise ImportError("bench.integrations.lightning needs PyTorch Lightning: pip install 'cuda-sync-bench[lightning]'")
+
+
+_LIGHTNING = importlib.import_module("lightning.pytorch" if _package() == "lightning" else "pytorch_lightning")
+Callback = _LIGHTNING.callbacks.Callback
+rank_zero_info = importlib.import_module(f"{_LIGHTNING.__name__}.utilities.rank_zero").rank_zero_info
 
 FRAMEWORKS = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
 
 
 class SyncsCallback(Callback):
     """``bench syncs`` on training batch ``step`` (from 0; the batch before it is watched as it is, so at least 2),
-    ``bench trace`` on the next with ``trace=True``. The table goes to Lightning's log (``rank_zero_info``) and, as
-    text and JSON, into ``trainer.log_dir`` (else ``default_root_dir``). ``fail_on_wait=True`` stops the run
+    ``bench trace`` on the next with ``trace=True``; a step runs from its batch's start to the next one's (its hooks
+    and logging, the next batch's fetch). The table goes to Lightning's log (``rank_zero_info``) and, as text and
+    JSON, into ``trainer.default_root_dir``. ``fail_on_wait=True`` stops the run
     (:class:`~bench.usercode.syncs.checks.WaitedForGpu`) naming the lines that waited; ``baseline`` (a ``bench syncs
     --save-baseline`` file) stops it only on a wait the baseline lacks."""
 
@@ -45,22 +53,21 @@ class SyncsCallback(Callback):
         return self.watch.found
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self.watch.begin(self.batches)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step, self.batches = self.batches, self.batches + 1
-        lines = self.watch.end(step)
-        if not lines:
-            return
-        for line in lines:
-            rank_zero_info(line)
-        directory = getattr(trainer, "log_dir", None) or trainer.default_root_dir
-        self.watch.save(directory, rank=getattr(trainer, "global_rank", 0) if trainer.world_size > 1 else None)
-        if step == self.watch.step:
-            self.watch.verdict()
+        self._said(trainer, self.watch.boundary(step))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._said(trainer, self.watch.boundary(None))
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         self.watch.abandon()
 
-    def on_train_end(self, trainer, pl_module) -> None:
-        self.watch.abandon()
+    def _said(self, trainer, lines: list[str]) -> None:
+        """Log and save what a watched step found (the default root directory: ``log_dir`` would ask every rank),
+        then stop the run where it failed."""
+        if not lines:
+            return
+        for line in lines:
+            rank_zero_info(line)
+        self.watch.save(trainer.default_root_dir, rank=trainer.global_rank if trainer.world_size > 1 else None)
+        self.watch.verdict()

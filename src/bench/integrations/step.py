@@ -1,11 +1,11 @@
 """One step of a training framework's loop, watched as ``bench syncs`` watches a region: the step before it as it is
 (how long each line stands still on its own), then the chosen step under the device-wide hold (every line that waits
 for the GPU), and, where asked, the step after it traced. The framework's callbacks (:mod:`.lightning`,
-:mod:`.transformers`) call :meth:`StepWatch.begin` and :meth:`StepWatch.end` around each step.
+:mod:`.transformers`) call :meth:`StepWatch.boundary` as each step starts: a step runs to the next one's start.
 
 The framework's own frames count as the region's code (:func:`bench.usercode.stacks.own_libraries`): a wait in its
-loop is named at its line. A step that never ends (an exception the framework does not report) is let go after
-``timeout_s``: the GPU is never held longer.
+loop is named at its line. A step that never ends (an exception the framework does not report) is let go after a
+limit (the held one: twenty times the step as it is, 10 s at least, ``timeout_s`` at most).
 """
 
 from __future__ import annotations
@@ -51,21 +51,29 @@ class StepWatch:
         self._traced = None
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
+        self._open_step = 0
         self._began = 0.0
         self._took_ms: dict[int, float] = {}  # -1: the step as it is, 0: held (the hold's stops in it)
-        self._saved_syncs = self._saved_trace = False
+        self._saved_syncs = self._saved_trace = self._judged = False
 
     @property
     def done(self) -> bool:
         return self.found.syncs is not None and (not self.trace or self.found.trace is not None)
 
-    def begin(self, step: int) -> None:
-        """The framework starts step ``step``."""
+    def boundary(self, step: int | None) -> list[str]:
+        """The framework starts step ``step`` (None: training ended): the watched step open until now ends, and what
+        to log of it is returned (lines); then the next is watched where it is one of ours. A step runs from its
+        start to the next one's: its hooks, its logging and the next batch's fetch are in it, as the framework runs
+        them."""
+        said = self._close()
+        if step is not None:
+            self._open(step)
+        return said
+
+    def _open(self, step: int) -> None:
         from bench.usercode.stacks import own_libraries
 
-        if step not in (self.step - 1, self.step, self.step + 1) or self._stack is not None:
-            return
-        if step == self.step + 1 and not self.trace:
+        if step not in (self.step - 1, self.step, self.step + 1) or (step == self.step + 1 and not self.trace):
             return
         stack = ExitStack()
         stack.enter_context(own_libraries(self.frameworks))
@@ -81,10 +89,14 @@ class StepWatch:
         except BaseException:
             stack.close()
             raise
-        self._stack, self._began = stack, time.perf_counter()
-        self._timer = threading.Timer(self.timeout_s, self.abandon)
-        self._timer.daemon = True
-        self._timer.start()
+        with self._lock:
+            self._stack, self._open_step, self._began = stack, step, time.perf_counter()
+            # a step that never ends lets the GPU go: the held one after twenty times the step as it is (10 s at least)
+            natural_s = self._took_ms.get(-1, 0.0) / 1e3
+            limit = self.timeout_s if step != self.step else min(self.timeout_s, max(10.0, 20 * natural_s))
+            self._timer = threading.Timer(limit, self.abandon)
+            self._timer.daemon = True
+            self._timer.start()
 
     def _watch_as_it_is(self, stack: ExitStack) -> None:
         from bench.usercode.hold import devices_in_use, synchronize
@@ -100,29 +112,29 @@ class StepWatch:
         # no frame of the framework's hooks is above the step's code (they return before it runs): stacks run whole
         self._region = stack.enter_context(held_region(self.settle_ms, entry=sys._getframe()))
 
-    def end(self, step: int) -> list[str]:
-        """The framework ended step ``step``: what to log of it (lines), once a watched step ended."""
+    def _close(self) -> list[str]:
+        from bench.usercode.stacks import own_libraries
+
         with self._lock:
             stack, self._stack = self._stack, None
             if self._timer is not None:
                 self._timer.cancel()
         if stack is None:
             return []
-        stack.close()
-        self._took_ms[step - self.step] = (time.perf_counter() - self._began) * 1e3
-        if step == self.step - 1:
-            from bench.usercode.hold import devices_in_use, synchronize
+        step = self._open_step
+        with own_libraries(self.frameworks):  # a line is its innermost frame of the step's own code, until all is said
+            stack.close()
+            self._took_ms[step - self.step] = (time.perf_counter() - self._began) * 1e3
+            if step == self.step - 1:
+                from bench.usercode.hold import devices_in_use, synchronize
 
-            synchronize(devices_in_use())
-            self._natural = dict(self._watcher.dwell.ms)
-            return []
-        if step == self.step:
-            from bench.usercode.stacks import own_libraries
-
-            with own_libraries(self.frameworks):  # a wait's line is its innermost frame of the step's own code
+                synchronize(devices_in_use())
+                self._natural = dict(self._watcher.dwell.ms)
+                return []
+            if step == self.step:
                 return self._held_step()
-        self.found.trace = self._traced.result
-        return [f"bench trace of step {step}:", *str(self.found.trace).splitlines()]
+            self.found.trace = self._traced.result
+            return [f"bench trace of step {step}:", *str(self.found.trace).splitlines()]
 
     def _held_step(self) -> list[str]:
         from bench.libraries import loaded_versions
@@ -143,8 +155,9 @@ class StepWatch:
         from bench.usercode.syncs.checks import WaitedForGpu, gate_waits
 
         found = self.found.syncs
-        if found is None:
+        if found is None or self._judged:
             return
+        self._judged = True
         if self.baseline is not None:
             host_work = {(place.file, place.line) for place in found.own_work}
             with own_libraries(self.frameworks):
@@ -154,9 +167,11 @@ class StepWatch:
             raise WaitedForGpu(f"step {self.step} waited for the GPU: {found}")
 
     def abandon(self) -> None:
-        """Let the GPU go: the step did not end (the framework stopped on an exception, or took ``timeout_s``)."""
+        """Let the GPU go: the step did not end (the framework stopped on an exception, or took too long)."""
         with self._lock:
             stack, self._stack = self._stack, None
+            if self._timer is not None:
+                self._timer.cancel()
         if stack is not None:
             stack.close()
 
@@ -176,11 +191,14 @@ class StepWatch:
             outputs += [(f"bench-syncs-step{self.step}-{stamp}.txt", str(self.found.syncs) + "\n"),
                         (f"bench-syncs-step{self.step}-{stamp}.json", self.found.syncs.to_json() + "\n")]
         if self.found.trace is not None and not self._saved_trace:
+            from bench.usercode.stacks import own_libraries
             from bench.usercode.trace.perfetto import encoded
 
             self._saved_trace = True
-            outputs += [(f"bench-trace-step{self.step + 1}-{stamp}.txt", str(self.found.trace) + "\n"),
-                        (f"bench-trace-step{self.step + 1}-{stamp}.perfetto.json", encoded(self.found.trace))]
+            with own_libraries(self.frameworks):
+                trace_text, timeline = str(self.found.trace) + "\n", encoded(self.found.trace)
+            outputs += [(f"bench-trace-step{self.step + 1}-{stamp}.txt", trace_text),
+                        (f"bench-trace-step{self.step + 1}-{stamp}.perfetto.json", timeline)]
         for name, content in outputs:
             data = content.encode() if isinstance(content, str) else content
             path = writes.write_file(directory / name, lambda out, data=data: out.write(data), 0o644, new=True)

@@ -24,7 +24,8 @@ logger = logging.get_logger("transformers.bench")  # under transformers' own log
 
 class SyncsCallback(TrainerCallback):
     """``bench syncs`` on optimizer step ``step`` (from 0; the step before it is watched as it is, so at least 2),
-    ``bench trace`` on the next with ``trace=True``. The table goes to transformers' log (a warning where the step
+    ``bench trace`` on the next with ``trace=True``; a step runs from its start to the next one's (the Trainer's
+    logging, saving and the next batch's fetch). The table goes to transformers' log (a warning where the step
     waited) and, as text and JSON, into ``args.output_dir``. ``fail_on_wait=True`` stops the run
     (:class:`~bench.usercode.syncs.checks.WaitedForGpu`) naming the lines that waited; ``baseline`` (a ``bench syncs
     --save-baseline`` file) stops it only on a wait the baseline lacks."""
@@ -42,19 +43,18 @@ class SyncsCallback(TrainerCallback):
         return self.watch.found
 
     def on_step_begin(self, args, state, control, **kwargs) -> None:
-        self.watch.begin(self.steps)
-
-    def on_step_end(self, args, state, control, **kwargs) -> None:
         step, self.steps = self.steps, self.steps + 1
-        lines = self.watch.end(step)
-        if not lines:
-            return
-        waited = self.found.syncs is not None and self.found.syncs.waited and step == self.watch.step
-        for line in lines:
-            (logger.warning if waited else logger.info)(line)
-        self.watch.save(args.output_dir, rank=state.process_index if getattr(state, "num_processes", 1) > 1 else None)
-        if step == self.watch.step:
-            self.watch.verdict()
+        self._said(args, self.watch.boundary(step))
 
     def on_train_end(self, args, state, control, **kwargs) -> None:
-        self.watch.abandon()
+        self._said(args, self.watch.boundary(None))
+
+    def _said(self, args, lines: list[str]) -> None:
+        """Log and save what a watched step found, then stop the run where it failed."""
+        if not lines:
+            return
+        waited = self.found.syncs is not None and self.found.syncs.waited
+        for line in lines:
+            (logger.warning if waited else logger.info)(line)
+        self.watch.save(args.output_dir, rank=args.process_index if args.world_size > 1 else None)
+        self.watch.verdict()

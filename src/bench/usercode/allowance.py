@@ -64,7 +64,10 @@ def allow_waits(reason: str) -> Iterator[None]:
             if not scopes:
                 del _SCOPES[thread]
         if listener is not None:
-            listener.left()
+            with _LOCK:  # told only while it still listens: a scope left after its listening ended tells nobody
+                listening_still = _LISTENERS.get(thread) is listener
+            if listening_still:
+                listener.left()
 
 
 @contextmanager

@@ -54,17 +54,30 @@ def cell_label(shell, file: str) -> str:
     return f"In [{number}]" if number is not None else file
 
 
+def cell_number(shell) -> int:
+    """The number of the cell running now, as the notebook shows it (``In [5]``): that of the innermost frame of a
+    cell IPython compiled (its own ``execution_count`` is the next cell's by then), else its count."""
+    compiled = getattr(getattr(shell, "compile", None), "_filename_map", {})
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename in compiled:
+            return compiled[frame.f_code.co_filename]
+        frame = frame.f_back
+    return shell.execution_count
+
+
 def _region(shell, line: str, cell: str | None, magic: str) -> Callable[[], object]:
-    """The region: the cell, compiled under its label (its lines kept for the source), else the line's
-    expression, each run in the notebook's namespace."""
+    """The region: the cell, compiled under its label, its lines numbered as the notebook shows them (the magic's
+    line first) and kept for their source; else the line's expression. Each runs in the notebook's namespace."""
+    label = f"In [{cell_number(shell)}]"
     if cell is None:
         if not line.strip():
             raise UsageError(f"give the region: {USAGE[magic]}")
-        code = compile(line.strip(), f"In [{shell.execution_count}]", "eval")
+        code = compile(line.strip(), label, "eval")
         return lambda: eval(code, shell.user_ns)  # noqa: S307 (the user's own expression)
-    label = f"In [{shell.execution_count}]"
-    linecache.cache[label] = (len(cell), None, cell.splitlines(True), label)
-    code = compile(cell, label, "exec")
+    source = f"%%{magic} {line}\n{cell}"  # the magic's line is the cell's first: the body's lines follow it
+    linecache.cache[label] = (len(source), None, source.splitlines(True), label)
+    code = compile("\n" + cell, label, "exec")
     return lambda: exec(code, shell.user_ns)  # noqa: S102 (the user's own cell)
 
 
@@ -93,10 +106,10 @@ def _trace(shell, line: str, cell: str):
         from bench.usercode.trace.perfetto import encoded
         from bench.usercode.trace.run import trace
 
-        options = _trace_options(line, shell.execution_count)
+        options = _trace_options(line, cell_number(shell))
         writes.claim(options["perfetto"], writes.writer("trace", "--perfetto"))
-        label = f"In [{shell.execution_count}]"
-        found = trace(_region(shell, "", cell, "trace"), runs=options["runs"], target=label)
+        label = f"In [{cell_number(shell)}]"
+        found = trace(_region(shell, line, cell, "trace"), runs=options["runs"], target=label)
         found = named_trace(found, lambda file: cell_label(shell, file))
         writes.write_bytes(options["perfetto"], encoded(found))
         print(f"Perfetto timeline: {options['perfetto']}")
@@ -109,7 +122,10 @@ def _trace_options(line: str, number: int) -> dict:
     """``--runs N`` and ``--perfetto FILE.json`` (default ``trace-In<number>.json`` beside the notebook)."""
     from bench.usercode.defaults import DEFAULT_RUNS
 
-    words = shlex.split(line)
+    try:
+        words = shlex.split(line)
+    except ValueError as error:  # an unclosed quote
+        raise UsageError(f"{line!r}: {error}; {USAGE['trace']}") from None
     options = {"runs": DEFAULT_RUNS, "perfetto": Path(f"trace-In{number}.json")}
     while words:
         option = words.pop(0)
@@ -117,7 +133,7 @@ def _trace_options(line: str, number: int) -> dict:
             raise UsageError(f"{option!r}: {USAGE['trace']}")
         value = words.pop(0)
         if option == "--runs":
-            if not value.isdigit() or int(value) < 1:
+            if not re.fullmatch(r"[0-9]{1,6}", value) or int(value) < 1:
                 raise UsageError(f"--runs {value!r} is not a whole number of 1 or more")
             options["runs"] = int(value)
         else:

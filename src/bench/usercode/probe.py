@@ -91,20 +91,24 @@ def stream_handle(stream) -> int | None:
 
 class _Unheld:
     """The allow_waits scopes of the probed call: the GPU is let go on entering the outermost and held again on
-    leaving it (:func:`bench.usercode.allowance.listening`); ``aside_s`` is the host time from entry to held again."""
+    leaving it (:func:`bench.usercode.allowance.listening`); ``aside_s`` is the host time from entry to held again.
+    A hold (or spin) that had already ended on entering a scope means the call waited before it (``waited``)."""
 
-    def __init__(self, let_go: Callable[[], None], hold_again: Callable[[], None]) -> None:
-        self.let_go, self.hold_again = let_go, hold_again
+    def __init__(self, let_go: Callable[[], None], hold_again: Callable[[], None],
+                 ended: Callable[[], bool]) -> None:
+        self.let_go, self.hold_again, self.ended = let_go, hold_again, ended
         self.reasons: dict[str, None] = {}
         self.depth = 0
         self.entered_s = 0.0
         self.aside_s = 0.0
+        self.waited = False
 
     def entered(self, reason: str) -> None:
         self.reasons[reason] = None
         self.depth += 1
         if self.depth == 1:
             self.entered_s = time.perf_counter()
+            self.waited = self.waited or self.ended()  # it waited before the scope: a new hold must not hide that
             self.let_go()
 
     def left(self) -> None:
@@ -115,16 +119,25 @@ class _Unheld:
 
     def timed(self, during: Callable[[Callable[[], object]], CallDuringSpin],
               call: Callable[[], object]) -> CallDuringSpin:
-        """``during(call)`` with the scopes the call enters listened to; its host time less the time set aside."""
+        """``during(call)`` with the scopes the call enters listened to; its host time less the time set aside (a
+        scope still open when it returned: set aside to the return), and not held at its end where it waited before a
+        scope."""
         from bench.usercode.allowance import listening
 
         def listened() -> None:
             with listening(self):
-                call()
+                try:
+                    call()
+                finally:
+                    if self.depth:  # left open (a generator's scope): let go to the end, held again for the verdict
+                        self.depth = 0
+                        self.hold_again()
+                        self.aside_s += time.perf_counter() - self.entered_s
 
-        self.aside_s = 0.0
+        self.aside_s, self.depth, self.waited = 0.0, 0, False
         result = during(listened)
-        return dataclasses.replace(result, host_ms=result.host_ms - self.aside_s * 1e3)
+        return dataclasses.replace(result, host_ms=result.host_ms - self.aside_s * 1e3,
+                                   spin_running=result.spin_running and not self.waited)
 
 
 def outlasting(spin_ms: float, idle_ms: float) -> float:
@@ -173,10 +186,10 @@ def _held(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: 
     watch = SpinWatch()
     if handle is None:
         hold = in_use()
-        unheld = _Unheld(hold.release, lambda: _hold_again(hold, spin_ms))
+        unheld = _Unheld(hold.release, lambda: _hold_again(hold, spin_ms), hold.ended)
         during = lambda: unheld.timed(lambda listened: hold.call_during(spin_ms, listened), call)  # noqa: E731
     else:  # a spin cannot be let go: a new one runs from the scope's end, where the first one ended in it
-        unheld = _Unheld(lambda: None, lambda: _spin_again(watch, spinning, spin_ms))
+        unheld = _Unheld(lambda: None, lambda: _spin_again(watch, spinning, spin_ms), lambda: not watch.running(0))
         during = lambda: unheld.timed(  # noqa: E731
             lambda listened: watch.call_during_spin(spinning, spin_ms, listened), call)
     with phase("your code, held (the repeats)"):
