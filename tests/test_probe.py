@@ -156,3 +156,24 @@ def test_a_scope_left_open_is_held_again_at_the_return_and_a_later_leaving_tells
     assert steps == ["let go", "held again"] and seen.spin_running and unheld.depth == 0
     scope.__exit__(None, None, None)  # after the probe: its listener is not told
     assert steps == ["let go", "held again"] and unheld.depth == 0
+
+
+def test_the_commands_keep_what_jax_compiles_in_benchs_cache_unless_told_otherwise(tmp_path, monkeypatch):
+    import sys
+
+    from bench.cli.usercode import keep_compiled
+
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    keep_compiled()
+    assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "cache" / "xla")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/mine")  # the user's choice stands
+    keep_compiled()
+    assert os.environ["JAX_COMPILATION_CACHE_DIR"] == "/mine"
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    monkeypatch.setenv("BENCH_CACHE_DIR", "off")  # bench's cache off: nothing kept
+    keep_compiled()
+    assert "JAX_COMPILATION_CACHE_DIR" not in os.environ

@@ -55,8 +55,9 @@ class Library:
     # kernel caches; XLA's in the sweep's processes, see disk_cache), so a warm-up process's compiling serves the
     # sweep's; False: in memory only, so warming its calls in another process saves the sweep nothing
     disk_cache: tuple[tuple[str, str], ...] = ()  # environment variables that make it keep what it compiles on disk,
-    # "{directory}" standing for the directory: the sweep's processes share one (bench.sweep.processes); off
-    # elsewhere, so that bench never changes how the user's own code compiles
+    # "{directory}" standing for the directory: the sweep's processes share one (bench.sweep.processes), and the
+    # syncs, trace and probe commands keep the user's code's in bench's cache (bench.cli.usercode.keep_compiled)
+    # unless the user chose a place; the Python API leaves the user's process as it is
 
     def disk_cache_settings(self, directory: str) -> dict[str, str]:
         """The environment variables that make it keep what it compiles in ``directory`` (none: it does anyway)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -83,6 +84,7 @@ def _script(path: Path, arguments: list[str], command: str = "syncs"):
 def probe_command(args: argparse.Namespace, console: Console) -> int:
     split_target("probe", args.target)
     require_gpu("probe")  # before the user's module is imported: importing runs it
+    keep_compiled()
     with phase(TARGET_IMPORT):
         function = _function("probe", args.target)
     name = _named(args.device)
@@ -93,6 +95,20 @@ def probe_command(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"probe: {error}") from None
     console.print(f"{args.target} on {name}: {result}", highlight=False, soft_wrap=True, markup=False)
     return 0
+
+
+def keep_compiled() -> None:
+    """Before the target's import: what JAX compiles of it kept in bench's cache (XLA's persistent compilation cache,
+    whose keys name the computation, the JAX and XLA versions and the device), so the next command on this machine
+    compiles nothing; not where the user chose a place for it (``JAX_COMPILATION_CACHE_DIR``), where JAX is loaded
+    already, or where bench's cache is off (``BENCH_CACHE_DIR=off``)."""
+    from bench import cache
+    from bench.libraries import BY_NAME
+
+    where = cache.directory()
+    if where is None or "JAX_COMPILATION_CACHE_DIR" in os.environ or "jax" in sys.modules:
+        return
+    os.environ.update(BY_NAME["jax"].disk_cache_settings(str(where / "xla")))
 
 
 def _target(command: str, args: argparse.Namespace):
@@ -109,6 +125,7 @@ def _target(command: str, args: argparse.Namespace):
         raise UsageError(f"{command}: {args.target} is not a file")
     _outputs(args)
     require_gpu(command)
+    keep_compiled()
     if script:
         return _script(Path(args.target), args.script_args, command)
     with phase(TARGET_IMPORT):
