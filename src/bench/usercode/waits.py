@@ -44,10 +44,6 @@ class Wait:
     def held_ms(self) -> float:
         return (self.resumed_s - self.first_seen_s) * 1e3
 
-    @property
-    def after_release_ms(self) -> float:
-        return (self.resumed_s - self.released_s) * 1e3
-
 
 @dataclass
 class Dwell:
