@@ -40,6 +40,8 @@ def git(*args: str, cwd: Path) -> str:
 def fresh_clone(tmp_path_factory) -> tuple[Path, dict[str, tuple[subprocess.CompletedProcess, list[str]]]]:
     """A fresh clone of HEAD after the README's commands that need no GPU ran in it, one process each, in order:
     (the clone, by each command's name its finished process and the lines its processes logged)."""
+    if subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=ROOT, capture_output=True).returncode:
+        pytest.skip("not a git checkout (an unpacked source archive): there is no commit to clone")
     clone = tmp_path_factory.mktemp("fresh") / "clone"
     git("clone", "--quiet", "--shared", "--no-checkout", str(ROOT), str(clone), cwd=clone.parent)
     git("checkout", "--quiet", git("rev-parse", "HEAD", cwd=ROOT).strip(), cwd=clone)
