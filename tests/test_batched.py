@@ -323,6 +323,27 @@ def test_access_orders_are_the_drivers_values():
     assert set(batched.SRC_ACCESS_ORDER) == set(batched.ACCESS_ORDERS)
 
 
-def test_headline_is_a_dataframe_of_strings(rows):
-    table = views()["batched"].headline(rows)
-    assert isinstance(table, pd.DataFrame) and all(isinstance(value, str) for value in table.to_numpy().ravel())
+def test_headline_is_the_most_copies_at_the_smallest_size_against_the_loop():
+    """At the most copies and the smallest size of each host memory: each batch against the copies one by one; a
+    failed row, fewer copies or larger copies are not in it."""
+    def row(host, order, issue, copies, nbytes, host_ms, gbps, status="ok"):
+        return {"experiment": "batched", "status": status, "host_memory": host, "access_order": order,
+                "issue": issue, "copies": copies, "bytes": nbytes, "host_ms": host_ms, "gbps": gbps}
+
+    frame = pd.DataFrame([
+        row("pinned", "stream", "one-by-one", 64, 4096, 0.8, 2.0),
+        row("pinned", "stream", "batch", 64, 4096, 0.2, 8.0),
+        row("pinned", "any", "batch", 64, 4096, 0.1, 9.5),
+        row("pinned", "any", "batch", 64, 4096, 0.05, 99.0, status="failed"),  # a failed row: not shown
+        row("pinned", "stream", "batch", 8, 4096, 0.01, 1.0),  # fewer copies: not the headline's point
+        row("pinned", "stream", "batch", 64, 65536, 0.3, 20.0),  # a larger size: neither
+        row("pageable", "stream", "batch", 64, 4096, 0.4, 3.0),  # no loop measured: dashes
+    ])
+    table = views()["batched"].headline(frame)
+    assert table.to_dict("records") == [
+        {"host memory": "pinned", "access order": "stream", "copies": "64 × 4 KiB", "batch host ms": "0.2",
+         "one-by-one host ms": "0.8", "host time saved": "4.0×", "batch GB/s": "8.0", "one-by-one GB/s": "2.0"},
+        {"host memory": "pinned", "access order": "any", "copies": "64 × 4 KiB", "batch host ms": "0.1",
+         "one-by-one host ms": "0.8", "host time saved": "8.0×", "batch GB/s": "9.5", "one-by-one GB/s": "2.0"},
+        {"host memory": "pageable", "access order": "stream", "copies": "64 × 4 KiB", "batch host ms": "0.4",
+         "one-by-one host ms": "—", "host time saved": "—", "batch GB/s": "3.0", "one-by-one GB/s": "—"}]
