@@ -78,14 +78,23 @@ def test_write_combined_memory_is_slower_for_the_cpu_to_read(cupy):
     machine's hypervisor may map it write-back (cached) whatever the guest asks, and then there is none to see."""
     from bench.experiments.hostmemory import HOST_KINDS
 
+    if _virtual_machine():  # decided before measuring: the skip never depends on the number the test checks
+        pytest.skip("a virtual machine (the CPU reports the hypervisor flag): its hypervisor may map write-combined "
+                    "memory write-back, and then there is no penalty to see")
     rows = rows_of("hostmemory", [{"host_memory": kind, "operation": "cpu-read", "bytes": 4 * MiB}
                                   for kind in HOST_KINDS])
     assert list(rows["status"]) == ["ok", "ok"] and rows["verified"].all()
     read = rows.set_index("host_memory")["gbps"]
-    if read["write-combined"] > 0.5 * read["pinned"]:
-        pytest.skip(f"the CPU reads write-combined memory at {read['write-combined']:.1f} GB/s, pinned at "
-                    f"{read['pinned']:.1f}: this host caches it (a virtual machine?), so it is not write-combined")
     assert read["write-combined"] < read["pinned"] / 2, read
+
+
+def _virtual_machine() -> bool:
+    """Whether this host is a guest of a hypervisor: the ``hypervisor`` CPU flag in /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return any(line.startswith("flags") and " hypervisor" in line for line in cpuinfo)
+    except OSError:
+        return False
 
 
 def test_hostmemory_catches_a_wrong_copy(cupy, monkeypatch):
