@@ -40,11 +40,19 @@ def rows(configs, context, fail_after=None, how=None, pause_s=0.0, extra=None):
 
 
 def orphaning_rows(configs, context):
-    """One row, then the process dies while a process it forked keeps the pipe to the parent open a while."""
+    """One row, then the process dies while a process it forked keeps the pipe to the parent open: until the file
+    ``released`` appears in ``$BENCH_TEST_ORPHAN_DIR`` (the test makes it once it heard of the death), else for 30 s,
+    after which it leaves the file ``timed-out``."""
     for index, config in enumerate(configs):
         if index == 1:
             if os.fork() == 0:
-                time.sleep(3.0)
+                folder = Path(os.environ.get("BENCH_TEST_ORPHAN_DIR", "."))
+                deadline = time.monotonic() + 30.0
+                while not (folder / "released").exists():
+                    if time.monotonic() > deadline:
+                        (folder / "timed-out").touch()
+                        break
+                    time.sleep(0.01)
                 os._exit(0)
             os._exit(4)
         yield {**config, **sample_columns(), "status": "ok", "error": ""}
