@@ -39,22 +39,20 @@ def rows(configs, context, fail_after=None, how=None, pause_s=0.0, extra=None):
         yield {**config, **sample_columns(), "status": "ok", "error": "", **(extra or {})}
 
 
-def orphaning_rows(configs, context):
+def orphaning_rows(configs, context, folder: str = ""):
     """One row, then the process dies while a process it forked keeps the pipe to the parent open: until the file
-    ``released`` appears in ``$BENCH_TEST_ORPHAN_DIR`` (the test makes it once it heard of the death), else for 30 s,
-    after which it leaves the file ``timed-out`` there; without the variable, for 3 s."""
+    ``released`` appears in ``folder`` (the test makes it once it heard of the death), else for 30 s, after which it
+    leaves the file ``timed-out`` there; without a folder, for 3 s."""
     for index, config in enumerate(configs):
         if index == 1:
             if os.fork() == 0:
-                given = os.environ.get("BENCH_TEST_ORPHAN_DIR")
-                if not given:  # a test that does not watch for it: the pipe held 3 s, nothing written
+                if not folder:
                     time.sleep(3.0)
                     os._exit(0)
-                folder = Path(given)
                 deadline = time.monotonic() + 30.0
-                while not (folder / "released").exists():
+                while not (Path(folder) / "released").exists():
                     if time.monotonic() > deadline:
-                        (folder / "timed-out").touch()
+                        (Path(folder) / "timed-out").touch()
                         break
                     time.sleep(0.01)
                 os._exit(0)
@@ -147,7 +145,6 @@ CAPPED = experiment("capped", capped_rows, axes={"n": tuple(range(12))}, seconds
                     stop_rules={"default": {"time_cap_s": 0.1, "target_relerr": 1e-12, "min_samples": 6}},
                     floor=Floor(min_samples=6))
 HUNGRY = experiment("hungry", rows, memory_needed=huge_memory)
-ORPHANING = experiment("orphaning", orphaning_rows)
 INTERRUPTED = experiment("interrupted", partial(rows, fail_after=2, how="interrupt"))
 INTERRUPTED_AT_ONCE = experiment("interrupted-at-once", partial(rows, fail_after=0, how="interrupt"))
 PER_MODE = experiment("per-mode", mode_rows, axes={"mode": ("a", "b", "c"), "n": (0, 1)},

@@ -30,7 +30,7 @@ from bench.sweep.loop import Outcome, Runner
 from bench.sweep.plan import Planned, Request
 from bench.sweep.processes import DoneMessage, FailedMessage, RowMessage
 from fake_experiments import (BAD_ROWS, BRACKETED, BRACKETED_ERROR, CAPPED, CRASHING, FINE, HUNGRY, INTERRUPTED,
-                              INTERRUPTED_AT_ONCE, MEMORY_ERROR, ORPHANING, OUT_OF_MEMORY, PER_MODE, RULES, STICKY,
+                              INTERRUPTED_AT_ONCE, MEMORY_ERROR, OUT_OF_MEMORY, PER_MODE, RULES, STICKY,
                               STICKY_ERROR, TABLED)
 from fake_gpu import FakeGpu
 from paths import with_path
@@ -153,9 +153,11 @@ def test_isolated_messages(tmp_path):
     assert DoneMessage() == DoneMessage()
 
 
-def test_a_dead_process_is_noticed_while_its_pipe_is_still_open(tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCH_TEST_ORPHAN_DIR", str(tmp_path))  # its leftover holds the pipe until told (or 30 s)
-    (item,) = _plans(ORPHANING)
+def test_a_dead_process_is_noticed_while_its_pipe_is_still_open(tmp_path):
+    from fake_experiments import experiment, orphaning_rows
+
+    # its leftover holds the pipe until the test lets it go (or 30 s); the folder travels with the experiment
+    (item,) = _plans(experiment("orphaning", partial(orphaning_rows, folder=str(tmp_path))))
     messages, open_still = [], []
     for message in _measured(processes.isolated(item, None)):
         messages.append(message)
