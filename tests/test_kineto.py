@@ -127,15 +127,15 @@ def test_a_trace_without_its_gpus_name_gets_no_bound(write):
     json.dumps({"traceEvents": [_event("gpu_memcpy", "Memcpy sideways", 1.0, 1.0, device=0, stream=7)]}).encode(),
     json.dumps({"traceEvents": [_event("kernel", "k", 1e400, 1.0, device=0, stream=7)]}).encode().replace(
         b"Infinity", b"1e400"),
-    gzip.compress(b"{") + b"",
+    gzip.compress(b"{", mtime=0),
     b"\x1f\x8b\x08broken",
-    gzip.compress(b'{"traceEvents": []}')[:12] + b"\xff" * 40,  # a gzip header, then a corrupt deflate stream
+    gzip.compress(b'{"traceEvents": []}', mtime=0)[:12] + b"\xff" * 40,  # a gzip header, then a corrupt deflate stream
     b'{"traceEvents": [], "n": ' + b"9" * 5000 + b"}",  # an integer longer than Python reads
     json.dumps({"traceEvents": [_event("kernel", "k", 1.0, 1.0, device=0, stream=1 << 64)]}).encode(),
     json.dumps({"traceEvents": [_event("kernel", "k", 1e17, 1.0, device=0, stream=7)]}).encode(),
     json.dumps({"traceEvents": [_event("gpu_memset", "Memset (Device)", 1.0, 1.0, device=0, stream=7,
                                        bytes=-4)]}).encode(),
-])
+], ids=lambda content: f"{len(content)}-bytes")
 def test_a_file_that_is_not_a_trace_is_one_line(tmp_path, content):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
