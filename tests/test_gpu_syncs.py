@@ -248,12 +248,12 @@ def test_probe_does_not_hold_inside_allow_waits(cupy, legacy):
     stream = cupy.cuda.Stream.null if legacy else cupy.cuda.Stream(non_blocking=True)
 
     def region(allow: bool):
-        with stream:
+        with stream:  # the read on the stream that computed it: on another stream it would not wait for it
             total = cupy.ones(1 << 20).sum()
-        if allow:
-            with bench.allow_waits("the loss, logged"):
-                return float(total)
-        return float(total)
+            if allow:
+                with bench.allow_waits("the loss, logged"):
+                    return float(total)
+            return float(total)
 
     on = 0 if legacy else None  # a spin on the legacy stream, or the device-wide hold
     allowed = bench.probe(region, True, stream=on, serialization=False)
