@@ -91,11 +91,13 @@ def test_transformers_catches_an_item_and_passes_a_step_that_keeps_its_loss(tmp_
     from bench.usercode.syncs.checks import WaitedForGpu
 
     callback = SyncsCallback(step=4, fail_on_wait=True)
-    # the Trainer's own NaN filter reads every step's loss on the host (trainer.py's torch.isnan(tr_loss_step): the
-    # callback named it there on an H100): a step that keeps its loss on the GPU turns it off
+    # by default the Trainer waits twice a step on its own, as the callback named them on an H100: its NaN filter reads
+    # every step's loss on the host (trainer.py's torch.isnan(tr_loss_step)) and accelerate copies each batch to the
+    # GPU with a blocking copy (operations.py's tensor.to(device, non_blocking=False)); a step that keeps its loss on
+    # the GPU turns both off
     args = TrainingArguments(output_dir=str(tmp_path), max_steps=8, per_device_train_batch_size=4, report_to=[],
                              logging_steps=1000, save_strategy="no", disable_tqdm=True,
-                             logging_nan_inf_filter=False)
+                             logging_nan_inf_filter=False, accelerator_config={"non_blocking": True})
     trainer = Trainer(model=_hf_model(read_loss), args=args, train_dataset=_Data(), callbacks=[callback])
     if read_loss:
         with pytest.raises(WaitedForGpu, match=r"test_gpu_integrations.py:\d+"):
