@@ -174,3 +174,17 @@ def test_a_callback_without_its_framework_says_how_to_install_it(module, extra):
         pytest.skip(f"{module} is installed here")
     with pytest.raises(ImportError, match=rf"pip install 'cuda-sync-bench\[{extra}\]'"):
         importlib.import_module(f"bench.integrations.{module}")
+
+
+def test_a_frameworks_frames_count_as_own_while_any_block_of_it_is_open_in_any_order():
+    from bench.usercode.stacks import is_own, own_libraries
+
+    first, second = own_libraries(frozenset({"lightning"})), own_libraries(frozenset({"lightning", "accelerate"}))
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the outer one ends first (a step closed while its lines are worked out)
+    assert is_own("lightning") and is_own("accelerate") and is_own("") and not is_own("torch")
+    ended = threading.Thread(target=lambda: second.__exit__(None, None, None))  # ended on another thread
+    ended.start()
+    ended.join()
+    assert not is_own("lightning") and not is_own("accelerate") and is_own("")

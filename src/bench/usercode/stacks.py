@@ -10,6 +10,8 @@ import linecache
 import re
 import sys
 import sysconfig
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,25 +23,30 @@ from bench.libraries import BY_NAME, BY_PREFIX
 KNOWN = {*BY_PREFIX, "numpy", "timm", "transformers", "torchvision", "accelerate", "safetensors", "huggingface_hub"}
 BENCH = str(Path(__file__).resolve().parents[1])
 STDLIB = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib"))
-_OWN: frozenset[str] = frozenset({""})  # the libraries whose frames are the region's own code: the user's ("")
+_OWNED_LOCK = threading.Lock()
+_OWNED: Counter[str] = Counter()  # libraries whose frames count as the region's own code, beside the user's (''):
+# a count per library, so blocks that overlap in any order, or end on another thread, leave it right
 
 
 @contextmanager
 def own_libraries(libraries: frozenset[str]) -> Iterator[None]:
     """While the block runs, a frame of one of ``libraries`` (a training framework's: 'lightning') counts as the
     region's own code, as the user's does: a wait in the framework's loop is named at the framework's line."""
-    global _OWN
-    before = _OWN
-    _OWN = before | libraries
+    with _OWNED_LOCK:
+        _OWNED.update(libraries)
     try:
         yield
     finally:
-        _OWN = before
+        with _OWNED_LOCK:
+            _OWNED.subtract(libraries)
+            for library in libraries:
+                if _OWNED[library] <= 0:
+                    del _OWNED[library]
 
 
 def is_own(library: str) -> bool:
     """Whether a frame of ``library`` is the region's own code (the user's, or a framework's while it counts)."""
-    return library in _OWN
+    return library == "" or library in _OWNED
 
 
 @dataclass(frozen=True)
