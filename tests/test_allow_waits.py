@@ -180,3 +180,17 @@ def test_a_listener_hears_its_own_threads_scopes_while_it_listens():
     with bench.allow_waits("after"):  # no longer listened to
         pass
     assert len(told.said) == 4
+
+
+def test_a_scope_left_in_a_later_listening_tells_that_listening_nothing():
+    from bench.usercode.allowance import listening
+
+    told = _Told()
+    scope = bench.allow_waits("a generator's")
+    with listening(told):
+        scope.__enter__()  # entered in the first listening ...
+    with listening(told):  # ... the same listener listens again (probe's next repeat)
+        scope.__exit__(None, None, None)  # left now: not this listening's scope
+        with bench.allow_waits("its own"):
+            pass
+    assert told.said == [("in", "a generator's"), ("in", "its own"), ("out",)]

@@ -238,3 +238,11 @@ def test_compare_never_opens_a_pipe_and_refuses_an_empty_trace(write, tmp_path, 
     assert cli.main(["compare", str(empty), str(write(_trace()))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds no trace rows" in err[0], err
+
+
+def test_an_older_kinetos_times_since_1970_are_read(write):
+    trace = _trace()
+    for event in trace["traceEvents"]:  # PyTorch 2.3 and before: µs since 1970, not since the trace's base time
+        event["ts"] += 1712345678901234.0
+    found = read(write(trace))
+    assert [a.end_ns - a.start_ns for a in found.recording.activities] == [300_000, 100_000, 150_000, 50_000]

@@ -38,7 +38,8 @@ class Listener(Protocol):
     def left(self) -> None: ...
 
 
-_LISTENERS: dict[int, Listener] = {}  # thread ident -> who is told of that thread's scopes
+_LISTENERS: dict[int, tuple[Listener, object]] = {}  # thread ident -> who is told of its scopes, and a token of
+# that listening (one listener may listen again: a scope entered in one listening is left only to it)
 
 
 @contextmanager
@@ -52,7 +53,8 @@ def allow_waits(reason: str) -> Iterator[None]:
     thread = threading.get_ident()
     with _LOCK:
         _SCOPES.setdefault(thread, []).append(scope)
-        listener = _LISTENERS.get(thread)
+        listening_then = _LISTENERS.get(thread)
+    listener = listening_then[0] if listening_then is not None else None
     try:
         if listener is not None:  # outside the lock: a listener may wait for the GPU
             listener.entered(scope.reason)
@@ -64,8 +66,8 @@ def allow_waits(reason: str) -> Iterator[None]:
             if not scopes:
                 del _SCOPES[thread]
         if listener is not None:
-            with _LOCK:  # told only while it still listens: a scope left after its listening ended tells nobody
-                listening_still = _LISTENERS.get(thread) is listener
+            with _LOCK:  # told only in the same listening: a scope left after it ended (or in a later one) tells nobody
+                listening_still = _LISTENERS.get(thread) is listening_then
             if listening_still:
                 listener.left()
 
@@ -77,7 +79,7 @@ def listening(listener: Listener) -> Iterator[None]:
     with _LOCK:
         if thread in _LISTENERS:
             raise RuntimeError("scopes of this thread are already listened to")
-        _LISTENERS[thread] = listener
+        _LISTENERS[thread] = (listener, object())
     try:
         yield
     finally:

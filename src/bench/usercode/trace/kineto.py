@@ -26,6 +26,7 @@ from bench.usercode.cuda_calls import WAITING
 from bench.usercode.stacks import KNOWN, Frame
 
 READ_LIMIT = 512 << 20  # bytes of JSON, unpacked: more is not a profiler's trace of a few steps
+NS_LIMIT_US = 9.2e15  # a time in µs whose ns reach 2^63 is out of range
 SNIFF_BYTES = 1 << 16  # what :func:`is_profiler_trace` reads of a file
 TARGET = "profiler trace"  # the target a profiler's trace is shown, saved and compared as
 COPY_NAME = re.compile(r"Memcpy (\S+) \((.+?) -> (.+?)\)")
@@ -59,7 +60,7 @@ def read(path: Path) -> Kineto:
         document = json.loads(_text(path))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ResultsError(f"{path} is not a profiler trace (Chrome JSON, gzipped or not): "
-                           f"{type(error).__name__}") from None
+                           f"{type(error).__name__}: {_text_of(str(error)[:120])}") from None
     try:
         return _parsed(document)
     except (TypeError, ValueError, KeyError, OverflowError, AttributeError) as error:
@@ -89,7 +90,7 @@ def _text(path: Path) -> str:
     with opened as stream:
         data = stream.read(READ_LIMIT + 1)
     if len(data) > READ_LIMIT:
-        raise OSError("over 2 GiB of JSON")
+        raise OSError(f"over {READ_LIMIT >> 20} MiB of JSON")
     return data.decode("utf-8")
 
 
@@ -152,16 +153,16 @@ def _number(value, what: str) -> float:
 def _ns(ts) -> int:
     """A time of the trace (µs, as Chrome's format has it) in ns."""
     value = _number(ts, "ts")
-    if abs(value) >= 1e15:  # ns past 2^63 (a µs count of thirty years: not a profiler's clock)
+    if abs(value) >= NS_LIMIT_US:  # past 2^63 ns (older Kineto writes µs since 1970, about 1.7e15: within)
         raise ValueError(f"ts {value!r} is out of range")
     return round(value * 1000)
 
 
 def _end_ns(event: dict) -> int:
     duration = _number(event.get("dur", 0), "dur")
-    if not 0 <= duration < 1e15:
+    if not 0 <= duration < NS_LIMIT_US:
         raise ValueError(f"dur {duration!r} is negative or out of range")
-    return _ns(event["ts"]) + round(duration * 1000)
+    return _ns(_number(event["ts"], "ts") + duration)
 
 
 def _whole(value, what: str, default: int | None = None) -> int:
@@ -187,17 +188,19 @@ def _activity(event: dict, category: str, found: Kineto) -> Activity | None:
               "correlation": _whole(args.get("correlation"), "correlation", -1), "device": device}
     if category in KERNEL:
         return Activity(Op.KERNEL, name=_text_of(event.get("name", "")), **common)
+    match = None
+    if category not in MEMSET:
+        match = COPY_NAME.fullmatch(str(event.get("name", "")))
+        if match is None:
+            raise ValueError(f"a copy named {str(event.get('name'))[:80]!r}: not 'Memcpy HtoD (Pinned -> Device)'")
+        if match[1] not in OPS:  # Kineto's own name for a kind it does not know: 'Memcpy <unknown> (...)'
+            found.unknown_copies += 1
+            return None
     if "bytes" not in args:
         found.bytes_known = False
     nbytes = _whole(args.get("bytes"), "bytes", 0)
-    if category in MEMSET:
-        return Activity(Op.MEMSET, bytes=nbytes, **common)
-    match = COPY_NAME.fullmatch(str(event.get("name", "")))
     if match is None:
-        raise ValueError(f"a copy named {str(event.get('name'))[:80]!r}: not 'Memcpy HtoD (Pinned -> Device)'")
-    if match[1] not in OPS:  # Kineto's own name for a kind it does not know: 'Memcpy <unknown> (...)'
-        found.unknown_copies += 1
-        return None
+        return Activity(Op.MEMSET, bytes=nbytes, **common)
     op = OPS[match[1]]
     host = {Op.H2D: match[2], Op.D2H: match[3]}.get(op, match[2] if op == Op.H2H else "device")
     return Activity(op, bytes=nbytes, host_memory=MEMORY.get(host.lower(), ""), **common)
