@@ -155,14 +155,15 @@ def _ns(ts) -> int:
     value = _number(ts, "ts")
     if abs(value) >= NS_LIMIT_US:  # past 2^63 ns (older Kineto writes µs since 1970, about 1.7e15: within)
         raise ValueError(f"ts {value!r} is out of range")
-    return round(value * 1000)
+    whole = math.floor(value)  # µs since 1970 times 1000 is past a float's exact integers: whole µs kept apart
+    return int(whole) * 1000 + round((value - whole) * 1000)
 
 
 def _end_ns(event: dict) -> int:
     duration = _number(event.get("dur", 0), "dur")
     if not 0 <= duration < NS_LIMIT_US:
         raise ValueError(f"dur {duration!r} is negative or out of range")
-    return _ns(_number(event["ts"], "ts") + duration)
+    return _ns(event["ts"]) + round(duration * 1000)
 
 
 def _whole(value, what: str, default: int | None = None) -> int:
