@@ -71,8 +71,9 @@ def fakes(monkeypatch):
 def _run(watch, steps):
     said = []
     for step in range(steps):
-        said += watch.boundary(step)
-    return said + watch.boundary(None)
+        said += watch.close_step()
+        watch.open_step(step)
+    return said + watch.close_step()
 
 
 def test_the_step_before_is_watched_as_it_is_then_the_step_held(fakes):
@@ -139,24 +140,41 @@ def test_the_files_go_where_the_framework_keeps_its_outputs_never_over_another(f
     assert watch.save(tmp_path / "logs") == []  # written once
 
 
-def test_a_step_that_never_ends_is_let_go(fakes):
-    watch = StepWatch(2, frozenset({"lightning"}), timeout_s=0.2)
-    watch.boundary(1)
-    watch.boundary(2)  # the framework stops on an exception: no next step, no end of training
+def test_a_step_that_never_ends_is_let_go_and_a_gate_that_cannot_tell_fails(fakes):
+    watch = StepWatch(2, frozenset({"lightning"}), timeout_s=0.2, fail_on_wait=True)
+    watch.open_step(1)
+    watch.close_step()
+    watch.open_step(2)  # the framework stops on an exception (or the step runs on): no next step, no end of training
     deadline = time.monotonic() + 5
     while fakes["events"][-1] != "released" and time.monotonic() < deadline:
         time.sleep(0.01)
     assert fakes["events"][-2:] == ["held", "released"]
-    assert watch.boundary(None) == [] and watch.found.syncs is None
+    said = watch.close_step()
+    assert said and "let go after 0.2 s" in said[0] and watch.found.syncs is None
+    with pytest.raises(WaitedForGpu, match="whether it waited is not known"):
+        watch.verdict()
     assert not [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer) and thread.is_alive()]
 
 
 def test_a_step_runs_to_the_next_ones_start_and_training_end_closes_the_last(fakes):
     watch = StepWatch(2, frozenset({"lightning"}))
-    assert watch.boundary(0) == [] and watch.boundary(1) == [] and watch.boundary(2) == []
+    for step in range(3):
+        assert watch.close_step() == []
+        watch.open_step(step)
     assert fakes["events"] == ["watched", "unwatched", "held"]  # step 1 ended where step 2 began
-    said = watch.boundary(None)  # training ended after step 2: it ends there
+    said = watch.close_step()  # training ended after step 2: it ends there
     assert fakes["events"][-1] == "released" and said[0].startswith("bench syncs of step 2")
+
+
+def test_a_late_timer_closes_only_its_own_step(fakes):
+    watch = StepWatch(3, frozenset({"lightning"}))
+    watch.open_step(2)
+    stale = watch._stack  # the step the late timer was for
+    watch.close_step()
+    watch.open_step(3)
+    watch._expire(stale)  # fired as step 2 ended, and ran only now
+    assert fakes["events"][-1] == "held"  # step 3 is still held
+    watch.close_step()
 
 
 @pytest.mark.parametrize("step", [0, 1, -3, 2.5, True, "10"])

@@ -54,10 +54,11 @@ class SyncsCallback(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         step, self.batches = self.batches, self.batches + 1
-        self._said(trainer, self.watch.boundary(step))
+        self._said(trainer, self.watch.close_step())  # judged before the next opens: a failure leaves nothing open
+        self.watch.open_step(step)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self._said(trainer, self.watch.boundary(None))
+        self._said(trainer, self.watch.close_step())
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         self.watch.abandon()

@@ -1,11 +1,12 @@
 """One step of a training framework's loop, watched as ``bench syncs`` watches a region: the step before it as it is
 (how long each line stands still on its own), then the chosen step under the device-wide hold (every line that waits
 for the GPU), and, where asked, the step after it traced. The framework's callbacks (:mod:`.lightning`,
-:mod:`.transformers`) call :meth:`StepWatch.boundary` as each step starts: a step runs to the next one's start.
+:mod:`.transformers`) call :meth:`StepWatch.close_step`, then :meth:`StepWatch.open_step` as each step starts: a step
+runs to the next one's start.
 
 The framework's own frames count as the region's code (:func:`bench.usercode.stacks.own_libraries`): a wait in its
-loop is named at its line. A step that never ends (an exception the framework does not report) is let go after a
-limit (the held one: twenty times the step as it is, 10 s at least, ``timeout_s`` at most).
+loop is named at its line. A step that never ends (an exception the framework does not report) is let go after
+``timeout_s``; a held step let go fails a gate, which cannot tell whether it waited.
 """
 
 from __future__ import annotations
@@ -54,23 +55,30 @@ class StepWatch:
         self._open_step = 0
         self._began = 0.0
         self._took_ms: dict[int, float] = {}  # -1: the step as it is, 0: held (the hold's stops in it)
-        self._saved_syncs = self._saved_trace = self._judged = False
+        self._saved_syncs = self._saved_trace = self._judged = self._unwatched = False
+        self._let_go: tuple[int, float] | None = None  # the step a timer let go, and after how long
 
     @property
     def done(self) -> bool:
         return self.found.syncs is not None and (not self.trace or self.found.trace is not None)
 
-    def boundary(self, step: int | None) -> list[str]:
-        """The framework starts step ``step`` (None: training ended): the watched step open until now ends, and what
-        to log of it is returned (lines); then the next is watched where it is one of ours. A step runs from its
-        start to the next one's: its hooks, its logging and the next batch's fetch are in it, as the framework runs
-        them."""
+    def close_step(self) -> list[str]:
+        """The framework starts another step (or training ended): the watched step open until now ends, and what to
+        log of it is returned (lines). A step runs from its start to the next one's: its hooks, its logging and the
+        next batch's fetch are in it, as the framework runs them. Log, save and judge it before :meth:`open_step`:
+        then neither the next step's trace holds bench's own work nor a failed verdict leaves it open."""
         said = self._close()
-        if step is not None:
-            self._open(step)
+        if self._let_go is not None and not said:
+            step, limit = self._let_go
+            self._let_go = None
+            if step == self.step:
+                self._unwatched = True
+                said = [f"bench syncs of step {step}: let go after {limit:g} s, the longest a watched step may run "
+                        "(timeout_s): what it waited for is not known"]
         return said
 
-    def _open(self, step: int) -> None:
+    def open_step(self, step: int) -> None:
+        """The framework starts step ``step``: watched where it is one of ours."""
         from bench.usercode.stacks import own_libraries
 
         if step not in (self.step - 1, self.step, self.step + 1) or (step == self.step + 1 and not self.trace):
@@ -89,14 +97,18 @@ class StepWatch:
         except BaseException:
             stack.close()
             raise
-        with self._lock:
+        with self._lock:  # a step that never ends lets the GPU go after timeout_s; a late timer closes only its own
             self._stack, self._open_step, self._began = stack, step, time.perf_counter()
-            # a step that never ends lets the GPU go: the held one after twenty times the step as it is (10 s at least)
-            natural_s = self._took_ms.get(-1, 0.0) / 1e3
-            limit = self.timeout_s if step != self.step else min(self.timeout_s, max(10.0, 20 * natural_s))
-            self._timer = threading.Timer(limit, self.abandon)
+            self._timer = threading.Timer(self.timeout_s, self._expire, args=(stack,))
             self._timer.daemon = True
             self._timer.start()
+
+    def _expire(self, stack: ExitStack) -> None:
+        with self._lock:
+            if self._stack is not stack:
+                return
+            self._let_go = (self._open_step, self.timeout_s)
+        self.abandon()
 
     def _watch_as_it_is(self, stack: ExitStack) -> None:
         from bench.usercode.hold import devices_in_use, synchronize
@@ -155,9 +167,14 @@ class StepWatch:
         from bench.usercode.syncs.checks import WaitedForGpu, gate_waits
 
         found = self.found.syncs
-        if found is None or self._judged:
+        if self._judged or (found is None and not self._unwatched):
             return
         self._judged = True
+        if found is None:  # let go: a gate that cannot tell fails
+            if self.baseline is not None or self.fail_on_wait:
+                raise WaitedForGpu(f"step {self.step} ran past timeout_s={self.timeout_s:g} s under the hold and was "
+                                   "let go: whether it waited is not known (give a larger timeout_s)")
+            return
         if self.baseline is not None:
             host_work = {(place.file, place.line) for place in found.own_work}
             with own_libraries(self.frameworks):

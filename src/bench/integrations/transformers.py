@@ -44,10 +44,11 @@ class SyncsCallback(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs) -> None:
         step, self.steps = self.steps, self.steps + 1
-        self._said(args, self.watch.boundary(step))
+        self._said(args, self.watch.close_step())  # judged before the next opens: a failure leaves nothing open
+        self.watch.open_step(step)
 
     def on_train_end(self, args, state, control, **kwargs) -> None:
-        self._said(args, self.watch.boundary(None))
+        self._said(args, self.watch.close_step())
 
     def _said(self, args, lines: list[str]) -> None:
         """Log and save what a watched step found, then stop the run where it failed."""
