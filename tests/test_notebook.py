@@ -135,3 +135,16 @@ def test_a_cell_is_numbered_as_the_notebook_shows_it_and_its_lines_after_the_mag
     last = traceback.extract_tb(raised.value.__traceback__)[-1]
     assert last.filename.startswith("In [") and last.lineno == 3  # under the %%trace line, as the notebook shows
     assert last.line == "raise ValueError('here')"
+
+
+def test_a_line_magics_expression_stands_at_its_line_of_the_cell(shell):
+    import traceback
+
+    from bench.usercode.notebook import _region
+
+    shell.user_ns["_region"], shell.user_ns["shell"] = _region, shell
+    shell.run_cell("x = 1\ny = 2\nregion = _region(shell, '1 / 0', None, 'syncs')\n")
+    with pytest.raises(ZeroDivisionError) as raised:
+        shell.user_ns["region"]()
+    last = traceback.extract_tb(raised.value.__traceback__)[-1]
+    assert last.filename.startswith("In [") and last.lineno == 3  # the cell's third line, where it was asked

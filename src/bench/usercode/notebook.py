@@ -54,26 +54,35 @@ def cell_label(shell, file: str) -> str:
     return f"In [{number}]" if number is not None else file
 
 
+def _running_cell(shell):
+    """The innermost frame of a cell IPython compiled (None outside one)."""
+    compiled = getattr(getattr(shell, "compile", None), "_filename_map", {})
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename not in compiled:
+        frame = frame.f_back
+    return frame
+
+
 def cell_number(shell) -> int:
     """The number of the cell running now, as the notebook shows it (``In [5]``): that of the innermost frame of a
     cell IPython compiled (its own ``execution_count`` is the next cell's by then), else its count."""
-    compiled = getattr(getattr(shell, "compile", None), "_filename_map", {})
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename in compiled:
-            return compiled[frame.f_code.co_filename]
-        frame = frame.f_back
-    return shell.execution_count
+    frame = _running_cell(shell)
+    return shell.compile._filename_map[frame.f_code.co_filename] if frame is not None else shell.execution_count
 
 
 def _region(shell, line: str, cell: str | None, magic: str) -> Callable[[], object]:
     """The region: the cell, compiled under its label, its lines numbered as the notebook shows them (the magic's
-    line first) and kept for their source; else the line's expression. Each runs in the notebook's namespace."""
+    line first) and kept for their source; else the line's expression, at the line of the cell it stands on. Each
+    runs in the notebook's namespace."""
     label = f"In [{cell_number(shell)}]"
     if cell is None:
         if not line.strip():
             raise UsageError(f"give the region: {USAGE[magic]}")
-        code = compile(line.strip(), label, "eval")
+        frame = _running_cell(shell)
+        if frame is not None:  # the cell's own lines, as IPython keeps them, under its label
+            lines = linecache.getlines(frame.f_code.co_filename)
+            linecache.cache[label] = (sum(map(len, lines)), None, lines, label)
+        code = compile("\n" * ((frame.f_lineno or 1) - 1 if frame is not None else 0) + line.strip(), label, "eval")
         return lambda: eval(code, shell.user_ns)  # noqa: S307 (the user's own expression)
     source = f"%%{magic} {line}\n{cell}"  # the magic's line is the cell's first: the body's lines follow it
     linecache.cache[label] = (len(source), None, source.splitlines(True), label)
