@@ -74,20 +74,22 @@ def is_profiler_trace(path: Path) -> bool:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe or a device is never opened: opening one may block
             return False
-        with Path(path).open("rb") as raw:
-            packed = raw.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rb") if packed else Path(path).open("rb")) as stream:
+        with _opened(Path(path)) as stream:
             start = stream.read(SNIFF_BYTES)
     except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
         return False
     return start.lstrip()[:1] in (b"{", b"[") and (b'"traceEvents"' in start or b'"schemaVersion"' in start)
 
 
-def _text(path: Path) -> str:
+def _opened(path: Path):
+    """``path`` opened for reading its JSON's bytes: through gzip where it starts with gzip's magic."""
     with path.open("rb") as raw:
         packed = raw.read(2) == b"\x1f\x8b"
-    opened = gzip.open(path, "rb") if packed else path.open("rb")
-    with opened as stream:
+    return gzip.open(path, "rb") if packed else path.open("rb")
+
+
+def _text(path: Path) -> str:
+    with _opened(path) as stream:
         data = stream.read(READ_LIMIT + 1)
     if len(data) > READ_LIMIT:
         raise OSError(f"over {READ_LIMIT >> 20} MiB of JSON")
