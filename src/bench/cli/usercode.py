@@ -237,17 +237,11 @@ def trace_command(args: argparse.Namespace, console: Console) -> int:
         return _merge_traces(args, console)
     if args.from_file is not None:
         return _profiler_trace(args, console)
-    if args.results is not None and not Path(args.results).exists():
-        raise UsageError(f"--results: {args.results} does not exist")
+    results = _results_reader(args)
     earlier = _trace_baseline(args)
     function = _target("trace", args)
     device = args.device or 0
     name = _named(device)
-
-    def results():  # read only where a pageable copy needs a reference
-        with phase("reading results/ for pinned references"):
-            return _reference_rows(args.results or RESULTS_DIR)
-
     try:
         found = trace(function, runs=args.runs or DEFAULT_RUNS, results=results, target=args.target,
                       lines=not args.no_lines)
@@ -319,12 +313,7 @@ def _profiler_trace(args: argparse.Namespace, console: Console) -> int:
     from bench.errors import ResultsError
     from bench.usercode.trace.profiler import described_trace
 
-    if args.results is not None and not Path(args.results).exists():
-        raise UsageError(f"--results: {args.results} does not exist")
-
-    def results():  # read only where a pageable copy needs a reference
-        return _reference_rows(args.results or RESULTS_DIR)
-
+    results = _results_reader(args)
     try:
         found, notes = described_trace(Path(args.from_file), args.device, results)
     except (ResultsError, MeasurementFailed) as error:
@@ -332,15 +321,27 @@ def _profiler_trace(args: argparse.Namespace, console: Console) -> int:
     title = f"{Path(args.from_file).name} (the PyTorch profiler's trace)"
     _trace_outputs(args, found, found.target, title, None)
     if args.json:
-        import json
-
         from bench.escape import json_text
+        from bench.usercode.trace.outputs import finite
 
-        print(json_text({**json.loads(found.to_json()), "notes": notes}, indent=2))
+        print(json_text({**finite(found.to_dict()), "notes": notes}, indent=2))  # to_json's, with the notes
         return 0
     text = "\n".join([f"{title}:", str(found), *(f"note: {note}" for note in notes)])
     console.print(terminal_lines(text), highlight=False, soft_wrap=True, markup=False)
     return 0
+
+
+def _results_reader(args: argparse.Namespace):
+    """``--results`` checked; the function that reads its rows (results/ by default), called only where a pageable
+    copy needs a pinned reference."""
+    if args.results is not None and not Path(args.results).exists():
+        raise UsageError(f"--results: {args.results} does not exist")
+
+    def results():
+        with phase("reading results/ for pinned references"):
+            return _reference_rows(args.results or RESULTS_DIR)
+
+    return results
 
 
 def _trace_outputs(args: argparse.Namespace, found, target: str, title: str, environment) -> None:
