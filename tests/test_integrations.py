@@ -206,3 +206,18 @@ def test_a_frameworks_frames_count_as_own_while_any_block_of_it_is_open_in_any_o
     ended.start()
     ended.join()
     assert not is_own("lightning") and not is_own("accelerate") and is_own("")
+
+
+def test_a_callback_says_the_step_before_then_opens_the_next(fakes):
+    from bench.integrations.step import StepCallback
+
+    class Callback(StepCallback):
+        FRAMEWORKS = frozenset({"lightning"})
+
+    callback, heard = Callback(step=2), []
+    for _ in range(4):
+        callback._step_starts(lambda lines: heard.append((list(fakes["events"]), lines)))
+    assert callback.steps == 4 and callback.watch.frameworks == {"lightning"}
+    events, lines = heard[3]  # at step 3's start: step 2 closed and said, with nothing open yet for step 3
+    assert events == ["watched", "unwatched", "held", "released"] and lines[0].startswith("bench syncs of step 2")
+    assert callback.found is callback.watch.found

@@ -8,10 +8,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from pathlib import Path
 
-from bench.integrations.step import StepWatch
-from bench.usercode.syncs.result import DEFAULT_SETTLE_MS
+from bench.integrations.step import StepCallback
+
 
 def _package() -> str:
     """The Lightning the user's code imports: ``pytorch_lightning`` where only it is loaded (its Trainer takes only its
@@ -28,34 +27,19 @@ _LIGHTNING = importlib.import_module("lightning.pytorch" if _package() == "light
 Callback = _LIGHTNING.callbacks.Callback
 rank_zero_info = importlib.import_module(f"{_LIGHTNING.__name__}.utilities.rank_zero").rank_zero_info
 
-FRAMEWORKS = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
 
-
-class SyncsCallback(Callback):
+class SyncsCallback(StepCallback, Callback):
     """``bench syncs`` on training batch ``step`` (from 0; the batch before it is watched as it is, so at least 2),
     ``bench trace`` on the next with ``trace=True``; a step runs from its batch's start to the next one's (its hooks
     and logging, the next batch's fetch). The table goes to Lightning's log (``rank_zero_info``) and, as text and
     JSON, into ``trainer.default_root_dir``. ``fail_on_wait=True`` stops the run
     (:class:`~bench.usercode.syncs.checks.WaitedForGpu`) naming the lines that waited; ``baseline`` (a ``bench syncs
-    --save-baseline`` file) stops it only on a wait the baseline lacks."""
+    --save-baseline`` file) stops it only on a wait the baseline lacks. Its arguments: :class:`StepCallback`'s."""
 
-    def __init__(self, step: int = 10, trace: bool = False, fail_on_wait: bool = False,
-                 baseline: str | Path | None = None, settle_ms: float = DEFAULT_SETTLE_MS,
-                 timeout_s: float = 120.0) -> None:
-        super().__init__()
-        self.watch = StepWatch(step, FRAMEWORKS, trace=trace, fail_on_wait=fail_on_wait, baseline=baseline,
-                               settle_ms=settle_ms, timeout_s=timeout_s)
-        self.batches = 0
-
-    @property
-    def found(self):
-        """What the watched steps found (``found.syncs``, ``found.trace``, ``found.files``)."""
-        return self.watch.found
+    FRAMEWORKS = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        step, self.batches = self.batches, self.batches + 1
-        self._said(trainer, self.watch.close_step())  # judged before the next opens: a failure leaves nothing open
-        self.watch.open_step(step)
+        self._step_starts(lambda lines: self._said(trainer, lines))
 
     def on_train_end(self, trainer, pl_module) -> None:
         self._said(trainer, self.watch.close_step())

@@ -15,12 +15,40 @@ import datetime
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import UsageError
 from bench.usercode.syncs.result import DEFAULT_SETTLE_MS, SyncsResult
+
+
+class StepCallback:
+    """What a framework's callback is beside its hooks: the watch of its steps (``FRAMEWORKS``: its libraries), their
+    count, and a step's start: the step before it closed and said (logged, saved, judged by ``_said``), then it
+    opened. Mixed into the framework's own callback class."""
+
+    FRAMEWORKS: frozenset[str] = frozenset()
+
+    def __init__(self, step: int = 10, trace: bool = False, fail_on_wait: bool = False,
+                 baseline: str | Path | None = None, settle_ms: float = DEFAULT_SETTLE_MS,
+                 timeout_s: float = 120.0) -> None:
+        self.watch = StepWatch(step, self.FRAMEWORKS, trace=trace, fail_on_wait=fail_on_wait, baseline=baseline,
+                               settle_ms=settle_ms, timeout_s=timeout_s)
+        self.steps = 0
+
+    @property
+    def found(self) -> Found:
+        """What the watched steps found (``found.syncs``, ``found.trace``, ``found.files``)."""
+        return self.watch.found
+
+    def _step_starts(self, said: Callable[[list[str]], None]) -> None:
+        """The framework starts its next step: the one before it said first, so that a failed verdict leaves
+        nothing open and the next step's trace holds none of bench's work."""
+        step, self.steps = self.steps, self.steps + 1
+        said(self.watch.close_step())
+        self.watch.open_step(step)
 
 
 @dataclass
@@ -56,7 +84,7 @@ class StepWatch:
         self._began = 0.0
         self._took_ms: dict[int, float] = {}  # -1: the step as it is, 0: held (the hold's stops in it)
         self._saved_syncs = self._saved_trace = self._judged = self._unwatched = False
-        self._let_go: tuple[int, float] | None = None  # the step a timer let go, and after how long
+        self._let_go: int | None = None  # the step a timer let go
 
     @property
     def done(self) -> bool:
@@ -69,12 +97,11 @@ class StepWatch:
         then neither the next step's trace holds bench's own work nor a failed verdict leaves it open."""
         said = self._close()
         if self._let_go is not None and not said:
-            step, limit = self._let_go
-            self._let_go = None
+            step, self._let_go = self._let_go, None
             if step == self.step:
                 self._unwatched = True
-                said = [f"bench syncs of step {step}: let go after {limit:g} s, the longest a watched step may run "
-                        "(timeout_s): what it waited for is not known"]
+                said = [f"bench syncs of step {step}: let go after {self.timeout_s:g} s, the longest a watched step "
+                        "may run (timeout_s): what it waited for is not known"]
         return said
 
     def open_step(self, step: int) -> None:
@@ -107,7 +134,7 @@ class StepWatch:
         with self._lock:
             if self._stack is not stack:
                 return
-            self._let_go = (self._open_step, self.timeout_s)
+            self._let_go = self._open_step
         self.abandon()
 
     def _watch_as_it_is(self, stack: ExitStack) -> None:
@@ -124,13 +151,18 @@ class StepWatch:
         # no frame of the framework's hooks is above the step's code (they return before it runs): stacks run whole
         self._region = stack.enter_context(held_region(self.settle_ms, entry=sys._getframe()))
 
-    def _close(self) -> list[str]:
-        from bench.usercode.stacks import own_libraries
-
+    def _take(self) -> ExitStack | None:
+        """The open step's stack, taken (none is open after), its timer cancelled."""
         with self._lock:
             stack, self._stack = self._stack, None
             if self._timer is not None:
                 self._timer.cancel()
+        return stack
+
+    def _close(self) -> list[str]:
+        from bench.usercode.stacks import own_libraries
+
+        stack = self._take()
         if stack is None:
             return []
         step = self._open_step
@@ -185,10 +217,7 @@ class StepWatch:
 
     def abandon(self) -> None:
         """Let the GPU go: the step did not end (the framework stopped on an exception, or took too long)."""
-        with self._lock:
-            stack, self._stack = self._stack, None
-            if self._timer is not None:
-                self._timer.cancel()
+        stack = self._take()
         if stack is not None:
             stack.close()
 

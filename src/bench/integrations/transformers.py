@@ -6,10 +6,7 @@ micro-batch of a gradient accumulation), the optimizer and the Trainer's own cod
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from bench.integrations.step import StepWatch
-from bench.usercode.syncs.result import DEFAULT_SETTLE_MS
+from bench.integrations.step import StepCallback
 
 try:
     from transformers import TrainerCallback
@@ -18,34 +15,21 @@ except ImportError:
     raise ImportError("bench.integrations.transformers needs transformers: pip install "
                       "'cuda-sync-bench[transformers]'") from None
 
-FRAMEWORKS = frozenset({"transformers", "accelerate"})
 logger = logging.get_logger("transformers.bench")  # under transformers' own logger and its verbosity
 
 
-class SyncsCallback(TrainerCallback):
+class SyncsCallback(StepCallback, TrainerCallback):
     """``bench syncs`` on optimizer step ``step`` (from 0; the step before it is watched as it is, so at least 2),
     ``bench trace`` on the next with ``trace=True``; a step runs from its start to the next one's (the Trainer's
     logging, saving and the next batch's fetch). The table goes to transformers' log (a warning where the step
     waited) and, as text and JSON, into ``args.output_dir``. ``fail_on_wait=True`` stops the run
     (:class:`~bench.usercode.syncs.checks.WaitedForGpu`) naming the lines that waited; ``baseline`` (a ``bench syncs
-    --save-baseline`` file) stops it only on a wait the baseline lacks."""
+    --save-baseline`` file) stops it only on a wait the baseline lacks. Its arguments: :class:`StepCallback`'s."""
 
-    def __init__(self, step: int = 10, trace: bool = False, fail_on_wait: bool = False,
-                 baseline: str | Path | None = None, settle_ms: float = DEFAULT_SETTLE_MS,
-                 timeout_s: float = 120.0) -> None:
-        self.watch = StepWatch(step, FRAMEWORKS, trace=trace, fail_on_wait=fail_on_wait, baseline=baseline,
-                               settle_ms=settle_ms, timeout_s=timeout_s)
-        self.steps = 0
-
-    @property
-    def found(self):
-        """What the watched steps found (``found.syncs``, ``found.trace``, ``found.files``)."""
-        return self.watch.found
+    FRAMEWORKS = frozenset({"transformers", "accelerate"})
 
     def on_step_begin(self, args, state, control, **kwargs) -> None:
-        step, self.steps = self.steps, self.steps + 1
-        self._said(args, self.watch.close_step())  # judged before the next opens: a failure leaves nothing open
-        self.watch.open_step(step)
+        self._step_starts(lambda lines: self._said(args, lines))
 
     def on_train_end(self, args, state, control, **kwargs) -> None:
         self._said(args, self.watch.close_step())
