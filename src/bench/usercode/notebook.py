@@ -48,15 +48,20 @@ def _answered(magic: str, work: Callable[[], object]):
         return None
 
 
+def _compiled(shell) -> dict[str, int]:
+    """IPython's record of the files it compiled cells into: file -> the cell's number."""
+    return getattr(getattr(shell, "compile", None), "_filename_map", {})
+
+
 def cell_label(shell, file: str) -> str:
     """'In [5]' for a file IPython compiled a cell into (``file`` itself otherwise)."""
-    number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(file)
+    number = _compiled(shell).get(file)
     return f"In [{number}]" if number is not None else file
 
 
 def _running_cell(shell):
     """The innermost frame of a cell IPython compiled (None outside one)."""
-    compiled = getattr(getattr(shell, "compile", None), "_filename_map", {})
+    compiled = _compiled(shell)
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename not in compiled:
         frame = frame.f_back
@@ -67,7 +72,7 @@ def cell_number(shell) -> int:
     """The number of the cell running now, as the notebook shows it (``In [5]``): that of the innermost frame of a
     cell IPython compiled (its own ``execution_count`` is the next cell's by then), else its count."""
     frame = _running_cell(shell)
-    return shell.compile._filename_map[frame.f_code.co_filename] if frame is not None else shell.execution_count
+    return _compiled(shell)[frame.f_code.co_filename] if frame is not None else shell.execution_count
 
 
 def _region(shell, line: str, cell: str | None, magic: str) -> Callable[[], object]:
@@ -115,10 +120,10 @@ def _trace(shell, line: str, cell: str):
         from bench.usercode.trace.perfetto import encoded
         from bench.usercode.trace.run import trace
 
-        options = _trace_options(line, cell_number(shell))
+        number = cell_number(shell)
+        options = _trace_options(line, number)
         writes.claim(options["perfetto"], writes.writer("trace", "--perfetto"))
-        label = f"In [{cell_number(shell)}]"
-        found = trace(_region(shell, line, cell, "trace"), runs=options["runs"], target=label)
+        found = trace(_region(shell, line, cell, "trace"), runs=options["runs"], target=f"In [{number}]")
         found = named_trace(found, lambda file: cell_label(shell, file))
         writes.write_bytes(options["perfetto"], encoded(found))
         print(f"Perfetto timeline: {options['perfetto']}")

@@ -114,8 +114,13 @@ class _Unheld:
     def left(self) -> None:
         self.depth -= 1
         if self.depth == 0:
-            self.hold_again()
-            self.aside_s += time.perf_counter() - self.entered_s
+            self._held_again()
+
+    def _held_again(self) -> None:
+        """Out of the outermost scope: the GPU held again, the time since its entry set aside."""
+        self.depth = 0
+        self.hold_again()
+        self.aside_s += time.perf_counter() - self.entered_s
 
     def timed(self, during: Callable[[Callable[[], object]], CallDuringSpin],
               call: Callable[[], object]) -> CallDuringSpin:
@@ -130,9 +135,7 @@ class _Unheld:
                     call()
                 finally:
                     if self.depth:  # left open (a generator's scope): let go to the end, held again for the verdict
-                        self.depth = 0
-                        self.hold_again()
-                        self.aside_s += time.perf_counter() - self.entered_s
+                        self._held_again()
 
         self.aside_s, self.depth, self.waited = 0.0, 0, False
         result = during(listened)
