@@ -62,6 +62,8 @@
 #   "gate-proof"                the gate's four edits (scripts/gate_proof.py) into results/_gates/<stamp>-<gpu>-<uuid>/
 #   "profiler-agree [args]"     bench trace against bench trace --from of the PyTorch profiler's trace of the same
 #                               steps (scripts/profiler_agree.py) into results/_trace/<stamp>-<gpu>-<uuid>-profiler/
+#   "integrations"              the Lightning and Hugging Face callbacks' GPU tests (tests/test_gpu_integrations.py), each
+#                               test's directory with the tables the callback saved kept in results/_integrations/
 #   "notebook"                  docs/examples/notebook.ipynb executed (scripts/notebook_proof.py) into
 #                               results/_notebook/<stamp>-<gpu>-<uuid>.ipynb (needs nbclient and ipykernel)
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
@@ -334,7 +336,7 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
       compare) timeout 300 python3 -m bench compare "${words[@]:1}" ;;
       benchmarks) timeout 300 python3 -m pytest --benchmark-only -p no:cacheprovider "${words[@]:1}" 2>&1 | tail -80 ;;
       answers) timeout 580 python3 scripts/answer_times.py --out results/_answers "${words[@]:1}" ;;
-      trace-tiny|fixtures|gate-proof|profiler-agree|notebook)
+      trace-tiny|fixtures|gate-proof|profiler-agree|notebook|integrations)
         name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | tr -c 'A-Za-z0-9\n' - | head -1)
         slug=$name-$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | cut -c5-12)
         case "${words[0]}" in
@@ -348,6 +350,10 @@ torch.cuda.is_available(); print(f'import torch {a - t:.2f} s, torch.cuda.is_ava
             timeout 580 python3 scripts/gate_proof.py "results/_gates/$stamp-$slug" ;;
           profiler-agree)
             timeout 580 python3 scripts/profiler_agree.py "results/_trace/$stamp-$slug-profiler" "${words[@]:1}" ;;
+          integrations) mkdir -p results/_integrations
+            timeout 420 python3 -m pytest -v -m gpu -p no:cacheprovider tests/test_gpu_integrations.py \
+              --basetemp "results/_integrations/$stamp-$slug" > "results/_integrations/$stamp-$slug.txt" 2>&1
+            grep -v Warning "results/_integrations/$stamp-$slug.txt" | tail -40 ;;
           notebook) mkdir -p results/_notebook
             timeout 580 python3 scripts/notebook_proof.py "results/_notebook/$stamp-$slug.ipynb" ;;
         esac ;;
