@@ -3,7 +3,7 @@ reason."""
 
 import pytest
 
-from bench.env import gpu_skip_reason
+from bench.platform.env import gpu_skip_reason
 
 
 def pytest_collection_modifyitems(config, items):

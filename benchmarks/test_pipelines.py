@@ -4,7 +4,7 @@ cudaMallocAsync in a loop; a mallocAsync loop eager vs replayed as a CUDA graph.
 import pytest
 from gpu import GATED, UNGATED, run
 
-from bench import cuda  # its stand-ins, not one of them: collecting probes a module's names, which would import numba
+from bench.platform import cuda  # its stand-ins, not one of them: collecting probes a module's names, which would import numba
 from bench.experiments.alloc import LOOP, loop_once, pool_threshold
 from bench.experiments.graphs import verified_malloc_loop
 from bench.measure.capture import destroy, forked

@@ -15,14 +15,15 @@ import sys
 
 import pandas as pd
 
-from bench import analysis, store
+from bench.analysis import selection
+from bench.results import store
 from bench.experiments import registry
 
 BANDWIDTH_KEYS = ["host_memory", "direction", "bytes"]
 
 
 def _newest(path: str) -> pd.DataFrame:
-    return analysis.newest(store.read_any(path, store.suite_schema(registry())), registry())
+    return selection.newest(store.read_any(path, store.suite_schema(registry())), registry())
 
 
 def _gbps(frame: pd.DataFrame) -> pd.Series:

@@ -113,7 +113,7 @@ def phases(stderr: str) -> dict[str, float]:
 
 def columns() -> tuple:
     """The typed columns of an answers file: one row per tool run, then the GPU's environment."""
-    from bench.schema import INT, FLOAT, TEXT, column, environment_columns
+    from bench.results.schema import INT, FLOAT, TEXT, column, environment_columns
 
     return (column("tool", TEXT, "the bench command timed: syncs, trace or probe"),
             column("target", TEXT, "the region it answered on: FILE:FUNCTION"),
@@ -130,7 +130,7 @@ def columns() -> tuple:
 
 def write_parquet(path: Path, rows: list[dict], environment: dict, new: bool) -> Path:
     """The rows, each with the environment, through bench's store (typed, its metadata naming the table)."""
-    from bench import store
+    from bench.results import store
 
     return store.write_declared(path, [{**environment, **row} for row in rows], columns(), TABLE, new)
 
@@ -176,7 +176,7 @@ def main() -> int:
         return 0
     chosen = args.tools.split(",")
     targets = [t for t in TARGETS if not args.targets or t.target in args.targets.split(",")]
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
 
     environment = gpu_environment(0)
     env = dict(os.environ)

@@ -264,7 +264,7 @@ def build_cache(cache: Path) -> None:
 def build_traces(cache: Path) -> None:
     """Two ranks' saved traces (t0, t1) and a rank-1 trace whose names, file and host words are hostile (th)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from bench.env import Environment
+    from bench.platform.env import Environment
     from bench.trace import result_of, save
     from bench.usercode.activity import Activity, HostCall, Op, Recording
     from bench.usercode.stacks import Frame

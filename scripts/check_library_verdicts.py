@@ -18,9 +18,10 @@ import warnings
 
 import pandas as pd
 
-from bench import catalogs, store
+from bench import catalogs
+from bench.results import store
 from bench.catalogs import catalog
-from bench.libraries import BY_NAME
+from bench.platform.libraries import BY_NAME
 from bench.experiments import registry
 
 SPIN_MS = 200.0

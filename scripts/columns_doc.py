@@ -4,7 +4,7 @@ own columns, and the side tables. Nothing is typed by hand, so the page cannot d
     python scripts/columns_doc.py > docs/reference/columns.md
 
 ``tests/test_docs.py`` fails when docs/reference/columns.md differs from what this prints: after changing a column
-(bench.schema, an experiment's ``COLUMNS``, bench.env.Environment), run the command above. Imports no CUDA.
+(bench.results.schema, an experiment's ``COLUMNS``, bench.platform.env.Environment), run the command above. Imports no CUDA.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import sys
 
 import pyarrow as pa
 
-from bench import schema, store
+from bench.results import schema, store
 from bench.experiments import registry
-from bench.libraries import REQUIRED
+from bench.platform.libraries import REQUIRED
 
 COMMAND = "python scripts/columns_doc.py > docs/reference/columns.md"
 
-# What the environment columns hold, for those bench.env.Environment declares without a description (a field's
+# What the environment columns hold, for those bench.platform.env.Environment declares without a description (a field's
 # metadata "doc" there, once written, replaces these).
 ENVIRONMENT_DOCS = {
     "gpu_name": "the GPU's name",
@@ -108,7 +108,7 @@ def page() -> str:
         "order: the identity columns, every experiment's own columns, the samples, the run, the monitor and the "
         "environment. A row of one experiment leaves the other experiments' columns empty (null). How results "
         "files are laid out and read: [usage](../usage.md#results-files). The same list, from Python: "
-        "`bench.schema.describe(bench.store.suite_schema(bench.experiments.registry()))`.",
+        "`bench.results.schema.describe(bench.results.store.suite_schema(bench.experiments.registry()))`.",
         "",
         "Types are Arrow's: `int64` reads as pandas `Int64` (nullable), `bool` as nullable `boolean`, `double` as "
         "float, `list<double>` as arrays.",

@@ -45,7 +45,7 @@ def main() -> int:
     arguments = parser.parse_args()
     if arguments.seconds <= 0 or arguments.mib < 1:
         parser.error("--seconds must be positive and --mib at least 1")
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
     from bench.measure.copies import CopyBuffers, mismatch
     from bench.timing import Timer
 

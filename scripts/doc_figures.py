@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench import analysis, plots, store  # noqa: E402
+from bench.analysis import selection, plots
+from bench.results import store  # noqa: E402
 from bench.experiments import registry  # noqa: E402
 from bench.views import in_order  # noqa: E402
 
@@ -38,7 +39,7 @@ def draw(out: str, source: str, experiments: tuple[str, ...] | None) -> list[Pat
     """The figures of ``experiments`` (all) in ``source``, written into ``out`` as ``bench plot`` writes them, as PNG
     alone: the docs cite PNGs (``bench plot`` adds SVG for the user)."""
     everything = registry()
-    rows = analysis.newest(store.read_any(ROOT / source, store.suite_schema(everything)), everything)
+    rows = selection.newest(store.read_any(ROOT / source, store.suite_schema(everything)), everything)
     chosen = [name for name in everything if experiments is None or name in experiments]
     return plots.plot_results(rows, ROOT / out, in_order(chosen), store.side_tables_any(ROOT / source), ("png",))
 

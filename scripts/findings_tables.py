@@ -10,9 +10,9 @@ import sys
 
 import pandas as pd
 
-from bench import store
+from bench.results import store
 from bench.experiments import registry
-from bench.libraries import LIBRARIES
+from bench.platform.libraries import LIBRARIES
 from bench.views import views
 
 ENVIRONMENT = ("gpu_name", "gpu_uuid", "driver_version", "cuda_runtime",

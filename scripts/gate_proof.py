@@ -128,7 +128,7 @@ def main() -> int:
     if args.out.exists():
         raise SystemExit(f"{args.out} exists: the proof goes to a new directory")
     sys.path.insert(0, str(ROOT / "src"))
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
 
     environment = gpu_environment(0)
     args.out.mkdir(parents=True)

@@ -68,7 +68,7 @@
 #                               results/_notebook/<stamp>-<gpu>-<uuid>.ipynb (needs nbclient and ipykernel)
 #   "claims [args]" (--measure to measure what the results lack), "report [args]", "benchmarks [pytest args]", "compare OLD NEW"
 set -uo pipefail
-# Every row names the commit it measured (bench.env.git_commit): a copy of the tree sent to a GPU machine has no .git
+# Every row names the commit it measured (bench.platform.env.git_commit): a copy of the tree sent to a GPU machine has no .git
 # of its own (or a stale one), so the caller says which commit it is: BENCH_GIT_COMMIT=$(git rev-parse HEAD) here.
 [ -n "${BENCH_GIT_COMMIT:-}" ] || { echo "gpu_check: set BENCH_GIT_COMMIT to the commit of this tree" >&2; exit 2; }
 export BENCH_GIT_COMMIT
@@ -108,7 +108,7 @@ full() {  # a --full sweep into results/_full/, resumed across steps (each under
   fi
   echo "full sweep step wall time: $(( ($(date +%s%N) - start) / 1000000 )) ms"
   file=$(ls results/_full/*.parquet 2>/dev/null | sort | tail -1)
-  if python3 -c "import sys, bench.store as s; sys.exit(0 if s.read_metadata('$file').get('complete') else 1)"; then
+  if python3 -c "import sys, bench.results.store as s; sys.exit(0 if s.read_metadata('$file').get('complete') else 1)"; then
     python3 -m bench plot "$file" --out plots/full
   fi
 }
@@ -228,7 +228,7 @@ nvbandwidth() {  # against bench's results of this GPU only; never overwrites an
 machine() {
   lscpu | grep -E "^(Model name|Socket|NUMA|CPU\(s\))"
   nvidia-smi topo -m
-  python3 -c "import bench.env as e; print('CPUs local to GPU 0:', e.cpu_ranges(e.local_cpus(e.collect(0).pci_bus_id)))"
+  python3 -c "import bench.platform.env as e; print('CPUs local to GPU 0:', e.cpu_ranges(e.local_cpus(e.collect(0).pci_bus_id)))"
   python3 -c "import cuda.bindings, cuda.core; print('cuda-bindings', cuda.bindings.__version__, 'cuda-core', cuda.core.__version__)"
   grep -n "cuMemcpyBatchAsync\b\|define cuMemcpyBatchAsync\|cuMemPrefetchAsync\b" /usr/local/cuda/include/cuda.h | head
   ls /usr/include/boost/program_options.hpp 2>&1; cmake --version 2>&1 | head -1

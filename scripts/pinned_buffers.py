@@ -28,7 +28,7 @@ TOTAL_BYTES = 256 << 20
 
 def main() -> int:
     arguments = out_and_rounds(__doc__.splitlines()[0], 5)
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
     from bench.measure.pipeline import Payload
     from bench.usercode.pinned import copy_engines
 

@@ -18,7 +18,7 @@ import pstats
 import sys
 import time
 
-from bench.env import use_device
+from bench.platform.env import use_device
 from bench.sweep import plan as planning
 from bench.sweep.processes import _processes
 

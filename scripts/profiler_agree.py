@@ -116,7 +116,7 @@ def main() -> int:
     if args.out.exists():
         raise SystemExit(f"{args.out} exists: a run writes a new directory")
     args.out.mkdir(parents=True)
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
 
     report = {"gpu": gpu_environment(0).as_dict(), "runs": args.runs, "targets": {}}
     for index, target in enumerate(args.targets.split(",")):

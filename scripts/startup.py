@@ -23,7 +23,7 @@ mark("import cupy")
 from numba import cuda  # noqa: E402,F401  (its import time is what is measured)
 
 mark("import numba.cuda")
-from bench.env import gpu_environment, use_device  # noqa: E402
+from bench.platform.env import gpu_environment, use_device  # noqa: E402
 
 environment = gpu_environment(0)
 mark("read the environment (NVML, device properties): what the sweep's parent does")

@@ -501,7 +501,7 @@ def host_time_says_waited(region, sync=None) -> tuple[bool, float, float]:
     """By host time alone: (waited, host ms, ms until the GPU was done). A region that waits holds the host until its
     GPU work is (nearly) done; one that only enqueues returns well before."""
     if sync is None:
-        from bench.cuda import runtime
+        from bench.platform.cuda import runtime
 
         sync = runtime.deviceSynchronize
     sync()
@@ -627,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown group(s) {', '.join(sorted(unknown))}; known: {', '.join(GROUPS)}")
     options.out.mkdir(parents=True, exist_ok=True)
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
 
     environment = gpu_environment(0)
     started = time.perf_counter()

@@ -217,7 +217,7 @@ def text_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> str:
 
 def table_columns() -> tuple:
     """The typed columns of a syncs-cases file: one row per case, then the environment."""
-    from bench.schema import FLAG, FLOAT, INT, TEXT, column, environment_columns
+    from bench.results.schema import FLAG, FLOAT, INT, TEXT, column, environment_columns
 
     return (
         column("run_id", TEXT, "the run: its UTC start time"),
@@ -266,8 +266,8 @@ def slug(text: str) -> str:
 
 def write_outputs(out: Path, stem: str, rows: list[dict], summary: dict, environment,
                   found: list[tuple[str, object]]) -> list[Path]:
-    """The table as parquet (typed, through bench.store) and JSON, and bench.syncs.save's per-line rows."""
-    from bench import store, writes
+    """The table as parquet (typed, through bench.results.store) and JSON, and bench.syncs.save's per-line rows."""
+    from bench.results import store, writes
 
     written = [store.write_declared(out / f"{stem}-syncs-cases.parquet",
                                     [{**environment.as_dict(), **row} for row in rows], table_columns(), TABLE,

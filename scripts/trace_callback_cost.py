@@ -60,8 +60,8 @@ def main() -> int:
         parser.error("--calls must be at least 1")
     import numpy as np
 
-    from bench.cuda import cupy, runtime
-    from bench.env import gpu_environment
+    from bench.platform.cuda import cupy, runtime
+    from bench.platform.env import gpu_environment
     from bench.measure.memory import host_buffer
     from bench.usercode import activity
     from bench.usercode.activity import open_recorder

@@ -334,8 +334,9 @@ def main() -> int:
     arguments = parser.parse_args()
     import pandas as pd
 
-    from bench import plots, store
-    from bench.env import gpu_environment
+    from bench.analysis import plots
+    from bench.results import store
+    from bench.platform.env import gpu_environment
     from bench.experiments import registry
     from bench.trace import save
     from bench.usercode.trace.timeline import timeline

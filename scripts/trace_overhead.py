@@ -52,8 +52,8 @@ def main() -> int:
     arguments = out_and_rounds(__doc__.splitlines()[0], 25)
     from contextlib import ExitStack
 
-    from bench.cuda import runtime
-    from bench.env import gpu_environment
+    from bench.platform.cuda import runtime
+    from bench.platform.env import gpu_environment
     from bench.usercode.activity import open_recorder
 
     environment = gpu_environment(0)

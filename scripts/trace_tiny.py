@@ -208,7 +208,7 @@ def main() -> int:
     if args.out.exists() or args.out.with_suffix(".parquet").exists():
         raise SystemExit(f"{args.out} or its parquet exists: a run writes new files")
     import bench
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
 
     found = {"gpu": gpu_environment(0).as_dict(), "bench": str(Path(bench.__file__).parent), "cases": []}
     for case in args.cases.split(","):
@@ -246,7 +246,7 @@ TABLE = "trace-tiny"  # the bench metadata's table name of the parquet
 
 def columns() -> tuple:
     """The typed columns of the parquet: one row per case and round, then the GPU's environment."""
-    from bench.schema import FLOAT, INT, TEXT, column, environment_columns
+    from bench.results.schema import FLOAT, INT, TEXT, column, environment_columns
 
     return (column("library", TEXT, "the region's library: torch or cupy"),
             column("kernels", INT, "tiny kernels in the region"),
@@ -273,7 +273,7 @@ def rounds_table(found: dict) -> list[dict]:
 
 def write(out: Path, found: dict) -> None:
     """The JSON, and the parquet beside it through bench's store (typed; this run's own, so replaced as it grows)."""
-    from bench import store
+    from bench.results import store
 
     out.write_text(json.dumps(found, indent=2))
     store.write_declared(out.with_suffix(".parquet"), rounds_table(found), columns(), TABLE)

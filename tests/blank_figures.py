@@ -1,6 +1,6 @@
 """Stand-ins for the painters, for tests that read what a command writes or says, not its pixels: the report's
 (:func:`bench.report.figures.compact`, which ``Painter`` hands its figure functions in this process and its workers
-alike) and ``bench plot``'s (:func:`bench.plots.render`). Each figure is built by its view as ever (so the same
+alike) and ``bench plot``'s (:func:`bench.analysis.plots.render`). Each figure is built by its view as ever (so the same
 figures, stems and warnings), then becomes a one-colour PNG of the size its picture would have (an empty SVG),
 neither laid out nor drawn (a report of every synthetic experiment: a third of the CPU time). The figures are drawn
 for real where their pixels or their drawing are tested (the committed H200 runs' report, the same bytes of the same
@@ -26,13 +26,13 @@ def blank_figures() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BENCH_CACHE_DIR", "off")  # blank figures are never kept, nor a report of them
         patch.setattr("bench.report.figures.compact", blank_compact)
-        patch.setattr("bench.plots.render", blank_render)
+        patch.setattr("bench.analysis.plots.render", blank_render)
         patch.setattr("bench.report.figures._workers", lambda: 1)
         yield
 
 
 def texts(figure, fmt: str, dpi: float = 150) -> bytes:
-    """A stand-in for :func:`bench.plots.render` for tests that read a figure's words: its size in pixels at ``dpi``
+    """A stand-in for :func:`bench.analysis.plots.render` for tests that read a figure's words: its size in pixels at ``dpi``
     (``WIDTHxHEIGHT``) on the first line, then every text it holds (titles, labels, legends, each axis's tick labels
     as its formatter writes them), one a line; nothing laid out or drawn. ``fmt`` is ignored."""
     from matplotlib.text import Text

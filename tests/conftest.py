@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from bench.env import gpu_skip_reason, missing_libraries, no_gpu_reason
+from bench.platform.env import gpu_skip_reason, missing_libraries, no_gpu_reason
 
 _NO_GPU = no_gpu_reason()
 _NO_LIBRARIES = missing_libraries()
@@ -26,7 +26,7 @@ _CACHE = pytest.StashKey[tuple]()  # (BENCH_CACHE_DIR as it was or None, the ses
 
 
 def pytest_configure(config):
-    """bench's cache (:mod:`bench.cache`) in a directory of this process's own for the session, never the user's
+    """bench's cache (:mod:`bench.platform.cache`) in a directory of this process's own for the session, never the user's
     ~/.cache: the commands tests run here and in child processes (which inherit the environment) keep their entries
     there; it is removed at the session's end."""
     config.stash[_CACHE] = (os.environ.get("BENCH_CACHE_DIR"), tempfile.mkdtemp(prefix="bench-cache-"))

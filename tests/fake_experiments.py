@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.experiments import Experiment
-from bench.schema import FLOAT, INT, TEXT, column
+from bench.results.schema import FLOAT, INT, TEXT, column
 from bench.timing import Floor, Samples
 
 N = tuple(range(5))

@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from bench import analysis, plots, store
-from bench.schema import INT, TEXT, column, environment_columns, schema_of
+from bench.analysis import selection, plots
+from bench.results import store
+from bench.results.schema import INT, TEXT, column, environment_columns, schema_of
 from bench.usercode.tools import Figure, GpuPart, Part, Section, Tool
 
 TOOL = Tool("fake", "What the fake tool saw", Part(__name__, "Found"), table="fake", columns=Part(__name__, "columns"),
@@ -40,7 +41,7 @@ def save(found: Sequence[tuple[str, Found]], environment, path):
 
 def section(rows: pd.DataFrame) -> Section:
     parts = tuple(GpuPart(gpu, f"{int(mine['seen'].sum())} seen.", mine, (Figure(f"fake {gpu.name}", mine, "fake"),))
-                  for gpu, mine in analysis.by_gpu(rows))
+                  for gpu, mine in selection.by_gpu(rows))
     return Section(parts, {"target": ("what ran", ""), "seen": ("seen", "")}, "The fake tool's note.")
 
 

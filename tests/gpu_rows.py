@@ -16,9 +16,9 @@ def quick_context(**changes):
 
 def rows_of(name: str, configs, context=None) -> pd.DataFrame:
     """An experiment's rows, each checked against the suite's schema (what the sweep would write), typed."""
-    from bench import store
+    from bench.results import store
     from bench.experiments import registry
-    from bench.schema import RowCheck
+    from bench.results.schema import RowCheck
 
     rows = list(registry()[name].measure(configs, context or quick_context()))
     schema = synthetic.suite()
@@ -37,8 +37,8 @@ def forked_state() -> dict:
 
     untouched = not driver.is_initialized
     built = "numba.cuda.np.arraymath" in sys.modules  # imported by the target's registries
-    from bench.cuda import cupy
-    from bench.env import use_device
+    from bench.platform.cuda import cupy
+    from bench.platform.env import use_device
     from bench.timing import Gate
 
     use_device(0)

@@ -1,9 +1,9 @@
 """Synthetic result rows for every experiment, shaped like a sweep's (for CPU tests of headlines, figures, claims,
 compare, report and the store).
 
-Every ``*_records()`` function returns plain dicts that pass :func:`bench.schema.check_row` against
-:func:`bench.store.suite_schema` (tests/test_experiments.py checks that), so they can be written with
-:func:`write`. The ``*_rows()`` functions return the same rows as a DataFrame typed the way :func:`bench.store.read`
+Every ``*_records()`` function returns plain dicts that pass :func:`bench.results.schema.check_row` against
+:func:`bench.results.store.suite_schema` (tests/test_experiments.py checks that), so they can be written with
+:func:`write`. The ``*_rows()`` functions return the same rows as a DataFrame typed the way :func:`bench.results.store.read`
 types a file (every column of the suite, integers as ``Int64``, flags as ``boolean``).
 """
 
@@ -38,11 +38,11 @@ MONITOR = {"sm_clock_seen_mhz": 1980, "throttle_reasons": "", "throttled": False
 
 
 def environment(**changes):
-    """A :class:`bench.env.Environment` with :data:`ENV`'s values (and ``changes``)."""
-    from bench.env import Environment
+    """A :class:`bench.platform.env.Environment` with :data:`ENV`'s values (and ``changes``)."""
+    from bench.platform.env import Environment
 
     names = {field.name for field in dataclasses.fields(Environment)}
-    assert names == set(ENV), f"ENV is out of date with bench.env.Environment: {names ^ set(ENV)}"
+    assert names == set(ENV), f"ENV is out of date with bench.platform.env.Environment: {names ^ set(ENV)}"
     return Environment(**{**ENV, **changes})
 
 
@@ -563,14 +563,14 @@ def write_fleet(directory: Path, rows: list[dict], gpus=FLEET, run_id: str = RUN
 def suite(extra=()) -> pa.Schema:
     """The suite schema a sweep writes: every registered experiment's columns, and ``extra`` experiments' (a test's
     own)."""
-    from bench import store
+    from bench.results import store
     from bench.experiments import registry
 
     return store.suite_schema({**registry(), **{experiment.name: experiment for experiment in extra}})
 
 
 def views() -> dict:
-    """Every experiment's view, in the sweep's order, as the command line hands them to :mod:`bench.plots`."""
+    """Every experiment's view, in the sweep's order, as the command line hands them to :mod:`bench.analysis.plots`."""
     from bench.experiments import registry
     from bench.views import in_order
 
@@ -578,8 +578,8 @@ def views() -> dict:
 
 
 def frame(rows: list[dict], extra=()) -> pd.DataFrame:
-    """Rows as :func:`bench.store.read` returns them: every suite column, typed as :data:`bench.store.PANDAS_TYPES`."""
-    from bench import store
+    """Rows as :func:`bench.results.store.read` returns them: every suite column, typed as :data:`bench.results.store.PANDAS_TYPES`."""
+    from bench.results import store
 
     schema = suite(extra)
     table = pa.Table.from_pylist(rows, schema=schema)
@@ -589,7 +589,7 @@ def frame(rows: list[dict], extra=()) -> pd.DataFrame:
 def write(path: Path, rows: list[dict], run_id: str = RUN_ID, extra=(), **metadata) -> Path:
     """Write rows as a results file (schema version 2); ``run_id`` goes into the file's metadata (the rows keep
     their own, see :func:`tagged`)."""
-    from bench import store
+    from bench.results import store
 
     store.write(Path(path), rows, suite(extra), {"run_id": run_id, **metadata})
     return Path(path)

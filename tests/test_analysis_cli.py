@@ -15,8 +15,10 @@ import pytest
 
 import synthetic
 from blank_figures import blank_figures, texts
-from bench import analysis, claims, cli, plots, store
-from bench.errors import UsageError
+from bench import cli
+from bench.analysis import selection, claims, plots
+from bench.results import store
+from bench.platform.errors import UsageError
 from bench.experiments import registry
 from paths import with_path
 
@@ -41,7 +43,7 @@ def test_newest_keeps_the_newest_measurement_of_each_configuration_per_gpu():
     launch = experiment("launch")
     rows = synthetic.frame(launch + [{**row, "run_id": "20261122T000000Z"} for row in launch[:2]]
                            + synthetic.tagged(launch, **GPU_B))
-    kept = analysis.newest(rows, registry())
+    kept = selection.newest(rows, registry())
     assert sorted(zip(kept["hostname"], kept["path"], kept["run_id"])) == sorted(
         [("node-a", "dispatcher", "20261122T000000Z"), ("node-a", "precompiled", "20261122T000000Z"),
          ("node-a", "graph", synthetic.RUN_ID)] + [("node-b", path, synthetic.RUN_ID) for path in
@@ -51,18 +53,18 @@ def test_newest_keeps_the_newest_measurement_of_each_configuration_per_gpu():
 def test_gpus_are_told_apart_by_host_and_uuid_and_gpu_picks_one():
     rows = synthetic.frame(experiment("launch") + experiment("launch", **GPU_B)
                            + experiment("launch", gpu_name="Other GPU", **GPU_C))
-    found = analysis.gpus(rows)
+    found = selection.gpus(rows)
     assert [(gpu.host, gpu.short) for gpu in found] == [
         ("node-a", "Test GPU 00000000"), ("node-b", "Test GPU bbbbbbbb"), ("node-c", "Other GPU cccccccc")]
-    assert [len(mine) for _, mine in analysis.by_gpu(rows)] == [3, 3, 3]
+    assert [len(mine) for _, mine in selection.by_gpu(rows)] == [3, 3, 3]
     for wanted in ("bbbb", "GPU-bbbbbbbb", "node-b"):
-        assert set(analysis.select_gpu(rows, wanted)["hostname"]) == {"node-b"}
-    assert set(analysis.select_gpu(rows, "other gpu")["hostname"]) == {"node-c"}
-    assert analysis.select_gpu(rows, None) is rows
+        assert set(selection.select_gpu(rows, wanted)["hostname"]) == {"node-b"}
+    assert set(selection.select_gpu(rows, "other gpu")["hostname"]) == {"node-c"}
+    assert selection.select_gpu(rows, None) is rows
     with pytest.raises(UsageError, match="--gpu Test GPU: matches 2 GPUs"):
-        analysis.select_gpu(rows, "Test GPU")
+        selection.select_gpu(rows, "Test GPU")
     with pytest.raises(UsageError, match="--gpu dddd: no such GPU in the results \\(they hold: Test GPU"):
-        analysis.select_gpu(rows, "dddd")
+        selection.select_gpu(rows, "dddd")
 
 
 # --- bad input -------------------------------------------------------------------------------------------------
@@ -239,7 +241,7 @@ def test_superseded_runs_are_left_out_unless_named(tmp_path, run):
     synthetic.write(tmp_path / "results" / "20261121T000000Z-Test-GPU.parquet", experiment("launch"))
     superseded = tmp_path / "results" / "_superseded" / "20261120T000000Z-Test-GPU.parquet"
     synthetic.write(superseded, experiment("launch", run_id="20261120T000000Z", **GPU_C))
-    assert [gpu.host for gpu in analysis.gpus(store.read_any(tmp_path / "results", synthetic.suite()))] == ["node-a"]
+    assert [gpu.host for gpu in selection.gpus(store.read_any(tmp_path / "results", synthetic.suite()))] == ["node-a"]
     with blank_figures():  # which runs each command reads is tested
         result = run("report", cwd=tmp_path)
         assert result.returncode == 0 and result.stdout == "wrote plots/local/report.html\n", result.stderr

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bench import store
+from bench.results import store
 from paths import script_module
 
 ENVIRONMENT = {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_uuid": "GPU-0000", "git_commit": "abc1234",

@@ -1,11 +1,12 @@
-"""Before it exits, the command line waits until pyarrow's thread pools are idle (bench.arrow_threads says why)."""
+"""Before it exits, the command line waits until pyarrow's thread pools are idle (bench.results.arrow_threads says why)."""
 
 import sys
 
 import pandas as pd
 import pytest
 
-from bench import arrow_threads, cli
+from bench import cli
+from bench.results import arrow_threads
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libarrow's C++ names are looked up as on Linux")

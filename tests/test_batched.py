@@ -13,7 +13,7 @@ import pytest
 import synthetic
 from blank_figures import texts
 from bench.experiments import batched, registry
-from bench.schema import RowCheck, check_row, schema_of, suite_columns
+from bench.results.schema import RowCheck, check_row, schema_of, suite_columns
 from bench.sweep import plan, resume
 from bench.timing import Context
 from bench.views import views
@@ -141,7 +141,7 @@ def test_headline_shows_only_rows_that_finished(rows):
 def test_figure_of_synthetic_rows(rows):
     from matplotlib.figure import Figure
 
-    from bench.plots import pyplot
+    from bench.analysis.plots import pyplot
 
     drawn = batched_figure(rows, {})
     try:
@@ -157,7 +157,7 @@ def test_figure_of_synthetic_rows(rows):
 
 
 def test_figure_says_what_it_leaves_out(rows):
-    from bench.plots import pyplot
+    from bench.analysis.plots import pyplot
 
     records = synthetic.batched_records()
     records[0] = {**records[0], "status": "failed", "error": "data mismatch"}
@@ -177,7 +177,7 @@ def test_figure_of_nothing_measured_and_of_other_experiments():
     try:
         assert len(figure.axes) == 2
     finally:
-        from bench.plots import pyplot
+        from bench.analysis.plots import pyplot
 
         pyplot().close(figure)
 

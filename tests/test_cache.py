@@ -1,4 +1,4 @@
-"""What bench keeps from one command to the next (:mod:`bench.cache`): keys that name every input, entries written
+"""What bench keeps from one command to the next (:mod:`bench.platform.cache`): keys that name every input, entries written
 whole and pruned oldest first, a cache that is off or unwritable passed over; the report kept whole and its figures
 by what they show; and ``-v``, where a command's seconds went (:mod:`bench.timing.phases`)."""
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import cache
+from bench.platform import cache
 from bench.report import figures
 from bench.timing import phases
 from commands import bench

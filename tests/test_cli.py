@@ -11,7 +11,8 @@ import pytest
 
 import disks
 import synthetic
-from bench import cli, store
+from bench import cli
+from bench.results import store
 from bench.cli import measuring
 from bench.sweep import plan as planning
 from bench.sweep import preflight
@@ -224,7 +225,7 @@ def test_starting_the_command_line_loads_no_tool_and_no_library():
     """What a command line start pays: ``import bench`` imports only its name and version, ``--help`` only the
     tools' records and defaults, no tool's code and no library."""
     loaded = run_python("import bench\nprint(sorted(m for m in sys.modules if m.startswith('bench.')))")
-    assert loaded == ["['bench.distribution']"]
+    assert loaded == ["['bench.platform', 'bench.platform.distribution']"]
     code = ("import contextlib, io, runpy\nsys.argv = ['bench', '--help']\n"
             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
             "    runpy.run_module('bench', run_name='__main__')\nprint(loaded())")
@@ -273,7 +274,7 @@ def test_env_without_a_gpu_prints_the_host(main, tmp_path, no_gpu):
 
 
 def test_without_a_driver_every_gpu_command_says_so(main, tmp_path, monkeypatch):
-    from bench import env
+    from bench.platform import env
 
     monkeypatch.setattr(env, "MEASURING_LIBRARIES", {})  # as if installed: the driver is what is missing
     monkeypatch.setattr(env, "DRIVER_LIBRARY", "libbench-no-such-driver.so.1")
@@ -334,7 +335,7 @@ def test_a_missing_target_names_the_target(main, tmp_path, command, options):
 
 
 def test_a_value_that_starts_with_a_dash_is_the_options_value():
-    from bench import arguments
+    from bench.platform import arguments
 
     assert arguments.values_kept(["sweep", "--sizes", "-1K", "--quick"], ["--sizes"]) == [
         "sweep", "--sizes=-1K", "--quick"]

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import claims, plots, store
-from bench.analysis import Gpu, only
+from bench.analysis import claims, plots
+from bench.results import store
+from bench.analysis.selection import Gpu, only
 from bench.experiments import registry
 from bench.report.gpu import by_experiment, gpu_section, headlines
 from bench.views import View, views
@@ -80,7 +81,7 @@ def drawn(figure) -> list[str]:
 
 def cut_off(figure) -> list[str]:
     """The figure's own texts (its title: the library truth table's is long) that do not lie inside it from side to
-    side once :func:`bench.plots.fit_titles` wrapped them, as :func:`bench.plots.draw` does. Each is measured with
+    side once :func:`bench.analysis.plots.fit_titles` wrapped them, as :func:`bench.analysis.plots.draw` does. Each is measured with
     the renderer a draw uses, without laying out or drawing the figure: a layout moves a figure's title up or down,
     never sideways, so its left and right edges are what a draw finds."""
     plots.fit_titles(figure)
@@ -90,7 +91,7 @@ def cut_off(figure) -> list[str]:
 
 def shown(function, rows: pd.DataFrame, tables: dict, contract: bool = False) -> list[tuple[str, list[str]]]:
     """(stem, what it shows) of each figure the figure function ``function`` draws of ``rows``, handed them as they
-    are (:func:`bench.plots.draw` hands them only the columns the view declares). ``contract``: each must also be a
+    are (:func:`bench.analysis.plots.draw` hands them only the columns the view declares). ``contract``: each must also be a
     figure with axes under a file stem, no text of its own cut off (AssertionError naming the stem otherwise)."""
     from matplotlib.figure import Figure
 

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 import synthetic
-from bench import analysis, compare, noise, store
+from bench.analysis import selection, compare, noise
+from bench.results import store
 from bench.experiments import registry
 from bench.timing import median, median_interval
 
@@ -180,11 +181,11 @@ def test_each_committed_version_1_file_is_the_same_as_itself(path):
 
 
 def test_the_committed_results_directory_is_the_same_as_itself(tmp_path, run):
-    from bench import analysis
+    from bench.analysis import selection
 
     printed = run("compare", str(RESULTS), str(RESULTS), cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
-    shown = len(analysis.newest(store.read_any(RESULTS, synthetic.suite()), registry()))
+    shown = len(selection.newest(store.read_any(RESULTS, synthetic.suite()), registry()))
     assert printed.stdout == (f"What changed\n  nothing beyond noise\n{shown} same (not listed; --all lists every "
                           "configuration)\n")
     assert not list(tmp_path.iterdir())
@@ -432,5 +433,5 @@ def test_two_committed_h100s_flag_no_row_below_its_floor_and_no_unclear_change_o
     assert floor.any() and not table[floor]["verdict"].ne("unclear").any()
     flagged = table[table["verdict"].isin(["slower", "faster"])]
     paced = {(row["experiment"], compare.describe(registry()[row["experiment"]], row)) for row in new.to_dict("records")
-             if noise.below_floor(row, analysis.samples_of(row), registry()[row["experiment"]].floor)}
+             if noise.below_floor(row, selection.samples_of(row), registry()[row["experiment"]].floor)}
     assert paced and not paced & set(zip(flagged["experiment"], flagged["configuration"]))

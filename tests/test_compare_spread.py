@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import synthetic
-from bench import compare
+from bench.analysis import compare
 from test_compare import MIB, _machine
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import cli, store
+from bench import cli
+from bench.results import store
 from bench.experiments import registry
 from bench.trace import result_of, save
 from bench.usercode.activity import Activity, Op, Recording

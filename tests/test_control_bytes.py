@@ -1,7 +1,7 @@
 """A results file is untrusted input (fleets merge files from many hosts): its control characters (an escape
 sequence, a bell, a carriage return, C1's CSI U+009B, DEL, a bidi override) never get out raw, whatever command reads
 it. A figure draws each as its Python escape (and matplotlib has no glyph of it to warn of), the report writes it so,
-and JSON escapes it as \\uXXXX (bench.escape)."""
+and JSON escapes it as \\uXXXX (bench.analysis.escape)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ import pytest
 
 import synthetic
 from blank_figures import blank_figures, texts
-from bench import cli, plots, report
-from bench.escape import CONTROL, json_text, visible
-from bench.schema import schema_of
+from bench import cli, report
+from bench.analysis import plots
+from bench.analysis.escape import CONTROL, json_text, visible
+from bench.results.schema import schema_of
 from test_documents import strings
 from test_report_safety import KEPT, syncs_rows, trace_rows, write_raw
 
@@ -96,7 +97,7 @@ def test_plot_says_and_draws_no_control_character(tmp_path):
 def test_every_figure_text_shows_the_control_characters(tmp_path, monkeypatch, capsys):
     """Every view's figures of every experiment, their texts written instead of their pixels: the file's texts
     reach them as their escapes, never raw."""
-    monkeypatch.setattr("bench.plots.render", texts)
+    monkeypatch.setattr("bench.analysis.plots.render", texts)
     out = tmp_path / "figures"
     assert cli.main(["plot", str(results(tmp_path / "results")), "--out", str(out)]) == 0
     written = {path.name: path.read_text("utf-8") for path in out.rglob("*.png")}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cuda import LazyModule
+from bench.platform.cuda import LazyModule
 from paths import WITHOUT_CUDA, with_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ HIDDEN_RUN = textwrap.dedent("""
 
     assert importlib.util.find_spec("cupy") is None and importlib.util.find_spec("pynvml") is None
 
-    import bench.analysis, bench.claims, bench.compare, bench.plots, bench.report, bench.store
+    import bench.analysis.selection, bench.analysis.claims, bench.analysis.compare, bench.analysis.plots, bench.report, bench.results.store
     import bench.experiments
     assert len(bench.experiments.registry()) >= 7
     from bench import cli
@@ -69,7 +69,7 @@ def test_lazy_module_imports_on_first_use(monkeypatch):
 
 
 def test_the_cuda_stand_ins_are_lazy():
-    script = ("import sys\nfrom bench import cuda, timing\nfrom bench.measure import memory\nfrom bench.catalogs import runtime\n"
+    script = ("import sys\nfrom bench import timing\nfrom bench.platform import cuda\nfrom bench.measure import memory\nfrom bench.catalogs import runtime\n"
               "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'numba')))\n"
               "print(repr(cuda.runtime), repr(cuda.kernels))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,

@@ -245,7 +245,7 @@ def _check_sweep(args: argparse.Namespace) -> None:
     """What the parser leaves to the sweep, checked as the sweep plans it, which needs no GPU: experiment names,
     axes, sizes, and that a ``--budget`` shown can be met by the configurations it would run."""
     from bench.sweep.plan import Request, make
-    from bench.units import parse_sizes
+    from bench.analysis.units import parse_sizes
 
     devices = (0, 1) if args.devices == "all" else tuple(args.devices or ()) or (args.device or 0,)
     axes = {item.partition("=")[0].strip(): item.partition("=")[2].split(",") for item in args.axis}
@@ -267,7 +267,7 @@ def test_the_docs_show_commands():
                          ids=[where for where, _ in COMMANDS])
 def test_shown_command_parses(arguments):
     from bench.cli import _parser
-    from bench.errors import UsageError
+    from bench.platform.errors import UsageError
 
     if {"-h", "--help"} & set(arguments):
         return  # argparse prints the help and exits: nothing to check
@@ -426,18 +426,18 @@ COMMAND = r"(?:sweep|plot|claims --measure|claims|compare|report|probe|syncs|tra
 
 
 def test_the_commands_said_to_need_a_gpu_are_those_declared():
-    from bench.arguments import GPU_COMMANDS
+    from bench.platform.arguments import GPU_COMMANDS
 
     said = {where: re.findall(rf"Measuring \(([^)]*)\)\s+needs", " ".join(text.split())) for where, text in _texts()}
     assert said["python -m bench --help"] and said[name(CLI_PAGE)], said
     wrong = [f"{where}: {clause}" for where, clauses in said.items() for clause in clauses
              if sorted(set(re.findall(COMMAND, clause)) - {"claims --measure"}) != sorted(GPU_COMMANDS)]
-    assert not wrong, f"these list other commands than bench.arguments.GPU_COMMANDS {GPU_COMMANDS}: {wrong}"
+    assert not wrong, f"these list other commands than bench.platform.arguments.GPU_COMMANDS {GPU_COMMANDS}: {wrong}"
 
 
 def test_the_commands_declared_to_need_a_gpu_refuse_without_one_and_env_runs(no_gpu, tmp_path, monkeypatch, capsys):
     from bench import cli
-    from bench.arguments import GPU_COMMANDS
+    from bench.platform.arguments import GPU_COMMANDS
 
     monkeypatch.chdir(tmp_path)
     targets = {"probe": ["os:getcwd"], "syncs": ["os:getcwd"], "trace": ["os:getcwd"]}
@@ -448,11 +448,11 @@ def test_the_commands_declared_to_need_a_gpu_refuse_without_one_and_env_runs(no_
 
 
 def test_the_results_file_is_named_as_the_sweep_names_it():
-    from bench.arguments import RESULTS_NAME
+    from bench.platform.arguments import RESULTS_NAME
 
     named = [(where, found) for where, text in _texts()
              for found in re.findall(r"<[\w-]+>-<gpu>\.parquet", text) if found != RESULTS_NAME]
-    assert not named, f"a sweep writes results/{RESULTS_NAME} (bench.arguments.RESULTS_NAME): {named}"
+    assert not named, f"a sweep writes results/{RESULTS_NAME} (bench.platform.arguments.RESULTS_NAME): {named}"
 
 
 def _folders_report_reads() -> set[str]:
@@ -510,7 +510,7 @@ def _install_extras(line: str) -> set[str]:
 def test_the_readme_installs_what_its_commands_need():
     """Some install line of the README installs what each command it shows needs, and every install line can be
     installed (an extra that needs another has it beside it: ``.[cu12,cupti]`` cannot be resolved)."""
-    from bench.arguments import BESIDE, EXTRAS, GPU_COMMANDS, MEASURING_EXTRAS
+    from bench.platform.arguments import BESIDE, EXTRAS, GPU_COMMANDS, MEASURING_EXTRAS
 
     text = FRONT_PAGE.read_text()
     lines = [extras for extras in map(_install_extras, text.splitlines()) if extras]

@@ -1,5 +1,5 @@
-"""What claims and compare print (bench.documents) of results files that another program wrote: every text a file
-carries lands as text, escaped for the terminal and for Markdown (bench.escape), and as it is in JSON."""
+"""What claims and compare print (bench.analysis.documents) of results files that another program wrote: every text a file
+carries lands as text, escaped for the terminal and for Markdown (bench.analysis.escape), and as it is in JSON."""
 
 import html
 import json
@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 import synthetic
-from bench import cli, store
-from bench.escape import markdown, terminal
+from bench import cli
+from bench.results import store
+from bench.analysis.escape import markdown, terminal
 
 EVIL = ("[bold red]RICH[/bold red][link=https://evil.example]L[/link]\x1b[31mANSI\x1b]8;;https://evil.example"
         "\x1b\\OSC<img src=x onerror=alert(1)>[md](https://evil.example)`code`|cell\nline")

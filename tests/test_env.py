@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from bench import env
+from bench.platform import env
 
 
 def test_monitor_columns_over_an_interval():
@@ -65,7 +65,7 @@ def test_missing_measuring_libraries_name_the_extra(monkeypatch):
 
 
 def test_cpu_ranges_round_trip():
-    from bench.env import cpu_ranges, parse_cpu_ranges
+    from bench.platform.env import cpu_ranges, parse_cpu_ranges
 
     assert cpu_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
     assert parse_cpu_ranges("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]

@@ -12,17 +12,18 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import analysis, noise, store
+from bench.analysis import selection, noise
+from bench.results import store
 from bench.catalogs import DOCS_HOST, documented_waits
 from bench.catalogs import measured as catalog_module
 from bench.catalogs.runtime import catalog, documented_serializes
 from bench.experiments import Experiment, alloc, graphs, overlap, registry
 from bench.experiments import bandwidth as bandwidth_module
 from bench.measure import pipeline, verdicts
-from bench.schema import RowCheck, schema_of, suite_columns
+from bench.results.schema import RowCheck, schema_of, suite_columns
 from bench.sweep import plan
 from bench.views import views
-from bench.vocabulary import PLACEMENTS
+from bench.platform.vocabulary import PLACEMENTS
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 NAMES = list(registry())
@@ -52,7 +53,7 @@ def test_importing_the_registry_imports_no_cuda_library():
         "before = set(sys.modules)\n"
         "from bench.experiments import registry\n"
         "registry()\n"
-        "import bench.store, bench.sweep.plan, bench.schema, bench.timing, bench.catalogs.runtime\n"
+        "import bench.results.store, bench.sweep.plan, bench.results.schema, bench.timing, bench.catalogs.runtime\n"
         "new = sorted(m for m in set(sys.modules) - before\n"
         "             if m.split('.')[0] in ('cupy', 'cupyx', 'numba', 'numba_cuda', 'cuda', 'cupy_backends'))\n"
         "print(new)\n")
@@ -74,7 +75,7 @@ def test_experiment_modules_leave_clocks_events_and_statistics_to_the_timing_cor
 def test_an_experiment_must_declare_its_axes():
     with pytest.raises(ValueError, match="axes \\['n'\\] have no column"):
         Experiment(name="x", description="", axes={"n": (1,)}, columns=(), measure=None, seconds=None)
-    from bench.schema import INT, column
+    from bench.results.schema import INT, column
 
     with pytest.raises(ValueError, match="quick/full name an axis the default sweep lacks"):
         Experiment(name="x", description="", axes={"n": (1,)}, columns=(column("n", INT), column("m", INT)),
@@ -181,7 +182,7 @@ def test_figures_of_failed_rows(experiment):
     """Of failed rows, each figure function of the experiment's view draws none, or a figure that says its
     configurations failed. Its figures of every experiment's rows are checked in test_columns, which draws each
     once of every column and once of the columns the view declares."""
-    from bench.plots import pyplot
+    from bench.analysis.plots import pyplot
 
     failed = synthetic.frame(synthetic.failed_records(experiment.name))
     for draw in views()[experiment.name].figures:
@@ -196,7 +197,7 @@ def test_figures_of_failed_rows(experiment):
 
 
 def test_default_figure_backend_writes_files():
-    from bench.plots import pyplot
+    from bench.analysis.plots import pyplot
 
     pyplot()
     assert matplotlib.get_backend().lower() == "agg"
@@ -297,10 +298,10 @@ def test_catalog_contradictions_in_the_headline():
     device = views()["serialization"].headline(rows[rows["experiment"] == "serialization"])
     assert set(device["call"]) >= {"cudaMalloc", "cudaDeviceSynchronize"}
     assert set(device["verdict"]) == {"serializes"} and set(device["cause"]) == {"host waited", "device"}
-    assert analysis.contradicts_docs({"matches_docs": False}) and not analysis.contradicts_docs(
-        {"matches_docs": pd.NA}) and not analysis.contradicts_docs({"matches_docs": None}) and not \
-        analysis.contradicts_docs({"matches_docs": True})
-    assert [analysis.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
+    assert selection.contradicts_docs({"matches_docs": False}) and not selection.contradicts_docs(
+        {"matches_docs": pd.NA}) and not selection.contradicts_docs({"matches_docs": None}) and not \
+        selection.contradicts_docs({"matches_docs": True})
+    assert [selection.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
 
 
 def test_bandwidth_description():
@@ -483,7 +484,7 @@ def test_the_floors_pass_a_full_accuracy_sweep_and_catch_what_a_pacer_cut():
 
     def below(rows: pd.DataFrame) -> pd.Series:
         measured = rows[(rows["status"] == "ok") & (rows["n_samples"].fillna(0) > 0)]
-        return pd.Series([noise.below_floor(row, analysis.samples_of(row), registry()[row["experiment"]].floor)
+        return pd.Series([noise.below_floor(row, selection.samples_of(row), registry()[row["experiment"]].floor)
                           for row in measured.to_dict("records")], index=measured.index, dtype=bool)
 
     assert not below(store.read(FULL_ACCURACY, suite)).any()

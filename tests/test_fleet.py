@@ -9,8 +9,9 @@ import pytest
 
 import synthetic
 from blank_figures import blank_figures
-from bench import analysis, compare, store
-from bench.errors import UsageError
+from bench.analysis import selection, compare
+from bench.results import store
+from bench.platform.errors import UsageError
 from bench.experiments import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,32 +55,32 @@ def test_per_host_directories_read_as_one_dataset_of_four_gpus(tmp_path):
     assert found == [f"fleet/node-a/{FILE}", f"fleet/node-b/{FILE}"]
     fleet = store.read_any(results / "fleet", synthetic.suite())
     assert len(fleet) == 4 * len(rows)
-    assert [(gpu.host, gpu.uuid, gpu.name) for gpu in analysis.gpus(fleet)] == [
+    assert [(gpu.host, gpu.uuid, gpu.name) for gpu in selection.gpus(fleet)] == [
         (gpu["hostname"], gpu["gpu_uuid"], "NVIDIA H200") for gpu in synthetic.FLEET]
     assert sorted(set(zip(fleet["hostname"], fleet["gpu_index"], fleet["gpu_uuid"]))) == [
         ("node-a", 0, A0["gpu_uuid"]), ("node-a", 1, A1["gpu_uuid"]), ("node-b", 0, B0["gpu_uuid"]),
         ("node-b", 1, B1["gpu_uuid"])]
-    shown = analysis.newest(fleet, registry())  # both hosts' runs have one run id: each GPU keeps its own rows
-    assert [len(mine) for _, mine in analysis.by_gpu(shown)] == [len(rows)] * 4
+    shown = selection.newest(fleet, registry())  # both hosts' runs have one run id: each GPU keeps its own rows
+    assert [len(mine) for _, mine in selection.by_gpu(shown)] == [len(rows)] * 4
     # the fleet is part of results/ (what report reads by default); a snapshot under a _ name is not, unless named
     synthetic.write_fleet(results / "_fleet-old", synthetic.records("launch"),
                           gpus=[{**B1, "gpu_uuid": "GPU-c0c0c0c0-0000-0000-0000-000000000000"}])
-    assert len(analysis.gpus(store.read_any(results, synthetic.suite()))) == 4
-    assert [gpu.uuid[:12] for gpu in analysis.gpus(store.read_any(results / "_fleet-old", synthetic.suite()))] == ["GPU-c0c0c0c0"]
+    assert len(selection.gpus(store.read_any(results, synthetic.suite()))) == 4
+    assert [gpu.uuid[:12] for gpu in selection.gpus(store.read_any(results / "_fleet-old", synthetic.suite()))] == ["GPU-c0c0c0c0"]
 
 
 def test_a_hostname_picks_every_gpu_on_that_host(tmp_path, run):
     rows = synthetic.frame(synthetic.on_gpus(synthetic.records("launch")))
     for wanted in ("node-b", "NODE-B"):
-        picked = analysis.select_gpu(rows, wanted)
+        picked = selection.select_gpu(rows, wanted)
         assert sorted(set(zip(picked["hostname"], picked["gpu_uuid"]))) == [
             ("node-b", B0["gpu_uuid"]), ("node-b", B1["gpu_uuid"])] and len(picked) == 6
-    assert set(analysis.select_gpu(rows, "b1b1")["gpu_uuid"]) == {B1["gpu_uuid"]}
-    assert set(analysis.select_gpu(rows, "GPU-a0a0a0a0")["gpu_uuid"]) == {A0["gpu_uuid"]}
+    assert set(selection.select_gpu(rows, "b1b1")["gpu_uuid"]) == {B1["gpu_uuid"]}
+    assert set(selection.select_gpu(rows, "GPU-a0a0a0a0")["gpu_uuid"]) == {A0["gpu_uuid"]}
     with pytest.raises(UsageError, match="--gpu NVIDIA H200: matches 4 GPUs .*; give more of a UUID, or a hostname"):
-        analysis.select_gpu(rows, "NVIDIA H200")
+        selection.select_gpu(rows, "NVIDIA H200")
     with pytest.raises(UsageError, match="--gpu node-c: no such GPU in the results"):
-        analysis.select_gpu(rows, "node-c")
+        selection.select_gpu(rows, "node-c")
     synthetic.write_fleet(tmp_path / "fleet", synthetic.records("launch"))
     with blank_figures():  # whose figures are drawn is tested
         result = run("plot", "fleet", "--gpu", "node-b", cwd=tmp_path)

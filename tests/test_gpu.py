@@ -97,7 +97,7 @@ def test_timer_gated_and_ungated_agree_on_a_long_copy(cupy, whole_gpu):
 
 
 def test_spin_watch_tells_waiting_from_returning(cupy):
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
     from bench.timing import SpinWatch
 
     watch = SpinWatch()
@@ -187,7 +187,7 @@ def test_bandwidth_experiment_small(cupy):
 
 
 def test_env_collect(cupy):
-    from bench import env
+    from bench.platform import env
 
     environment = env.collect(0)
     assert environment.gpu_name and environment.sm_count > 0 and environment.async_engine_count >= 1

@@ -30,7 +30,7 @@ gate.open()
 watch = SpinWatch()
 watch.launch(stream, 0, 1.0)
 watch.wait_started(0)
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 runtime.deviceSynchronize()
 gate.check()
 print(sorted(name for name in ("numba", "cupy") if name in sys.modules))
@@ -75,7 +75,7 @@ def test_the_clock_pair_places_the_gpus_timer_on_the_hosts():
         watch.launch(stream, 0, 1.0)
         watch.wait_started(0)
         after = time.perf_counter_ns()
-        from bench.cuda import runtime
+        from bench.platform.cuda import runtime
 
         runtime.streamSynchronize(stream.ptr)
         started = clock.host_ns(int(watch.stamps[0]))

@@ -90,7 +90,7 @@ def test_syncs_and_probe_hold_every_gpu_the_region_uses():
     import cupy
 
     import bench
-    from bench.cuda import on_device
+    from bench.platform.cuda import on_device
 
     with on_device(1):
         matrix = cupy.random.random((2048, 2048))
@@ -118,7 +118,7 @@ def test_a_sweeps_process_of_gpu_1_sees_gpu_1_alone():
     """An experiment's process of one GPU is shown that GPU alone (CUDA_VISIBLE_DEVICES: its UUID), as device 0."""
     from fake_experiments import cuda_seen_rows, experiment
 
-    from bench.env import gpu_environment
+    from bench.platform.env import gpu_environment
     from bench.sweep.plan import Plan, rules_for
     from bench.sweep.processes import RowMessage, isolated
 

@@ -35,7 +35,7 @@ def busy(cupy):
 
 
 def test_the_hold_fills_every_sm_and_keeps_other_streams_waiting(cupy):
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
     from bench.usercode.hold import device_hold
 
     hold = device_hold()

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import store
+from bench.results import store
 from bench.experiments import hostmemory, managed, registry
-from bench.schema import RowCheck, check_row, schema_of, suite_columns
+from bench.results.schema import RowCheck, check_row, schema_of, suite_columns
 from bench.sweep import plan
 from bench.timing import StopRule
 from bench.views import views
@@ -230,7 +230,7 @@ def test_headlines_show_only_finished_rows(name):
 def test_figures_of_synthetic_rows(name):
     from matplotlib.figure import Figure
 
-    from bench.plots import pyplot
+    from bench.analysis.plots import pyplot
 
     experiment = registry()[name]
     rows = synthetic.frame(RECORDS[name]() + synthetic.all_records())  # among every other experiment's rows
@@ -248,7 +248,7 @@ def test_figures_of_synthetic_rows(name):
 
 
 def test_managed_figure_with_skipped_and_failed_rows():
-    from bench.plots import pyplot
+    from bench.analysis.plots import pyplot
 
     rows = synthetic.managed_records(skipped=True)
     rows[0] = {**rows[0], "status": "failed", "error": "kernel result wrong"}

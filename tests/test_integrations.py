@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 from bench.integrations.step import StepWatch
 from bench.usercode.stacks import Frame
 from bench.usercode.syncs.checks import WaitedForGpu

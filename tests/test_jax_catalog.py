@@ -14,12 +14,12 @@ from urllib.parse import urlparse
 
 import pytest
 
-import bench.cuda
+import bench.platform.cuda
 from bench import catalogs
 from bench.catalogs import CATEGORIES, LIBRARIES, LIBRARY_DOCS_HOST, Call, Prepared, calls, jax_calls, torch_calls
-from bench.claims import JAX_DISPATCH, JAX_READS
+from bench.analysis.claims import JAX_DISPATCH, JAX_READS
 from bench.experiments import library
-from bench.libraries import BY_NAME
+from bench.platform.libraries import BY_NAME
 
 TRITON_CALLS = {"torch triton kernel launch (warm)": ("launch", False),
                 "torch triton kernel first call": ("compilation", True)}
@@ -125,16 +125,16 @@ class FakeRuntime:
 @pytest.fixture
 def runtime(monkeypatch):
     fake = FakeRuntime(1)
-    for module in (bench.cuda, library, jax_calls):
+    for module in (bench.platform.cuda, library, jax_calls):
         monkeypatch.setattr(module, "runtime", fake)
     return fake
 
 
 def test_kept_device_makes_the_gpu_current_again(runtime):
-    with bench.cuda.kept_device(1):
+    with bench.platform.cuda.kept_device(1):
         runtime.setDevice(0)
     assert runtime.device == 1
-    with pytest.raises(ValueError), bench.cuda.kept_device(1):
+    with pytest.raises(ValueError), bench.platform.cuda.kept_device(1):
         runtime.setDevice(0)
         raise ValueError
     assert runtime.device == 1

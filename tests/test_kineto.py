@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench.errors import ResultsError
+from bench.platform.errors import ResultsError
 from bench.usercode.activity import Op
 from bench.usercode.trace.kineto import read
 

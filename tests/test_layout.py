@@ -125,21 +125,21 @@ def test_measure_imports_neither_experiments_nor_the_sweep_nor_usercode():
     assert not wrong, f"bench.measure must not import experiments, the sweep, the catalogs or bench.usercode: {wrong}"
 
 
-ANALYSIS = ("bench.store", "bench.writes", "bench.version1", "bench.analysis", "bench.plots", "bench.report",
-            "bench.compare", "bench.noise", "bench.claims", "bench.documents", "bench.escape", "bench.views",
+ANALYSIS = ("bench.results.store", "bench.results.writes", "bench.results.version1", "bench.analysis.selection", "bench.analysis.plots", "bench.report",
+            "bench.analysis.compare", "bench.analysis.noise", "bench.analysis.claims", "bench.analysis.documents", "bench.analysis.escape", "bench.views",
             "bench.usercode.tools",
             "bench.usercode.syncs.section", "bench.usercode.trace.section", "bench.usercode.trace.timeline",
             "bench.usercode.trace.collectives", "bench.usercode.trace.compare", "bench.usercode.trace.compare_text",
             "bench.usercode.trace.regressions")
-MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.cuda", "bench.timing.gpu", "bench.timing.spin",
-             "bench.driver", "bench.usercode", "bench.probe", "bench.syncs", "bench.trace", "bench.pytest_plugin")
+MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.platform.cuda", "bench.timing.gpu", "bench.timing.spin",
+             "bench.platform.driver", "bench.usercode", "bench.probe", "bench.syncs", "bench.trace", "bench.pytest_plugin")
 # the user-code tools are measuring code but for their analysis side (ANALYSIS names it)
-VIEWS_MAY_IMPORT = ("bench.views", "bench.plots", "bench.analysis", "bench.units", "bench.vocabulary", "bench.schema",
-                    "bench.errors", "bench.env", "bench.libraries")
+VIEWS_MAY_IMPORT = ("bench.views", "bench.analysis.plots", "bench.analysis.selection", "bench.analysis.units", "bench.platform.vocabulary", "bench.results.schema",
+                    "bench.platform.errors", "bench.platform.env", "bench.platform.libraries")
 
 
 def _targets(module: str, names: tuple[str, ...]) -> list[str]:
-    """What one import statement reaches: ``from bench import plots`` reaches bench.plots."""
+    """What one import statement reaches: ``from bench import plots`` reaches bench.analysis.plots."""
     return [f"{module}.{name}" for name in names] if module == "bench" else [module]
 
 

@@ -1,4 +1,4 @@
-"""One record per GPU library (:mod:`bench.libraries`), and everything that names a library derived from it: the
+"""One record per GPU library (:mod:`bench.platform.libraries`), and everything that names a library derived from it: the
 catalogs, the library experiment, the watcher's attribution, the environment's and the rows' version columns, the
 distribution's extras. A library added in one place and not the others fails here. No GPU: the measuring code runs on
 fakes."""
@@ -17,11 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import catalogs, env, libraries, store, upgrade
-from bench.arguments import MEASURING_EXTRAS
+from bench import catalogs
+from bench.platform import env, libraries
+from bench.results import store, upgrade
+from bench.platform.arguments import MEASURING_EXTRAS
 from bench.experiments import library as experiment
-from bench.libraries import BY_NAME, CATALOGED, LIBRARIES, REQUIRED
-from bench.schema import check_row, environment_columns
+from bench.platform.libraries import BY_NAME, CATALOGED, LIBRARIES, REQUIRED
+from bench.results.schema import check_row, environment_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = [library.version_column for library in LIBRARIES]
@@ -220,7 +222,7 @@ def test_a_file_without_the_version_columns_reads_and_upgrades(tmp_path):
 def test_compare_says_a_library_version_changed_only_where_both_runs_recorded_one():
     import pandas as pd
 
-    from bench.compare import ENVIRONMENT_COLUMNS, _environment_changes
+    from bench.analysis.compare import ENVIRONMENT_COLUMNS, _environment_changes
 
     assert set(VERSIONS) <= set(ENVIRONMENT_COLUMNS)
     before = pd.DataFrame({"torch_version": [None, None]})  # a run of before the column, or without PyTorch rows

@@ -93,7 +93,7 @@ def _rewritten(source: Path, path: Path, metadata: dict | None = None, pandas: b
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench import store
+    from bench.results import store
 
     table = pq.read_table(source)
     for name, values in columns.items():

@@ -40,7 +40,7 @@ def test_each_magic_says_in_one_line_that_it_needs_a_gpu(shell, capsys, no_gpu, 
 
 
 def test_the_trace_magic_reads_its_options():
-    from bench.errors import UsageError
+    from bench.platform.errors import UsageError
 
     assert _trace_options("", 7) == {"runs": 5, "perfetto": Path("trace-In7.json")}
     assert _trace_options("--runs 3 --perfetto 'my trace.json'", 2) == {"runs": 3, "perfetto": Path("my trace.json")}

@@ -260,7 +260,7 @@ def _committed_default_sweeps() -> list[tuple[dict, list[dict]]]:
     each experiment's process): each one's metadata and rows."""
     from pathlib import Path
 
-    from bench import store
+    from bench.results import store
     from bench.experiments import registry
 
     schema, runs = store.suite_schema(registry()), []

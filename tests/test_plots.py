@@ -8,7 +8,8 @@ import pytest
 
 import synthetic
 from blank_figures import texts
-from bench import analysis, plots, views
+from bench import views
+from bench.analysis import selection, plots
 
 
 def test_bandwidth_figure(tmp_path):
@@ -84,7 +85,7 @@ def test_every_view_draws_or_leaves_out_rows_whose_texts_were_altered(value):
     records = [{**row, **{column: value for column, cell in row.items() if isinstance(cell, str) and column not in keep}}
                for row in synthetic.all_records()]
     skipped = []
-    for _, group in analysis.by_gpu(synthetic.frame(records)):
+    for _, group in selection.by_gpu(synthetic.frame(records)):
         for _, _, figure in plots.draw(group, {}, synthetic.views(), skipped.append):
             plots.pyplot().close(figure)
     assert skipped == []

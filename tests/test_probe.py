@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.env import gpu_skip_reason
+from bench.platform.env import gpu_skip_reason
 from bench.probe import ProbeResult, stream_handle
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -48,7 +48,8 @@ def _bench(*args, cwd):
     ("mine.py:nothing", "probe: mine.py has no function 'nothing'"),
 ])
 def test_probe_refuses_what_it_cannot_call(tmp_path, monkeypatch, capsys, target, fragment):
-    from bench import cli, env
+    from bench import cli
+    from bench.platform import env
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.py").write_text("")

@@ -14,8 +14,9 @@ import pytest
 
 import synthetic
 from blank_figures import blank_figures
-from bench import report, store
-from bench.analysis import Gpu
+from bench import report
+from bench.results import store
+from bench.analysis.selection import Gpu
 from bench.catalogs.runtime import catalog
 from bench.report.gpu import by_experiment, experiment_id, gpu_id, headlines
 from bench.experiments import registry
@@ -280,12 +281,12 @@ def test_a_table_column_holds_one_unit_named_in_its_header(source):
     """No headline cell carries a time or rate unit: the column's header names it (sizes are values, not units).
     Each experiment's rows as the report hands them to its view (:func:`by_experiment`: a few columns, selected
     once)."""
-    from bench import analysis
+    from bench.analysis import selection
 
     rows = (synthetic.frame(synthetic.all_records()) if source == "synthetic"
             else store.read_any(ROOT / "results", synthetic.suite()))
     unit = re.compile(r"\d\s*(ms|µs|us|ns|GB/s)\b")
-    for _, mine in analysis.by_gpu(analysis.newest(rows, registry())):
+    for _, mine in selection.by_gpu(selection.newest(rows, registry())):
         for name, table in headlines(by_experiment(mine, registry()), registry()).items():
             for column in table.columns:
                 assert not [value for value in table[column].astype(str) if unit.search(value)], (name, column)
@@ -295,7 +296,7 @@ def test_gpu_filters_every_section(tmp_path):
     """``report --gpu`` shows the chosen GPU's syncs and traces only, as it does its sweep rows."""
     import test_report_safety as safety
     from bench import cli
-    from bench.schema import schema_of
+    from bench.results.schema import schema_of
     from bench.syncs import columns
 
     blocking = [row for row in synthetic.blocking_records() if row["experiment"] == "blocking"]

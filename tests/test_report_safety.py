@@ -18,8 +18,9 @@ import pytest
 
 import synthetic
 from blank_figures import blank_figures
-from bench import cli, report, store
-from bench.schema import schema_of
+from bench import cli, report
+from bench.results import store
+from bench.results.schema import schema_of
 
 MARK = "PWNED"
 HOSTILE = (f"javascript:document.title='{MARK}'//'\"><img src=x onerror=\"document.title='{MARK}'\">"

@@ -1,4 +1,4 @@
-"""Writing files safely (bench.store): a new run's file never replaces another file, however many runs race for a
+"""Writing files safely (bench.results.store): a new run's file never replaces another file, however many runs race for a
 name; a symlink is never written through (every writer: tests/test_symlinks.py); a device, a pipe or a directory is
 never replaced; a full disk is one error and leaves the old file as it was."""
 
@@ -11,8 +11,8 @@ import pytest
 
 import disks
 import synthetic
-from bench import store, writes
-from bench.errors import WriteError
+from bench.results import store, writes
+from bench.platform.errors import WriteError
 
 ROWS = synthetic.launch_records()
 

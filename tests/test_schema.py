@@ -7,10 +7,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from bench import schema
-from bench.env import Environment
-from bench.schema import (COMMON, FLAG, FLOAT, FLOATS, INT, MONITOR, RUN, SAMPLES, TEXT, TEXTS, Column, SchemaError,
-                          check_row, column, describe, environment_columns, schema_of, suite_columns)
+from bench.results import schema
+from bench.platform.env import Environment
+from bench.results.schema import (COMMON, FLAG, FLOAT, FLOATS, INT, MONITOR, RUN, SAMPLES, TEXT, TEXTS, Column,
+                                  SchemaError, check_row, column, describe, environment_columns, schema_of,
+                                  suite_columns)
 
 
 def test_column_and_its_arrow_field():
@@ -26,7 +27,7 @@ def test_column_and_its_arrow_field():
 
 
 def test_environment_columns_follow_the_environment_dataclass_then_the_optional_libraries_versions():
-    from bench.libraries import LIBRARIES
+    from bench.platform.libraries import LIBRARIES
 
     columns = environment_columns()
     fields = dataclasses.fields(Environment)

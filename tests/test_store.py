@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import store
-from bench.errors import ResultsError, UsageError
+from bench.results import store
+from bench.platform.errors import ResultsError, UsageError
 from bench.experiments import registry
-from bench.schema import RowCheck, SchemaError
+from bench.results.schema import RowCheck, SchemaError
 from fake_experiments import FINE
 
 

@@ -21,9 +21,10 @@ from rich.console import Console
 
 import disks
 import synthetic
-from bench import env, store, writes
+from bench.platform import env
+from bench.results import store, writes
 from bench.cli import measuring
-from bench.errors import ResultsError, UsageError, WriteError
+from bench.platform.errors import ResultsError, UsageError, WriteError
 from bench.sweep import loop, preflight, processes
 from bench.sweep import plan as planning
 from bench.sweep.loop import Outcome, Runner
@@ -675,7 +676,7 @@ def test_resume_of_two_gpus_runs_what_each_gpu_lacks(tmp_path, two_gpu_registry)
 
 
 def test_side_tables_of_two_gpus_keep_apart(tmp_path, monkeypatch):
-    from bench import plots
+    from bench.analysis import plots
 
     monkeypatch.setattr(planning, "registry", lambda: {"tabled": TABLED})
     path = tmp_path / "r.parquet"
@@ -811,7 +812,7 @@ def test_the_fork_servers_preload_builds_numbas_cuda_target():
 
 def test_the_test_experiments_import_nothing_the_fork_server_lacks():
     """An isolated sweep's experiment process unpickles its experiment: of the tests' fake experiments, that imports
-    fake_experiments, and nothing the fork server has not (the experiment modules it imports): not bench.store and
+    fake_experiments, and nothing the fork server has not (the experiment modules it imports): not bench.results.store and
     the pandas under it, a second for every process these tests start (fake_gpu keeps the preflight apart)."""
     code = ("import sys\nfrom bench.sweep import processes\nfor name in processes._experiment_modules():\n"
             "    __import__(f'bench.experiments.{name}')\nbefore = set(sys.modules)\nimport fake_experiments\n"

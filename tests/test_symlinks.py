@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import synthetic
-from bench import cli, store, writes
-from bench.errors import WriteError
+from bench import cli
+from bench.results import store, writes
+from bench.platform.errors import WriteError
 
 RESULTS = synthetic.launch_records()
 

@@ -145,7 +145,8 @@ def test_user_index_is_the_innermost_user_frame():
 def test_saved_rows_are_typed_never_replace_a_file_and_make_a_report_section(tmp_path):
     import synthetic
 
-    from bench import report, store
+    from bench import report
+    from bench.results import store
     from bench.usercode.tools import tool
 
     waited, own = places([wait(10, 0.15)], {}, settle_ms=100)

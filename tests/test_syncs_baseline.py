@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import writes
-from bench.errors import UsageError
+from bench.results import writes
+from bench.platform.errors import UsageError
 from bench.usercode.syncs import baseline
 from bench.usercode.syncs.baseline import Change
 from bench.usercode.syncs.gate import github, summary, text
@@ -309,7 +309,7 @@ def test_a_baseline_naming_one_place_twice_or_nested_too_deep_is_one_line(tmp_pa
 
 
 def test_no_line_of_a_gate_is_a_command_to_the_ci_runner(tmp_path):
-    from bench.escape import log_line
+    from bench.analysis.escape import log_line
 
     assert log_line("x = '##[error]pwned'") == "x = '##\u200b[error]pwned'"
     assert log_line("  ::error::pwned").startswith("\u200b") and log_line("a::b") == "a::b"

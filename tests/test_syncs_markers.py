@@ -142,7 +142,7 @@ def test_the_case_file_has_at_least_25_marked_regions(cases, markers):
 
 
 def fake_environment():
-    from bench.env import Environment
+    from bench.platform.env import Environment
 
     values = {field.name: (0 if field.type == "int" else "x") for field in dataclasses.fields(Environment)}
     return Environment(**{**values, "gpu_name": "Fake GPU 80GB", "gpu_uuid": "GPU-00000000-fake"})
@@ -150,7 +150,7 @@ def fake_environment():
 
 def test_a_whole_run_with_faked_syncs_writes_and_prints_the_table(cases, markers, monkeypatch, tmp_path, capsys):
     monkeypatch.syspath_prepend(str(SCRIPTS))
-    import bench.env
+    import bench.platform.env
     import bench.syncs  # noqa: F401  (bench.syncs is also the function's name: the module is sys.modules')
 
     def agreeing():
@@ -182,7 +182,7 @@ def test_a_whole_run_with_faked_syncs_writes_and_prints_the_table(cases, markers
         raise ImportError("No module named 'jax'")
 
     monkeypatch.setattr(sys.modules["bench.syncs"], "syncs", fake_syncs)
-    monkeypatch.setattr(bench.env, "gpu_environment", lambda device: fake_environment())
+    monkeypatch.setattr(bench.platform.env, "gpu_environment", lambda device: fake_environment())
     monkeypatch.setattr(cases, "independent", fake_independent)
     monkeypatch.setattr(cases, "GROUPS", {"fake": fake_group, "jax": missing_group})
     assert cases.main([str(tmp_path), "--groups", "fake,jax", "--settle-ms", "50", "--no-assert-async"]) == 0
@@ -196,7 +196,7 @@ def test_a_whole_run_with_faked_syncs_writes_and_prints_the_table(cases, markers
     assert rows.loc["syncs raises", "status"] == "error" and "held too long" in rows.loc["syncs raises", "error"]
     assert rows.loc["three waits", "gpu_name"] == "Fake GPU 80GB" and rows["syncs_s"].notna().sum() == 2
     assert rows.loc["three waits", "hold_ms"] == 300.0 and rows.loc["three waits", "independent"] == "waits"
-    from bench.store import read_metadata
+    from bench.results.store import read_metadata
 
     assert read_metadata(table)["table"] == "syncs-cases"
     summary = json.loads(table.with_suffix(".json").read_text())
@@ -211,9 +211,9 @@ def test_a_whole_run_with_faked_syncs_writes_and_prints_the_table(cases, markers
 
 
 def test_the_budget_skips_cases_not_started(cases, markers, monkeypatch, tmp_path):
-    import bench.env
+    import bench.platform.env
 
-    monkeypatch.setattr(bench.env, "gpu_environment", lambda device: fake_environment())
+    monkeypatch.setattr(bench.platform.env, "gpu_environment", lambda device: fake_environment())
     monkeypatch.setattr(cases, "GROUPS", {"host": cases.host_cases})
     assert cases.main([str(tmp_path), "--groups", "host", "--budget-s", "-1", "--no-assert-async"]) == 0
     [table] = tmp_path.glob("*-syncs-cases.parquet")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.schema import SAMPLES, check_row, schema_of
+from bench.results.schema import SAMPLES, check_row, schema_of
 from bench.timing import clock as clock_module
 from bench.timing import gpu, host
 from bench.timing import timeline as timeline_module
@@ -115,17 +115,17 @@ def test_missing_samples_are_empty():
 
 def test_the_statistics_and_the_package_import_nothing_cuda():
     """bench.timing.stats (and the package, whose GPU modules load on first use) serve the planner, the schema and
-    the analysis commands: importing them loads neither bench.cuda nor CuPy nor numba."""
+    the analysis commands: importing them loads neither bench.platform.cuda nor CuPy nor numba."""
     script = ("import sys\nimport bench.timing.stats\nstats = sorted(sys.modules)\n"
               "from bench.timing import Samples, StopRule, Stopwatch, process_age_s\n"
-              "cuda = lambda names: [m for m in names if m.split('.')[0] in ('cupy', 'numba') or m == 'bench.cuda']\n"
+              "cuda = lambda names: [m for m in names if m.split('.')[0] in ('cupy', 'numba') or m == 'bench.platform.cuda']\n"
               "print(cuda(stats), cuda(sys.modules))\n"
               "from bench.timing import Timer\nprint('bench.timing.gpu' in sys.modules, cuda(sys.modules))\n")
     source = str(Path(__file__).resolve().parents[1] / "src")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": with_path(source)})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["[] []", "True ['bench.cuda']"]  # the GPU modules: lazy stand-ins only
+    assert result.stdout.splitlines() == ["[] []", "True ['bench.platform.cuda']"]  # the GPU modules: lazy stand-ins only
 
 
 # --- host clocks (a fake perf_counter) -------------------------------------------------------------------------

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import cli, plots, report, store
+from bench import cli, report
+from bench.analysis import plots
+from bench.results import store
 from bench.trace import GAP_NS, JOIN_NS, WAIT_NS, HostWait, describe, result_of, save
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame
@@ -347,7 +349,7 @@ def saved(tmp_path):
 
 
 def test_saved_rows_read_back_and_a_second_save_never_replaces_the_file(saved, tmp_path):
-    from bench.schema import environment_columns
+    from bench.results.schema import environment_columns
     from bench.trace import columns
 
     path, rows = saved

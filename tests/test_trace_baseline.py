@@ -99,8 +99,8 @@ def test_the_command_line_refuses_a_mistake_before_anything_runs(tmp_path, argum
 
 
 def test_a_tests_trace_baseline_is_written_then_gates_the_next_trace(tmp_path, monkeypatch):
-    import bench.cuda
-    import bench.env
+    import bench.platform.cuda
+    import bench.platform.env
     import synthetic
     from bench.pytest_plugin import DidNotOverlap, gate_trace
 
@@ -109,8 +109,8 @@ def test_a_tests_trace_baseline_is_written_then_gates_the_next_trace(tmp_path, m
         def getDevice() -> int:
             return 0
 
-    monkeypatch.setattr(bench.cuda, "runtime", Runtime())
-    monkeypatch.setattr(bench.env, "gpu_environment", lambda device: synthetic.environment())
+    monkeypatch.setattr(bench.platform.cuda, "runtime", Runtime())
+    monkeypatch.setattr(bench.platform.env, "gpu_environment", lambda device: synthetic.environment())
     stored = tmp_path / "baselines" / "test_pipeline.parquet"
     gate_trace(traced([2.0]), stored, update=True)
     gate_trace(traced([2.0]), stored, update=True)  # written again, in place: the test's own file
@@ -127,13 +127,13 @@ def test_a_tests_trace_baseline_is_written_then_gates_the_next_trace(tmp_path, m
 
 def test_a_baseline_of_another_target_is_used_when_it_is_the_only_one_and_refused_among_several(tmp_path,
                                                                                                 monkeypatch):
-    import bench.cuda
-    import bench.env
+    import bench.platform.cuda
+    import bench.platform.env
     import synthetic
     from bench.pytest_plugin import DidNotOverlap, gate_trace
 
-    monkeypatch.setattr(bench.cuda, "runtime", type("Runtime", (), {"getDevice": staticmethod(lambda: 0)})())
-    monkeypatch.setattr(bench.env, "gpu_environment", lambda device: synthetic.environment())
+    monkeypatch.setattr(bench.platform.cuda, "runtime", type("Runtime", (), {"getDevice": staticmethod(lambda: 0)})())
+    monkeypatch.setattr(bench.platform.env, "gpu_environment", lambda device: synthetic.environment())
     one = saved(tmp_path / "one.parquet", traced([2.0], target="train.py:step"))
     with pytest.raises(DidNotOverlap, match="pageable copy"):  # gated against train.py:step, its only trace
         gate_trace(traced([2.0], pageable_ms=3.0), one, update=False)

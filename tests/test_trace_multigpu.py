@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench import cli, plots, store
+from bench import cli
+from bench.analysis import plots
+from bench.results import store
 from bench.trace import merged, result_of, save
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.stacks import Frame

@@ -1,6 +1,6 @@
 import pytest
 
-from bench.units import format_size, parse_size, parse_sizes
+from bench.analysis.units import format_size, parse_size, parse_sizes
 
 
 @pytest.mark.parametrize("text,value", [("4096", 4096), ("4K", 4096), ("4KiB", 4096), ("16 MiB", 16 << 20),

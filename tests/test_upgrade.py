@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
-from bench import store, upgrade
-from bench.errors import ResultsError
+from bench.results import store, upgrade
+from bench.platform.errors import ResultsError
 from bench.experiments import registry
-from bench.version1 import from_version_1
+from bench.results.version1 import from_version_1
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -197,7 +197,7 @@ def test_from_version_1_leaves_empty_and_foreign_frames_alone():
 
 # --- version 2 files: today's columns, on disk ---------------------------------------------------------------------
 
-UPGRADE = "python -m bench.upgrade results"
+UPGRADE = "python -m bench.results.upgrade results"
 
 
 def test_every_committed_main_table_has_todays_columns_and_plain_readers_drop_none():
@@ -291,4 +291,4 @@ def test_the_upgrade_command_rewrites_only_main_tables_of_this_version(tmp_path,
     assert {path: path.read_bytes() for path in untouched} == untouched
     assert upgrade.main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == (f"bench: error: {tmp_path / 'missing'} is not a directory (usage: python -m "
-                                       "bench.upgrade [DIRECTORY ...])\n")
+                                       "bench.results.upgrade [DIRECTORY ...])\n")

@@ -8,8 +8,9 @@ import pytest
 from bench import catalogs, timing
 from bench.catalogs import cupy_calls, numba_calls, runtime, torch_calls
 from bench.experiments import registry
-from bench.schema import COMMON, SAMPLES
-from bench.vocabulary import PLACEMENTS, Clock, DeviceVerdict, DocsHost, HostVerdict, Status, StopReason, Unit, values
+from bench.results.schema import COMMON, SAMPLES
+from bench.platform.vocabulary import (PLACEMENTS, Clock, DeviceVerdict, DocsHost, HostVerdict, Status, StopReason,
+                                       Unit, values)
 
 
 def _column(columns, name):
@@ -39,7 +40,7 @@ def test_verdict_and_docs_columns_take_the_enums():
 
 
 def test_timing_keeps_to_the_vocabulary():
-    """Until timing takes its units, clocks and stop reasons from bench.vocabulary, they must not drift apart."""
+    """Until timing takes its units, clocks and stop reasons from bench.platform.vocabulary, they must not drift apart."""
     assert tuple(timing.UNITS) == values(Unit)
     assert tuple(timing.CLOCKS) == values(Clock)
     assert tuple(timing.STOP_REASONS) == values(StopReason)
@@ -88,11 +89,11 @@ def test_one_documented_waits_for_every_catalog():
 
 
 def test_words_both_sides_name_are_defined_once():
-    """An axis whose words the views name too takes them from bench.vocabulary (a subset of an enum's values where
+    """An axis whose words the views name too takes them from bench.platform.vocabulary (a subset of an enum's values where
     the experiment measures only some); so do the catalogs' placements and the spinning streams."""
     from bench.experiments import batched, bandwidth, hostlinks, hostmemory, roundtrip, zerocopy
     from bench.measure import columns
-    from bench.vocabulary import SPIN_STREAMS, Direction, HostMemory, HostOperation
+    from bench.platform.vocabulary import SPIN_STREAMS, Direction, HostMemory, HostOperation
 
     assert catalogs.STREAM_PLACEMENTS == PLACEMENTS[:-1] and PLACEMENTS[-1] == "none"
     assert columns.SPIN_STREAM.values == SPIN_STREAMS

@@ -1,6 +1,6 @@
 """What bench may write, and where: no writer replaces a file it did not make (``--force`` aside), none replaces a
 results file, a report or figure never lands on a results path, a missing directory is a mistake (bench's own
-aside), a results path that is a pipe is refused unopened; the policy table in docs/usage.md is bench.writes.WRITERS;
+aside), a results path that is a pipe is refused unopened; the policy table in docs/usage.md is bench.results.writes.WRITERS;
 and the docs' own example commands write where git ignores them. Run as a user runs bench: in a subprocess."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import pytest
 
 import synthetic
 from commands import ROOT, assert_refused, bench
-from bench import plots, writes
+from bench.analysis import plots
+from bench.results import writes
 from bench.cli.parser import parser
 from bench.trace import save
 from bench.usercode.trace.perfetto import encoded
-from bench.writes import WRITERS, Replaces
+from bench.results.writes import WRITERS, Replaces
 from blank_figures import blank_figures
 from test_trace_multigpu import GPU0, GPU0_CALLS, traced
 

@@ -11,7 +11,7 @@ import sys
 import types
 from typing import TYPE_CHECKING
 
-from bench.distribution import DISTRIBUTION, __version__  # noqa: F401  (bench.__version__, bench.DISTRIBUTION)
+from bench.platform.distribution import DISTRIBUTION, __version__  # noqa: F401  (bench.__version__, bench.DISTRIBUTION)
 
 _FACES = {"probe": ("ProbeResult", "probe"),  # does my code block?
           "syncs": ("SyncsResult", "syncs", "allow_waits"),  # and where does it wait (and where may it)?

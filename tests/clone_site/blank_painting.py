@@ -1,5 +1,5 @@
 """A one-colour PNG of a figure's size: what the tests' stand-in painters paint in place of the figure, for
-:func:`bench.plots.render` and :func:`bench.report.figures.compact` alike (tests/blank_figures.py in a test's
+:func:`bench.analysis.plots.render` and :func:`bench.report.figures.compact` alike (tests/blank_figures.py in a test's
 process, sitecustomize.py beside this file in a child's)."""
 
 import io
@@ -18,7 +18,7 @@ def blank_png(figure, dpi: float) -> bytes:
 def blank_compact(figure) -> bytes:
     """:func:`bench.report.figures.compact` without drawing: a blank PNG of the figure's size at the report's DPI;
     the figure is closed."""
-    from bench import plots
+    from bench.analysis import plots
     from bench.report.markup import DPI
 
     try:
@@ -28,5 +28,5 @@ def blank_compact(figure) -> bytes:
 
 
 def blank_render(figure, fmt: str, dpi: float = 150) -> bytes:
-    """:func:`bench.plots.render` without drawing: a blank PNG of the figure's size, or an empty SVG."""
+    """:func:`bench.analysis.plots.render` without drawing: a blank PNG of the figure's size, or an empty SVG."""
     return blank_png(figure, dpi) if fmt == "png" else b"<svg xmlns='http://www.w3.org/2000/svg'/>\n"

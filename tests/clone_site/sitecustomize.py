@@ -23,7 +23,7 @@ def log(line: str) -> None:
         handle.write(f"{os.getpid()} {line}\n")
 
 
-BLANKED = {"bench.plots": ("render", blank_render), "bench.report.figures": ("compact", blank_compact)}
+BLANKED = {"bench.analysis.plots": ("render", blank_render), "bench.report.figures": ("compact", blank_compact)}
 
 
 class Blanking(importlib.abc.Loader):

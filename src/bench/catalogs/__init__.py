@@ -2,12 +2,12 @@
 CUDA runtime's (:mod:`bench.catalogs.runtime`, measured by the ``blocking``, ``serialization`` and ``crossgpu``
 experiments) and the library calls users write (CuPy, numba-cuda, PyTorch, JAX: :mod:`bench.catalogs.cupy_calls`,
 :mod:`~bench.catalogs.numba_calls`, :mod:`~bench.catalogs.torch_calls`, :mod:`~bench.catalogs.jax_calls`, measured
-by the ``library`` experiment), each library's named by its record (:mod:`bench.libraries`).
+by the ``library`` experiment), each library's named by its record (:mod:`bench.platform.libraries`).
 Every catalog is a tuple ``CALLS`` of the one model, :class:`Call`, beside a library's ``Kit`` (the inputs its calls
 need); :func:`catalog` reads them by library.
 :mod:`bench.catalogs.measured` measures the runtime's call by call, for the ``blocking`` and ``serialization``
 experiments. What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`),
-:mod:`bench.cuda`, :mod:`bench.vocabulary`, :mod:`bench.libraries` and each other; never an experiment. The
+:mod:`bench.platform.cuda`, :mod:`bench.platform.vocabulary`, :mod:`bench.platform.libraries` and each other; never an experiment. The
 measuring tools never import the catalogs: the catalogs stand on them.
 
 A call is prepared on a stream before anything runs (buffers, handles; the runtime's on its *placement* stream, a
@@ -25,8 +25,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.libraries import CATALOGED
-from bench.vocabulary import PLACEMENTS, DocsHost, values
+from bench.platform.libraries import CATALOGED
+from bench.platform.vocabulary import PLACEMENTS, DocsHost, values
 
 RUNTIME = "cuda-runtime"  # the CUDA runtime's catalog
 LIBRARIES = tuple(library.name for library in CATALOGED)  # the libraries' catalogs, in the library experiment's order

@@ -4,7 +4,7 @@ stream (``with stream:``), on inputs made before the spin kernel started."""
 from __future__ import annotations
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.cuda import cupy, cupyx
+from bench.platform.cuda import cupy, cupyx
 
 DOCS = "https://docs.cupy.dev/en/stable/reference/generated/"
 SIZE = 1 << 20  # elements of the float32 inputs (4 MiB)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.cuda import LazyModule, make_current, runtime
+from bench.platform.cuda import LazyModule, make_current, runtime
 
 jax = LazyModule("jax")
 jnp = LazyModule("jax.numpy")

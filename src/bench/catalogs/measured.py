@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from bench.catalogs.runtime import KIT_MEMORY, Kit, catalog, placement_stream
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 from bench.measure.memory import OwnedStream
 from bench.timing import Context, Samples, SpinWatch, host_interval
-from bench.vocabulary import PLACEMENTS, SPIN_STREAMS, Status
+from bench.platform.vocabulary import PLACEMENTS, SPIN_STREAMS, Status
 
 QUICK_CALLS = {"call": ("(nothing)", "cudaFree", "cudaMemcpyAsync H2D pageable 64 MiB", "kernel launch")}
 # --quick: a control, a call that waits, one that stages on the host, one that returns

@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.catalogs import RUNTIME, Call, Prepared
 from bench.catalogs import catalog as _catalogs
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 from bench.measure.memory import touched
 
 SMALL_BYTES = 4 << 10
@@ -241,7 +241,7 @@ class Kit:
     bytes, ``LARGE_BYTES`` each), an event and the mix kernel. Also makes the streams of one measurement."""
 
     def __init__(self) -> None:
-        from bench.cuda import cupy, kernels
+        from bench.platform.cuda import cupy, kernels
         from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 
         self.buffers = BufferSet(streams=0)

@@ -9,7 +9,7 @@ import functools
 import linecache
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.cuda import LazyModule
+from bench.platform.cuda import LazyModule
 
 torch = LazyModule("torch")
 

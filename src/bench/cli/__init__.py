@@ -8,7 +8,7 @@ rows, says where it stopped and exits 130 (143 for SIGTERM); ``--resume FILE`` f
 The package: :mod:`.parser` (every command and option; :mod:`.options`, what several share), and a module per
 command family, each importing the bench modules it needs at its top and imported only when its command runs:
 :mod:`.measuring` (sweep, env), :mod:`.results` (plot, claims, compare, and the report made anew; what claims and
-compare print is :mod:`bench.documents`), :mod:`.reporting` (report: one kept in the cache, without pandas, else
+compare print is :mod:`bench.analysis.documents`), :mod:`.reporting` (report: one kept in the cache, without pandas, else
 :mod:`.results`'s), :mod:`.usercode` (probe, syncs, trace). It may import any bench module; none imports it.
 """
 
@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 
 import bench
-from bench import arrow_threads
-from bench.arguments import values_kept
+from bench.results import arrow_threads
+from bench.platform.arguments import values_kept
 from bench.cli import streams
 from bench.cli.parser import COMMANDS
 from bench.cli.parser import parser as _parser
-from bench.errors import UsageError
-from bench.escape import terminal, warnings_as_lines
+from bench.platform.errors import UsageError
+from bench.analysis.escape import terminal, warnings_as_lines
 from bench.timing import phases
 
 

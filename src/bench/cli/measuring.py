@@ -15,18 +15,19 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 from rich.text import Text
 
-from bench import env, store
+from bench.platform import env
+from bench.results import store
 from bench.cli.options import RESULTS_DIR
-from bench.errors import UsageError
-from bench.escape import terminal
+from bench.platform.errors import UsageError
+from bench.analysis.escape import terminal
 from bench.experiments import registry
 from bench.sweep.loop import Runner
 from bench.sweep.plan import Request, budget_for, describe, experiments_of, for_request, planned_axes
 from bench.sweep.preflight import check_paths, listing_devices
 from bench.timing import process_age_s
-from bench.units import format_size, parse_sizes
+from bench.analysis.units import format_size, parse_sizes
 from bench.views import counts, views
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 class _Progress:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 
-from bench.arguments import ordinal
-from bench.errors import UsageError
-from bench.escape import terminal
+from bench.platform.arguments import ordinal
+from bench.platform.errors import UsageError
+from bench.analysis.escape import terminal
 from bench.timing.phases import IMPORTS, phase
 
 RESULTS_DIR = Path("results")
@@ -150,7 +150,7 @@ def add_outputs(command: argparse.ArgumentParser, shown_as: str) -> None:
 
 
 def unreadable(args: argparse.Namespace):
-    """``on_unreadable`` for :mod:`bench.store`'s readers: a warning on stderr that names the file passed over and
+    """``on_unreadable`` for :mod:`bench.results.store`'s readers: a warning on stderr that names the file passed over and
     why; with --strict, None (the file's error ends the command)."""
     if args.strict:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.arguments import RESULTS_NAME, needs_gpu_words, ordinal
+from bench.platform.arguments import RESULTS_NAME, needs_gpu_words, ordinal
 from bench.cli.options import (PLOTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
                                add_outputs, add_strict, add_summary, add_target, add_verbose, devices, path,
                                positive_int, positive_number)

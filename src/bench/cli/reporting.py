@@ -1,5 +1,5 @@
 """``report``: one HTML file of results. A report already made of the same results files, by the same code and
-libraries, is copied from the cache (:mod:`bench.cache`) without reading a row; otherwise :mod:`.results` makes it,
+libraries, is copied from the cache (:mod:`bench.platform.cache`) without reading a row; otherwise :mod:`.results` makes it,
 and a report made without a warning is kept for the next time."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import cache, writes
+from bench.platform import cache
+from bench.results import writes
 from bench.cli.options import RESULTS_DIR
-from bench.errors import UsageError
-from bench.escape import terminal
+from bench.platform.errors import UsageError
+from bench.analysis.escape import terminal
 from bench.timing.phases import phase
 from bench.usercode import tools
 

@@ -1,5 +1,5 @@
 """``plot``, ``claims``, ``compare`` and ``report``: read results files (anywhere, no GPU needed) and show them;
-``claims --measure`` runs what the results lack. Their text, JSON and Markdown: :mod:`bench.documents`."""
+``claims --measure`` runs what the results lack. Their text, JSON and Markdown: :mod:`bench.analysis.documents`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from bench import analysis, claims, compare, noise, plots, report, store, writes
-from bench.arguments import require_gpu
+from bench import report
+from bench.analysis import selection, claims, compare, noise, plots
+from bench.results import store, writes
+from bench.platform.arguments import require_gpu
 from bench.cli import measuring, streams
 from bench.cli.options import RESULTS_DIR, unreadable, warn
-from bench.documents import CLAIMS, COMPARISONS, Asked
-from bench.errors import UsageError
-from bench.escape import terminal
+from bench.analysis.documents import CLAIMS, COMPARISONS, Asked
+from bench.platform.errors import UsageError
+from bench.analysis.escape import terminal
 from bench.experiments import registry
 from bench.report import figures
 from bench.report.bar import DelayedBar
@@ -40,7 +42,7 @@ def plot_command(args: argparse.Namespace, console: Console) -> int:
                 path, rows = store.read_newest(RESULTS_DIR, schema, unreadable(args))
             if not len(rows):
                 raise UsageError(f"{path} holds no result rows")
-            rows = analysis.select_gpu(analysis.newest(rows, experiments), args.gpu)
+            rows = selection.select_gpu(selection.newest(rows, experiments), args.gpu)
             tables = store.side_tables_any(path, unreadable(args))
         with phase("drawing and writing the figures"):
             paths = plots.plot_results(rows, args.out, in_order(experiments), tables, force=args.force,
@@ -66,13 +68,13 @@ def claims_command(args: argparse.Namespace, console: Console) -> int:
         rows = store.read_any(args.results, schema, unreadable(args))
         if not len(rows):
             raise UsageError(f"{args.results} holds no result rows")
-        rows = analysis.newest(rows, experiments)
+        rows = selection.newest(rows, experiments)
     else:
         rows = store.newest_rows(RESULTS_DIR, schema, needed, unreadable(args))
-    rows = analysis.select_gpu(rows, args.gpu)
+    rows = selection.select_gpu(rows, args.gpu)
 
     def judged(rows: pd.DataFrame) -> list:  # each GPU that measured something a claim needs, with its rows
-        return [(gpu, mine) for gpu, mine in analysis.by_gpu(rows)
+        return [(gpu, mine) for gpu, mine in selection.by_gpu(rows)
                 if len(claims.missing_experiments(mine)) < len(needed)]
 
     missing = claims.missing_experiments(rows)
@@ -162,12 +164,12 @@ def made_report(args: argparse.Namespace, sources: list[Path]) -> tuple[bytes, b
             for source, frame in zip(sources, frames):
                 if not len(frame):
                     raise UsageError(f"{source} holds no result rows")
-            rows = analysis.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
+            rows = selection.select_gpu(pd.concat(frames, ignore_index=True), args.gpu)
             tables: dict = {}
             for source in sources:
                 for name, table in store.side_tables_any(source, on_unreadable).items():
                     tables[name] = pd.concat([tables[name], table], ignore_index=True) if name in tables else table
-            chosen = analysis.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
+            chosen = selection.gpus(rows) if args.gpu else None  # --gpu: the tools' results of its GPUs only
             found = {tool.name: _saved(sources, tool.table, chosen, on_unreadable) for tool in saved()}
         bar.doing("laying out the report")
         names = ", ".join(str(source) for source in sources)
@@ -178,7 +180,7 @@ def made_report(args: argparse.Namespace, sources: list[Path]) -> tuple[bytes, b
     return document, bool(warned)
 
 
-def _saved(sources: list[Path], table: str, chosen: list[analysis.Gpu] | None,
+def _saved(sources: list[Path], table: str, chosen: list[selection.Gpu] | None,
            on_unreadable: store.OnUnreadable) -> pd.DataFrame | None:
     """The rows of table ``table`` that a tool saved under the ``sources`` directories (``_<table>/``): of the
     ``chosen`` GPUs only, where --gpu chose some; None where no source is a directory."""
@@ -186,4 +188,4 @@ def _saved(sources: list[Path], table: str, chosen: list[analysis.Gpu] | None,
     rows = pd.concat(found, ignore_index=True) if found else None
     if chosen is None or rows is None or not len(rows):
         return rows
-    return analysis.rows_of(rows, *chosen)
+    return selection.rows_of(rows, *chosen)

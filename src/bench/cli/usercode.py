@@ -13,12 +13,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import writes
-from bench.arguments import missing_function, no_target, require_gpu, split_target
+from bench.results import writes
+from bench.platform.arguments import missing_function, no_target, require_gpu, split_target
 from bench.cli.options import RESULTS_DIR, warn
-from bench.env import gpu_environment, gpu_name, use_device
-from bench.errors import UsageError
-from bench.escape import terminal_lines
+from bench.platform.env import gpu_environment, gpu_name, use_device
+from bench.platform.errors import UsageError
+from bench.analysis.escape import terminal_lines
 from bench.timing import MeasurementFailed, phase
 from bench.usercode.activity import TraceUnavailable
 from bench.usercode.defaults import DEFAULT_RUNS
@@ -102,8 +102,8 @@ def keep_compiled() -> None:
     whose keys name the computation, the JAX and XLA versions and the device), so the next command on this machine
     compiles nothing; not where the user chose a place for it (``JAX_COMPILATION_CACHE_DIR``), where JAX is loaded
     already, or where bench's cache is off (``BENCH_CACHE_DIR=off``)."""
-    from bench import cache
-    from bench.libraries import BY_NAME
+    from bench.platform import cache
+    from bench.platform.libraries import BY_NAME
 
     where = cache.directory()
     if where is None or "JAX_COMPILATION_CACHE_DIR" in os.environ or "jax" in sys.modules:
@@ -265,7 +265,7 @@ def _trace_baseline(args: argparse.Namespace):
     _gate_given(args, "trace", "FILE.parquet")
     if args.baseline is None:
         return None
-    from bench.errors import ResultsError
+    from bench.platform.errors import ResultsError
     from bench.usercode.trace.compare import read
 
     try:
@@ -310,7 +310,7 @@ def _merge_traces(args: argparse.Namespace, console: Console) -> int:
 def _profiler_trace(args: argparse.Namespace, console: Console) -> int:
     """``trace --from FILE``: bench's figures of a trace the PyTorch profiler wrote."""
     _reading_only(args, "--from", "a profiler's trace", allowed=("--device", "--results"))
-    from bench.errors import ResultsError
+    from bench.platform.errors import ResultsError
     from bench.usercode.trace.profiler import described_trace
 
     results = _results_reader(args)
@@ -321,7 +321,7 @@ def _profiler_trace(args: argparse.Namespace, console: Console) -> int:
     title = f"{Path(args.from_file).name} (the PyTorch profiler's trace)"
     _trace_outputs(args, found, found.target, title, None)
     if args.json:
-        from bench.escape import json_text
+        from bench.analysis.escape import json_text
         from bench.usercode.trace.outputs import finite
 
         print(json_text({**finite(found.to_dict()), "notes": notes}, indent=2))  # to_json's, with the notes
@@ -355,7 +355,7 @@ def _write_trace(args: argparse.Namespace, found, target: str, title: str, envir
     if args.plot is not None:
         import pandas as pd
 
-        from bench import plots
+        from bench.analysis import plots
 
         figure = plots.rendered(TRACE.figure(pd.DataFrame(found.table()), title), Path(args.plot).suffix[1:].lower())
     timeline = None
@@ -384,7 +384,7 @@ def _reference_rows(results: Path):
     a file bench cannot read is passed over with a warning."""
     if not Path(results).exists():
         return None
-    from bench import store
+    from bench.results import store
     from bench.experiments import registry
 
     def skipped(error) -> None:

@@ -6,14 +6,14 @@ A module's top is its *description*: name, axes (default sweep, ``quick`` and ``
 side tables, what to compare, expected cost. The top of the program (the command line, the sweep) reads the
 registry and hands the descriptions down to the analysis side (store, analysis, plots, report, compare), which never
 imports an experiment; so the description imports no CUDA. Below it, the *measuring code* (``measure``) reaches CuPy
-and numba-cuda through :mod:`bench.cuda`, which imports them on first use: only the sweep's child process ever runs
+and numba-cuda through :mod:`bench.platform.cuda`, which imports them on first use: only the sweep's child process ever runs
 it. An experiment describes what to run; it never creates events, reads a clock or computes statistics
-(:mod:`bench.timing` does), never writes a file (:mod:`bench.sweep` and :mod:`bench.store` do) and never shows its
+(:mod:`bench.timing` does), never writes a file (:mod:`bench.sweep` and :mod:`bench.results.store` do) and never shows its
 rows (its view does).
 
-What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`, :mod:`bench.cuda`,
-:mod:`bench.catalogs`, :mod:`bench.env`, :mod:`bench.driver`), :mod:`bench.schema`, :mod:`bench.units`,
-:mod:`bench.vocabulary` and the package ``bench`` itself (its version); never another experiment
+What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`, :mod:`bench.platform.cuda`,
+:mod:`bench.catalogs`, :mod:`bench.platform.env`, :mod:`bench.platform.driver`), :mod:`bench.results.schema`, :mod:`bench.analysis.units`,
+:mod:`bench.platform.vocabulary` and the package ``bench`` itself (its version); never another experiment
 (``tests/test_layout.py`` checks), a view or the analysis side.
 
 ``measure(configs, context)`` yields one row (a dict) per configuration, in order: the configuration's axis values
@@ -29,11 +29,11 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bench.schema import Column
+from bench.results.schema import Column
 from bench.timing.stats import Floor
 
 Config = dict[str, object]  # one configuration: axis name -> value
-Row = dict[str, object]  # one result row: column name -> value (see bench.schema), side tables under "_<table>"
+Row = dict[str, object]  # one result row: column name -> value (see bench.results.schema), side tables under "_<table>"
 
 
 def no_memory(configs: Sequence[Config]) -> tuple[int, int]:

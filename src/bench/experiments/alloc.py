@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
-from bench.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
-from bench.schema import FLOAT, FLOATS, INT, TEXT, column
+from bench.results.schema import FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule, Summary
-from bench.vocabulary import ALLOC_LOOP, Clock, Status, Unit
+from bench.platform.vocabulary import ALLOC_LOOP, Clock, Status, Unit
 
 APIS = ("cudaMalloc", "cudaMallocAsync", "cudaHostAlloc", "cudaHostRegister")
 DEVICE_APIS = ("cudaMalloc", "cudaMallocAsync")

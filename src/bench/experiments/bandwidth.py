@@ -21,9 +21,9 @@ from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import FILL_CHUNK, CopyBuffers, by_host_memory, verified_and_timed
 from bench.measure.memory import HOST_MEMORY
-from bench.schema import FLOAT, TEXT, column
+from bench.results.schema import FLOAT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Clock, Direction, Status, Unit, values
+from bench.platform.vocabulary import Clock, Direction, Status, Unit, values
 
 DIRECTIONS = values(Direction)
 HOST_KINDS = (*HOST_MEMORY, "device")  # a D2D copy touches no host memory: its host_memory is "device"

@@ -50,14 +50,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.cuda import cupy, runtime
+from bench.platform.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import FILL_CHUNK, POISON, differing, fill_random
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
-from bench.schema import FLAG, FLOAT, FLOATS, INT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import AccessOrder, Clock, Status, Unit, values
+from bench.platform.vocabulary import AccessOrder, Clock, Status, Unit, values
 
 HOST_KINDS = ("pinned", "pageable")
 ACCESS_ORDERS = values(AccessOrder)

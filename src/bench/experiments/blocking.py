@@ -29,9 +29,9 @@ from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, SPIN_MS, host_columns, host_verdict,
                                     repeat_until_settled, spin_for)
-from bench.schema import TEXT, column
+from bench.results.schema import TEXT, column
 from bench.timing import Floor, SpinWatch, StopRule
-from bench.vocabulary import Clock, HostVerdict, Unit
+from bench.platform.vocabulary import Clock, HostVerdict, Unit
 
 VERDICTS = HOST_VERDICTS
 METRIC = SPIN_METRIC

@@ -19,18 +19,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 
-from bench.cuda import cupy
+from bench.platform.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.measure.pipeline import BOUND_RULE, verified_pipeline
-from bench.schema import FLOAT, INT, TEXT, column
+from bench.results.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
-from bench.vocabulary import (CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Clock, Connections, Status, StopReason, Unit,
-                              values)
+from bench.platform.vocabulary import (CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Clock, Connections, Status,
+                                       StopReason, Unit, values)
 
 VARIABLE = CONNECTIONS_VARIABLE
 CONNECTIONS = values(Connections)
 WORKLOADS = ("spins", "pipeline")
-STREAMS = CONNECTIONS_STREAMS  # the views name these too: defined in bench.vocabulary
+STREAMS = CONNECTIONS_STREAMS  # the views name these too: defined in bench.platform.vocabulary
 SPIN_MS = 5.0
 REPEATS = 3
 PIPELINE_BYTES = 64 << 20

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from bench.catalogs.runtime import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
-from bench.cuda import on_device, runtime
+from bench.platform.cuda import on_device, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.memory import LEGACY_STREAM, OwnedStream
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, host_columns, host_verdict,
                                     repeat_until_settled, spin_for)
-from bench.schema import INT, TEXT, column
+from bench.results.schema import INT, TEXT, column
 from bench.timing import CallDuringSpin, Context, Floor, SpinWatch, StopRule, host_interval
-from bench.vocabulary import Clock, CrossGpuCall, HostVerdict, SPIN_MS, SPIN_STREAMS, Status, Unit, values
+from bench.platform.vocabulary import Clock, CrossGpuCall, HostVerdict, SPIN_MS, SPIN_STREAMS, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
 METRIC = SPIN_METRIC

@@ -25,15 +25,15 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, host_columns, host_verdict, repeat_until_settled,
                                     spin_for)
-from bench.schema import FLOAT, TEXT, column
+from bench.results.schema import FLOAT, TEXT, column
 from bench.timing import Context, Floor, SpinWatch, StopRule, host_interval
 from bench.timing.kernels import nvrtc_cubin
-from bench.vocabulary import Clock, FirstCall, ModuleLoading, Status, Unit, values
+from bench.platform.vocabulary import Clock, FirstCall, ModuleLoading, Status, Unit, values
 
 VERDICTS = HOST_VERDICTS
 LOADING = values(ModuleLoading)

@@ -23,12 +23,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from bench.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import BufferSet, DeviceBuffer
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, StopRule
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 CASES = ("malloc-loop", "sync-in-capture", "stream-order")
 LAUNCHES = ("eager", "graph")

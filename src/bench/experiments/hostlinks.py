@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from bench.cuda import on_device
+from bench.platform.cuda import on_device
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import CopyBuffers, mismatch
-from bench.schema import FLOAT, INT, TEXT, column
+from bench.results.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 DIRECTIONS = ("H2D", "D2H")
 LOADS = ("alone", "together")

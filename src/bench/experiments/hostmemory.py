@@ -38,14 +38,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bench.cuda import cupy, runtime
+from bench.platform.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import POISON, CopyBuffers, by_host_memory, fill_pattern
 from bench.measure.memory import WRITE_COMBINED
-from bench.schema import FLAG, INT, TEXT, column
+from bench.results.schema import FLAG, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Clock, HostOperation, Status, Unit, values
+from bench.platform.vocabulary import Clock, HostOperation, Status, Unit, values
 
 HOST_KINDS = ("pinned", WRITE_COMBINED)
 OPERATIONS = values(HostOperation)

@@ -18,13 +18,13 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from bench.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
 from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
 from bench.measure.memory import DeviceBuffer, HostBuffer
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 MEMORY = ("host-mapped", "device")
 METRIC = CHASE_METRIC

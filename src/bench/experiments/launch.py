@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from bench.cuda import cupy, kernels
+from bench.platform.cuda import cupy, kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure.launches import LAUNCH_METRIC, LAUNCHES, launch_samples, launchers
-from bench.schema import INT, TEXT, column
+from bench.results.schema import INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 PATHS = ("dispatcher", "precompiled", "cupy-raw", "cuda-core", "cuda-bindings", "graph")
 METRIC = LAUNCH_METRIC

@@ -21,13 +21,13 @@ Repeats run until ``MIN_REPEATS`` agree (at most five); ``stable`` says whether 
 warm call with nothing running, ``first_host_ms`` (on each call's first row) the first call of it in the process:
 compilation, module loading, plan and handle creation (CuPy and XLA compile on a first call unless their on-disk
 caches hold what it needs: a sweep's warm-up fills them on a fresh machine, and the sweep's processes keep what XLA
-compiles, :attr:`bench.libraries.Library.disk_cache`; numba-cuda's target is built in advance by the sweep's fork
+compiles, :attr:`bench.platform.libraries.Library.disk_cache`; numba-cuda's target is built in advance by the sweep's fork
 server, :mod:`bench.sweep.preload`). Calls that compile something new each time (``fresh``) pay that every
 time: their kernels carry numbers no other process used. A spin must outlast
 the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
 call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
 watchdog. An optional library's rows (PyTorch, JAX) are skipped, with the reason, where it is not installed or has
-no CUDA (its record, :mod:`bench.libraries`, tells). Every row records the version of the library it measured (and of
+no CUDA (its record, :mod:`bench.platform.libraries`, tells). Every row records the version of the library it measured (and of
 those measured among its calls: Triton's on PyTorch's rows).
 """
 
@@ -38,16 +38,16 @@ from collections.abc import Iterator, Sequence
 
 from bench import catalogs
 from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, Prepared, catalog, documented_waits
-from bench.cuda import cupy, kept_device, make_current, runtime
+from bench.platform.cuda import cupy, kept_device, make_current, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.libraries import BY_NAME, Library, measured_versions
+from bench.platform.libraries import BY_NAME, Library, measured_versions
 from bench.measure import columns
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
                                     pair_columns, repeat_between_spins, repeat_until_settled, spin_for)
-from bench.schema import FLAG, FLOAT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, TEXT, column
 from bench.timing import Context, Floor, SpinWatch, StopRule, host_interval
 from bench.usercode.hold import device_hold
-from bench.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit, values
+from bench.platform.vocabulary import Clock, HostVerdict, LibraryPlacement, Status, Unit, values
 
 PLACEMENTS = values(LibraryPlacement)
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
@@ -260,7 +260,7 @@ def warm(configs: Sequence[Config], shard: int = 0, shards: int = 1) -> None:
     """The configurations' calls of its shard (:func:`warm_calls`) once each, untimed: CuPy compiles the kernels
     behind them into its on-disk cache (``cupy.bincount``'s first call took 3.2 s on a fresh H200,
     ``cupy.histogram``'s 0.9 s), and so do Triton and XLA (the sweep's processes keep its compiled functions on disk:
-    :attr:`bench.libraries.Library.disk_cache`), before a sweep measures them."""
+    :attr:`bench.platform.libraries.Library.disk_cache`), before a sweep measures them."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
     missing: dict[str, str | None] = {}  # by library: why its calls cannot run here, asked once

@@ -54,12 +54,12 @@ from itertools import groupby
 
 import numpy as np
 
-from bench.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, kernels, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
-from bench.units import format_size
-from bench.vocabulary import Clock, ManagedCase, Status, Unit, values
+from bench.analysis.units import format_size
+from bench.platform.vocabulary import Clock, ManagedCase, Status, Unit, values
 
 CASES = values(ManagedCase)
 ROUNDS = 1  # mix rounds per word: memory-bound

@@ -42,14 +42,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from bench.cuda import cupy
+from bench.platform.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.measure.launches import launch_samples, launchers
 from bench.measure.pipeline import BOUND_RULE, Payload, Pipeline, Runner, capture_pipeline
 from bench.measure.pipeline import mismatch as pipeline_mismatch
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, MeasurementFailed, Samples, StopRule, concurrency
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 METRIC = "GPU time of one pipeline run (makespan)"
 

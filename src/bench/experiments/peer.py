@@ -25,15 +25,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import cupy, kernels, on_device, runtime
-from bench.env import gpu_uuid
+from bench.platform.cuda import cupy, kernels, on_device, runtime
+from bench.platform.env import gpu_uuid
 from bench.experiments import Config, Experiment, Row
 from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
 from bench.measure.copies import POISON, fill_random, timed
 from bench.measure.memory import DeviceBuffer
-from bench.schema import FLAG, FLOAT, INT, TEXT, column
+from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 METHODS = ("ce", "sm", "chase")
 SIDES = ("read", "write")

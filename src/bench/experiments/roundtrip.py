@@ -13,13 +13,13 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from bench.cuda import cupy
+from bench.platform.cuda import cupy
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import verified_copy
-from bench.schema import FLOAT, TEXT, column
+from bench.results.schema import FLOAT, TEXT, column
 from bench.timing import Context, Event, MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 DIRECTIONS = ("H2D", "D2H")
 METRIC = "host time of copy + event record + event synchronize"

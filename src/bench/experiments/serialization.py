@@ -24,9 +24,9 @@ from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.verdicts import (DEVICE_MIN_REPEATS, DEVICE_VERDICTS, SPIN_MS, pair_columns, repeat_between_spins,
                                     spin_for)
-from bench.schema import FLAG, FLOAT, FLOATS, column
+from bench.results.schema import FLAG, FLOAT, FLOATS, column
 from bench.timing import Floor, SpinWatch, StopRule
-from bench.vocabulary import Clock, DeviceVerdict, Unit
+from bench.platform.vocabulary import Clock, DeviceVerdict, Unit
 
 VERDICTS = DEVICE_VERDICTS
 MIN_REPEATS = DEVICE_MIN_REPEATS

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from bench.cuda import cupy, runtime
+from bench.platform.cuda import cupy, runtime
 from bench.experiments import Config, Experiment, Row
-from bench.schema import FLOAT, TEXT, column
-from bench.timing import (ClockPair, Context, Event, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, host_wait,
-                          wait_samples)
-from bench.vocabulary import Clock, Status, Unit, WAIT_SPIN_MS
+from bench.results.schema import FLOAT, TEXT, column
+from bench.timing import (ClockPair, Context, Event, MeasurementFailed, Samples, SpinWatch, StopRule, Summary,
+                          host_wait, wait_samples)
+from bench.platform.vocabulary import Clock, Status, Unit, WAIT_SPIN_MS
 
 SCHEDULES = ("auto", "spin", "yield", "blocking-sync")
 WAITS = ("stream", "event", "event-blocking-sync")
@@ -41,7 +41,7 @@ COLUMNS = (
 
 
 def before_cuda(schedule: str, device: int) -> None:
-    from bench import driver
+    from bench.platform import driver
 
     driver.set_schedule(device, schedule)
 
@@ -75,7 +75,7 @@ def _measure(config: Config, watch: SpinWatch, stream, clock: ClockPair, context
 
 
 def measure(configs: Sequence[Config], context: Context) -> Iterator[Row]:
-    from bench import driver
+    from bench.platform import driver
 
     stream = cupy.cuda.Stream(non_blocking=True)
     watch = SpinWatch()

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.cuda import kernels
+from bench.platform.cuda import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import CopyBuffers, verified_and_timed
-from bench.schema import TEXT, column
+from bench.results.schema import TEXT, column
 from bench.timing import Context, Samples, StopRule
-from bench.vocabulary import Clock, Status, Unit
+from bench.platform.vocabulary import Clock, Status, Unit
 
 DIRECTIONS = ("H2D", "D2H")
 _TYPICAL_GBPS = 50.0

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 from bench.usercode.syncs.result import DEFAULT_SETTLE_MS, SyncsResult
 
 
@@ -181,7 +181,7 @@ class StepWatch:
             return [f"bench trace of step {step}:", *str(self.found.trace).splitlines()]
 
     def _held_step(self) -> list[str]:
-        from bench.libraries import loaded_versions
+        from bench.platform.libraries import loaded_versions
         from bench.usercode.syncs.result import places
 
         waits = self._region.waits
@@ -225,7 +225,7 @@ class StepWatch:
         """Write what was found into ``directory`` (the framework's output directory): the syncs text and JSON, the
         trace's text and Perfetto timeline, each named by the step, the rank (of several) and the time; new files,
         never replacing one. What was written before is not written again."""
-        from bench import writes
+        from bench.results import writes
 
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         stamp = stamp if rank is None else f"rank{rank}-{stamp}"

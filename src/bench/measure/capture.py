@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 
 
 @contextmanager

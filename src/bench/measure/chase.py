@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.cuda import on_device
+from bench.platform.cuda import on_device
 from bench.timing import MeasurementFailed
-from bench.vocabulary import CHASE_STEPS, Status
+from bench.platform.vocabulary import CHASE_STEPS, Status
 
 SLOT_BYTES = 256
 STEPS = CHASE_STEPS  # the views name it too

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.schema import FLAG, FLOAT, INT, TEXT, TEXTS, Column, column
-from bench.vocabulary import PLACEMENTS, SPIN_STREAMS
+from bench.results.schema import FLAG, FLOAT, INT, TEXT, TEXTS, Column, column
+from bench.platform.vocabulary import PLACEMENTS, SPIN_STREAMS
 
 # --- copies ----------------------------------------------------------------------------------------------------
 BYTES_PER_COPY = column("bytes", INT, "bytes per copy")

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bench.cuda import cupy, runtime
+from bench.platform.cuda import cupy, runtime
 from bench.measure.memory import BufferSet, DeviceBuffer, host_buffer
 from bench.timing import MeasurementFailed
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 POISON = 0xA5  # what a destination holds before a copy: no source byte ever does
 FILL_CHUNK = 64 << 20  # fill_random draws this many bytes at a time (its temporaries: a few times this on the device)

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.cuda import cupy, kernels, numba_cuda, runtime
+from bench.platform.cuda import cupy, kernels, numba_cuda, runtime
 from bench.timing import Context, Samples
 from bench.timing.kernels import nvrtc_cubin
-from bench.vocabulary import Unit
+from bench.platform.vocabulary import Unit
 
 EMPTY = 'extern "C" __global__ void empty(unsigned int *data, long long count, int rounds) {}'
 LAUNCHES = 100

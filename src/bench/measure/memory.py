@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.cuda import cupy, runtime
+from bench.platform.cuda import cupy, runtime
 
 HOST_MEMORY = ("pinned", "pageable", "registered")
 WRITE_COMBINED = "write-combined"

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, kernels, runtime
 from bench.measure.copies import differing
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.timing import Context, MeasurementFailed, Timeline

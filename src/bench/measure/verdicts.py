@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.timing import CallDuringSpin, SpinPair, Samples, Summary
-from bench.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, StopReason
+from bench.platform.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, StopReason
 
 OWN_WORK_MS = 1.0  # well above what returning calls cost (≤ 0.3 ms on the H200), well below a 64 MiB copy
 MIN_REPEATS = 3  # repeats that must agree (calls between two spins, twice as long, need DEVICE_MIN_REPEATS)

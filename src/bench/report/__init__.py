@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import analysis, plots
-from bench.analysis import Gpu
-from bench.libraries import LIBRARIES
+from bench.analysis import selection, plots
+from bench.analysis.selection import Gpu
+from bench.platform.libraries import LIBRARIES
 from bench.report.figures import Painter, Progress, experiment_figures
 from bench.report.gpu import by_experiment, claims_section, experiment_id, gpu_id, gpu_section, headlines
 from bench.report.markup import (DPI, POLICY, SCALE, STYLE, cell, contents, link, plain_numbers, table, text,
@@ -32,7 +32,7 @@ from bench.report.tools import asked, entries, sections, tool_section
 from bench.report.truth import TRUTH_TABLES, truth_table
 from bench.timing.phases import phase
 from bench.views import in_order
-from bench.writes import MAKER
+from bench.results.writes import MAKER
 
 __all__ = ["DPI", "POLICY", "SCALE", "STYLE", "cell", "claims_section", "render", "table", "tool_section",
            "truth_table", "write"]
@@ -47,8 +47,8 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
     (tool name -> rows of its results files: ``bench syncs --save``'s, ``bench trace --save``'s), a section of each
     tool's (:mod:`bench.report.tools`). ``progress`` is told of each figure drawn."""
     with phase("the newest measurement of each configuration"):
-        shown = analysis.newest(rows, experiments)
-    groups = analysis.by_gpu(shown)
+        shown = selection.newest(rows, experiments)
+    groups = selection.by_gpu(shown)
     labels = _labels(groups) if len(groups) > 1 else {}
     found = sections(tools or {})
     with Painter(progress) as painter:  # the figures are asked for first: the workers draw while this lays out
@@ -83,7 +83,7 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
 def write(rows: pd.DataFrame, tables: dict, out: Path, experiments: Mapping, source: str = "",
           tools: Mapping[str, pd.DataFrame | None] | None = None, progress: Progress | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
-    from bench.writes import write_bytes
+    from bench.results.writes import write_bytes
 
     out = Path(out)
     write_bytes(out, render(rows, tables, experiments, source, tools, progress).encode("utf-8"))
@@ -106,7 +106,7 @@ def _ask_figures(painter: Painter, groups: Sequence[tuple[Gpu, pd.DataFrame]], t
         drawable, side = ~mine["experiment"].isin(list(TRUTH_TABLES)), plots.tables_of(tables, mine)
         for name in owned:
             view = views[name]
-            tickets[(gpu, name)] = painter.ask(experiment_figures, analysis.only(mine, view.reads())[drawable],
+            tickets[(gpu, name)] = painter.ask(experiment_figures, selection.only(mine, view.reads())[drawable],
                                                {table: side[table] for table in view.tables if table in side},
                                                [name], painter.paint)
     return tickets
@@ -157,7 +157,7 @@ def _labels(groups: Sequence[tuple[Gpu, pd.DataFrame]]) -> dict[Gpu, str]:
 
 
 def _summary(rows: pd.DataFrame, shown: pd.DataFrame, groups: Sequence, source: str) -> str:
-    keys = analysis.key_frame(rows, ["run_id", "hostname"])
+    keys = selection.key_frame(rows, ["run_id", "hostname"])
     measured = keys[rows["run_id"].notna()] if "run_id" in rows else keys.iloc[0:0]
     runs = len(measured.drop_duplicates())  # a sweep: one run on one host
     newest = f"; newest run {cell(max(map(str, measured['run_id'])))}" if runs else ""
@@ -233,9 +233,9 @@ def _commit(commit) -> str:
 def _runs(rows: pd.DataFrame, shown: pd.DataFrame) -> str:
     """One line per run and GPU of the input: the GPU (name, UUID, host, index), what it measured, how much of it
     the report shows."""
-    keys = ["run_id", *analysis.MACHINE, "gpu_name"]
-    frame = analysis.key_frame(rows, [*keys, "gpu_index", "experiment", *ENVIRONMENT])
-    shown_keys = analysis.key_frame(shown, keys)
+    keys = ["run_id", *selection.MACHINE, "gpu_name"]
+    frame = selection.key_frame(rows, [*keys, "gpu_index", "experiment", *ENVIRONMENT])
+    shown_keys = selection.key_frame(shown, keys)
     shown_counts = shown_keys.groupby(keys, sort=False).size() if len(shown) else pd.Series(dtype=int)
     lines = []
     for key, group in frame.groupby(keys, sort=True):

@@ -16,8 +16,9 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 import pandas as pd
 
-from bench import cache, plots
-from bench.escape import warnings_as_lines
+from bench.platform import cache
+from bench.analysis import plots
+from bench.analysis.escape import warnings_as_lines
 from bench.report.markup import DPI
 from bench.timing.phases import phase
 

@@ -8,12 +8,12 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from bench.analysis import Gpu, only
-from bench.compare import describe
+from bench.analysis.selection import Gpu, only
+from bench.analysis.compare import describe
 from bench.report.markup import anchor, cell, contents, figure, legend, table, text, web_link
 from bench.report.truth import TRUTH_COLUMNS, TRUTH_ONLY, TRUTH_TABLES, truth_table
 from bench.views import in_order
-from bench.vocabulary import ClaimVerdict, Status
+from bench.platform.vocabulary import ClaimVerdict, Status
 
 CLAIM_CLASSES = {ClaimVerdict.TRUE: "good", ClaimVerdict.PARTLY: "fair", ClaimVerdict.FALSE: "bad",
                  ClaimVerdict.NOT_MEASURED: "none"}
@@ -119,7 +119,7 @@ def claims_section(rows: pd.DataFrame, label: str = "", level: int = 2, section:
     """The folklore claims against these rows (a section of id ``section``), each verdict coloured by whether the
     measurement agrees with the claim: holds (green), partly (amber), busted (red); empty when none could be
     judged."""
-    from bench import claims
+    from bench.analysis import claims
 
     judged = claims.table(rows)
     if (judged["verdict"] == ClaimVerdict.NOT_MEASURED).all():

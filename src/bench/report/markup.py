@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
-from bench.compare import number
-from bench.escape import visible
+from bench.analysis.compare import number
+from bench.analysis.escape import visible
 
 LAYOUT = "\t\n"  # the control characters the report keeps as they are: HTML whitespace
 POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -81,7 +81,7 @@ def text(value) -> str:
 
 
 def words(value: str) -> str:
-    """Text with its control characters (:data:`bench.escape.CONTROL`) but tab and line break written as their Python
+    """Text with its control characters (:data:`bench.analysis.escape.CONTROL`) but tab and line break written as their Python
     escapes (``\\x1b``, ``\\r``): shown as text in the report, never run by a terminal that prints the file."""
     return visible(value, keep=LAYOUT)
 

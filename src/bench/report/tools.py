@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from bench.analysis import Gpu
+from bench.analysis.selection import Gpu
 from bench.report.figures import Paint, Painter, compact, kept
 from bench.report.markup import anchor, cell, contents, figure, table, text, words
 from bench.usercode.tools import Figure, Part, Section, Tool, saved

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from bench.analysis import records
+from bench.analysis.selection import records
 from bench.report.markup import cell, legend, text
-from bench.vocabulary import (PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, LibraryPlacement, Status,
-                              values)
+from bench.platform.vocabulary import (PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, LibraryPlacement,
+                                       Status, values)
 
 TRUTH_TABLES = {  # experiment -> the question its truth table answers
     "blocking": "Host: does the call return while a {spin_ms} ms kernel runs? Cell: host ms.",
@@ -123,7 +123,7 @@ DOCUMENTED["library"] = DOCUMENTED["crossgpu"] = DOCUMENTED["blocking"]
 
 
 def _truth_cell(name: str, row: Mapping, group: str) -> str:
-    from bench.analysis import contradicts_docs, short_ms
+    from bench.analysis.selection import contradicts_docs, short_ms
 
     if name == "library":
         where = f"{cell(row['call'])}, {LIBRARY_PLACEMENTS.get(cell(row['placement']), cell(row['placement']))}"

@@ -12,8 +12,8 @@
 - :mod:`~bench.sweep.preload`: what the fork server imports once (CuPy, numba-cuda's target); only it imports a CUDA
   library.
 
-What it may import: :mod:`bench.experiments`, :mod:`bench.timing`, :mod:`bench.store`, :mod:`bench.schema`,
-:mod:`bench.env`, :mod:`bench.errors`, :mod:`bench.units`; never :mod:`bench.cli`. Nothing CUDA except
+What it may import: :mod:`bench.experiments`, :mod:`bench.timing`, :mod:`bench.results.store`, :mod:`bench.results.schema`,
+:mod:`bench.platform.env`, :mod:`bench.platform.errors`, :mod:`bench.analysis.units`; never :mod:`bench.cli`. Nothing CUDA except
 :mod:`~bench.sweep.preload` (the experiments' processes measure). The names below are re-exported here; this file
 imports nothing until one is used, so ``bench.sweep.plan`` stays light.
 """

@@ -3,18 +3,18 @@ what the one before returned, to an :class:`Outcome`:
 
 1. :meth:`Runner.plan` → :class:`~bench.sweep.plan.Planned` (the plans, their GPUs, what was left out);
 2. :meth:`Runner.check` → :class:`~bench.sweep.preflight.Checked` (the plans left to run, the results path, the
-   GPUs' environments, a resumed file's rows); a problem is a :class:`bench.errors.UsageError`, nothing written;
+   GPUs' environments, a resumed file's rows); a problem is a :class:`bench.platform.errors.UsageError`, nothing written;
 3. :meth:`Runner.run` → :class:`Outcome`: each experiment in a child process (:mod:`bench.sweep.processes`), so that
    a CUDA error that poisons its context (or a crash) ends only that experiment, whose unmeasured configurations
    become failed (or, out of memory, skipped) rows; every row checked against the schema and saved atomically at
    least every ``save_every_s``, so an interrupted sweep (Ctrl-C, SIGTERM) keeps what it finished; ``--resume``
    runs only what a file lacks. A new sweep's file never replaces another's (two sweeps of one second get two
-   files), and a save that fails (a full disk) ends the sweep with a :class:`bench.errors.WriteError`, its file as
+   files), and a save that fails (a full disk) ends the sweep with a :class:`bench.platform.errors.WriteError`, its file as
    last saved.
 
 The runner prints nothing: it reports to a :class:`Reporter` (the command line draws a progress bar from it).
 
-It imports the rest of :mod:`bench.sweep`, :mod:`bench.store`, :mod:`bench.schema`, :mod:`bench.env` and
+It imports the rest of :mod:`bench.sweep`, :mod:`bench.results.store`, :mod:`bench.results.schema`, :mod:`bench.platform.env` and
 :mod:`bench.timing`; nothing CUDA (the experiments' processes measure).
 """
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import store
-from bench.env import over_interval
-from bench.errors import WriteError
-from bench.schema import RowCheck, SchemaError
+from bench.results import store
+from bench.platform.env import over_interval
+from bench.platform.errors import WriteError
+from bench.results.schema import RowCheck, SchemaError
 from bench.sweep import plan as planning
 from bench.sweep import preflight
 from bench.sweep.plan import Plan, Planned, Request, config_key
@@ -42,7 +42,7 @@ from bench.sweep.processes import (Drains, FailedMessage, RaisedMessage, ReadyMe
                                    isolated, start, start_processes)
 from bench.sweep.warmup import warm_up
 from bench.timing import Stopwatch
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 @dataclass(frozen=True)
@@ -119,13 +119,13 @@ class Runner:
 
     def run(self, checked: Checked, monitor=None) -> Outcome:
         """Run the checked plans into ``checked.path``. ``monitor()`` (NVML clocks, throttling, other processes; see
-        :mod:`bench.env`) is read before the first and after every configuration."""
+        :mod:`bench.platform.env`) is read before the first and after every configuration."""
         monitors = {}
         for device, environment in checked.environments.items():
             if monitor is not None:
                 monitors[device] = monitor
             elif environment.get("pci_bus_id"):
-                from bench import env
+                from bench.platform import env
 
                 monitors[device] = env.monitor(environment["pci_bus_id"])
         return _Sweep(self, checked, monitors).run()
@@ -181,7 +181,7 @@ class _Sweep:
 
     def save(self, complete: bool) -> None:
         """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
-        (:func:`bench.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
+        (:func:`bench.results.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
         that failed and what the results file kept."""
         if not self.rows:
             return

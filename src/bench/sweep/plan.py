@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 from bench.experiments import Config, Experiment, registry
 from bench.timing.stats import StopRule
-from bench.units import format_size, parse_size
+from bench.analysis.units import format_size, parse_size
 
 MODES = ("quick", "default", "full")
 DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200

@@ -1,9 +1,9 @@
 """The checks before a sweep writes or runs anything: the GPUs it selects, the output path (never an existing
 results file, unless resuming it), the file it resumes, the memory its plans need. A problem is a
-:class:`bench.errors.UsageError` and nothing is written. What the checks establish is a :class:`Checked`, all the
+:class:`bench.platform.errors.UsageError` and nothing is written. What the checks establish is a :class:`Checked`, all the
 run needs besides the request.
 
-It imports :mod:`bench.env` (the GPU's environment, read without a CUDA context in this process), :mod:`bench.store`
+It imports :mod:`bench.platform.env` (the GPU's environment, read without a CUDA context in this process), :mod:`bench.results.store`
 and :mod:`bench.sweep.plan` / :mod:`bench.sweep.resume`; nothing CUDA is imported until the GPU is asked about.
 """
 
@@ -13,19 +13,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import env, store, writes
-from bench.errors import UsageError
+from bench.platform import env
+from bench.results import store, writes
+from bench.platform.errors import UsageError
 from bench.sweep import resume
 from bench.sweep.plan import Plan, Planned, Request, experiments_of
 from bench.sweep.processes import cache_directory
-from bench.units import format_size
+from bench.analysis.units import format_size
 
 
 class Gpu:
     """The GPU a sweep checks and runs on (tests hand the runner a stand-in)."""
 
     def select(self, device: int):
-        """The :class:`bench.env.Environment` of ``device``. UsageError when there is none."""
+        """The :class:`bench.platform.env.Environment` of ``device``. UsageError when there is none."""
         return env.gpu_environment(device)
 
     def count(self) -> int:
@@ -70,7 +71,7 @@ class Checked:
     devices: tuple[int, ...]  # the sweep's GPUs; the first names the file and carries its metadata
     path: Path  # the results file: the resumed one, or a new sweep's name (its first save may take the next free one)
     run_id: str
-    selected: Mapping[int, object]  # by device ordinal: its bench.env.Environment
+    selected: Mapping[int, object]  # by device ordinal: its bench.platform.env.Environment
     environments: Mapping[int, dict]  # by device ordinal: the columns its rows carry
     earlier: resume.Earlier | None = None  # the resumed file's rows and side tables
 
@@ -182,7 +183,7 @@ def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_
 def results_path(out: Path, run_id: str, gpu_name: str) -> Path:
     """Where a new sweep writes: ``out`` itself if it names a .parquet file, else ``out/<run_id>-<gpu>.parquet``
     (where another run took that name first, its first save takes the next free one: see
-    :func:`bench.store.write_table`)."""
+    :func:`bench.results.store.write_table`)."""
     if out.suffix == ".parquet":
         return out
     slug = "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")

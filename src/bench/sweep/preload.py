@@ -10,7 +10,7 @@ from numba import cuda  # noqa: F401
 from numba.cuda.descriptor import cuda_target
 
 import bench.catalogs.runtime  # noqa: F401
-import bench.libraries
+import bench.platform.libraries
 import bench.measure.kernels  # noqa: F401
 import bench.measure.memory  # noqa: F401
 import bench.sweep.processes  # noqa: F401
@@ -21,4 +21,4 @@ import bench.timing.timeline  # noqa: F401
 
 cuda_target.typing_context.refresh()
 cuda_target.target_context.refresh()
-bench.libraries.distributions()  # the installed distributions, read once: every library row records versions
+bench.platform.libraries.distributions()  # the installed distributions, read once: every library row records versions

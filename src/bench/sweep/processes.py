@@ -5,7 +5,7 @@ started ahead of its turn: :class:`Started`), :func:`isolated` (its turn, with a
 process), :func:`paced` (the rows, rescaled to keep to a :class:`Pace`),
 and :class:`Drains` (several message sources drained at once, joining as they start).
 
-It imports :mod:`bench.sweep.plan`, :mod:`bench.env` (the device helpers), :mod:`bench.libraries` (the records: which
+It imports :mod:`bench.sweep.plan`, :mod:`bench.platform.env` (the device helpers), :mod:`bench.platform.libraries` (the records: which
 keep compiled code on disk when told) and :mod:`bench.timing`; nothing CUDA until a child measures.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
 
-from bench.env import use_device
-from bench.libraries import LIBRARIES
+from bench.platform.env import use_device
+from bench.platform.libraries import LIBRARIES
 from bench.sweep.plan import Pace, Plan
 from bench.timing import Stopwatch
 

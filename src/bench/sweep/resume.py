@@ -1,7 +1,7 @@
 """Resuming an interrupted sweep: what its file holds (:class:`Earlier`), the GPUs it ran on, the checks that it
 can be finished here, and what it still lacks.
 
-It imports :mod:`bench.store` and :mod:`bench.sweep.plan`; nothing CUDA.
+It imports :mod:`bench.results.store` and :mod:`bench.sweep.plan`; nothing CUDA.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from bench import store, writes
-from bench.errors import ResultsError, UsageError
+from bench.results import store, writes
+from bench.platform.errors import ResultsError, UsageError
 from bench.sweep.plan import Plan, config_key
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 @dataclass(frozen=True)

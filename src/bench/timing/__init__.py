@@ -25,14 +25,14 @@ here, whichever module defines it.
   the arithmetic of intervals on one clock (a trace's overlap), pure Python.
 
 What it may import: :mod:`stats`, :mod:`host`, :mod:`phases` and :mod:`intervals` the standard library only; the
-GPU modules also :mod:`bench.cuda` (lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This file
+GPU modules also :mod:`bench.platform.cuda` (lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This file
 imports ``stats``, ``host``, ``phases`` and ``intervals`` and loads the GPU modules on the first use of one of their
-names, so importing :mod:`bench.timing` imports neither :mod:`bench.cuda` nor CuPy nor numba, and the statistics
+names, so importing :mod:`bench.timing` imports neither :mod:`bench.platform.cuda` nor CuPy nor numba, and the statistics
 serve the analysis commands too.
 
 Example (needs a GPU)::
 
-    from bench.cuda import cupy, runtime
+    from bench.platform.cuda import cupy, runtime
     from bench.timing import Timer
 
     src, dst = cupy.ones(1 << 24, cupy.uint8), cupy.empty(1 << 24, cupy.uint8)
@@ -57,7 +57,7 @@ from bench.timing.phases import PHASES, Phase, command_phases, phase
 from bench.timing.stats import (CLOCKS, MEDIAN_LEVEL, STOP_REASONS, UNITS, Floor, MeasurementFailed, Samples,
                                 StopRule, Summary, median, median_interval)
 
-# The names of the modules that reach CUDA (through bench.cuda), loaded when one of them is first asked for.
+# The names of the modules that reach CUDA (through bench.platform.cuda), loaded when one of them is first asked for.
 _LAZY = {
     "gpu": ("Gate", "GpuTiming", "Timer", "Event", "Context"),
     "spin": ("CallDuringSpin", "SpinPair", "SpinWatch", "HostWait", "ClockPair", "host_wait", "wait_samples"),

@@ -1,11 +1,11 @@
 """The clock pytest-benchmark reads: GPU time on one stream between its calls, behind a gate (:class:`GpuClock`).
 
-It imports :mod:`bench.cuda` (lazy stand-ins) and :mod:`bench.timing.gpu`.
+It imports :mod:`bench.platform.cuda` (lazy stand-ins) and :mod:`bench.timing.gpu`.
 """
 
 from __future__ import annotations
 
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 from bench.timing.gpu import Gate
 
 
@@ -47,7 +47,7 @@ class GpuClock:
     def stream(self):
         """The CuPy stream whose GPU time this clock reads (created on first use)."""
         if self._stream is None:
-            from bench.cuda import cupy
+            from bench.platform.cuda import cupy
 
             self._stream = cupy.cuda.Stream(non_blocking=True)
             self._events = (runtime.eventCreate(), runtime.eventCreate())

@@ -2,7 +2,7 @@
 (:class:`Timer`, :class:`GpuTiming`), an :class:`Event` that is part of what is measured, and :class:`Context`, the
 timers and host sampling the harness hands an experiment.
 
-It imports :mod:`bench.cuda` (lazy stand-ins: CuPy and numba-cuda load on first use), :mod:`bench.timing.stats` and
+It imports :mod:`bench.platform.cuda` (lazy stand-ins: CuPy and numba-cuda load on first use), :mod:`bench.timing.stats` and
 :mod:`bench.timing.host`.
 """
 
@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from bench.cuda import on_device, runtime
+from bench.platform.cuda import on_device, runtime
 from bench.timing import kernels
 from bench.timing.host import host_samples, host_steps, sample_until
 from bench.timing.stats import MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Clock, Unit
+from bench.platform.vocabulary import Clock, Unit
 
 
 class Gate:
@@ -175,7 +175,7 @@ class Timer:
         ``devices`` (each stream's GPU) spreads the work over several GPUs: each GPU's first stream carries that
         GPU's gate and start event, all gates open together, and a stream's time runs from its own GPU's start
         event (events of two GPUs cannot be compared): a sample is the slowest stream's time.
-        ``enqueue`` makes each GPU current for its own work (:func:`bench.cuda.on_device`).
+        ``enqueue`` makes each GPU current for its own work (:func:`bench.platform.cuda.on_device`).
         """
         if not streams:
             raise ValueError("need at least one stream")

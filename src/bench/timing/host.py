@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.timing.stats import UNITS, Samples, StopRule
-from bench.vocabulary import Clock, StopReason, Unit
+from bench.platform.vocabulary import Clock, StopReason, Unit
 
 
 class RuleBoundSampling:

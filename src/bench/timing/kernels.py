@@ -1,6 +1,6 @@
 """The timing core's kernels: the gate, the spin, the clock publisher and the device-wide hold, in CUDA C++.
 
-NVRTC compiles them once for the GPU's architecture; the cubin is kept in bench's cache (:mod:`bench.cache`, keyed
+NVRTC compiles them once for the GPU's architecture; the cubin is kept in bench's cache (:mod:`bench.platform.cache`, keyed
 by this source, the architecture and CuPy's version), so a later command loads it without compiling. They are
 loaded and launched through the driver (``libcuda``), so the tools that use them import neither numba nor CuPy:
 only CuPy's runtime bindings. Their state lives in host-mapped pinned memory (:class:`Mapped`), which host and
@@ -14,7 +14,7 @@ import functools
 import threading
 from dataclasses import dataclass
 
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 
 # Outcomes the gate writes to latch[1].
 GATE_PENDING = 0
@@ -167,7 +167,7 @@ def nvrtc_cubin(source: str, arch: str | None = None, options: tuple[str, ...] =
 def kept_cubin(arch: str, fresh: bool = False) -> bytes:
     """This module's kernels compiled for ``arch``, from bench's cache where they were compiled before (``fresh``:
     compile again and keep the new cubin)."""
-    from bench import cache
+    from bench.platform import cache
 
     entry = cache.key("cubin", [SOURCE, arch, *OPTIONS], ["cupy-cuda13x", "cupy-cuda12x", "cupy"])
     cubin = None if fresh else cache.get(entry)

@@ -2,7 +2,7 @@
 timed during or between spins, the offset between the host's and the GPU's clocks (:class:`ClockPair`), and the host
 waiting for a kernel's end (:func:`host_wait`, :func:`wait_samples`).
 
-It imports :mod:`bench.cuda` (lazy stand-ins), :mod:`bench.timing.stats` and :mod:`bench.timing.host`.
+It imports :mod:`bench.platform.cuda` (lazy stand-ins), :mod:`bench.timing.stats` and :mod:`bench.timing.host`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import on_device, runtime
+from bench.platform.cuda import on_device, runtime
 from bench.timing import kernels
 from bench.timing.host import sample_until
 from bench.timing.stats import MeasurementFailed, Samples, StopRule
-from bench.vocabulary import Clock, Unit
+from bench.platform.vocabulary import Clock, Unit
 
 
 @dataclass(frozen=True)

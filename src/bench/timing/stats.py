@@ -2,7 +2,7 @@
 :class:`Samples` (raw samples with their unit and clock, and the sample columns of a result row), and the units,
 clocks and stop reasons that the schema shares.
 
-Pure Python: it imports the standard library only (never :mod:`bench.cuda`, CuPy or numba), so the analysis commands,
+Pure Python: it imports the standard library only (never :mod:`bench.platform.cuda`, CuPy or numba), so the analysis commands,
 the planner and the schema use it without any CUDA library installed.
 """
 
@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.vocabulary import Clock, StopReason, Unit, values
+from bench.platform.vocabulary import Clock, StopReason, Unit, values
 
 # The robust standard error of a median: 1.2533 σ/√n (large-sample, normal data), with σ estimated as 1.4826·MAD.
 _MEDIAN_SE_FACTOR = 1.2533 * 1.4826

@@ -1,7 +1,7 @@
 """Events before and after every operation of one run (:class:`Timeline`), and how much a run's intervals overlap
 (:func:`concurrency`, :func:`peak_concurrency`: pure arithmetic).
 
-It imports :mod:`bench.cuda` (a lazy stand-in for the CUDA runtime) and the standard library.
+It imports :mod:`bench.platform.cuda` (a lazy stand-in for the CUDA runtime) and the standard library.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import contextmanager
 
-from bench.cuda import runtime
+from bench.platform.cuda import runtime
 from bench.timing.intervals import concurrent
 
 

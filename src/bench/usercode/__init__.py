@@ -22,8 +22,8 @@ The instruments:
 - :mod:`~bench.usercode.activity`: CUPTI's records of what ran, each with its GPU, read from the buffers of
   :mod:`~bench.usercode.activity_buffers`; :mod:`~bench.usercode.pinned`: the pinned copies a trace compares with.
 
-May import the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`), :mod:`bench.cuda`, CUPTI (each on first
-use), :mod:`bench.libraries`, :mod:`bench.schema`, :mod:`bench.store` and the bottom floor; never an experiment, the
+May import the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`), :mod:`bench.platform.cuda`, CUPTI (each on first
+use), :mod:`bench.platform.libraries`, :mod:`bench.results.schema`, :mod:`bench.results.store` and the bottom floor; never an experiment, the
 sweep or the catalogs. The public names users import are the faces :mod:`bench.probe`, :mod:`bench.syncs`,
 :mod:`bench.trace` and :mod:`bench.pytest_plugin`. A tool's report section and figure are the analysis side: they
 import no measuring code (``tests/test_layout.py`` checks).

@@ -22,7 +22,7 @@ from bench.usercode.activity_buffers import Layout
 from bench.usercode.cuda_calls import waiting_callback_ids
 from bench.usercode.driver_callbacks import CuptiFailed, DriverCallbacks, caller_frame, check, library
 from bench.usercode.stacks import Frame, frames_of, places_of
-from bench.vocabulary import Word
+from bench.platform.vocabulary import Word
 
 FRAMES_AFTER_NS = 20_000  # a watched driver call this long keeps its Python stack (a copy call always does)
 KERNEL_FIELDS = ("start", "end", "device_id", "stream_id", "correlation_id", "name")
@@ -202,7 +202,7 @@ class Recorder:
         """Record from now: activity records and watched calls. A 4-byte memset first makes CUPTI take its first
         activity buffer (a Python callback that would otherwise stall the region's first call); it and everything
         before it are dropped."""
-        from bench.cuda import runtime
+        from bench.platform.cuda import runtime
 
         self._open, self._error = {}, None
         self._pool.give_back(self._pool.take())  # what came before is not this recording's
@@ -288,7 +288,7 @@ class Recorder:
         self._disable()
         self._unsubscribe()
         if self._scratch is not None:
-            from bench.cuda import runtime
+            from bench.platform.cuda import runtime
 
             runtime.free(self._scratch)
             self._scratch = None
@@ -297,7 +297,7 @@ class Recorder:
 def synchronize_used() -> None:
     """Wait for every GPU this process has used: the current one and each whose primary context is active (a region
     on several GPUs ends on all of them)."""
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
     from bench.usercode.hold import devices_in_use, synchronize
 
     synchronize(sorted({runtime.getDevice(), *devices_in_use()}))

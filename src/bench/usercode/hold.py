@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.cuda import on_device, runtime
+from bench.platform.cuda import on_device, runtime
 from bench.timing import kernels
 from bench.measure.memory import OwnedStream
 from bench.timing import MeasurementFailed

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import html
 
-from bench.escape import visible
+from bench.analysis.escape import visible
 
 STYLE = ("<style>.bench td, .bench th {text-align: left; padding: 2px 8px; vertical-align: top} "
          ".bench code {white-space: pre}</style>")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 
 LINE = re.compile(r"(.*):(\d+)( in .*)?", re.DOTALL)  # 'file:line in function', a file holding ':' too
 USAGE = {"syncs": "%syncs EXPR, or %%syncs over a cell", "probe": "%probe EXPR",
@@ -32,8 +32,8 @@ def load(shell) -> None:
 def _answered(magic: str, work: Callable[[], object]):
     """``work()``, or one line (no traceback) where bench cannot answer: no GPU, no CUPTI, an unfit GPU, a file it
     may not write, a magic misused. What the user's own code raises is raised as it is."""
-    from bench.env import no_gpu_reason
-    from bench.errors import WriteError
+    from bench.platform.env import no_gpu_reason
+    from bench.platform.errors import WriteError
     from bench.timing import MeasurementFailed
     from bench.usercode.activity import TraceUnavailable
 
@@ -116,7 +116,7 @@ def _probe(shell, line: str):
 
 def _trace(shell, line: str, cell: str):
     def work():
-        from bench import writes
+        from bench.results import writes
         from bench.usercode.trace.perfetto import encoded
         from bench.usercode.trace.run import trace
 

@@ -2,7 +2,7 @@
 
 Each copy is verified once (poisoned destination, random source) and timed with CUDA events behind the gate
 (:class:`bench.timing.Timer`). Sizes above :data:`LARGEST` are measured at that size and scaled by bytes: a copy that
-large runs at the link's steady rate. What was measured is kept (:mod:`bench.cache`) under this GPU's UUID, its
+large runs at the link's steady rate. What was measured is kept (:mod:`bench.platform.cache`) under this GPU's UUID, its
 driver, bench's code and the sizes: the next trace of the same copies on this machine reads it instead of copying
 for seconds again.
 """
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import cache
-from bench.cuda import runtime
+from bench.platform import cache
+from bench.platform.cuda import runtime
 from bench.measure.copies import CopyBuffers, mismatch
 from bench.measure.pipeline import BOUND_RULE, bound_ms
 from bench.timing import MeasurementFailed, StopRule, Timer

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from bench.timing import Summary, host_interval
 from bench.timing.phases import HOLD_SETUP, WARM_UP, phase
 from bench.usercode.defaults import DEFAULT_SPIN_MS
-from bench.vocabulary import HostVerdict
+from bench.platform.vocabulary import HostVerdict
 
 if TYPE_CHECKING:
     from bench.timing.spin import CallDuringSpin
@@ -172,7 +172,7 @@ def _probed(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms
 
 def _held(fn: Callable, args: tuple, kwargs: dict, handle: int | None, spin_ms: float, repeats: int,
           serialization: bool, owned: list) -> ProbeResult:
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
     from bench.measure.memory import StreamRef
     from bench.measure.verdicts import DEVICE_VERDICTS, classify_pair, consensus, host_verdict, repeat_until_settled
     from bench.timing import SpinWatch

@@ -76,7 +76,7 @@ def assert_async(stream=None, timeout_s: float = 1.0, settle_ms: float = DEFAULT
 @contextmanager
 def _gated(stream, timeout_s: float, max_waits: int) -> Iterator[None]:
     """The old meaning: a one-thread gate holds ``stream``; the region waited if the gate's watchdog released it."""
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
     from bench.measure.memory import StreamRef
     from bench.timing import Gate
     from bench.usercode.probe import stream_handle
@@ -135,8 +135,8 @@ def assert_overlap(min_hidden: float | None = None, min_efficiency: float | None
 def gate_trace(result, path: Path, update: bool, target: str = "") -> None:
     """A trace (one run's, :func:`bench.tracing`'s) against the trace baseline at ``path``: :class:`DidNotOverlap`
     naming each regression by line or stream; with ``update``, the baseline written from it instead."""
-    from bench.cuda import runtime
-    from bench.env import gpu_environment
+    from bench.platform.cuda import runtime
+    from bench.platform.env import gpu_environment
     from bench.usercode.trace.compare import read
     from bench.usercode.trace.files import save
     from bench.usercode.trace.gate import regressions_of, text
@@ -190,7 +190,7 @@ def check_overlap(result, min_hidden: float | None = None, min_efficiency: float
 
 def skip_without_gpu() -> None:
     """Skip the running test where no GPU is usable, saying why."""
-    from bench.env import gpu_skip_reason
+    from bench.platform.env import gpu_skip_reason
 
     reason = gpu_skip_reason()
     if reason:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
 
-from bench.libraries import BY_NAME, BY_PREFIX
+from bench.platform.libraries import BY_NAME, BY_PREFIX
 
 KNOWN = {*BY_PREFIX, "numpy", "timm", "transformers", "torchvision", "accelerate", "safetensors", "huggingface_hub"}
 BENCH = str(Path(__file__).resolve().parents[1])

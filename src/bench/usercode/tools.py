@@ -46,7 +46,7 @@ class GpuPart:
     """What a report section shows of one GPU: a sentence, a table (its rows, shown by the section's columns) and
     figures, each where there is one."""
 
-    gpu: object  # bench.analysis.Gpu
+    gpu: object  # bench.analysis.selection.Gpu
     sentence: str = ""
     rows: object = None  # a pandas DataFrame, or None
     figures: tuple[Figure, ...] = ()

@@ -5,11 +5,11 @@ they read (the report hands a view only those: a view of one experiment never co
 ``tests/test_views.py`` checks that a view gives the same on only its columns as on all). The helpers several views
 share are here.
 
-The analysis side: a view reads rows (pandas), draws with matplotlib through :mod:`bench.plots`, and may import
-:mod:`bench.analysis`, :mod:`bench.plots`, :mod:`bench.units`, :mod:`bench.vocabulary` (the words and numbers it
-shares with the measuring code), :mod:`bench.schema`, :mod:`bench.errors` and, for a link's theoretical rate,
-:mod:`bench.env`. Never the experiments (:mod:`bench.experiments`), the measuring tools (:mod:`bench.measure`,
-:mod:`bench.timing`, :mod:`bench.cuda`), the catalogs or the sweep: what an experiment measures is handed down to
+The analysis side: a view reads rows (pandas), draws with matplotlib through :mod:`bench.analysis.plots`, and may import
+:mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`, :mod:`bench.analysis.units`, :mod:`bench.platform.vocabulary` (the words and numbers it
+shares with the measuring code), :mod:`bench.results.schema`, :mod:`bench.platform.errors` and, for a link's theoretical rate,
+:mod:`bench.platform.env`. Never the experiments (:mod:`bench.experiments`), the measuring tools (:mod:`bench.measure`,
+:mod:`bench.timing`, :mod:`bench.platform.cuda`), the catalogs or the sweep: what an experiment measures is handed down to
 whoever needs it, never reached up to (``tests/test_layout.py`` checks).
 """
 
@@ -24,8 +24,8 @@ from itertools import compress
 
 import pandas as pd
 
-from bench.analysis import natives
-from bench.vocabulary import Status
+from bench.analysis.selection import natives
+from bench.platform.vocabulary import Status
 
 
 IDENTITY = ("experiment", "status", "run_id", "hostname", "gpu_uuid", "gpu_name", "git_commit", "driver_version",
@@ -78,7 +78,7 @@ def counts(rows: pd.DataFrame) -> pd.DataFrame:
 # --- what several views share ----------------------------------------------------------------------------------
 
 def ok_rows(rows: pd.DataFrame, *columns: str) -> list[dict]:
-    """The ok rows' ``columns``, each row a dict of values as :func:`bench.analysis.records` has them (a missing
+    """The ok rows' ``columns``, each row a dict of values as :func:`bench.analysis.selection.records` has them (a missing
     integer or flag None): a headline of a few rows made without a pandas operation a value."""
     ok = rows["status"].to_numpy(dtype=object, na_value=None) == Status.OK
     values = [compress(natives(rows[column]), ok) for column in columns]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, grouped, ok_rows
-from bench.vocabulary import ALLOC_LOOP, Status
+from bench.platform.vocabulary import ALLOC_LOOP, Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -37,7 +37,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 def alloc_figure(rows: pd.DataFrame, tables: dict) -> list:
     """Allocation latency vs size (log-log): device allocate+free round trip, pinned host memory, and the loop."""
-    from bench.plots import gpu_label, pyplot, size_axis
+    from bench.analysis.plots import gpu_label, pyplot, size_axis
 
     ok = rows[(rows["experiment"] == "alloc") & (rows["status"] == Status.OK)]
     if not len(ok):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, grouped, ok_rows, peak
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -40,8 +40,8 @@ HOST_STYLES = {"pinned": ("-", "o"), "registered": ("--", "s"), "pageable": (":"
 
 def bandwidth_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s vs size: host↔device on the left with the PCIe link's theoretical rate, device↔device on the right."""
-    from bench.env import pcie_gbps_per_direction
-    from bench.plots import DIRECTION_COLORS, pyplot, size_axis
+    from bench.platform.env import pcie_gbps_per_direction
+    from bench.analysis.plots import DIRECTION_COLORS, pyplot, size_axis
 
     rows = rows[rows["experiment"] == "bandwidth"]
     ok = rows[rows["status"] == Status.OK]

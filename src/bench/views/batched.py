@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from bench.units import format_size
+from bench.analysis.units import format_size
 from bench.views import View, grouped, numbers, ok_rows, span
-from bench.vocabulary import AccessOrder, HostMemory, Status, values
+from bench.platform.vocabulary import AccessOrder, HostMemory, Status, values
 
 
 def _size(nbytes) -> str:
@@ -79,7 +79,7 @@ def batched_figure(rows: pd.DataFrame, tables: dict) -> list:
     one batch call against the same copies issued one by one; one line style per copy size."""
     from matplotlib.ticker import FixedLocator, NullFormatter
 
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     mine = rows[rows["experiment"] == "batched"]
     ok = mine[mine["status"] == Status.OK]

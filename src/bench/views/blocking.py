@@ -1,5 +1,5 @@
 """The ``blocking`` experiment's view: the calls that wait for the device, and where the documentation is contradicted;
-the truth table it shares with ``serialization`` (:func:`bench.plots.truth_table_figure`)."""
+the truth table it shares with ``serialization`` (:func:`bench.analysis.plots.truth_table_figure`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from functools import partial
 
 import pandas as pd
 
-from bench.analysis import contradicts_docs
-from bench.plots import truth_table_figure
+from bench.analysis.selection import contradicts_docs
+from bench.analysis.plots import truth_table_figure
 from bench.views import View, catalog_answer, ok_rows
-from bench.vocabulary import HostVerdict
+from bench.platform.vocabulary import HostVerdict
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
+from bench.analysis.selection import row_dicts
 from bench.views import View, firsts, ok_rows
-from bench.vocabulary import CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Connections, Status, values
+from bench.platform.vocabulary import CONNECTIONS_STREAMS, CONNECTIONS_VARIABLE, Connections, Status, values
 
 CONNECTIONS = values(Connections)  # in this order: a line each
 
@@ -40,7 +40,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 
 def connections_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "connections") & (rows["status"] == Status.OK)]
     spins = ok[ok["workload"] == "spins"]

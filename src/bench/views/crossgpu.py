@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
+from bench.analysis.selection import row_dicts
 from bench.views import View, listed
-from bench.vocabulary import SPIN_MS, SPIN_STREAMS, CrossGpuCall, HostVerdict, Status, values
+from bench.platform.vocabulary import SPIN_MS, SPIN_STREAMS, CrossGpuCall, HostVerdict, Status, values
 
 CALL_NAMES = values(CrossGpuCall)  # a row each, in this order
 
@@ -37,8 +37,8 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 def crossgpu_figure(rows: pd.DataFrame, tables: dict) -> list:
     """Calls × (spin GPU, spinning stream), one panel per call GPU: verdict colours, host ms in each cell."""
-    from bench.analysis import contradicts_docs
-    from bench.plots import cell_ms, gpu_label, pyplot, truth_cell, truth_legend
+    from bench.analysis.selection import contradicts_docs
+    from bench.analysis.plots import cell_ms, gpu_label, pyplot, truth_cell, truth_legend
 
     ok = rows[(rows["experiment"] == "crossgpu") & (rows["status"] == Status.OK)]
     if not len(ok):

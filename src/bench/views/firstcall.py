@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from bench.views import View, firsts, listed, ok_rows
-from bench.vocabulary import FirstCall, HostVerdict, ModuleLoading, Status, values
+from bench.platform.vocabulary import FirstCall, HostVerdict, ModuleLoading, Status, values
 
 CALLS = values(FirstCall)  # in the order a program takes them
 LOADING = values(ModuleLoading)
@@ -35,7 +35,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 
 def firstcall_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import VERDICT_COLORS, gpu_label, pyplot
+    from bench.analysis.plots import VERDICT_COLORS, gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "firstcall") & (rows["status"] == Status.OK)]
     if not len(ok):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, ok_rows
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, span
-from bench.vocabulary import Direction, Status
+from bench.platform.vocabulary import Direction, Status
 
 DIRECTIONS = (Direction.H2D, Direction.D2H)  # a panel each
 
@@ -43,7 +43,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 def hostlinks_figure(rows: pd.DataFrame, tables: dict) -> list:
     """Per direction: each GPU's GB/s alone and with every GPU copying, and the total."""
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "hostlinks") & (rows["status"] == Status.OK)]
     if not len(ok):

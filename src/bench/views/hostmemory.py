@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, ok_rows
-from bench.vocabulary import HostMemory, HostOperation, Status, values
+from bench.platform.vocabulary import HostMemory, HostOperation, Status, values
 
 OPERATIONS = values(HostOperation)
 COPIES = (HostOperation.H2D, HostOperation.D2H)  # on a linear scale; the CPU's passes on a log scale
@@ -57,7 +57,7 @@ _TITLES = {"H2D": "H2D copy (cudaMemcpyAsync, GPU time)", "D2H": "D2H copy (cuda
 
 def hostmemory_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s vs size, one panel per operation, pinned against write-combined (CPU panels on a log scale)."""
-    from bench.plots import gpu_label, pyplot, size_axis
+    from bench.analysis.plots import gpu_label, pyplot, size_axis
 
     ok = rows[(rows["experiment"] == "hostmemory") & (rows["status"] == Status.OK)]
     if not len(ok):

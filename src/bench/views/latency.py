@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View
-from bench.vocabulary import CHASE_STEPS, Status
+from bench.platform.vocabulary import CHASE_STEPS, Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -25,7 +25,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 
 def latency_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "latency") & (rows["status"] == Status.OK)]
     if not len(ok):

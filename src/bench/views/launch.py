@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
+from bench.analysis.selection import row_dicts
 from bench.views import View
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -23,7 +23,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 
 def launch_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     launch = rows[(rows["experiment"] == "launch") & (rows["status"] == Status.OK)]
     if not len(launch):

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from bench.analysis import contradicts_docs
-from bench.libraries import LIBRARIES
+from bench.analysis.selection import contradicts_docs
+from bench.platform.libraries import LIBRARIES
 from bench.views import View, grouped, ok_rows
-from bench.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, LibraryPlacement, Status, values
+from bench.platform.vocabulary import SPIN_MS, DeviceVerdict, HostVerdict, LibraryPlacement, Status, values
 
 PLACEMENTS = values(LibraryPlacement)  # a column each: the spin on the call's stream, on another, around it
 
@@ -54,7 +54,7 @@ def _waits(placement: str) -> Callable[[dict], bool]:
 def library_figure(rows: pd.DataFrame, tables: dict) -> list:
     """The library truth table: one row per call (grouped by library), a column per placement, coloured by verdict,
     host ms in the cell; ``!`` where the measurement contradicts the library's documentation."""
-    from bench.plots import VERDICT_COLORS, cell_ms, gpu_label, pyplot, truth_cell, truth_legend
+    from bench.analysis.plots import VERDICT_COLORS, cell_ms, gpu_label, pyplot, truth_cell, truth_legend
 
     ok = rows[(rows["experiment"] == "library") & (rows["status"] == Status.OK)]
     if not len(ok):

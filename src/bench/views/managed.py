@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, grouped, ok_rows
-from bench.vocabulary import ManagedCase, Status, values
+from bench.platform.vocabulary import ManagedCase, Status, values
 
 CASES = values(ManagedCase)
 
@@ -48,7 +48,7 @@ CASE_STYLES = {"first-touch": ("#d62728", "o"), "prefetch-then-kernel": ("#ff7f0
 
 def managed_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s of the touched bytes vs size per case (log scale), with the prefetch alone; GPU ms on the right."""
-    from bench.plots import gpu_label, pyplot, size_axis
+    from bench.analysis.plots import gpu_label, pyplot, size_axis
 
     ok = rows[(rows["experiment"] == "managed") & (rows["status"] == Status.OK)]
     if not len(ok):

@@ -9,9 +9,9 @@ import statistics
 import numpy as np
 import pandas as pd
 
-from bench.units import format_size
+from bench.analysis.units import format_size
 from bench.views import View, grouped, numbers, ok_rows, peak, span
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 AXES = ("total_bytes", "compute_ratio", "host_memory", "allocator", "launch", "chunks_per_stream", "streams")
@@ -72,7 +72,7 @@ def _slice(rows: pd.DataFrame) -> pd.DataFrame:
 
 def overlap_figures(rows: pd.DataFrame, tables: dict) -> list:
     """Scaling (speedup and efficiency vs streams), an efficiency heat map, a timeline of 1 stream vs the best."""
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     selected = _slice(rows)
     if not len(selected):

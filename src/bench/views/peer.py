@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +56,7 @@ PANELS_PER_ROW = 3
 
 def matrix_figures(rows: pd.DataFrame, tables: dict) -> list:
     """One figure per size: GPU × GPU matrices of GB/s (row: source, column: destination), a panel per method."""
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "peer") & (rows["status"] == Status.OK) & (rows["method"] != "chase")]
     if not len(ok):

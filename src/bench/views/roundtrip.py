@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, numbers, span
-from bench.vocabulary import Status
+from bench.platform.vocabulary import Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -30,7 +30,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 
 def roundtrip_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
+    from bench.analysis.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
 
     ok = rows[(rows["experiment"] == "roundtrip") & (rows["status"] == Status.OK)]
     if not len(ok):

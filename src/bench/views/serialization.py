@@ -1,5 +1,5 @@
 """The ``serialization`` experiment's view: the calls that keep kernels on two streams from overlapping; the truth table
-it shares with ``blocking`` (:func:`bench.plots.truth_table_figure`)."""
+it shares with ``blocking`` (:func:`bench.analysis.plots.truth_table_figure`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from functools import partial
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.plots import truth_table_figure
+from bench.analysis.selection import row_dicts
+from bench.analysis.plots import truth_table_figure
 from bench.views import View, catalog_answer
-from bench.vocabulary import DeviceVerdict, Status
+from bench.platform.vocabulary import DeviceVerdict, Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:

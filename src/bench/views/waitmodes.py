@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
+from bench.analysis.selection import row_dicts
 from bench.views import View, numbers, span
-from bench.vocabulary import WAIT_SPIN_MS, Status
+from bench.platform.vocabulary import WAIT_SPIN_MS, Status
 
 
 def headline(rows: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +27,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 
 def waitmodes_figure(rows: pd.DataFrame, tables: dict) -> list:
-    from bench.plots import gpu_label, pyplot
+    from bench.analysis.plots import gpu_label, pyplot
 
     ok = rows[(rows["experiment"] == "waitmodes") & (rows["status"] == Status.OK)]
     if not len(ok):

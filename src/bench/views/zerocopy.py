@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import row_dicts
-from bench.units import format_size
+from bench.analysis.selection import row_dicts
+from bench.analysis.units import format_size
 from bench.views import View, grouped, ok_rows, peak
-from bench.vocabulary import Direction, Status
+from bench.platform.vocabulary import Direction, Status
 
 DIRECTIONS = (Direction.H2D, Direction.D2H)
 
@@ -33,7 +33,7 @@ def answer(rows: pd.DataFrame, table: pd.DataFrame) -> str | None:
 
 def zerocopy_figure(rows: pd.DataFrame, tables: dict) -> list:
     """GB/s vs size: SM copies (solid) beside the copy engines' pinned copies from the same run (dashed)."""
-    from bench.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
+    from bench.analysis.plots import DIRECTION_COLORS, gpu_label, pyplot, size_axis
 
     sm = rows[(rows["experiment"] == "zerocopy") & (rows["status"] == Status.OK)]
     if not len(sm):

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from pathlib import Path
 
-from bench.errors import UsageError
-from bench.escape import json_text
+from bench.platform.errors import UsageError
+from bench.analysis.escape import json_text
 from bench.usercode.syncs.result import Place
 
 FORMAT = "bench syncs baseline 1"

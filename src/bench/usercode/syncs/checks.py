@@ -17,7 +17,7 @@ def gate_waits(waits, path: Path, update: bool, settle_ms: float = DEFAULT_SETTL
     """The watcher's ``waits`` (those outside every ``allow_waits`` scope) against the syncs baseline at ``path``:
     :class:`WaitedForGpu` naming each place that is new or waits more than it allows (a missing file allows none);
     with ``update``, the baseline written from them instead (its directory made)."""
-    from bench import writes
+    from bench.results import writes
     from bench.usercode.syncs import baseline
     from bench.usercode.syncs.gate import text
     from bench.usercode.syncs.result import places

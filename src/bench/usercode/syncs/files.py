@@ -13,7 +13,7 @@ TABLE = "syncs"
 def columns() -> tuple:
     """The typed columns of a ``syncs`` results file: the target, each place's columns, the environment (and the
     versions of the GPU libraries loaded)."""
-    from bench.schema import FLAG, FLOAT, INT, TEXT, column, environment_columns
+    from bench.results.schema import FLAG, FLOAT, INT, TEXT, column, environment_columns
 
     return (
         column("target", TEXT, "what was run: MODULE:FUNCTION or a script"),
@@ -42,8 +42,8 @@ def columns() -> tuple:
 def save(found: Sequence[tuple[str, SyncsResult]], environment, path) -> object:
     """Write the rows of each (target, result) (one per place; none for a result that found nothing) to a new
     results file ``path``."""
-    from bench import store
-    from bench.schema import schema_of
+    from bench.results import store
+    from bench.results.schema import schema_of
 
     rows = [{"target": target, "region_ms": result.region_ms, "settle_ms": result.settle_ms,
              **environment.as_dict(), **result.libraries, **row} for target, result in found for row in result.rows()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from bench.escape import log_line, markdown, workflow_data, workflow_property
+from bench.analysis.escape import log_line, markdown, workflow_data, workflow_property
 from bench.usercode.syncs.baseline import Change, Compared, Comparison
 
 

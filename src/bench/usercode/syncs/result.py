@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.escape import json_text
+from bench.analysis.escape import json_text
 from bench.usercode.defaults import DEFAULT_SETTLE_MS
 
 
@@ -110,7 +110,7 @@ class SyncsResult:
         return {**asdict(self), "waited": self.waited}
 
     def to_json(self) -> str:
-        """:meth:`to_dict` as JSON, its control characters escaped (:func:`bench.escape.json_text`)."""
+        """:meth:`to_dict` as JSON, its control characters escaped (:func:`bench.analysis.escape.json_text`)."""
         return json_text(self.to_dict(), indent=2)
 
     def rows(self) -> list[dict]:

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from bench.errors import UsageError
-from bench.libraries import loaded_versions
+from bench.platform.errors import UsageError
+from bench.platform.libraries import loaded_versions
 from bench.timing.phases import CUPTI_START, HOLD_SETUP, VERSIONS, WARM_UP, phase
 from bench.usercode.syncs.result import DEFAULT_SETTLE_MS, SyncsResult, places
 
@@ -112,8 +112,8 @@ def _dwell(fn: Callable[[], object], settle_ms: float) -> tuple[dict, float]:
 def syncs(fn: Callable, *args, settle_ms: float = DEFAULT_SETTLE_MS, cuda_calls: bool = True,
           **kwargs) -> SyncsResult:
     """Every line of ``fn(*args, **kwargs)`` that waited for the GPU (see the module docstring). Raises
-    :class:`bench.errors.UsageError` where no GPU is usable."""
-    from bench.env import no_gpu_reason
+    :class:`bench.platform.errors.UsageError` where no GPU is usable."""
+    from bench.platform.env import no_gpu_reason
 
     reason = no_gpu_reason()
     if reason:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import analysis
+from bench.analysis import selection
 from bench.usercode.tools import GpuPart, Section
 
 COLUMNS = {"target": ("what ran", ""), "file": ("file", ""), "line": ("line", ""), "source": ("code", ""),
@@ -19,8 +19,8 @@ COLUMNS = {"target": ("what ran", ""), "file": ("file", ""), "line": ("line", ""
 def section(syncs: pd.DataFrame) -> Section:
     waited = syncs[syncs["waited"].fillna(False).astype(bool)] if "waited" in syncs else syncs
     parts = []
-    for gpu, group in analysis.by_gpu(syncs):
-        mine = analysis.rows_of(waited, gpu) if gpu.uuid or gpu.host else waited
+    for gpu, group in selection.by_gpu(syncs):
+        mine = selection.rows_of(waited, gpu) if gpu.uuid or gpu.host else waited
         targets = group["target"].nunique()
         sentence = (f"{targets} target{'s' * (targets != 1)} run, {mine['target'].nunique()} waited at {len(mine)} "
                     f"line{'s' * (len(mine) != 1)}.")

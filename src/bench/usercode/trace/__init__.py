@@ -8,9 +8,9 @@ the analysis side: its report section (``section``), its figure (``timeline``), 
 what got worse by line and stream (``regressions``), and printed (``compare_text``).
 
 May import: the records' types (:mod:`bench.usercode.activity`, :mod:`bench.usercode.stacks`), :mod:`bench.timing`'s
-interval arithmetic, :mod:`bench.schema`, :mod:`bench.store`, :mod:`bench.units`, :mod:`bench.vocabulary`,
-:mod:`bench.errors`; never CUDA but in ``run``, the one that records (CUDA and CUPTI on first use). The analysis side
-reads results files with pandas (and :mod:`bench.store`, :mod:`bench.analysis`, :mod:`bench.plots`,
-:mod:`bench.compare`'s environment columns) and imports nothing that measures, not even the records' types;
+interval arithmetic, :mod:`bench.results.schema`, :mod:`bench.results.store`, :mod:`bench.analysis.units`, :mod:`bench.platform.vocabulary`,
+:mod:`bench.platform.errors`; never CUDA but in ``run``, the one that records (CUDA and CUPTI on first use). The analysis side
+reads results files with pandas (and :mod:`bench.results.store`, :mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`,
+:mod:`bench.analysis.compare`'s environment columns) and imports nothing that measures, not even the records' types;
 ``collectives`` imports nothing, so the timeline uses its rule.
 """

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench import analysis
-from bench.compare import ENVIRONMENT_COLUMNS
-from bench.errors import ResultsError, UsageError
-from bench.vocabulary import Word
+from bench.analysis import selection
+from bench.analysis.compare import ENVIRONMENT_COLUMNS
+from bench.platform.errors import ResultsError, UsageError
+from bench.platform.vocabulary import Word
 
 TABLE = "trace"  # the table name bench.usercode.trace.files writes
 HEADLINES_PER_TARGET = 8
@@ -137,7 +137,7 @@ class TraceComparison:
 
 def is_trace(path: Path) -> bool:
     """Whether ``path`` is a results file of table ``trace`` (``bench trace --save``)."""
-    from bench import store
+    from bench.results import store
 
     if not Path(path).is_file():
         return False
@@ -149,7 +149,7 @@ def is_trace(path: Path) -> bool:
 
 def read(path: Path) -> pd.DataFrame:
     """The rows of a trace file; ResultsError (one line) for anything else."""
-    from bench import store
+    from bench.results import store
 
     if not is_trace(path):
         raise ResultsError(f"{path} is not a trace file (bench trace --save writes them); compare a trace with a "
@@ -170,7 +170,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Tra
     sides = {}
     for side, rows in (("old", old), ("new", new)):
         try:
-            sides[side] = _newest(analysis.select_gpu(rows, gpu))
+            sides[side] = _newest(selection.select_gpu(rows, gpu))
         except UsageError as error:
             raise UsageError(f"{side} trace: {error}") from None
     warnings = [f"{target} is only in the {side} trace; not compared" for side, other in (("old", "new"),
@@ -181,7 +181,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Tra
         if target not in sides["new"]:
             continue
         after = sides["new"][target]
-        gpus = tuple(analysis.gpus(rows)[0] for rows in (before, after))
+        gpus = tuple(selection.gpus(rows)[0] for rows in (before, after))
         pairs.setdefault(gpus, (before, after))
         label = gpus[1].short if gpus[0] == gpus[1] else f"{gpus[0].short} → {gpus[1].short}"
         lines += _lines(target, label, before, after)
@@ -198,7 +198,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, gpu: str | None = None) -> Tra
 
 def newest(rows: pd.DataFrame, gpu: str | None = None) -> dict[str, pd.DataFrame]:
     """Each target's rows of its newest trace, of GPU ``gpu`` only (see :func:`compare`)."""
-    return _newest(analysis.select_gpu(rows, gpu))
+    return _newest(selection.select_gpu(rows, gpu))
 
 
 def _newest(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -207,9 +207,9 @@ def _newest(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     found = {}
     for target, mine in rows.groupby(rows["target"].astype(str), sort=False):
         newest = mine[mine["traced_at"].astype(str) == mine["traced_at"].astype(str).max()]
-        first = analysis.gpus(newest)[0]
+        first = selection.gpus(newest)[0]
         several = "gpus" in newest and (pd.to_numeric(newest["gpus"], errors="coerce") > 1).any()
-        found[target] = analysis.rows_of(newest, first) if (first.uuid or first.host) and not several else newest
+        found[target] = selection.rows_of(newest, first) if (first.uuid or first.host) and not several else newest
     return found
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import escape
-from bench.errors import UsageError
+from bench.analysis import escape
+from bench.platform.errors import UsageError
 from bench.usercode.trace.compare import (Line, TraceComparison, Verdict, compare, read, size_text, spread_text,
                                           value_text)
 from bench.usercode.trace.regressions import regressions

@@ -55,7 +55,7 @@ KERNEL_RUNS = "name_runs_ms"
 def columns() -> tuple:
     """The typed columns of a ``trace`` results file: one row per kernel, copy, memset, idle gap and host wait of the
     described run, each with the trace's headline numbers and the environment."""
-    from bench.schema import FLOAT, FLOATS, INT, TEXT, column, environment_columns
+    from bench.results.schema import FLOAT, FLOATS, INT, TEXT, column, environment_columns
 
     return (
         column("target", TEXT, "what was traced: MODULE:FUNCTION, a script, or a name the caller gave"),
@@ -91,9 +91,9 @@ def columns() -> tuple:
 
 def save(found: Sequence[tuple[str, Trace]], environment, path) -> object:
     """Write each (target, result)'s rows to a new results file ``path`` (table ``trace``). ``environment``: the
-    GPU's (:class:`bench.env.Environment`); None takes each rank's from a read or merged result."""
-    from bench import store
-    from bench.schema import schema_of
+    GPU's (:class:`bench.platform.env.Environment`); None takes each rank's from a read or merged result."""
+    from bench.results import store
+    from bench.results.schema import schema_of
 
     return store.write(path, rows_of(found, environment), schema_of(columns()), {"table": TABLE}, new=True)
 

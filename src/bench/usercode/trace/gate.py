@@ -5,7 +5,7 @@ for where it lands."""
 
 from __future__ import annotations
 
-from bench.escape import log_line, markdown, workflow_data, workflow_property
+from bench.analysis.escape import log_line, markdown, workflow_data, workflow_property
 from bench.usercode.syncs.baseline import relative
 from bench.usercode.trace.regressions import Regression, regressions
 

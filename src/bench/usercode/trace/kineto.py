@@ -18,9 +18,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from bench.errors import ResultsError
-from bench.escape import visible
-from bench.libraries import BY_PREFIX
+from bench.platform.errors import ResultsError
+from bench.analysis.escape import visible
+from bench.platform.libraries import BY_PREFIX
 from bench.usercode.activity import Activity, HostCall, Op, Recording
 from bench.usercode.cuda_calls import WAITING
 from bench.usercode.stacks import KNOWN, Frame

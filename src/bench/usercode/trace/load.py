@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.errors import ResultsError
+from bench.platform.errors import ResultsError
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.stacks import Frame
 from bench.usercode.trace.assemble import described, pageable_of, waits_of
@@ -41,7 +41,7 @@ def load(path) -> TraceResult:
 
 
 def _rows(path: Path) -> pd.DataFrame:
-    from bench import store
+    from bench.results import store
 
     if not path.is_file():
         raise ResultsError(f"{path} is not a file" if path.exists() else f"{path}: no such file")
@@ -119,7 +119,7 @@ class _Reader:
 
 
 def _result(frame: pd.DataFrame) -> TraceResult:
-    from bench.store import records
+    from bench.results.store import records
 
     rows = records(frame)
     reader = _Reader(rows)
@@ -192,7 +192,7 @@ def _spread(value) -> list[float | None]:
 
 def _environments(rows: list[dict], reader: _Reader) -> dict[int | None, dict]:
     """Each rank's environment (GPU, driver, host, library versions), from its first row."""
-    from bench.schema import environment_columns
+    from bench.results.schema import environment_columns
 
     names = [column.name for column in environment_columns()]
     found: dict[int | None, dict] = {}

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 from bench.usercode.trace.assemble import described, waits_of
 from bench.usercode.trace.model import GpuFigures
 from bench.usercode.trace.overlap import Gap, combined

@@ -8,7 +8,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from bench.escape import json_text
+from bench.analysis.escape import json_text
 from bench.timing import shared
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
@@ -263,7 +263,7 @@ class Trace:
                 "activities": self.table()}
 
     def to_json(self) -> str:
-        """:meth:`to_dict` as JSON, its control characters escaped (:func:`bench.escape.json_text`)."""
+        """:meth:`to_dict` as JSON, its control characters escaped (:func:`bench.analysis.escape.json_text`)."""
         return json_text(finite(self.to_dict()), indent=2)
 
 

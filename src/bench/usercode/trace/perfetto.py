@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.escape import json_text
-from bench.units import format_size
+from bench.analysis.escape import json_text
+from bench.analysis.units import format_size
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.collectives import is_collective
 from bench.usercode.trace.model import Trace
 from bench.usercode.trace.outputs import WAIT_NS, finite, line_of_frames
-from bench.writes import MAKER
+from bench.results.writes import MAKER
 
 HOST = 0  # the host's process id; GPU d's is d + 1
 RANK_HOSTS = 1 << 16  # a merged trace's host of rank r is process RANK_HOSTS + r
@@ -182,7 +182,7 @@ def trace_events(result: Trace) -> dict:
 
 
 def encoded(result: Trace) -> bytes:
-    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.escape.json_text`): kernel names and
+    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.analysis.escape.json_text`): kernel names and
     lines come from the user's code."""
     return json_text(trace_events(result), allow_nan=False).encode("utf-8")
 
@@ -190,7 +190,7 @@ def encoded(result: Trace) -> bytes:
 def write(result: Trace, path: Path, force: bool = False) -> Path:
     """Write ``result``'s timeline to ``path`` (atomically, as bench writes every file): a file there only if bench
     wrote it (``force``: any regular file), as ``trace --perfetto`` does."""
-    from bench import writes
+    from bench.results import writes
 
     writes.replaceable(Path(path), writes.writer("trace", "--perfetto"), force)
     writes.write_bytes(Path(path), encoded(result))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.errors import ResultsError
+from bench.platform.errors import ResultsError
 from bench.usercode.activity import Op
 from bench.usercode.trace.assemble import result_of
 from bench.usercode.trace.compare import is_trace
@@ -74,7 +74,7 @@ def _pinned_references(kineto: Kineto, device: int, results, notes: list[str]) -
     if None in names:
         notes.append(f"{needs}, and the trace does not name its GPU (deviceProperties): they are left out")
         return None, _no_pinned
-    from bench.env import gpu_name, no_gpu_reason, use_device
+    from bench.platform.env import gpu_name, no_gpu_reason, use_device
 
     reason = no_gpu_reason()
     if reason:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.usercode.trace.compare import Verdict, compare, newest, value_text
-from bench.vocabulary import Word
+from bench.platform.vocabulary import Word
 
 SHARES = ("copies hidden", "efficiency", "communication hidden")  # the measures whose worsening fails a gate
 NEEDED = {"op", "line", "call", "host_memory", "bytes", "stream", "start_ms", "end_ms"}  # what the keys read

@@ -28,7 +28,7 @@ class TraceResult(Trace):
         """In a notebook: the text and the timeline, drawn as ``bench trace --plot`` draws it."""
         import pandas as pd
 
-        from bench import plots
+        from bench.analysis import plots
         from bench.usercode.html import trace_html
         from bench.usercode.tools import tool
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.libraries import loaded_versions
+from bench.platform.libraries import loaded_versions
 from bench.timing.phases import CUPTI_START, VERSIONS, WARM_UP, phase
 from bench.usercode.activity import Activity, Op, Recording, TraceUnavailable
 from bench.usercode.defaults import DEFAULT_RUNS
@@ -74,8 +74,8 @@ def references(results=None, bound: bool = True):
         rows = results() if callable(results) else results
         if rows is None or not len(rows):
             return {}
-        from bench.cuda import runtime
-        from bench.env import gpu_uuid
+        from bench.platform.cuda import runtime
+        from bench.platform.env import gpu_uuid
 
         return pinned_results(rows, gpu_uuid(runtime.deviceGetPCIBusId(runtime.getDevice())))
 
@@ -111,7 +111,7 @@ def rank_of(rank: int | None) -> int | None:
 
 
 def _usable() -> None:
-    from bench.env import no_gpu_reason
+    from bench.platform.env import no_gpu_reason
 
     reason = no_gpu_reason()
     if reason:
@@ -183,7 +183,7 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
     process's rank where several trace at once, as :func:`bench.usercode.trace.merge.merged` names them (default:
     ``RANK`` from the environment, as torchrun sets it)."""
     _usable()
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
     from bench.usercode.activity import open_recorder, synchronize_used
 
     recorder = open_recorder()
@@ -202,7 +202,7 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
     box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target, rank=rank_of(rank))
     box.result.libraries = loaded_versions()
     if save is not None:
-        from bench.env import gpu_environment
+        from bench.platform.env import gpu_environment
 
         environment = gpu_environment(runtime.getDevice())
         box.result.environments = {box.result.rank: environment.as_dict()}

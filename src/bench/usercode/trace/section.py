@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench import analysis
-from bench.analysis import Gpu
+from bench.analysis import selection
+from bench.analysis.selection import Gpu
 from bench.usercode.tools import Figure, GpuPart, Section
 
 COLUMNS = {"target": ("what ran", ""), "makespan_ms": ("makespan ms", ".3f"), "bound_ms": ("bound ms", ".3f"),
@@ -29,10 +29,10 @@ def section(traces: pd.DataFrame) -> Section:
 
 def newest_traces(traces: pd.DataFrame) -> list[tuple[Gpu, pd.DataFrame]]:
     """Each GPU (by host and UUID) with the rows of its newest trace of each target."""
-    keys = analysis.key_frame(traces, [*analysis.MACHINE, "gpu_name", "target"]).astype(str)
+    keys = selection.key_frame(traces, [*selection.MACHINE, "gpu_name", "target"]).astype(str)
     traced_at = traces["traced_at"].astype(str)
     newest = traces[traced_at == traced_at.groupby([keys[column] for column in keys.columns]).transform("max")]
-    machines = keys.loc[newest.index, list(analysis.MACHINE) + ["gpu_name"]]
+    machines = keys.loc[newest.index, list(selection.MACHINE) + ["gpu_name"]]
     return [(Gpu(*key), group) for key, group in newest.groupby([machines[column] for column in machines.columns],
                                                                 sort=True)]
 

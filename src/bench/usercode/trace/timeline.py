@@ -1,12 +1,12 @@
 """A trace's timeline (rows of a ``trace`` table of one target), as ``bench trace --plot`` draws it and the report
 shows it: a lane per stream, the GPU's idle gaps and the host's waits. The analysis side: pandas and matplotlib
-through :mod:`bench.plots`."""
+through :mod:`bench.analysis.plots`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.plots import literal, pyplot
+from bench.analysis.plots import literal, pyplot
 from bench.usercode.trace.collectives import is_collective
 
 COMMUNICATION = "communication"  # NCCL's kernels, drawn in a colour of their own
@@ -73,7 +73,7 @@ def timeline(rows: pd.DataFrame, title: str):
     """One trace's timeline (rows of a ``trace`` table of one target): a lane per stream with its kernels (NCCL's as
     communication) and each copy direction in their own colours (pageable copies hatched), the GPU's idle gaps and
     the host's waits below; with several GPUs, a group of lanes per GPU, each with its idle lane. ``title`` is drawn
-    as written (:func:`bench.plots.literal`)."""
+    as written (:func:`bench.analysis.plots.literal`)."""
     plt = pyplot()
     from matplotlib.patches import Patch
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 
 MACHINE = ("hostname", "gpu_uuid")  # what tells GPUs apart across a fleet
 

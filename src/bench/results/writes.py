@@ -1,5 +1,5 @@
-"""Writing files safely, for every writer of bench (:mod:`bench.store`'s results files, figures, reports, exports):
-a reader sees the old file or the new one, never half of one (a full disk is a :class:`bench.errors.WriteError`); a
+"""Writing files safely, for every writer of bench (:mod:`bench.results.store`'s results files, figures, reports, exports):
+a reader sees the old file or the new one, never half of one (a full disk is a :class:`bench.platform.errors.WriteError`); a
 write never goes through a symlink (:func:`write_target`), never replaces a device, a pipe or a directory, and a new
 run's file never replaces another file. The standard library only."""
 
@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import BinaryIO
 
-from bench.errors import UsageError, WriteError
+from bench.platform.errors import UsageError, WriteError
 
 MAKER = "cuda-sync-bench"
 """The mark bench leaves in every report, figure and timeline it writes (an HTML generator, a PNG's Software, an

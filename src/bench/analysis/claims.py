@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench.analysis import only, row_dicts
+from bench.analysis.selection import only, row_dicts
 from bench.catalogs.runtime import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE,
                                     STREAM_PAGE, SYNC_PAGE)
 from bench.catalogs.cupy_calls import DOCS as CUPY_DOCS
 from bench.catalogs.jax_calls import ASYNC as JAX_ASYNC
 from bench.catalogs.torch_calls import DOCS as TORCH_DOCS
-from bench.vocabulary import ClaimVerdict, DeviceVerdict, HostVerdict, Status
+from bench.platform.vocabulary import ClaimVerdict, DeviceVerdict, HostVerdict, Status
 
 TORCH_TO = TORCH_DOCS + "generated/torch.Tensor.to.html"
 TORCH_ITEM = TORCH_DOCS + "generated/torch.Tensor.item.html"
@@ -231,7 +231,7 @@ def _cases(rows: pd.DataFrame, limit: int = 3) -> str:
 
 
 def _size(nbytes: int) -> str:
-    from bench.units import format_size
+    from bench.analysis.units import format_size
 
     return format_size(int(nbytes))
 

@@ -1,6 +1,6 @@
 """What ``bench claims`` and ``bench compare`` of results files print, in each ``--format``: text for a terminal,
 JSON for CI, Markdown for a pull request (two traces compared: :mod:`bench.usercode.trace.compare_text`). Results files
-are untrusted: their text is escaped for where it lands (:mod:`bench.escape`; rich markup). The analysis side."""
+are untrusted: their text is escaped for where it lands (:mod:`bench.analysis.escape`; rich markup). The analysis side."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from rich.markup import escape as rich_escape
 from rich.table import Table
 from rich.text import Text
 
-from bench.claims import LABELS
-from bench.compare import Comparison, change_percent, number
-from bench.escape import json_text, markdown, terminal
+from bench.analysis.claims import LABELS
+from bench.analysis.compare import Comparison, change_percent, number
+from bench.analysis.escape import json_text, markdown, terminal
 
 
 @dataclass(frozen=True)

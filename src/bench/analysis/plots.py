@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench import analysis
-from bench.escape import CONTROL, terminal, visible
-from bench.units import format_size
-from bench.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, Status
+from bench.analysis import selection
+from bench.analysis.escape import CONTROL, terminal, visible
+from bench.analysis.units import format_size
+from bench.platform.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, Status
 
 DPI = 150
 
@@ -56,8 +56,8 @@ def size_axis(ax, sizes: np.ndarray) -> None:
 
 def render(figure, fmt: str, dpi: float = DPI) -> bytes:
     """The figure as PNG or SVG bytes: the same figure always gives the same bytes (no dates, fixed SVG ids), marked
-    as bench's (:data:`bench.writes.MAKER`), so that a later write may replace it."""
-    from bench.writes import MAKER
+    as bench's (:data:`bench.results.writes.MAKER`), so that a later write may replace it."""
+    from bench.results.writes import MAKER
 
     sink = io.BytesIO()
     metadata = {"Date": None, "Creator": MAKER} if fmt == "svg" else {"Software": MAKER}
@@ -86,15 +86,15 @@ def rendered(figure, fmt: str, dpi: float = DPI) -> bytes:
 def _write_if_changed(path: Path, content: bytes) -> None:
     if path.is_file() and path.read_bytes() == content:
         return
-    from bench.writes import write_bytes
+    from bench.results.writes import write_bytes
 
     write_bytes(path, content)
 
 
 def literal(text: str) -> str:
     """``text`` as matplotlib draws it character for character: a ``$`` in it starts no mathtext, and a control
-    character (an escape sequence, a tab, a line break: :data:`bench.escape.CONTROL`) is drawn as its Python escape
-    (:func:`bench.escape.visible`), so that no figure runs it nor has matplotlib warn of a glyph missing with the
+    character (an escape sequence, a tab, a line break: :data:`bench.analysis.escape.CONTROL`) is drawn as its Python escape
+    (:func:`bench.analysis.escape.visible`), so that no figure runs it nor has matplotlib warn of a glyph missing with the
     character itself in the warning."""
     return visible(text).replace("$", r"\$")
 
@@ -171,7 +171,7 @@ def draw(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame], views: Mapping,
     for name, view in views.items():
         if name not in present:
             continue
-        mine = analysis.only(rows, view.reads())
+        mine = selection.only(rows, view.reads())
         for function in view.figures:
             if function in drawn:  # a figure two experiments share (the truth table)
                 continue
@@ -224,7 +224,7 @@ def plot_results(rows: pd.DataFrame, out_dir: Path, views: Mapping,
     Returns the files written or found unchanged (a file whose bytes would not change is left alone), each in
     ``formats``."""
     out_dir = Path(out_dir)
-    groups = analysis.by_gpu(rows)
+    groups = selection.by_gpu(rows)
     paths: list[Path] = []
     with tempfile.TemporaryDirectory(prefix=".bench-plot-", dir=_nearest_directory(out_dir)) as name:
         staging = Path(name)
@@ -264,9 +264,9 @@ def _stage(figure, staging: Path, out_dir: Path, stem: Path, formats: Sequence[s
 
 def _move_in(staging: Path, out_dir: Path, force: bool) -> None:
     """Every file under ``staging`` to its place under ``out_dir``, each replaced whole; every place is checked
-    first (:func:`bench.writes.replaceable`: never through a symlink, never a file bench did not write unless
+    first (:func:`bench.results.writes.replaceable`: never through a symlink, never a file bench did not write unless
     ``force``), so a refusal writes none of them."""
-    from bench.writes import replaceable, write_bytes, writer
+    from bench.results.writes import replaceable, write_bytes, writer
 
     staged = sorted(path for path in staging.rglob("*") if path.is_file())
     for path in staged:
@@ -333,7 +333,7 @@ def _truth_panel(plt, ax, rows: pd.DataFrame, calls: list[str], columns: list[tu
         for x, (spin, placement) in enumerate(columns):
             row = cells.get((call, placement, spin))
             if row is not None:
-                truth_cell(plt, ax, x, y, row["verdict"], annotate(row), analysis.contradicts_docs(row))
+                truth_cell(plt, ax, x, y, row["verdict"], annotate(row), selection.contradicts_docs(row))
     ax.set_xticks(range(len(columns)), [f"{placement}\n({spin})" for spin, placement in columns], fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(calls)), calls, fontsize=7.5)

@@ -3,7 +3,7 @@ call it, how pip installs it (the distribution's extras and the packages they na
 top-level packages that are its code, how to tell that its calls cannot run here, how it is put on a stream, and how
 its version is read. What else names libraries derives from these records: the catalogs (:mod:`bench.catalogs`), the
 ``library`` experiment and its view, the attribution of a wait to a library (:mod:`bench.usercode.stacks`), the
-environment's and the rows' version columns (:mod:`bench.env`, :mod:`bench.schema`); a test holds ``pyproject.toml``'s
+environment's and the rows' version columns (:mod:`bench.platform.env`, :mod:`bench.results.schema`); a test holds ``pyproject.toml``'s
 extras to them.
 
 Imports nothing of bench but the distribution's name (and the cache, where versions are read), and no library: a
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from bench.distribution import DISTRIBUTION
+from bench.platform.distribution import DISTRIBUTION
 
 
 @dataclass(frozen=True)
@@ -101,9 +101,9 @@ class Library:
 @functools.cache
 def distributions() -> Mapping[str, list[str]]:
     """Top-level module -> the installed distributions providing it. Scanning every installed package takes most of
-    a second where many are: done once per process, and kept (:mod:`bench.cache`) under the import path's
+    a second where many are: done once per process, and kept (:mod:`bench.platform.cache`) under the import path's
     directories and the time each last changed (installing or removing a package changes its directory's)."""
-    from bench import cache
+    from bench.platform import cache
 
     places = []
     for entry in sys.path:

@@ -1,6 +1,6 @@
 """Older results files brought up to today's: schema version 1 files (bench before the one-sample schema) are
-converted on read to version 2 (:mod:`bench.version1`); version 2 files written before a column was added get it, on
-disk, from ``python -m bench.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of the
+converted on read to version 2 (:mod:`bench.results.version1`); version 2 files written before a column was added get it, on
+disk, from ``python -m bench.results.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of the
 version has the same columns and plain ``pandas.read_parquet`` or ``pyarrow.dataset`` drop none of them. A command
 at the top, as :mod:`bench.cli` is: it reads the registry of experiments and hands their schema down to the store.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench import store
-from bench.errors import ResultsError, UsageError
+from bench.results import store
+from bench.platform.errors import ResultsError, UsageError
 
 
 def main_tables(directory: Path) -> list[Path]:
@@ -33,7 +33,7 @@ def main_tables(directory: Path) -> list[Path]:
 
 
 def to_suite_schema(path: Path, schema: pa.Schema) -> bool:
-    """Give the main table at ``path`` every column of today's suite ``schema`` (:func:`bench.store.suite_schema`),
+    """Give the main table at ``path`` every column of today's suite ``schema`` (:func:`bench.results.store.suite_schema`),
     in its order: a column the file lacks is added empty (null); each column it has keeps its values, type and
     description, and the file keeps its bench metadata byte for byte. False, writing nothing, when it has those
     columns already. ResultsError for a column the suite lacks or types differently: that takes a new schema
@@ -55,7 +55,7 @@ def to_suite_schema(path: Path, schema: pa.Schema) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.upgrade [DIRECTORY ...]`` (default: results): every main table of this schema version under
+    """``python -m bench.results.upgrade [DIRECTORY ...]`` (default: results): every main table of this schema version under
     each directory (:func:`main_tables`) given today's columns (:func:`to_suite_schema`)."""
     from bench.experiments import registry
 
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for directory in directories:
             if not directory.is_dir():
-                raise UsageError(f"{directory} is not a directory (usage: python -m bench.upgrade [DIRECTORY ...])")
+                raise UsageError(f"{directory} is not a directory (usage: python -m bench.results.upgrade [DIRECTORY ...])")
             tables = main_tables(directory)
             upgraded = [path for path in tables if to_suite_schema(path, schema)]
             for path in upgraded:

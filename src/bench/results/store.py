@@ -9,12 +9,12 @@ table, since both pass over names that start with ``_`` or ``.``)::
       _timeline/20261121T145904Z-NVIDIA-H200.parquet    its side table "timeline", same file name
       _logs/  _superseded/  ...                 anything else: logs, references, older runs
 
-Every main table of a schema version has the same columns (:mod:`bench.schema`), so runs of different experiments
-read together; files written before a column was added get it from ``python -m bench.upgrade``. Version 1 files
-(bench before the one-sample schema) are converted on read (:mod:`bench.version1`). The suite's columns are those of
+Every main table of a schema version has the same columns (:mod:`bench.results.schema`), so runs of different experiments
+read together; files written before a column was added get it from ``python -m bench.results.upgrade``. Version 1 files
+(bench before the one-sample schema) are converted on read (:mod:`bench.results.version1`). The suite's columns are those of
 the experiments the caller hands in (the registry, :func:`bench.experiments.registry`): the store imports none.
 
-Its writes are :mod:`bench.writes`': never half a file, never through a symlink, never over a device, a pipe or a
+Its writes are :mod:`bench.results.writes`': never half a file, never through a symlink, never over a device, a pipe or a
 directory, and a new run's file never replaces another file.
 """
 
@@ -31,10 +31,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.errors import ResultsError
-from bench.schema import FLAG, INT, Column, RowCheck, column, schema_of, suite_columns
-from bench.version1 import from_version_1
-from bench.writes import kind_of, umask, write_file
+from bench.platform.errors import ResultsError
+from bench.results.schema import FLAG, INT, Column, RowCheck, column, schema_of, suite_columns
+from bench.results.version1 import from_version_1
+from bench.results.writes import kind_of, umask, write_file
 
 SCHEMA_VERSION = 2
 METADATA_KEY = b"bench"

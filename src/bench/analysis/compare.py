@@ -14,7 +14,7 @@ values. For each pair:
   measured), which flags a change only beyond both rows' uncertainty: ``same`` when the medians differ by at most
   :data:`SAME_WITHIN` or their 95% intervals (:func:`bench.timing.median_interval`, order statistics of each row's
   samples) overlap; ``unclear`` when either row has too few samples to bound its median at 95% (five or fewer) or
-  is below its experiment's accuracy floor (:func:`bench.noise.below_floor`: the row's ``floor_met``, or its samples
+  is below its experiment's accuracy floor (:func:`bench.analysis.noise.below_floor`: the row's ``floor_met``, or its samples
   against the floor), with why beside it; otherwise ``faster`` or ``slower`` (less or more time);
 - rows with the same outcome where either side has no samples (version 1 serialization rows kept none) are
   ``same``.
@@ -22,7 +22,7 @@ values. For each pair:
 An ``unclear`` configuration always moved by more than :data:`SAME_WITHIN`: one whose medians agree is ``same``.
 
 **Two machines of one kind** (the same GPU name, different UUIDs): a configuration found faster or slower also says
-whether its change exceeds the machine-to-machine spread on record for that kind (:mod:`bench.noise`: over the
+whether its change exceeds the machine-to-machine spread on record for that kind (:mod:`bench.analysis.noise`: over the
 machines of that name in both results and in ``record``, such as the committed results), and the headlines say how
 many do, or that no spread is on record. The spread (largest machine median over smallest, less 1: ``s``) is stated
 as the changes it allows, in the change's own terms (new median over old, less 1): ``-s/(1+s)`` to ``+s``; a
@@ -43,13 +43,13 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from bench import analysis, noise
-from bench.analysis import Gpu
-from bench.errors import UsageError
-from bench.libraries import LIBRARIES
+from bench.analysis import selection, noise
+from bench.analysis.selection import Gpu
+from bench.platform.errors import UsageError
+from bench.platform.libraries import LIBRARIES
 from bench.timing import Floor, median, median_interval
-from bench.units import format_size
-from bench.vocabulary import Change, Status, values
+from bench.analysis.units import format_size
+from bench.platform.vocabulary import Change, Status, values
 
 ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width",
                        *(library.version_column for library in LIBRARIES))  # a change is said where both sides have it
@@ -137,16 +137,16 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
     """Match the configurations of two results (the newest measurement of each per GPU) and judge each, the
     experiments of ``experiments`` (name -> description: the registry, :func:`bench.experiments.registry`) in its
     order, a configuration by its experiment's axes. ``record``: more results, whose machines join the two results'
-    in the machine-to-machine spread of a kind compared across two machines (:mod:`bench.noise`)."""
+    in the machine-to-machine spread of a kind compared across two machines (:mod:`bench.analysis.noise`)."""
     if not len(old) or not len(new):
         return Comparison(pd.DataFrame(columns=COLUMNS))
     read = _read(experiments)
-    old, new = (analysis.newest(analysis.only(rows, read), experiments) for rows in (old, new))
+    old, new = (selection.newest(selection.only(rows, read), experiments) for rows in (old, new))
     record = noise.Record([old, new, *([] if record is None else [record])], experiments)
     old, new = _select(old, gpu, "old"), _select(new, gpu, "new")
     sides = _by_gpu_and_experiment(old, experiments), _by_gpu_and_experiment(new, experiments)
     pairs, warnings = _pairs(*sides, old, new, experiments)
-    hosts = len({gpu.host for rows in (old, new) for gpu in analysis.gpus(rows)}) > 1
+    hosts = len({gpu.host for rows in (old, new) for gpu in selection.gpus(rows)}) > 1
     pairs = [replace(pair, hosts=hosts) for pair in pairs]
     lines, headlines = [], []
     for pair in pairs:
@@ -161,41 +161,41 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, experiments: Mapping, gpu: str
         prefix = f"{Pair('', before, after, hosts).label}: " if len(gpu_pairs) > 1 else ""
         if before != after:
             warnings.append(f"{prefix}different GPUs: old {before}, new {after}")
-        warnings += [prefix + text for text in _environment_changes(analysis.rows_of(old, before),
-                                                                       analysis.rows_of(new, after))]
-        headlines += [prefix + text for text in _claims_changes(analysis.rows_of(old, before),
-                                                                  analysis.rows_of(new, after))]
+        warnings += [prefix + text for text in _environment_changes(selection.rows_of(old, before),
+                                                                       selection.rows_of(new, after))]
+        headlines += [prefix + text for text in _claims_changes(selection.rows_of(old, before),
+                                                                  selection.rows_of(new, after))]
     return Comparison(table, warnings, _machine_headlines(table, pairs, record) + _headlines(table) + headlines)
 
 
 def _read(experiments: Mapping) -> set[str]:
     """Every column comparing reads: what tells GPUs and runs apart, every experiment's axes, outcome and rate,
     :data:`JUDGED`, :data:`ENVIRONMENT_COLUMNS` and the claims' columns."""
-    from bench import claims
+    from bench.analysis import claims
 
     configurations = {column for experiment in experiments.values() for column in (*experiment.axes,
                                                                                     *experiment.outcome)}
-    return {*analysis.MACHINE, "gpu_name", "experiment", "run_id", *configurations, *JUDGED, *ENVIRONMENT_COLUMNS,
+    return {*selection.MACHINE, "gpu_name", "experiment", "run_id", *configurations, *JUDGED, *ENVIRONMENT_COLUMNS,
             *claims.COLUMNS, *(column for column, _ in RATES.values())}
 
 
 def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
     try:
-        return analysis.select_gpu(rows, gpu)
+        return selection.select_gpu(rows, gpu)
     except UsageError as error:
         raise UsageError(f"{side} results: {error}") from None
 
 
 def _by_gpu_and_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[Gpu, dict[str, pd.DataFrame]]:
-    """Each GPU's rows (:func:`bench.analysis.by_gpu`) of each experiment of ``experiments`` it measured, of only the
+    """Each GPU's rows (:func:`bench.analysis.selection.by_gpu`) of each experiment of ``experiments`` it measured, of only the
     columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
     found = {}
-    for gpu, mine in analysis.by_gpu(rows):
+    for gpu, mine in selection.by_gpu(rows):
         found[gpu] = {}
         for name in set(mine["experiment"]) & set(experiments):
             experiment = experiments[name]
             read = [*experiment.axes, *JUDGED, *experiment.outcome, *RATES.get(name, ())[:1]]
-            found[gpu][name] = analysis.only(mine, read)[mine["experiment"] == name]
+            found[gpu][name] = selection.only(mine, read)[mine["experiment"] == name]
     return found
 
 
@@ -264,8 +264,8 @@ def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame,
                   spreads: Mapping[tuple, tuple[float, int]]) -> tuple[list[dict], list[str]]:
     """One line per configuration both sides measured (of ``experiment``, its description), and a warning if either
     side has configurations the other lacks. ``spreads``: the machine-to-machine spread of each configuration
-    (:meth:`bench.noise.Record.spreads`)."""
-    before, after = analysis.keyed(old, list(experiment.axes)), analysis.keyed(new, list(experiment.axes))
+    (:meth:`bench.analysis.noise.Record.spreads`)."""
+    before, after = selection.keyed(old, list(experiment.axes)), selection.keyed(new, list(experiment.axes))
     lines = [_judge(pair, experiment, before[key], after[key], spreads.get(key)) for key in before if key in after]
     only = {side: sum(key not in other for key in mine) for side, mine, other in
             (("old", before, after), ("new", after, before))}
@@ -278,7 +278,7 @@ def _compare_pair(pair: Pair, experiment, old: pd.DataFrame, new: pd.DataFrame,
 
 def _judge(pair: Pair, experiment, first: dict, second: dict, spread: tuple[float, int] | None) -> dict:
     unit = second.get("unit") if isinstance(second.get("unit"), str) else ""
-    old_samples, new_samples = analysis.samples_of(first), analysis.samples_of(second)
+    old_samples, new_samples = selection.samples_of(first), selection.samples_of(second)
     if old_samples and first.get("unit") in TO_MS and unit in TO_MS:
         old_samples = [value * TO_MS[first["unit"]] / TO_MS[unit] for value in old_samples]
     line = {"experiment": pair.experiment, "gpu": pair.label, "configuration": describe(experiment, second),
@@ -374,7 +374,7 @@ def _environment_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
 
 
 def _claims_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
-    from bench import claims
+    from bench.analysis import claims
 
     before, after = claims.table(old), claims.table(new)
     changes = []

@@ -202,7 +202,7 @@ class CrossGpuCall(Word):
 
 
 class Change(Word):
-    """What ``compare`` found for a configuration measured in two results (:mod:`bench.compare`)."""
+    """What ``compare`` found for a configuration measured in two results (:mod:`bench.analysis.compare`)."""
 
     CHANGED = "changed"
     SLOWER = "slower"
@@ -212,7 +212,7 @@ class Change(Word):
 
 
 class ClaimVerdict(Word):
-    """Whether the measurement bears a claim of CUDA folklore out (:mod:`bench.claims`)."""
+    """Whether the measurement bears a claim of CUDA folklore out (:mod:`bench.analysis.claims`)."""
 
     TRUE = "true"
     FALSE = "false"

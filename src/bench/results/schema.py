@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from bench.vocabulary import Clock, Status, StopReason, Unit, values
+from bench.platform.vocabulary import Clock, Status, StopReason, Unit, values
 
 INT, FLOAT, TEXT, FLAG = pa.int64(), pa.float64(), pa.string(), pa.bool_()
 FLOATS, TEXTS = pa.list_(pa.float64()), pa.list_(pa.string())
@@ -93,11 +93,11 @@ MONITOR = (
 
 
 def environment_columns() -> tuple[Column, ...]:
-    """The environment every row records, typed from :class:`bench.env.Environment`; then the version of each GPU
-    library that is not a field there (:mod:`bench.libraries`), which the rows that measured it or ran with it loaded
+    """The environment every row records, typed from :class:`bench.platform.env.Environment`; then the version of each GPU
+    library that is not a field there (:mod:`bench.platform.libraries`), which the rows that measured it or ran with it loaded
     record."""
-    from bench.env import Environment
-    from bench.libraries import LIBRARIES
+    from bench.platform.env import Environment
+    from bench.platform.libraries import LIBRARIES
 
     types = {"int": INT, "str": TEXT}
     fields = tuple(column(field.name, types[field.type], field.metadata.get("doc", ""))

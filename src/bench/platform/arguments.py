@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from bench.errors import UsageError
+from bench.platform.errors import UsageError
 
 GPU_COMMANDS = ("sweep", "probe", "syncs", "trace")  # measure on a GPU; so does `claims --measure`
 RESULTS_NAME = "<run_id>-<gpu>.parquet"  # a sweep's results file: its run id (UTC start second, process id), its GPU
-MEASURING_EXTRAS = ("cu12", "cu13")  # every command that measures needs one of them (bench.env names the missing)
+MEASURING_EXTRAS = ("cu12", "cu13")  # every command that measures needs one of them (bench.platform.env names the missing)
 EXTRAS = {"trace": ("cu13", "cupti")}  # what a command needs besides: the extras that install it
 BESIDE = {"cupti": "cu13"}  # an extra that installs only beside another: CUPTI 13's bindings need CUDA 13's
 
@@ -65,7 +65,7 @@ def split_target(command: str, target: str) -> tuple[str, str]:
 
 def require_gpu(command: str) -> None:
     """UsageError where there is no GPU to measure on: checked before the user's code is imported, which runs it."""
-    from bench.env import WITHOUT_GPU, no_gpu_reason
+    from bench.platform.env import WITHOUT_GPU, no_gpu_reason
 
     reason = no_gpu_reason()
     if reason:

@@ -1,4 +1,4 @@
-"""How far results move by themselves, for :mod:`bench.compare`: whether a row is below its accuracy floor, and the
+"""How far results move by themselves, for :mod:`bench.analysis.compare`: whether a row is below its accuracy floor, and the
 machine-to-machine spread of a GPU kind. pandas only; never imports CUDA.
 
 **The accuracy floor.** Each experiment states its floor (``Experiment.floor``, :class:`bench.timing.Floor`: enough
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from bench import analysis
-from bench.analysis import Gpu
+from bench.analysis import selection
+from bench.analysis.selection import Gpu
 from bench.timing import UNITS, Floor, median
 
 MEASURED = ("unit", "samples", "floor_met")  # what a configuration's median and floor are read from
@@ -45,7 +45,7 @@ def kinds_across_machines(old: pd.DataFrame, new: pd.DataFrame) -> set[str]:
     """The GPU names both results hold on different machines: the kinds whose spread a comparison may need."""
     uuids = [{}, {}]
     for found, rows in zip(uuids, (old, new)):
-        for gpu in analysis.gpus(rows):
+        for gpu in selection.gpus(rows):
             found.setdefault(gpu.name, set()).add(gpu.uuid)
     return {name for name in uuids[0].keys() & uuids[1].keys() if name and uuids[0][name] != uuids[1][name]}
 
@@ -82,19 +82,19 @@ class Record:
         if (kind, experiment) in self.found:
             return self.found[kind, experiment]
         rows = self._kind(kind)
-        rows = analysis.newest(rows[rows["experiment"] == experiment], self.experiments)
+        rows = selection.newest(rows[rows["experiment"] == experiment], self.experiments)
         axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].floor
         self.found[kind, experiment] = {
-            gpu: {key: median(samples) for key, row in analysis.keyed(mine, axes).items()
+            gpu: {key: median(samples) for key, row in selection.keyed(mine, axes).items()
                   if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}
-            for gpu, mine in analysis.by_gpu(rows)}
+            for gpu, mine in selection.by_gpu(rows)}
         return self.found[kind, experiment]
 
     def _kind(self, kind: str) -> pd.DataFrame:
         """The rows of ``frames`` of GPUs named ``kind``, of the columns a median reads (any experiment's)."""
         if kind not in self.kinds:
             axes = {axis for experiment in self.experiments.values() for axis in experiment.axes}
-            wanted = {"experiment", "gpu_name", "run_id", *MEASURED, *analysis.MACHINE, *axes}
+            wanted = {"experiment", "gpu_name", "run_id", *MEASURED, *selection.MACHINE, *axes}
             frames = [rows.loc[rows["gpu_name"] == kind, [column for column in rows.columns if column in wanted]]
                       for rows in self.frames if {"experiment", "gpu_name"} <= set(rows.columns)]
             self.kinds[kind] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
@@ -105,4 +105,4 @@ class Record:
 def _in_ms(row: dict) -> list[float]:
     """A row's samples in ms where its unit is a time, else as they are."""
     scale = UNITS["ms"] / UNITS[row["unit"]] if row.get("unit") in UNITS else 1.0
-    return [value * scale for value in analysis.samples_of(row)]
+    return [value * scale for value in selection.samples_of(row)]

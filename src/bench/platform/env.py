@@ -12,9 +12,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.distribution import DISTRIBUTION, __version__
-from bench.errors import UsageError
-from bench.libraries import LIBRARIES, REQUIRED, distribution_version
+from bench.platform.distribution import DISTRIBUTION, __version__
+from bench.platform.errors import UsageError
+from bench.platform.libraries import LIBRARIES, REQUIRED, distribution_version
 
 # What measuring imports (the cu12 or cu13 extra), top-level module -> name; reading results needs none of it.
 MEASURING_LIBRARIES = {**{library.versioned[0]: library.title for library in REQUIRED}, "pynvml": "nvidia-ml-py"}
@@ -69,8 +69,8 @@ def gpu_skip_reason() -> str | None:
 @dataclass(frozen=True)
 class Environment:
     """One row's worth of environment columns (every result row carries them). The measuring stack's libraries
-    (:data:`bench.libraries.REQUIRED`) have a version field each; an optional library's version is a column of the rows
-    that measured it or ran with it loaded (:func:`bench.schema.environment_columns`), never a field here: a sweep's
+    (:data:`bench.platform.libraries.REQUIRED`) have a version field each; an optional library's version is a column of the rows
+    that measured it or ran with it loaded (:func:`bench.results.schema.environment_columns`), never a field here: a sweep's
     environment columns replace a row's own."""
 
     gpu_name: str
@@ -312,7 +312,7 @@ def free_memory_bytes(pci_bus_id: str) -> int:
         finally:
             pynvml.nvmlShutdown()
     except pynvml.NVMLError:
-        from bench.cuda import runtime
+        from bench.platform.cuda import runtime
 
         return runtime.memGetInfo()[0]
 
@@ -335,7 +335,7 @@ def use_device(device: int, load_numba: bool = True) -> None:
     current context, the runtime's device's, as it finds it."""
     import sys
 
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
 
     runtime.setDevice(device)
     if load_numba or "numba.cuda" in sys.modules:
@@ -349,7 +349,7 @@ def gpu_count() -> int:
     reason = no_gpu_reason()
     if reason:
         raise UsageError(f"{reason}; {WITHOUT_GPU}")
-    from bench.cuda import runtime
+    from bench.platform.cuda import runtime
 
     return runtime.getDeviceCount()
 

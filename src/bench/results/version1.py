@@ -1,4 +1,4 @@
-"""Version 1 rows (bench before the one-sample schema) as version 2 rows: :func:`bench.store.read` converts a version
+"""Version 1 rows (bench before the one-sample schema) as version 2 rows: :func:`bench.results.store.read` converts a version
 1 file with :func:`from_version_1` as it reads it.
 
 Version 1 rows kept their raw samples under experiment-specific names (``samples_ms``, ``host_us_samples``,
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.vocabulary import Clock, Unit
+from bench.platform.vocabulary import Clock, Unit
 
 # experiment -> (v1 samples column, unit, clock, metric, v1 median/min/max columns)
 _SAMPLES = {
