@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import synthetic
+from bench.cli import upgrade as upgrade_command
 from bench.results import store, upgrade
 from bench.platform.errors import ResultsError
 from bench.experiments import registry
@@ -197,7 +198,7 @@ def test_from_version_1_leaves_empty_and_foreign_frames_alone():
 
 # --- version 2 files: today's columns, on disk ---------------------------------------------------------------------
 
-UPGRADE = "python -m bench.results.upgrade results"
+UPGRADE = "python -m bench.cli.upgrade results"
 
 
 def test_every_committed_main_table_has_todays_columns_and_plain_readers_drop_none():
@@ -283,12 +284,12 @@ def test_the_upgrade_command_rewrites_only_main_tables_of_this_version(tmp_path,
                 store.table_schema("timeline", registry()), {"run_id": "x", "table": "timeline"})
     (tmp_path / "notes.parquet").write_text("not parquet")
     untouched = {path: path.read_bytes() for path in (current, side, tmp_path / "notes.parquet")}
-    assert upgrade.main([str(tmp_path)]) == 0
+    assert upgrade_command.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [f"upgraded {main}", f"{tmp_path}: 1 of 2 main tables upgraded; all have the suite's "
                                        f"{len(synthetic.suite())} columns"]
     assert pq.read_schema(main).names == synthetic.suite().names
     assert {path: path.read_bytes() for path in untouched} == untouched
-    assert upgrade.main([str(tmp_path / "missing")]) == 2
+    assert upgrade_command.main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == (f"bench: error: {tmp_path / 'missing'} is not a directory (usage: python -m "
-                                       "bench.results.upgrade [DIRECTORY ...])\n")
+                                       "bench.cli.upgrade [DIRECTORY ...])\n")

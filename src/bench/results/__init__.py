@@ -3,5 +3,5 @@ directory read as one dataset), upgrade.py and version1.py (older files brought 
 (atomic writes every writer uses), arrow_threads.py (pyarrow's thread pools let finish at exit).
 
 May import :mod:`bench.platform` and each other, never CUDA; the experiments' descriptions are handed in (only
-``python -m bench.results.upgrade`` reads the registry).
+``python -m bench.cli.upgrade`` reads the registry).
 """

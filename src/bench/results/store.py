@@ -10,7 +10,7 @@ table, since both pass over names that start with ``_`` or ``.``)::
       _logs/  _superseded/  ...                 anything else: logs, references, older runs
 
 Every main table of a schema version has the same columns (:mod:`bench.results.schema`), so runs of different experiments
-read together; files written before a column was added get it from ``python -m bench.results.upgrade``. Version 1 files
+read together; files written before a column was added get it from ``python -m bench.cli.upgrade``. Version 1 files
 (bench before the one-sample schema) are converted on read (:mod:`bench.results.version1`). The suite's columns are those of
 the experiments the caller hands in (the registry, :func:`bench.experiments.registry`): the store imports none.
 

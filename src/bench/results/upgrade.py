@@ -1,21 +1,19 @@
 """Older results files brought up to today's: schema version 1 files (bench before the one-sample schema) are
 converted on read to version 2 (:mod:`bench.results.version1`); version 2 files written before a column was added get it, on
-disk, from ``python -m bench.results.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of the
-version has the same columns and plain ``pandas.read_parquet`` or ``pyarrow.dataset`` drop none of them. A command
-at the top, as :mod:`bench.cli` is: it reads the registry of experiments and hands their schema down to the store.
+disk, from ``python -m bench.cli.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of the
+version has the same columns and plain ``pandas.read_parquet`` or ``pyarrow.dataset`` drop none of them.
+Its command is :mod:`bench.cli.upgrade`, which reads the registry of experiments and hands their schema down.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.results import store
-from bench.platform.errors import ResultsError, UsageError
+from bench.platform.errors import ResultsError
 
 
 def main_tables(directory: Path) -> list[Path]:
@@ -52,30 +50,3 @@ def to_suite_schema(path: Path, schema: pa.Schema) -> bool:
     metadata = {**table.schema.metadata, b"pandas": store.pandas_metadata(upgraded.schema)}
     store.write_table(path, upgraded.replace_schema_metadata(metadata))
     return True
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.results.upgrade [DIRECTORY ...]`` (default: results): every main table of this schema version under
-    each directory (:func:`main_tables`) given today's columns (:func:`to_suite_schema`)."""
-    from bench.experiments import registry
-
-    directories = [Path(name) for name in (sys.argv[1:] if argv is None else argv)] or [Path("results")]
-    schema = store.suite_schema(registry())
-    try:
-        for directory in directories:
-            if not directory.is_dir():
-                raise UsageError(f"{directory} is not a directory (usage: python -m bench.results.upgrade [DIRECTORY ...])")
-            tables = main_tables(directory)
-            upgraded = [path for path in tables if to_suite_schema(path, schema)]
-            for path in upgraded:
-                print(f"upgraded {path}")
-            print(f"{directory}: {len(upgraded)} of {len(tables)} main tables upgraded; all have the suite's "
-                  f"{len(schema)} columns")
-    except UsageError as error:
-        print(f"bench: error: {error}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
