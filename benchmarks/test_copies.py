@@ -4,7 +4,7 @@ import pytest
 from gpu import GATED, UNGATED, iterations_for, run
 
 from bench.measure.copies import verified_copy
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 
 SIZES = (64 << 10, 16 << 20, 256 << 20)
 RATE_GBPS = {"pinned": 50, "pageable": 10, "device": 1500}  # rough, only to size the rounds

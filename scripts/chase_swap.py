@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.measure.chase import STEPS, chain_end, pointer_chain, timed_chase
 from bench.measure.memory import DeviceBuffer
 from bench.timing import StopRule, Timer

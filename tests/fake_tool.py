@@ -13,10 +13,11 @@ import pandas as pd
 from bench.analysis import selection, plots
 from bench.results import store
 from bench.results.schema import INT, TEXT, column, environment_columns, schema_of
-from bench.usercode.tools import Figure, GpuPart, Part, Section, Tool
+from bench.platform.lazy import Name
+from bench.usercode.tools import Figure, GpuPart, Section, Tool
 
-TOOL = Tool("fake", "What the fake tool saw", Part(__name__, "Found"), table="fake", columns=Part(__name__, "columns"),
-            save=Part(__name__, "save"), section=Part(__name__, "section"), figure=Part(__name__, "figure"))
+TOOL = Tool("fake", "What the fake tool saw", Name(__name__, "Found"), table="fake", columns=Name(__name__, "columns"),
+            save=Name(__name__, "save"), section=Name(__name__, "section"), figure=Name(__name__, "figure"))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ def measure_with_fault(configs, context, measure, after: int):
 
 
 def illegal_access() -> None:
-    from bench.platform.cuda import cupy, kernels
+    from bench.platform.cuda import cupy
+    from bench.measure import kernels
 
     stream = cupy.cuda.Stream(non_blocking=True)
     kernels.MixKernel().launch(stream, 8, 1 << 20, 1)

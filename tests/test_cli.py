@@ -225,7 +225,7 @@ def test_starting_the_command_line_loads_no_tool_and_no_library():
     """What a command line start pays: ``import bench`` imports only its name and version, ``--help`` only the
     tools' records and defaults, no tool's code and no library."""
     loaded = run_python("import bench\nprint(sorted(m for m in sys.modules if m.startswith('bench.')))")
-    assert loaded == ["['bench.platform', 'bench.platform.distribution']"]
+    assert loaded == ["['bench.platform', 'bench.platform.distribution', 'bench.platform.lazy']"]
     code = ("import contextlib, io, runpy\nsys.argv = ['bench', '--help']\n"
             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
             "    runpy.run_module('bench', run_name='__main__')\nprint(loaded())")

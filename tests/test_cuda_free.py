@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.platform.cuda import LazyModule
+from bench.platform import lazy
 from paths import WITHOUT_CUDA, with_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,21 +57,22 @@ def test_the_measuring_commands_name_the_extra_to_install_without_the_cuda_libra
 
 def test_lazy_module_imports_on_first_use(monkeypatch):
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
-    lazy = LazyModule("colorsys")
-    assert repr(lazy) == "<lazy module 'colorsys'>" and "colorsys" not in sys.modules
-    assert lazy.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)
-    assert "colorsys" in sys.modules and "rgb_to_hsv" in vars(lazy)  # later lookups skip __getattr__
+    stand_in = lazy.module("colorsys")
+    assert repr(stand_in) == "<lazy module 'colorsys'>" and "colorsys" not in sys.modules
+    assert stand_in.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)
+    assert "colorsys" in sys.modules and "rgb_to_hsv" in vars(stand_in)  # later lookups skip __getattr__
     with pytest.raises(AttributeError):
-        lazy.no_such_function
-    missing = LazyModule("no_such_module_anywhere")
+        stand_in.no_such_function
+    missing = lazy.module("no_such_module_anywhere")
     with pytest.raises(ImportError):
         missing.anything
 
 
 def test_the_cuda_stand_ins_are_lazy():
-    script = ("import sys\nfrom bench import timing\nfrom bench.platform import cuda\nfrom bench.measure import memory\nfrom bench.catalogs import runtime\n"
+    script = ("import sys\nfrom bench import timing\nfrom bench.platform import cuda\nfrom bench.measure import memory\n"
+              "from bench.catalogs import runtime\nfrom bench.measure import kernels\n"
               "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'numba')))\n"
-              "print(repr(cuda.runtime), repr(cuda.kernels))")
+              "print(repr(cuda.runtime), repr(kernels))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": with_path(str(ROOT / "src"))})
     assert result.returncode == 0, result.stderr

@@ -245,7 +245,7 @@ def _check_sweep(args: argparse.Namespace) -> None:
     """What the parser leaves to the sweep, checked as the sweep plans it, which needs no GPU: experiment names,
     axes, sizes, and that a ``--budget`` shown can be met by the configurations it would run."""
     from bench.sweep.plan import Request, make
-    from bench.analysis.units import parse_sizes
+    from bench.platform.units import parse_sizes
 
     devices = (0, 1) if args.devices == "all" else tuple(args.devices or ()) or (args.device or 0,)
     axes = {item.partition("=")[0].strip(): item.partition("=")[2].split(",") for item in args.axis}

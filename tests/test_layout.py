@@ -134,7 +134,7 @@ ANALYSIS = ("bench.results.store", "bench.results.writes", "bench.results.versio
 MEASURING = ("bench.experiments", "bench.sweep", "bench.measure", "bench.platform.cuda", "bench.timing.gpu", "bench.timing.spin",
              "bench.platform.driver", "bench.usercode", "bench.probe", "bench.syncs", "bench.trace", "bench.pytest_plugin")
 # the user-code tools are measuring code but for their analysis side (ANALYSIS names it)
-VIEWS_MAY_IMPORT = ("bench.views", "bench.analysis.plots", "bench.analysis.selection", "bench.analysis.units", "bench.platform.vocabulary", "bench.results.schema",
+VIEWS_MAY_IMPORT = ("bench.views", "bench.analysis.plots", "bench.analysis.selection", "bench.platform.units", "bench.platform.vocabulary", "bench.results.schema",
                     "bench.platform.errors", "bench.platform.env", "bench.platform.libraries")
 
 

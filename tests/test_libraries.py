@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import re
 import sys
 import tomllib
@@ -47,12 +48,12 @@ def test_the_records_are_distinct_and_well_formed():
 
 
 def test_every_catalog_has_a_record_and_every_record_its_catalog():
-    on_disk = {path.stem for path in (ROOT / "src" / "bench" / "catalogs").glob("*_calls.py")}
+    on_disk = {f"bench.catalogs.{path.stem}" for path in (ROOT / "src" / "bench" / "catalogs").glob("*_calls.py")}
     assert on_disk == {library.catalog for library in CATALOGED}, "a catalog without a record, or the other way round"
     assert catalogs.LIBRARIES == tuple(library.name for library in CATALOGED)
     assert set(catalogs.MODULES) == {catalogs.RUNTIME, *catalogs.LIBRARIES}
     for library in CATALOGED:
-        module = __import__(f"bench.catalogs.{library.catalog}", fromlist=["CALLS"])
+        module = importlib.import_module(library.catalog)
         assert callable(module.Kit), library.name
         assert module.CALLS and {call.library for call in module.CALLS} == {library.name}
     column = next(item for item in experiment.COLUMNS if item.name == "library")

@@ -13,10 +13,11 @@ import fake_tool
 import synthetic
 from bench import cli
 from bench.cli.parser import parser
+from bench.platform import lazy
 from bench.usercode import tools
 
 
-def parts(tool: tools.Tool) -> dict[str, tools.Part]:
+def parts(tool: tools.Tool) -> dict[str, lazy.Name]:
     return {name: part for name in ("result", "columns", "save", "section", "figure")
             if (part := getattr(tool, name)) is not None}
 

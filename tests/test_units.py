@@ -1,6 +1,6 @@
 import pytest
 
-from bench.analysis.units import format_size, parse_size, parse_sizes
+from bench.platform.units import format_size, parse_size, parse_sizes
 
 
 @pytest.mark.parametrize("text,value", [("4096", 4096), ("4K", 4096), ("4KiB", 4096), ("16 MiB", 16 << 20),

@@ -6,17 +6,16 @@ what it uses. ``bench.probe``, ``bench.syncs`` and ``bench.trace`` are the funct
 faces :mod:`bench.probe`, :mod:`bench.syncs`, :mod:`bench.trace`) are imported.
 """
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING
 
+from bench.platform import lazy
 from bench.platform.distribution import DISTRIBUTION, __version__  # noqa: F401  (bench.__version__, bench.DISTRIBUTION)
 
-_FACES = {"probe": ("ProbeResult", "probe"),  # does my code block?
-          "syncs": ("SyncsResult", "syncs", "allow_waits"),  # and where does it wait (and where may it)?
-          "trace": ("TraceResult", "trace", "tracing")}  # and how much does it overlap?
-_FACE_OF = {name: face for face, names in _FACES.items() for name in names}
+FACES = {"bench.probe": ("ProbeResult", "probe"),  # does my code block?
+         "bench.syncs": ("SyncsResult", "syncs", "allow_waits"),  # and where does it wait (and where may it)?
+         "bench.trace": ("TraceResult", "trace", "tracing")}  # and how much does it overlap?
 
 __all__ = ["ProbeResult", "SyncsResult", "TraceResult", "allow_waits", "probe", "syncs", "trace", "tracing",
            "__version__"]
@@ -26,11 +25,7 @@ if TYPE_CHECKING:
     from bench.syncs import SyncsResult, allow_waits, syncs
     from bench.trace import TraceResult, trace, tracing
 
-
-def _bind(face: str, module: types.ModuleType) -> None:
-    """The public names of ``face`` (its module loaded) bound here, over the module's own name."""
-    for public in _FACES[face]:
-        globals()[public] = getattr(module, public)
+__getattr__, _dir = lazy.names(globals(), FACES)  # a public name, its face imported on first use
 
 
 class _Package(types.ModuleType):
@@ -39,17 +34,8 @@ class _Package(types.ModuleType):
 
     def __setattr__(self, name: str, value: object) -> None:
         super().__setattr__(name, value)
-        if name in _FACES and isinstance(value, types.ModuleType):
-            _bind(name, value)
-
-
-def __getattr__(name: str) -> object:
-    """A public name, its face imported on first use; all of that face's names are bound."""
-    if name not in _FACE_OF:
-        raise AttributeError(f"module 'bench' has no attribute {name!r}")
-    face = _FACE_OF[name]
-    _bind(face, importlib.import_module(f"bench.{face}"))  # here too: the import system binds no face already loaded
-    return globals()[name]
+        if isinstance(value, types.ModuleType) and value.__name__ in FACES:
+            lazy.bind(globals(), FACES, value)
 
 
 def load_ipython_extension(ipython) -> None:
@@ -60,7 +46,7 @@ def load_ipython_extension(ipython) -> None:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*_dir(), *__all__})
 
 
 sys.modules[__name__].__class__ = _Package

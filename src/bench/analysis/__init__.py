@@ -1,7 +1,6 @@
 """The analysis side: selection.py (which rows to analyse), noise.py (how far results move by themselves),
 compare.py (what changed between two results), claims.py (CUDA folklore against measurement), documents.py (what
-claims and compare print), plots.py (figures per GPU), escape.py (text escaped for a terminal and for Markdown),
-units.py (byte sizes as people write them).
+claims and compare print), plots.py (figures per GPU), escape.py (text escaped for a terminal and for Markdown).
 
 pandas and matplotlib only, never CUDA: may import :mod:`bench.results`, :mod:`bench.platform` (its records and
 words), the statistics of :mod:`bench.timing`, the catalogs' documentation (claims) and each other.

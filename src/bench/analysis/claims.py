@@ -13,11 +13,8 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.selection import only, row_dicts
-from bench.catalogs.runtime import (ASYNC_ALLOC_PAGE, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, MEMORY_PAGE,
-                                    STREAM_PAGE, SYNC_PAGE)
-from bench.catalogs.cupy_calls import DOCS as CUPY_DOCS
-from bench.catalogs.jax_calls import ASYNC as JAX_ASYNC
-from bench.catalogs.torch_calls import DOCS as TORCH_DOCS
+from bench.catalogs.pages import (ASYNC_ALLOC_PAGE, CUPY_DOCS, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, JAX_ASYNC,
+                                  MEMORY_PAGE, STREAM_PAGE, SYNC_PAGE, TORCH_DOCS)
 from bench.platform.vocabulary import ClaimVerdict, DeviceVerdict, HostVerdict, Status
 
 TORCH_TO = TORCH_DOCS + "generated/torch.Tensor.to.html"
@@ -231,7 +228,7 @@ def _cases(rows: pd.DataFrame, limit: int = 3) -> str:
 
 
 def _size(nbytes: int) -> str:
-    from bench.analysis.units import format_size
+    from bench.platform.units import format_size
 
     return format_size(int(nbytes))
 

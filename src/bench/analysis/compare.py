@@ -48,7 +48,7 @@ from bench.analysis.selection import Gpu
 from bench.platform.errors import UsageError
 from bench.platform.libraries import LIBRARIES
 from bench.timing import Floor, median, median_interval
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.platform.vocabulary import Change, Status, values
 
 ENVIRONMENT_COLUMNS = ("driver_version", "cuda_driver", "cuda_runtime", "pcie_gen", "pcie_width",

@@ -23,7 +23,7 @@ import pandas as pd
 
 from bench.analysis import selection
 from bench.analysis.escape import CONTROL, terminal, visible
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.platform.vocabulary import PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, Status
 
 DPI = 150

@@ -19,18 +19,18 @@ Building a catalog imports no library and touches no CUDA: each ``prepare`` reac
 from __future__ import annotations
 
 import functools
-import importlib
 import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.platform import lazy
 from bench.platform.libraries import CATALOGED
 from bench.platform.vocabulary import PLACEMENTS, DocsHost, values
 
 RUNTIME = "cuda-runtime"  # the CUDA runtime's catalog
 LIBRARIES = tuple(library.name for library in CATALOGED)  # the libraries' catalogs, in the library experiment's order
-MODULES = {RUNTIME: "runtime", **{library.name: library.catalog for library in CATALOGED}}
+MODULES = {RUNTIME: "bench.catalogs.runtime", **{library.name: library.catalog for library in CATALOGED}}  # whole names
 
 CATEGORIES = ("scalar", "transfer", "indexing", "reduction", "compute", "allocation", "creation", "compilation",
               "synchronization", "launch")
@@ -108,12 +108,12 @@ def documented_waits(call: Call, placement: str, spin_blocking: bool = False) ->
 
 def calls(library: str) -> tuple[Call, ...]:
     """One catalog's calls, in its order."""
-    return importlib.import_module(f"{__name__}.{MODULES[library]}").CALLS
+    return lazy.now(MODULES[library]).CALLS
 
 
 def kit(library: str) -> object:
     """The inputs a library's calls need, made on the current GPU (its catalog's ``Kit``)."""
-    return importlib.import_module(f"{__name__}.{MODULES[library]}").Kit()
+    return lazy.now(MODULES[library]).Kit()
 
 
 @functools.cache

@@ -4,9 +4,10 @@ stream (``with stream:``), on inputs made before the spin kernel started."""
 from __future__ import annotations
 
 from bench.catalogs import Call, Prepared, fresh_number
+from bench.catalogs.pages import CUPY_DOCS
 from bench.platform.cuda import cupy, cupyx
 
-DOCS = "https://docs.cupy.dev/en/stable/reference/generated/"
+DOCS = CUPY_DOCS
 SIZE = 1 << 20  # elements of the float32 inputs (4 MiB)
 
 

@@ -13,13 +13,15 @@ from typing import NamedTuple
 import numpy as np
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.platform.cuda import LazyModule, make_current, runtime
+from bench.catalogs.pages import JAX_ASYNC, JAX_DOCS
+from bench.platform.cuda import make_current, runtime
+from bench.platform import lazy
 
-jax = LazyModule("jax")
-jnp = LazyModule("jax.numpy")
+jax = lazy.module("jax")
+jnp = lazy.module("jax.numpy")
 
-DOCS = "https://docs.jax.dev/en/latest/"
-ASYNC = DOCS + "async_dispatch.html"
+DOCS = JAX_DOCS
+ASYNC = JAX_ASYNC
 API = DOCS + "_autosummary/"
 SIZE = 1 << 20  # elements of the float32 inputs (4 MiB)
 SMALL = 10  # elements that tolist() and repr() read

@@ -4,7 +4,8 @@ as a numba stream; calls without one use numba's default, the legacy default str
 from __future__ import annotations
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.platform.cuda import kernels, numba_cuda
+from bench.platform.cuda import numba_cuda
+from bench.measure import kernels
 
 MEMORY = "https://nvidia.github.io/numba-cuda/user/memory.html"
 KERNELS = "https://nvidia.github.io/numba-cuda/user/kernels.html"

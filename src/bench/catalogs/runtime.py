@@ -20,6 +20,8 @@ import numpy as np
 
 from bench.catalogs import RUNTIME, Call, Prepared
 from bench.catalogs import catalog as _catalogs
+from bench.catalogs.pages import (ASYNC_ALLOC_PAGE, DEVICE_PAGE, ERROR_PAGE, EVENT_PAGE, GUIDE_ASYNC, GUIDE_IMPLICIT,
+                                  GUIDE_STREAMS, MEMORY_PAGE, STREAM_PAGE, SYNC_PAGE)
 from bench.platform.cuda import runtime
 from bench.measure.memory import touched
 
@@ -29,17 +31,6 @@ ALLOC_BYTES = 1 << 20
 KIT_MEMORY = (2 * LARGE_BYTES + (16 << 20), 2 * LARGE_BYTES)  # (device, host) bytes a Kit and its calls need
 CUDA_ERROR_NOT_READY = 600
 
-SYNC_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"
-GUIDE_IMPLICIT = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#implicit-synchronization"
-GUIDE_ASYNC = ("https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
-               "#concurrent-execution-between-host-and-device")
-GUIDE_STREAMS = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#creation-and-destruction-streams"
-MEMORY_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY.html"
-ASYNC_ALLOC_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY__POOLS.html"
-STREAM_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__STREAM.html"
-EVENT_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__EVENT.html"
-ERROR_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html"
-DEVICE_PAGE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html"
 
 
 def documented_serializes(call: Call, placement: str, spin_blocking: bool) -> bool | None:
@@ -241,7 +232,8 @@ class Kit:
     bytes, ``LARGE_BYTES`` each), an event and the mix kernel. Also makes the streams of one measurement."""
 
     def __init__(self) -> None:
-        from bench.platform.cuda import cupy, kernels
+        from bench.platform.cuda import cupy
+        from bench.measure import kernels
         from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 
         self.buffers = BufferSet(streams=0)

@@ -9,11 +9,12 @@ import functools
 import linecache
 
 from bench.catalogs import Call, Prepared, fresh_number
-from bench.platform.cuda import LazyModule
+from bench.catalogs.pages import TORCH_DOCS
+from bench.platform import lazy
 
-torch = LazyModule("torch")
+torch = lazy.module("torch")
 
-DOCS = "https://docs.pytorch.org/docs/stable/"
+DOCS = TORCH_DOCS
 TENSOR = DOCS + "tensors.html"
 TO = DOCS + "generated/torch.Tensor.to.html"
 SIZE = 1 << 20

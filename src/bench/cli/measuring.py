@@ -25,7 +25,7 @@ from bench.sweep.loop import Runner
 from bench.sweep.plan import Request, budget_for, describe, experiments_of, for_request, planned_axes
 from bench.sweep.preflight import check_paths, listing_devices
 from bench.timing import process_age_s
-from bench.analysis.units import format_size, parse_sizes
+from bench.platform.units import format_size, parse_sizes
 from bench.views import counts, views
 from bench.platform.vocabulary import Status
 

@@ -8,9 +8,9 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 
+from bench.platform import lazy
 from bench.platform.arguments import ordinal
 from bench.platform.errors import UsageError
 from bench.analysis.escape import terminal
@@ -28,14 +28,13 @@ class Parser(argparse.ArgumentParser):
 
 @dataclass(frozen=True)
 class Handler:
-    """A command's function, ``bench.cli.<module>.<function>``: its module is imported only when the command runs."""
+    """A command's function: its module is imported only when the command runs, in the phase of imports."""
 
-    module: str
-    function: str
+    function: lazy.Name
 
     def __call__(self, args: argparse.Namespace, console):
         with phase(IMPORTS):
-            function = getattr(import_module(f"bench.cli.{self.module}"), self.function)
+            function = self.function.load()
         return function(args, console)
 
 

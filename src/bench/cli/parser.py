@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from bench.platform import lazy
 from bench.platform.arguments import RESULTS_NAME, needs_gpu_words, ordinal
 from bench.cli.options import (PLOTS_DIR, Handler, Parser, add_device, add_force, add_format, add_gpu,
                                add_outputs, add_strict, add_summary, add_target, add_verbose, devices, path,
@@ -13,6 +14,10 @@ from bench.usercode.defaults import DEFAULT_RUNS, DEFAULT_SETTLE_MS, DEFAULT_SPI
 from bench.usercode.tools import saved
 
 COMMANDS = "sweep,plot,claims,compare,report,probe,syncs,trace,env"
+READING = {"plot": lazy.Name("bench.cli.results", "plot_command"),  # the commands that read results
+           "claims": lazy.Name("bench.cli.results", "claims_command"),
+           "compare": lazy.Name("bench.cli.results", "compare_command"),
+           "report": lazy.Name("bench.cli.reporting", "report_command")}
 DESCRIPTION = f"""\
 Measures, on your GPU, which CUDA calls block the host and which serialize the GPU, how much copy/compute
 overlap you really get, copy bandwidth, and what launches and allocations cost; and answers it for your own
@@ -43,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     env = commands.add_parser("env", help="print the GPU, driver, CUDA, PCIe and library environment (without a "
                                           "GPU: the host's, and why there is none)")
     env.add_argument("--device", type=ordinal, help="CUDA device ordinal (default 0; named, it must exist)")
-    env.set_defaults(handler=Handler("measuring", "env_command"))
+    env.set_defaults(handler=Handler(lazy.Name("bench.cli.measuring", "env_command")))
     return built
 
 
@@ -81,7 +86,7 @@ def _sweep(commands: argparse._SubParsersAction) -> None:
                        help="preview the plan, checked as the sweep checks it: the experiments, what each "
                             "measures, its axes and configurations (with --quick or --full: theirs); measures nothing "
                             "and needs no GPU")
-    sweep.set_defaults(handler=Handler("measuring", "sweep_command"), mode="default")
+    sweep.set_defaults(handler=Handler(lazy.Name("bench.cli.measuring", "sweep_command")), mode="default")
 
 
 def _reading(commands: argparse._SubParsersAction) -> None:
@@ -137,7 +142,7 @@ def _reading(commands: argparse._SubParsersAction) -> None:
         add_verbose(command)
     for name, reading in (("plot", plot), ("claims", claims), ("compare", compare), ("report", report)):
         add_strict(reading)
-        reading.set_defaults(handler=Handler("reporting" if name == "report" else "results", f"{name}_command"))
+        reading.set_defaults(handler=Handler(READING[name]))
 
 
 def _listed(words: list[str]) -> str:
@@ -156,7 +161,7 @@ def _probe(commands: argparse._SubParsersAction) -> None:
                        help=f"hold (spin) length (default {DEFAULT_SPIN_MS:g})")
     add_device(probe)
     add_verbose(probe)
-    probe.set_defaults(handler=Handler("usercode", "probe_command"))
+    probe.set_defaults(handler=Handler(lazy.Name("bench.cli.usercode", "probe_command")))
 
 
 def _syncs(commands: argparse._SubParsersAction) -> None:
@@ -179,7 +184,7 @@ def _syncs(commands: argparse._SubParsersAction) -> None:
     add_force(syncs)
     add_device(syncs)
     add_verbose(syncs)
-    syncs.set_defaults(handler=Handler("usercode", "syncs_command"))
+    syncs.set_defaults(handler=Handler(lazy.Name("bench.cli.usercode", "syncs_command")))
 
 
 def _trace(commands: argparse._SubParsersAction) -> None:
@@ -218,4 +223,4 @@ def _trace(commands: argparse._SubParsersAction) -> None:
                             "gzipped or not) and show, --save, --plot or --perfetto bench's figures of it; needs no GPU "
                             "(the bound and the pageable copies' cost need the trace's GPU here)")
     add_verbose(trace)
-    trace.set_defaults(handler=Handler("usercode", "trace_command"))
+    trace.set_defaults(handler=Handler(lazy.Name("bench.cli.usercode", "trace_command")))

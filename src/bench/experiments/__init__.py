@@ -12,7 +12,7 @@ it. An experiment describes what to run; it never creates events, reads a clock 
 rows (its view does).
 
 What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`, :mod:`bench.platform.cuda`,
-:mod:`bench.catalogs`, :mod:`bench.platform.env`, :mod:`bench.platform.driver`), :mod:`bench.results.schema`, :mod:`bench.analysis.units`,
+:mod:`bench.catalogs`, :mod:`bench.platform.env`, :mod:`bench.platform.driver`), :mod:`bench.results.schema`, :mod:`bench.platform.units`,
 :mod:`bench.platform.vocabulary` and the package ``bench`` itself (its version); never another experiment
 (``tests/test_layout.py`` checks), a view or the analysis side.
 

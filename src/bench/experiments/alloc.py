@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
 from bench.results.schema import FLOAT, FLOATS, INT, TEXT, column

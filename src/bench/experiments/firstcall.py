@@ -25,7 +25,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, host_columns, host_verdict, repeat_until_settled,

@@ -23,7 +23,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure.memory import BufferSet, DeviceBuffer
 from bench.results.schema import FLAG, FLOAT, INT, TEXT, column

@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
 from bench.measure.memory import DeviceBuffer, HostBuffer

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from bench.platform.cuda import cupy, kernels
+from bench.platform.cuda import cupy
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure.launches import LAUNCH_METRIC, LAUNCHES, launch_samples, launchers
 from bench.results.schema import INT, TEXT, column

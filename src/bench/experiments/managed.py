@@ -54,11 +54,12 @@ from itertools import groupby
 
 import numpy as np
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.platform.vocabulary import Clock, ManagedCase, Status, Unit, values
 
 CASES = values(ManagedCase)

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bench.platform.cuda import cupy, kernels, on_device, runtime
+from bench.platform.cuda import cupy, on_device, runtime
+from bench.measure import kernels
 from bench.platform.env import gpu_uuid
 from bench.experiments import Config, Experiment, Row
 from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.platform.cuda import kernels
+from bench.measure import kernels
 from bench.experiments import Config, Experiment, Row
 from bench.measure import columns
 from bench.measure.copies import CopyBuffers, verified_and_timed

@@ -5,7 +5,6 @@ whose waits are named at Lightning's lines. Needs ``lightning`` (or ``pytorch_li
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 
@@ -23,9 +22,12 @@ def _package() -> str:
     raise ImportError("bench.integrations.lightning needs PyTorch Lightning: pip install 'cuda-sync-bench[lightning]'")
 
 
-_LIGHTNING = importlib.import_module("lightning.pytorch" if _package() == "lightning" else "pytorch_lightning")
-Callback = _LIGHTNING.callbacks.Callback
-rank_zero_info = importlib.import_module(f"{_LIGHTNING.__name__}.utilities.rank_zero").rank_zero_info
+if _package() == "lightning":
+    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.utilities.rank_zero import rank_zero_info
+else:
+    from pytorch_lightning.callbacks import Callback
+    from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 
 class SyncsCallback(StepCallback, Callback):

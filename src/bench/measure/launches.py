@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.platform.cuda import cupy, kernels, numba_cuda, runtime
+from bench.platform.cuda import cupy, numba_cuda, runtime
+from bench.measure import kernels
 from bench.timing import Context, Samples
 from bench.timing.kernels import nvrtc_cubin
 from bench.platform.vocabulary import Unit

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.platform.cuda import cupy, kernels, runtime
+from bench.platform.cuda import cupy, runtime
+from bench.measure import kernels
 from bench.measure.copies import differing
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
 from bench.timing import Context, MeasurementFailed, Timeline

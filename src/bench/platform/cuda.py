@@ -7,38 +7,17 @@ imports CuPy's runtime module the first time an attribute is read, and is the re
 
 from __future__ import annotations
 
-import importlib
-import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from bench.platform import lazy
 
-class LazyModule(types.ModuleType):
-    """A module imported the first time one of its attributes is read."""
-
-    def __init__(self, target: str) -> None:
-        super().__init__(target)
-        self._target = target
-
-    def __getattr__(self, attribute: str):
-        module = importlib.import_module(self.__dict__["_target"])
-        # Later lookups find the attributes here directly: a stand-in costs nothing once it has loaded.
-        for name, value in vars(module).items():
-            if not name.startswith("__"):
-                self.__dict__.setdefault(name, value)
-        return getattr(module, attribute)
-
-    def __repr__(self) -> str:
-        return f"<lazy module {self.__dict__['_target']!r}>"
-
-
-cupy = LazyModule("cupy")
-cupyx = LazyModule("cupyx")
+cupy = lazy.module("cupy")
+cupyx = lazy.module("cupyx")
 # cupy.cuda.runtime's very functions, without importing CuPy itself (half a second): a tool that needs only the
 # runtime (a trace of PyTorch code) never imports CuPy
-runtime = LazyModule("cupy_backends.cuda.api.runtime")
-numba_cuda = LazyModule("numba.cuda")
-kernels = LazyModule("bench.measure.kernels")  # numba-cuda kernels: compiling them needs numba
+runtime = lazy.module("cupy_backends.cuda.api.runtime")
+numba_cuda = lazy.module("numba.cuda")
 
 
 @contextmanager

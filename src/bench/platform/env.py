@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.platform import lazy
 from bench.platform.distribution import DISTRIBUTION, __version__
 from bench.platform.errors import UsageError
 from bench.platform.libraries import LIBRARIES, REQUIRED, distribution_version
@@ -339,7 +340,7 @@ def use_device(device: int, load_numba: bool = True) -> None:
 
     runtime.setDevice(device)
     if load_numba or "numba.cuda" in sys.modules:
-        importlib.import_module("numba.cuda").select_device(device)
+        lazy.now("numba.cuda").select_device(device)
 
 
 def gpu_count() -> int:

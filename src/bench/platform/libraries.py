@@ -14,7 +14,6 @@ CuPy, numba-cuda, PyTorch or JAX.
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.metadata
 import os
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from bench.platform import lazy
 from bench.platform.distribution import DISTRIBUTION
 
 
@@ -37,7 +37,7 @@ class Library:
     versioned: tuple[str, ...]  # top-level modules whose installed distributions make its version; the first one
     # in sys.modules: the library is loaded (finding them imports nothing)
     prefixes: tuple[str, ...]  # top-level packages that are its code: a wait in their frames is a wait in it
-    catalog: str = ""  # its calls and the inputs they need: bench.catalogs.<catalog> (CALLS, Kit); "" for none
+    catalog: str = ""  # the module of its calls and the inputs they need (CALLS, Kit), whole; "" for none
     optional: bool = True  # measuring goes without it (its rows are skipped, saying why); False: the cu12/cu13 stack
     part_of: str = ""  # the library among whose calls its own are measured (Triton: PyTorch's); those rows record its
     # version too
@@ -85,7 +85,7 @@ class Library:
         """Its module, imported after its settings (ImportError where it is not installed); touches no GPU."""
         for key, value in self.settings:
             os.environ.setdefault(key, value)
-        return importlib.import_module(self.module)
+        return lazy.now(self.module)
 
     def missing(self) -> str | None:
         """Why its calls cannot run here (not installed, or installed without CUDA), or None; imports it."""
@@ -128,15 +128,15 @@ def _itself(stream):
 
 
 def _numba_stream(stream):
-    return importlib.import_module("numba.cuda").external_stream(stream.ptr)
+    return lazy.now("numba.cuda").external_stream(stream.ptr)
 
 
 def _torch_stream(stream):
-    return importlib.import_module("torch").cuda.ExternalStream(stream.ptr)
+    return lazy.now("torch").cuda.ExternalStream(stream.ptr)
 
 
 def _torch_current(stream) -> AbstractContextManager:
-    return importlib.import_module("torch").cuda.stream(stream)
+    return lazy.now("torch").cuda.stream(stream)
 
 
 def _torch_cuda(torch) -> str | None:
@@ -151,16 +151,17 @@ def _jax_cuda(jax) -> str | None:
 
 LIBRARIES = (
     Library("cupy", "CuPy", "cupy", ("cu12", "cu13"), ("cupy-cuda12x", "cupy-cuda13x"), ("cupy",),
-            ("cupy", "cupyx", "cupy_backends"), catalog="cupy_calls", optional=False, stream=_itself, current=_itself),
+            ("cupy", "cupyx", "cupy_backends"), catalog="bench.catalogs.cupy_calls", optional=False, stream=_itself,
+            current=_itself),
     Library("numba-cuda", "numba-cuda", "numba.cuda", ("cu12", "cu13"), ("numba-cuda",), ("numba_cuda",),
-            ("numba", "numba_cuda"), catalog="numba_calls", optional=False, stream=_numba_stream),
-    Library("torch", "PyTorch", "torch", ("torch",), ("torch",), ("torch",), ("torch",), catalog="torch_calls",
-            cuda_missing=_torch_cuda, stream=_torch_stream, current=_torch_current, streams_outlive=True),
+            ("numba", "numba_cuda"), catalog="bench.catalogs.numba_calls", optional=False, stream=_numba_stream),
+    Library("torch", "PyTorch", "torch", ("torch",), ("torch",), ("torch",), ("torch",),
+            catalog="bench.catalogs.torch_calls", cuda_missing=_torch_cuda, stream=_torch_stream, current=_torch_current, streams_outlive=True),
     # JAX runs its work on streams of its own, and is told not to take most of the GPU's memory up front: it shares
     # the process with CuPy and PyTorch
     Library("jax", "JAX", "jax", ("jax",), ("jax",), ("jax", "jaxlib"), ("jax", "jaxlib", "flax", "optax"),
-            catalog="jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),), cuda_missing=_jax_cuda,
-            moves_device=True,
+            catalog="bench.catalogs.jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),),
+            cuda_missing=_jax_cuda, moves_device=True,
             # XLA's persistent compilation cache, every function kept: its 64 compiles took 5.2 s of the library
             # experiment's process on an H100
             disk_cache=(("JAX_COMPILATION_CACHE_DIR", "{directory}"),

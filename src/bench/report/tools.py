@@ -14,7 +14,8 @@ import pandas as pd
 from bench.analysis.selection import Gpu
 from bench.report.figures import Paint, Painter, compact, kept
 from bench.report.markup import anchor, cell, contents, figure, table, text, words
-from bench.usercode.tools import Figure, Part, Section, Tool, saved
+from bench.platform.lazy import Name
+from bench.usercode.tools import Figure, Section, Tool, saved
 
 Drawn = Callable[[Figure], bytes]  # a section's figure -> its PNG
 
@@ -39,7 +40,7 @@ def asked(painter: Painter, found: list[tuple[Tool, Section]]) -> Drawn:
     return lambda picture: painter.result(tickets[picture])
 
 
-def tool_figure(figure: Part, rows: pd.DataFrame, title: str, paint: Paint = compact) -> bytes:
+def tool_figure(figure: Name, rows: pd.DataFrame, title: str, paint: Paint = compact) -> bytes:
     """The PNG of a tool's ``figure`` of ``rows``, painted by ``paint`` (a function the report's figure workers can
     be handed); kept in the cache by what it shows and who painted it."""
     return kept(lambda: [paint(figure(rows, title))], (figure.module, figure.name, rows, title), paint)[0]

@@ -13,26 +13,21 @@
   library.
 
 What it may import: :mod:`bench.experiments`, :mod:`bench.timing`, :mod:`bench.results.store`, :mod:`bench.results.schema`,
-:mod:`bench.platform.env`, :mod:`bench.platform.errors`, :mod:`bench.analysis.units`; never :mod:`bench.cli`. Nothing CUDA except
-:mod:`~bench.sweep.preload` (the experiments' processes measure). The names below are re-exported here; this file
-imports nothing until one is used, so ``bench.sweep.plan`` stays light.
+:mod:`bench.platform.env`, :mod:`bench.platform.errors`, :mod:`bench.platform.units`; never :mod:`bench.cli`. Nothing CUDA except
+:mod:`~bench.sweep.preload` (the experiments' processes measure). The names of ``_WHERE`` are served here, each
+module imported when one of its names is first read (:mod:`bench.platform.lazy`), so ``bench.sweep.plan`` stays light.
 """
 
 from __future__ import annotations
 
-import importlib
+from bench.platform import lazy
 
 _WHERE = {
-    "Request": "plan", "Planned": "plan", "Plan": "plan",
-    "Checked": "preflight", "Gpu": "preflight",
-    "Runner": "loop", "Outcome": "loop", "Reporter": "loop",
+    "bench.sweep.plan": ("Request", "Planned", "Plan"),
+    "bench.sweep.preflight": ("Checked", "Gpu"),
+    "bench.sweep.loop": ("Runner", "Outcome", "Reporter"),
 }
 
-__all__ = list(_WHERE)
+__all__ = [name for names in _WHERE.values() for name in names]
 
-
-def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bench.sweep' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"bench.sweep.{module}"), name)
+__getattr__, __dir__ = lazy.names(globals(), _WHERE)

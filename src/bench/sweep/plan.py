@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.platform.errors import UsageError
 from bench.experiments import Config, Experiment, registry
 from bench.timing.stats import StopRule
-from bench.analysis.units import format_size, parse_size
+from bench.platform.units import format_size, parse_size
 
 MODES = ("quick", "default", "full")
 DEFAULT_BUDGET_S = 120.0  # process start to summary, on an H200

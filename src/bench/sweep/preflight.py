@@ -19,7 +19,7 @@ from bench.platform.errors import UsageError
 from bench.sweep import resume
 from bench.sweep.plan import Plan, Planned, Request, experiments_of
 from bench.sweep.processes import cache_directory
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 
 
 class Gpu:

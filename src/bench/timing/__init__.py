@@ -25,9 +25,9 @@ here, whichever module defines it.
   the arithmetic of intervals on one clock (a trace's overlap), pure Python.
 
 What it may import: :mod:`stats`, :mod:`host`, :mod:`phases` and :mod:`intervals` the standard library only; the
-GPU modules also :mod:`bench.platform.cuda` (lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This file
-imports ``stats``, ``host``, ``phases`` and ``intervals`` and loads the GPU modules on the first use of one of their
-names, so importing :mod:`bench.timing` imports neither :mod:`bench.platform.cuda` nor CuPy nor numba, and the statistics
+GPU modules also :mod:`bench.platform.cuda` (lazy stand-ins: nothing CUDA loads until a GPU primitive is used). This
+file imports ``stats``, ``host``, ``phases`` and ``intervals`` and loads the GPU modules on the first use of one of
+their names (:mod:`bench.platform.lazy`), so importing :mod:`bench.timing` imports neither :mod:`bench.platform.cuda` nor CuPy nor numba, and the statistics
 serve the analysis commands too.
 
 Example (needs a GPU)::
@@ -48,8 +48,7 @@ Example (needs a GPU)::
 
 from __future__ import annotations
 
-import importlib
-
+from bench.platform import lazy
 from bench.timing.host import (RuleBoundSampling, Stopwatch, host_interval, host_samples, host_steps,
                                process_age_s)
 from bench.timing.intervals import concurrent, gaps, length, shared, union
@@ -57,30 +56,20 @@ from bench.timing.phases import PHASES, Phase, command_phases, phase
 from bench.timing.stats import (CLOCKS, MEDIAN_LEVEL, STOP_REASONS, UNITS, Floor, MeasurementFailed, Samples,
                                 StopRule, Summary, median, median_interval)
 
-# The names of the modules that reach CUDA (through bench.platform.cuda), loaded when one of them is first asked for.
+# The modules that reach CUDA (through bench.platform.cuda), each loaded when one of its names is first asked for.
 _LAZY = {
-    "gpu": ("Gate", "GpuTiming", "Timer", "Event", "Context"),
-    "spin": ("CallDuringSpin", "SpinPair", "SpinWatch", "HostWait", "ClockPair", "host_wait", "wait_samples"),
-    "timeline": ("Timeline", "concurrency", "peak_concurrency"),
-    "clock": ("GpuClock",),
+    "bench.timing.gpu": ("Gate", "GpuTiming", "Timer", "Event", "Context"),
+    "bench.timing.spin": ("CallDuringSpin", "SpinPair", "SpinWatch", "HostWait", "ClockPair", "host_wait",
+                          "wait_samples"),
+    "bench.timing.timeline": ("Timeline", "concurrency", "peak_concurrency"),
+    "bench.timing.clock": ("GpuClock",),
 }
-_WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = ["CLOCKS", "MEDIAN_LEVEL", "STOP_REASONS", "UNITS", "Floor", "MeasurementFailed", "Samples",
            "StopRule", "Summary", "median", "median_interval",
            "RuleBoundSampling", "Stopwatch", "host_interval", "host_samples", "host_steps", "process_age_s",
            "concurrent", "gaps", "length", "shared", "union", "PHASES", "Phase", "command_phases", "phase",
-           *_WHERE]
+           *(name for names in _LAZY.values() for name in names)]
 
 
-def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bench.timing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"bench.timing.{module}"), name)
-    globals()[name] = value  # later lookups find it here directly
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy.names(globals(), _LAZY)

@@ -4,31 +4,18 @@ table, that table's columns and writer, its report section (:class:`Section`) an
 the records for its sections, their figures and its contents, and ``bench report`` for the tables it reads and says it
 reads; ``--save`` and ``--plot`` go through a tool's record. A new tool is its own files and one record here.
 
-Imports nothing of bench and no library: a record names its parts (:class:`Part`), each imported only when it is
-used, so that the command line starts without them and the analysis side reads the records without measuring code. A
-tool's section and figure are the analysis side (pandas and matplotlib, never CUDA: ``tests/test_layout.py``
-checks); its result type and writer are not.
+Imports no library and nothing of bench but :mod:`bench.platform.lazy`: a record names its parts (each a
+:class:`~bench.platform.lazy.Name`, imported when it is used), so the command line starts without them and the
+analysis side reads the records without measuring code. A tool's section and figure are the analysis side (never
+CUDA: ``tests/test_layout.py`` checks); its result type and writer are not.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Part:
-    """A function or class of a tool, ``module:name``, imported when it is used."""
-
-    module: str
-    name: str
-
-    def load(self):
-        return getattr(importlib.import_module(self.module), self.name)
-
-    def __call__(self, *args, **kwargs):
-        return self.load()(*args, **kwargs)
+from bench.platform.lazy import Name
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,23 +55,23 @@ class Tool:
 
     name: str  # its command (python -m bench <name>) and its report section's id
     title: str  # what it shows, as the report's heading and contents name it: "Where code waited"
-    result: Part  # its result type: str() of a result is its text, to_json() its JSON (what its command prints)
+    result: Name  # its result type: str() of a result is its text, to_json() its JSON (what its command prints)
     table: str = ""  # the results table its --save writes, under results/_<table>/ ("": it saves none)
-    columns: Part | None = None  # () -> that table's typed columns
-    save: Part | None = None  # ([(target, result)], environment, path) -> the new results file of those rows
-    section: Part | None = None  # (rows of its table) -> Section: what the report shows of them
-    figure: Part | None = None  # (rows of one target, title) -> a matplotlib figure (the report's and --plot's)
+    columns: Name | None = None  # () -> that table's typed columns
+    save: Name | None = None  # ([(target, result)], environment, path) -> the new results file of those rows
+    section: Name | None = None  # (rows of its table) -> Section: what the report shows of them
+    figure: Name | None = None  # (rows of one target, title) -> a matplotlib figure (the report's and --plot's)
 
 
 TOOLS = (
-    Tool("probe", "Whether code blocked", Part("bench.usercode.probe", "ProbeResult")),
-    Tool("syncs", "Where code waited", Part("bench.usercode.syncs.result", "SyncsResult"), table="syncs",
-         columns=Part("bench.usercode.syncs.files", "columns"), save=Part("bench.usercode.syncs.files", "save"),
-         section=Part("bench.usercode.syncs.section", "section")),
-    Tool("trace", "How much code overlapped", Part("bench.usercode.trace.result", "TraceResult"), table="trace",
-         columns=Part("bench.usercode.trace.files", "columns"), save=Part("bench.usercode.trace.files", "save"),
-         section=Part("bench.usercode.trace.section", "section"),
-         figure=Part("bench.usercode.trace.timeline", "timeline")),
+    Tool("probe", "Whether code blocked", Name("bench.usercode.probe", "ProbeResult")),
+    Tool("syncs", "Where code waited", Name("bench.usercode.syncs.result", "SyncsResult"), table="syncs",
+         columns=Name("bench.usercode.syncs.files", "columns"), save=Name("bench.usercode.syncs.files", "save"),
+         section=Name("bench.usercode.syncs.section", "section")),
+    Tool("trace", "How much code overlapped", Name("bench.usercode.trace.result", "TraceResult"), table="trace",
+         columns=Name("bench.usercode.trace.files", "columns"), save=Name("bench.usercode.trace.files", "save"),
+         section=Name("bench.usercode.trace.section", "section"),
+         figure=Name("bench.usercode.trace.timeline", "timeline")),
 )
 
 

@@ -6,7 +6,7 @@ they read (the report hands a view only those: a view of one experiment never co
 share are here.
 
 The analysis side: a view reads rows (pandas), draws with matplotlib through :mod:`bench.analysis.plots`, and may import
-:mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`, :mod:`bench.analysis.units`, :mod:`bench.platform.vocabulary` (the words and numbers it
+:mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`, :mod:`bench.platform.units`, :mod:`bench.platform.vocabulary` (the words and numbers it
 shares with the measuring code), :mod:`bench.results.schema`, :mod:`bench.platform.errors` and, for a link's theoretical rate,
 :mod:`bench.platform.env`. Never the experiments (:mod:`bench.experiments`), the measuring tools (:mod:`bench.measure`,
 :mod:`bench.timing`, :mod:`bench.platform.cuda`), the catalogs or the sweep: what an experiment measures is handed down to

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.views import View, grouped, numbers, ok_rows, span
 from bench.platform.vocabulary import AccessOrder, HostMemory, Status, values
 

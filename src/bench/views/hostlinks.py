@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.selection import row_dicts
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.views import View, span
 from bench.platform.vocabulary import Direction, Status
 

@@ -9,7 +9,7 @@ import statistics
 import numpy as np
 import pandas as pd
 
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.views import View, grouped, numbers, ok_rows, peak, span
 from bench.platform.vocabulary import Status
 

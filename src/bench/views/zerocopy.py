@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.selection import row_dicts
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.views import View, grouped, ok_rows, peak
 from bench.platform.vocabulary import Direction, Status
 

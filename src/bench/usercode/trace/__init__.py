@@ -8,7 +8,7 @@ the analysis side: its report section (``section``), its figure (``timeline``), 
 what got worse by line and stream (``regressions``), and printed (``compare_text``).
 
 May import: the records' types (:mod:`bench.usercode.activity`, :mod:`bench.usercode.stacks`), :mod:`bench.timing`'s
-interval arithmetic, :mod:`bench.results.schema`, :mod:`bench.results.store`, :mod:`bench.analysis.units`, :mod:`bench.platform.vocabulary`,
+interval arithmetic, :mod:`bench.results.schema`, :mod:`bench.results.store`, :mod:`bench.platform.units`, :mod:`bench.platform.vocabulary`,
 :mod:`bench.platform.errors`; never CUDA but in ``run``, the one that records (CUDA and CUPTI on first use). The analysis side
 reads results files with pandas (and :mod:`bench.results.store`, :mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`,
 :mod:`bench.analysis.compare`'s environment columns) and imports nothing that measures, not even the records' types;

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.analysis.escape import json_text
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.trace.collectives import is_collective
 from bench.usercode.trace.model import Trace

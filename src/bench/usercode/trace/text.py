@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from bench.analysis.units import format_size
+from bench.platform.units import format_size
 from bench.usercode.activity import COPIES, Op
 from bench.usercode.trace.collectives import is_collective
 from bench.usercode.trace.model import GpuFigures, Trace
