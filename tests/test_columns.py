@@ -20,8 +20,9 @@ from bench.analysis import claims, plots
 from bench.results import store
 from bench.analysis.selection import Gpu, only
 from bench.experiments import registry
-from bench.report.gpu import by_experiment, gpu_section, headlines
-from bench.views import View, views
+from bench.analysis.results import GpuResults, Results
+from bench.report.gpu import gpu_section
+from bench.views import View, in_order, views
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results").glob("*.parquet"))[-1]  # the newest headline run: a default sweep
@@ -164,14 +165,18 @@ def test_a_view_that_reads_an_undeclared_column_is_found():
 def test_a_gpus_section_reads_only_the_columns_it_is_handed(results):
     rows, _ = results()
     experiments = registry()
-    handed = by_experiment(rows, experiments)
+    part = Results(rows, experiments, in_order(experiments)).gpus[0]
+    handed = part.experiments
     assert len(handed) >= 17 and all(len(frame.columns) < len(rows.columns) / 3 for frame in handed.values())
+    whole = {name: rows[rows["experiment"] == name] for name in handed}
+    views = in_order(experiments)
 
     def section(experiment_rows: dict) -> list[str]:
-        return gpu_section(Gpu("host", "GPU-1", "GPU"), rows, experiment_rows, headlines(experiment_rows, experiments),
-                           "", experiments, lambda name: [], lambda name: "")
+        made = {name: views[name].headline(mine) for name, mine in experiment_rows.items() if name in views}
+        return gpu_section(GpuResults(Gpu("host", "GPU-1", "GPU"), rows, experiment_rows, made), "", experiments,
+                           views, lambda name: [], lambda name: "")
 
-    assert section(handed) == section({name: rows[rows["experiment"] == name] for name in handed})
+    assert section(handed) == section(whole)
 
 
 @RESULTS

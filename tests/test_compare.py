@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import synthetic
-from bench.analysis import selection, compare, noise
+from bench.analysis import compare, noise, numbers, selection
 from bench.results import store
 from bench.experiments import registry
 from bench.timing import median, median_interval
@@ -214,7 +214,7 @@ def test_the_driver_update_diff_names_calls_copies_and_claims(tmp_path, run):
         "blocking cudaFree placement=none spin_stream=non-blocking: waits-for-device → returns",
         "serialization cudaMalloc placement=none spin_stream=blocking: serializes → overlaps",
         "serialization cudaMalloc placement=none spin_stream=non-blocking: serializes → overlaps",
-        f"bandwidth pinned H2D 16 MiB: slower, {compare.number(before)} → {compare.number(before / 1.25)} GB/s "
+        f"bandwidth pinned H2D 16 MiB: slower, {numbers.number(before)} → {numbers.number(before / 1.25)} GB/s "
         "(time +25.0%)",
         'claim "cudaMalloc is synchronous": partly → busted (host: returned during a running kernel (0.004 ms); '
         "kernels on two streams around it: 0 of 2 serialized)",
@@ -317,7 +317,7 @@ def test_a_version_1_directory_against_a_version_2_file(tmp_path, run):
 
 
 def test_numbers_read_as_people_write_them():
-    assert [compare.number(value) for value in (16.0, 0.004504, 54.33333, 12345.6, math.nan)] == [
+    assert [numbers.number(value) for value in (16.0, 0.004504, 54.33333, 12345.6, math.nan)] == [
         "16", "0.004504", "54.33", "12346", ""]
     assert compare.compare(pd.DataFrame(), synthetic.frame(synthetic.launch_records()), registry()).table.empty
 

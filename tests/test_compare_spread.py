@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import synthetic
-from bench.analysis import compare
+from bench.analysis import compare, numbers
 from test_compare import MIB, _machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,11 +74,11 @@ def test_a_change_and_the_bounds_it_is_beyond_read_apart():
     """The spread's bounds are changes of the old median; a change that rounds to a bound gets the decimals that
     tell them apart (a committed line: 'time -3.17%; beyond the -3.16% to +3.26% spread')."""
     assert compare.spread_bounds(0.25) == pytest.approx((-0.2, 0.25))
-    assert compare.decimals(-0.0317, (-0.0316, 0.0326)) == 2 and compare.decimals(-0.2, (-0.2, 0.25)) == 1
+    assert numbers.decimals(-0.0317, (-0.0316, 0.0326)) == 2 and numbers.decimals(-0.2, (-0.2, 0.25)) == 1
     line = {"ratio": 1 - 0.0317, "machine_spread_low": -0.0316, "machine_spread_high": 0.0326}
-    assert compare.change_percent(line) == "-3.17%"
-    assert compare.change_percent({**line, "machine_spread_low": math.nan, "machine_spread_high": math.nan}) == "-3.2%"
-    assert compare.change_percent({"ratio": math.nan}) == ""
+    assert numbers.change_percent(line) == "-3.17%"
+    assert numbers.change_percent({**line, "machine_spread_low": math.nan, "machine_spread_high": math.nan}) == "-3.2%"
+    assert numbers.change_percent({"ratio": math.nan}) == ""
 
 
 @pytest.mark.parametrize("old, new", PAIRS)

@@ -121,7 +121,7 @@ def test_the_report_holds_no_control_character(tmp_path):
 
 def test_the_reports_last_pass_escapes_what_a_section_left(monkeypatch):
     """The last line of defence: a section that wrote a control character raw has it escaped in the document."""
-    monkeypatch.setattr(report, "_runs", lambda rows, shown: f"<p>{TEXT}</p>")
+    monkeypatch.setattr(report, "_contents", lambda results, tools: f"<p>{TEXT}</p>")
     document = report.render(synthetic.launch_rows(), {}, {})
     assert f"<p>{visible(TEXT, keep=chr(9) + chr(10))}</p>" in document and not RAW.search(document)
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import synthetic
-from bench.analysis import selection, noise
+from bench.analysis import noise, numbers, selection
 from bench.results import store
 from bench.catalogs import DOCS_HOST, documented_waits
 from bench.catalogs import measured as catalog_module
@@ -301,7 +301,7 @@ def test_catalog_contradictions_in_the_headline():
     assert selection.contradicts_docs({"matches_docs": False}) and not selection.contradicts_docs(
         {"matches_docs": pd.NA}) and not selection.contradicts_docs({"matches_docs": None}) and not \
         selection.contradicts_docs({"matches_docs": True})
-    assert [selection.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
+    assert [numbers.short_ms(v) for v in (19.9, 0.5, 0.004)] == ["20", "0.50", "4µs"]
 
 
 def test_bandwidth_description():

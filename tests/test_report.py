@@ -18,9 +18,10 @@ from bench import report
 from bench.results import store
 from bench.analysis.selection import Gpu
 from bench.catalogs.runtime import catalog
-from bench.report.gpu import by_experiment, experiment_id, gpu_id, headlines
+from bench.analysis.results import Results
+from bench.report.gpu import experiment_id, gpu_id
 from bench.experiments import registry
-from bench.views import views
+from bench.views import in_order
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results" / "_superseded").glob("20261121T14[45]*Z-NVIDIA-H200.parquet"))
@@ -279,15 +280,13 @@ def test_the_gpu_measured_last_answers_first(two_gpus):
 @pytest.mark.parametrize("source", ["synthetic", "committed"])
 def test_a_table_column_holds_one_unit_named_in_its_header(source):
     """No headline cell carries a time or rate unit: the column's header names it (sizes are values, not units).
-    Each experiment's rows as the report hands them to its view (:func:`by_experiment`: a few columns, selected
-    once)."""
-    from bench.analysis import selection
-
+    Each experiment's rows as the report hands them to its view (:class:`~bench.analysis.results.GpuResults`: a
+    few columns, selected once)."""
     rows = (synthetic.frame(synthetic.all_records()) if source == "synthetic"
             else store.read_any(ROOT / "results", synthetic.suite()))
     unit = re.compile(r"\d\s*(ms|µs|us|ns|GB/s)\b")
-    for _, mine in selection.by_gpu(selection.newest(rows, registry())):
-        for name, table in headlines(by_experiment(mine, registry()), registry()).items():
+    for part in Results(rows, registry(), in_order(registry())).gpus:
+        for name, table in part.headlines.items():
             for column in table.columns:
                 assert not [value for value in table[column].astype(str) if unit.search(value)], (name, column)
 

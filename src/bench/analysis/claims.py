@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bench.analysis.numbers import ms_range
 from bench.analysis.selection import only, row_dicts
 from bench.catalogs.pages import (ASYNC_ALLOC_PAGE, CUPY_DOCS, ERROR_PAGE, GUIDE_IMPLICIT, GUIDE_STREAMS, JAX_ASYNC,
                                   MEMORY_PAGE, STREAM_PAGE, SYNC_PAGE, TORCH_DOCS)
@@ -62,11 +63,11 @@ def _waits(call: str, rows: pd.DataFrame) -> Judgement | None:
     waited = mine[mine["verdict"] == HostVerdict.WAITS_FOR_DEVICE]
     if waited.empty:
         return (f"returned while a kernel ran in all {len(mine)} placements × streams; host "
-                f"{_ms_range(mine['host_ms'])}", ClaimVerdict.FALSE)
+                f"{ms_range(mine['host_ms'])}", ClaimVerdict.FALSE)
     if len(waited) == len(mine):
-        return (f"waited for the running kernel in all {len(mine)} cases; host {_ms_range(mine['host_ms'])}",
+        return (f"waited for the running kernel in all {len(mine)} cases; host {ms_range(mine['host_ms'])}",
                 ClaimVerdict.TRUE)
-    return (f"waited in {len(waited)} of {len(mine)} cases ({_cases(waited)}), host {_ms_range(waited['host_ms'])}",
+    return (f"waited in {len(waited)} of {len(mine)} cases ({_cases(waited)}), host {ms_range(waited['host_ms'])}",
             ClaimVerdict.PARTLY)
 
 
@@ -79,7 +80,7 @@ def _malloc_synchronous(rows: pd.DataFrame) -> Judgement | None:
     device = device[device["api"] == "cudaMalloc"] if len(device) else device
     serialized = device[device["verdict"] == DeviceVerdict.SERIALIZES] if len(device) else device
     parts = [f"host: {'waited for' if waited else 'returned during'} a running kernel "
-             f"({_ms_range(host['host_ms'])})"]
+             f"({ms_range(host['host_ms'])})"]
     if len(device):
         parts.append(f"kernels on two streams around it: {len(serialized)} of {len(device)} serialized")
     if waited:
@@ -213,11 +214,6 @@ def _jax_async_until_read(rows: pd.DataFrame) -> Judgement | None:
         named = ", ".join(other.removeprefix("jax ") for other in others)
         return described + f"; these read no value and waited too: {named}", "partly"
     return described, "true"
-
-
-def _ms_range(values: pd.Series) -> str:
-    low, high = float(values.min()), float(values.max())
-    return f"{low:.3f} ms" if abs(high - low) < 5e-4 else f"{low:.3f}–{high:.3f} ms"
 
 
 def _cases(rows: pd.DataFrame, limit: int = 3) -> str:

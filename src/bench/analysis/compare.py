@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import selection, noise
+from bench.analysis.numbers import change_percent, decimals, number
 from bench.analysis.selection import Gpu
 from bench.platform.errors import UsageError
 from bench.platform.libraries import LIBRARIES
@@ -244,15 +245,6 @@ def describe(experiment, row) -> str:
     return " ".join(words)
 
 
-def number(value: float) -> str:
-    """Four significant digits; whole numbers and numbers from 10 000 up without a fraction."""
-    if value is None or not math.isfinite(value):
-        return ""
-    if value == int(value) or abs(value) >= 1e4:
-        return f"{value:.0f}"
-    return f"{value:.4g}"
-
-
 def _plain(value):
     """A cell as plain Python: None for every kind of missing, numpy scalars as Python numbers."""
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
@@ -333,25 +325,6 @@ def spread_bounds(spread: float) -> tuple[float, float]:
     """A machine-to-machine ``spread`` (largest median over smallest, less 1) as the lowest and highest change (new
     median over old, less 1) that machines differ by: -8.3% to +9.1% for 0.091."""
     return -spread / (1 + spread), spread
-
-
-def decimals(change: float, bounds=()) -> int:
-    """The fewest decimals, one or more, at which ``change`` in percent reads apart from each of ``bounds`` (the
-    ones it differs from)."""
-    for digits in range(1, 7):
-        if all(f"{change:+.{digits}%}" != f"{bound:+.{digits}%}" for bound in bounds if bound != change):
-            return digits
-    return 7
-
-
-def change_percent(line: Mapping) -> str:
-    """A timed line's change as stated, its ratio less 1 ('+20.0%', '' without one), read apart from the spread's
-    bounds in its note (:func:`decimals`)."""
-    if not math.isfinite(line["ratio"]):
-        return ""
-    bounds = [line[column] for column in ("machine_spread_low", "machine_spread_high")
-              if line.get(column) is not None and math.isfinite(line[column])]
-    return f"{line['ratio'] - 1:+.{decimals(line['ratio'] - 1, bounds)}%}"
 
 
 def _timing_change(experiment: str, first: dict, second: dict, line: dict) -> str:

@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from bench.analysis.claims import LABELS
-from bench.analysis.compare import Comparison, change_percent, number
+from bench.analysis.compare import Comparison
+from bench.analysis.numbers import change_percent, number
 from bench.analysis.escape import json_text, markdown, terminal
 
 

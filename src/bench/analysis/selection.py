@@ -186,12 +186,3 @@ def contradicts_docs(row) -> bool:
     """Whether a row's measurement contradicts the documentation (False where the docs say nothing)."""
     value = row["matches_docs"]
     return value is not None and value is not pd.NA and not bool(value)
-
-
-def short_ms(value: float) -> str:
-    """A cell's host time: whole ms from 10 ms, hundredths from 10 µs, whole µs from 1 µs, else tenths of a µs."""
-    if value >= 10:
-        return f"{value:.0f}"
-    if value >= 0.01:
-        return f"{value:.2f}"
-    return f"{value * 1e3:.0f}µs" if value >= 1e-3 else f"{value * 1e3:.1f}µs"

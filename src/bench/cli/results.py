@@ -11,7 +11,8 @@ import pandas as pd
 from rich.console import Console
 
 from bench import report
-from bench.analysis import selection, claims, compare, noise, plots
+from bench.analysis import claims, noise, plots, selection
+from bench.analysis.results import Results
 from bench.results import store, writes
 from bench.platform.arguments import require_gpu
 from bench.cli import measuring, streams
@@ -96,7 +97,8 @@ def claims_command(args: argparse.Namespace, console: Console) -> int:
                             "--measure"])
         warn([f"the results lack {', '.join(missing)} (or a default sweep's configurations of them): the claims "
                f"that need them show as not measured; measure them on this machine's GPU with: {again}"])
-    groups = [(str(gpu), claims.table(mine)) for gpu, mine in judged(rows)] or [(None, claims.table(rows))]
+    asked = Results(rows, experiments, in_order(experiments))
+    groups = [(str(gpu), asked.claims(mine)) for gpu, mine in judged(rows)] or [(None, asked.claims(rows))]
     CLAIMS[args.format](groups, missing, console)
     return 0
 
@@ -124,7 +126,9 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
     for path, rows in ((args.old, old), (args.new, new)):
         if not len(rows):
             raise UsageError(f"{path} holds no result rows")
-    result = compare.compare(old, new, experiments, gpu=args.gpu, record=_spread_record(args, old, new, schema))
+    views = in_order(experiments)
+    result = Results(old, experiments, views).compare(Results(new, experiments, views), gpu=args.gpu,
+                                                      record=_spread_record(args, old, new, schema))
     if not len(result.table):
         raise UsageError(f"{args.old} and {args.new} have no configuration in common")
     warn(result.warnings)

@@ -9,17 +9,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import math
-import re
 import struct
 from collections.abc import Iterable
-from decimal import Decimal
 from urllib.parse import urlsplit
 
-import numpy as np
 import pandas as pd
 
-from bench.analysis.compare import number
+from bench.analysis.numbers import cell, plain_numbers  # noqa: F401  (the report's cells and sentences)
 from bench.analysis.escape import visible
 
 LAYOUT = "\t\n"  # the control characters the report keeps as they are: HTML whitespace
@@ -56,24 +52,6 @@ figcaption { color: #555; font-size: 88% } details { margin: .5em 0 }
 """
 
 
-def cell(value) -> str:
-    """A value as a person reads it: whole numbers without a fraction, four significant digits otherwise, yes/no,
-    lists joined, nothing for missing values."""
-    if type(value) is str:  # most are: as they are
-        return value
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return ", ".join(cell(item) for item in value)
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        return number(float(value))
-    return str(value)
-
-
 def text(value) -> str:
     """A value as escaped text, fit for an element's content and a quoted attribute's value: its control characters
     but tab and line break (a hover text's lines) as their Python escapes (:func:`words`)."""
@@ -84,15 +62,6 @@ def words(value: str) -> str:
     """Text with its control characters (:data:`bench.analysis.escape.CONTROL`) but tab and line break written as their Python
     escapes (``\\x1b``, ``\\r``): shown as text in the report, never run by a terminal that prints the file."""
     return visible(value, keep=LAYOUT)
-
-
-SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)e([+-]?\d+)\b")
-
-
-def plain_numbers(words: str) -> str:
-    """'resident 1.15e+03' as 'resident 1150': numbers in text as the command line prints them, without exponents
-    (for the views' sentences and headline cells)."""
-    return SCIENTIFIC.sub(lambda match: format(Decimal(f"{match[1]}e{match[2]}"), "f"), words)
 
 
 def anchor(kind: str, *names) -> str:

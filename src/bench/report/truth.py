@@ -15,7 +15,7 @@ from bench.report.markup import cell, legend, text
 from bench.platform.vocabulary import (PLACEMENTS, SPIN_MS, SPIN_STREAMS, DeviceVerdict, HostVerdict, LibraryPlacement,
                                        Status, values)
 
-TRUTH_TABLES = {  # experiment -> the question its truth table answers
+QUESTIONS = {  # experiment -> the question its truth table answers
     "blocking": "Host: does the call return while a {spin_ms} ms kernel runs? Cell: host ms.",
     "serialization": "Device: do kernels on two streams around the call still overlap? \"host\": the call held the "
                      "host until the first kernel ended.",
@@ -42,9 +42,7 @@ VERDICT_MEANINGS = {
 }
 VERDICT_MEANINGS["library"] = VERDICT_MEANINGS["blocking"] + VERDICT_MEANINGS["serialization"]
 VERDICT_MEANINGS["crossgpu"] = VERDICT_MEANINGS["blocking"]
-TRUTH_COLUMNS = ("call", "spin_stream", "placement", "spin_ms", "host_ms", "idle_host_ms", "host_waited", "overlap_ms",
-                 "verdict", "verdicts", "stable", "matches_docs", "docs", "docs_waits", "docs_serializes", "source",
-                 "call_gpu", "spin_gpu")  # what truth_table reads besides the section's columns
+
 
 
 def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
@@ -73,7 +71,7 @@ def truth_table(name: str, rows: pd.DataFrame, label: str = "") -> str:
         library = cell(call).split(" ", 1)[0]
         body.append(f"<tr{' class=library' if first else ''}><th>{text(call)}</th>{''.join(tds)}</tr>")
     spin_ms = rows["spin_ms"].dropna().median() if "spin_ms" in rows and rows["spin_ms"].notna().any() else SPIN_MS
-    caption = (TRUTH_TABLES[name].format(spin_ms=cell(spin_ms))
+    caption = (QUESTIONS[name].format(spin_ms=cell(spin_ms))
                + " \"!\": contradicts the documentation (hover a cell for what it says).")
     if label:
         caption = f"GPU {label}. {caption}"
@@ -123,7 +121,8 @@ DOCUMENTED["library"] = DOCUMENTED["crossgpu"] = DOCUMENTED["blocking"]
 
 
 def _truth_cell(name: str, row: Mapping, group: str) -> str:
-    from bench.analysis.selection import contradicts_docs, short_ms
+    from bench.analysis.numbers import short_ms
+    from bench.analysis.selection import contradicts_docs
 
     if name == "library":
         where = f"{cell(row['call'])}, {LIBRARY_PLACEMENTS.get(cell(row['placement']), cell(row['placement']))}"
