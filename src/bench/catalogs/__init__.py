@@ -1,19 +1,11 @@
-"""The catalogs of calls whose blocking the experiments measure, each call with what its documentation says: the
-CUDA runtime's (:mod:`bench.catalogs.runtime`, measured by the ``blocking``, ``serialization`` and ``crossgpu``
-experiments) and the library calls users write (CuPy, numba-cuda, PyTorch, JAX: :mod:`bench.catalogs.cupy_calls`,
-:mod:`~bench.catalogs.numba_calls`, :mod:`~bench.catalogs.torch_calls`, :mod:`~bench.catalogs.jax_calls`, measured
-by the ``library`` experiment), each library's named by its record (:mod:`bench.platform.libraries`).
-Every catalog is a tuple ``CALLS`` of the one model, :class:`Call`, beside a library's ``Kit`` (the inputs its calls
-need); :func:`catalog` reads them by library.
-:mod:`bench.catalogs.measured` measures the runtime's call by call, for the ``blocking`` and ``serialization``
-experiments. What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`),
-:mod:`bench.platform.cuda`, :mod:`bench.platform.vocabulary`, :mod:`bench.platform.libraries` and each other; never an experiment. The
-measuring tools never import the catalogs: the catalogs stand on them.
+"""The catalogs of calls whose blocking the experiments measure, each call with what its documentation says: the CUDA
+runtime's (runtime.py) and the library calls users write (cupy_calls.py, numba_calls.py, torch_calls.py,
+jax_calls.py), each library's named by its record (:mod:`bench.platform.libraries`); pages.py the documentation they
+cite; measured.py the runtime's measured call by call. Every catalog is a tuple ``CALLS`` of :class:`Call` beside a
+``Kit``. Building a catalog imports no library and touches no CUDA.
 
-A call is prepared on a stream before anything runs (buffers, handles; the runtime's on its *placement* stream, a
-library's on its *call stream*, :class:`CallStream`), optionally *armed* right after the spin kernel started (e.g. an
-event recorded behind it), then made once while the host times it, and cleaned up once the device is idle.
-Building a catalog imports no library and touches no CUDA: each ``prepare`` reaches what it needs when it runs.
+May import the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`), :mod:`bench.platform` and each other;
+never an experiment. How a call is prepared, armed, made and cleaned up: docs/reference/packages.md.
 """
 
 from __future__ import annotations

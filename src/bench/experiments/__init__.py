@@ -1,24 +1,12 @@
-"""Experiments: one module each, found by :func:`registry`. Adding an experiment is adding one module that defines
-``EXPERIMENT``, and its view (:mod:`bench.views`: headline, answer, figures) beside the other views; nothing else
-changes.
+"""Experiments: one module each, found by :func:`registry`; adding one is one module defining ``EXPERIMENT`` and its
+view (:mod:`bench.views`). A module's top is its *description* (name, axes, typed columns, side tables, cost), which
+imports no CUDA; its *measuring code* (``measure(configs, context)``, one row per configuration) reaches CuPy and
+numba-cuda on first use and runs only in the sweep's processes. An experiment never times, writes or shows: the
+timing, the sweep and its view do.
 
-A module's top is its *description*: name, axes (default sweep, ``quick`` and ``full`` overrides), typed columns,
-side tables, what to compare, expected cost. The top of the program (the command line, the sweep) reads the
-registry and hands the descriptions down to the analysis side (store, analysis, plots, report, compare), which never
-imports an experiment; so the description imports no CUDA. Below it, the *measuring code* (``measure``) reaches CuPy
-and numba-cuda through :mod:`bench.platform.cuda`, which imports them on first use: only the sweep's child process ever runs
-it. An experiment describes what to run; it never creates events, reads a clock or computes statistics
-(:mod:`bench.timing` does), never writes a file (:mod:`bench.sweep` and :mod:`bench.results.store` do) and never shows its
-rows (its view does).
-
-What a module here may import: the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`, :mod:`bench.platform.cuda`,
-:mod:`bench.catalogs`, :mod:`bench.platform.env`, :mod:`bench.platform.driver`), :mod:`bench.results.schema`, :mod:`bench.platform.units`,
-:mod:`bench.platform.vocabulary` and the package ``bench`` itself (its version); never another experiment
-(``tests/test_layout.py`` checks), a view or the analysis side.
-
-``measure(configs, context)`` yields one row (a dict) per configuration, in order: the configuration's axis values
-plus the experiment's columns, with the sample columns of :class:`bench.timing.Samples` where it measured. A row
-may carry side-table rows under ``"_<table>"`` (a list of dicts) for a table the experiment declares in ``tables``.
+May import the measuring tools (:mod:`bench.measure`, :mod:`bench.timing`, :mod:`bench.catalogs`),
+:mod:`bench.results.schema` and :mod:`bench.platform`; never another experiment, a view or the analysis side
+(``tests/test_layout.py``). More: docs/reference/packages.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
-"""The sweep: plan, check, run each experiment in its own process, save as it goes, resume, summarise.
+"""The sweep: plan, check, run each experiment in its own process, save as it goes, resume, summarise: plan.py (what
+runs, the time model, budgets), preflight.py (the checks before anything is written), resume.py, processes.py (the
+fork server and an experiment's process), warmup.py, loop.py (:class:`Runner`: plan -> check -> run -> Outcome),
+preload.py (what the fork server imports once; only it imports a CUDA library).
 
-- :mod:`~bench.sweep.plan`: what runs (:class:`Request` → :class:`Planned`: experiments × axes → configurations,
-  stop rules), the time model, budgets and :class:`~bench.sweep.plan.Pace`. Pure Python.
-- :mod:`~bench.sweep.preflight`: the checks before anything is written (GPUs, output path, memory):
-  :class:`Checked`, and the :class:`Gpu` a sweep runs on.
-- :mod:`~bench.sweep.resume`: what an interrupted sweep's file holds, and what it still lacks.
-- :mod:`~bench.sweep.processes`: the fork server, an experiment's process and the messages it sends.
-- :mod:`~bench.sweep.warmup`: compiling a fresh machine's kernel caches first.
-- :mod:`~bench.sweep.loop`: :class:`Runner` (``plan() -> Planned``, ``check(planned) -> Checked``,
-  ``run(checked) -> Outcome``) and the running sweep: rows kept, checked, saved, reported.
-- :mod:`~bench.sweep.preload`: what the fork server imports once (CuPy, numba-cuda's target); only it imports a CUDA
-  library.
-
-What it may import: :mod:`bench.experiments`, :mod:`bench.timing`, :mod:`bench.results.store`, :mod:`bench.results.schema`,
-:mod:`bench.platform.env`, :mod:`bench.platform.errors`, :mod:`bench.platform.units`; never :mod:`bench.cli`. Nothing CUDA except
-:mod:`~bench.sweep.preload` (the experiments' processes measure). The names of ``_WHERE`` are served here, each
-module imported when one of its names is first read (:mod:`bench.platform.lazy`), so ``bench.sweep.plan`` stays light.
+May import :mod:`bench.experiments`, :mod:`bench.timing`, :mod:`bench.results`, :mod:`bench.platform`; never
+:mod:`bench.cli`. The names of ``_WHERE`` are served here, each module imported when one of its names is first read
+(:mod:`bench.platform.lazy`). More: docs/reference/packages.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""Views: how each experiment's results are shown, one module each, found by :func:`views`. A module
-``bench/views/<experiment>.py`` defines ``VIEW``, a :class:`View` keyed by the experiment's name: its headline table
-(the numbers a summary shows), its answer in one sentence (the report's first table), its figures and the columns
-they read (the report hands a view only those: a view of one experiment never copies the suite's every column;
-``tests/test_views.py`` checks that a view gives the same on only its columns as on all). The helpers several views
-share are here.
+"""Views: how each experiment's results are shown, one module each (``bench/views/<experiment>.py`` defining
+``VIEW``), found by :func:`views`: its headline table, its answer in a sentence, its figures and the columns they read
+(a view is handed only those). The helpers several views share are here.
 
-The analysis side: a view reads rows (pandas), draws with matplotlib through :mod:`bench.analysis.plots`, and may import
-:mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`, :mod:`bench.platform.units`, :mod:`bench.platform.vocabulary` (the words and numbers it
-shares with the measuring code), :mod:`bench.results.schema`, :mod:`bench.platform.errors` and, for a link's theoretical rate,
-:mod:`bench.platform.env`. Never the experiments (:mod:`bench.experiments`), the measuring tools (:mod:`bench.measure`,
-:mod:`bench.timing`, :mod:`bench.platform.cuda`), the catalogs or the sweep: what an experiment measures is handed down to
-whoever needs it, never reached up to (``tests/test_layout.py`` checks).
+The analysis side: may import :mod:`bench.analysis.selection`, :mod:`bench.analysis.plots`, :mod:`bench.results.schema`
+and :mod:`bench.platform` (units, vocabulary, errors, env); never an experiment, the measuring tools, the catalogs or
+the sweep (``tests/test_layout.py``). More: docs/reference/packages.md.
 """
 
 from __future__ import annotations
