@@ -128,7 +128,7 @@ def page() -> str:
               "axes (what `--axis NAME=V1,V2` sets). Columns of the same name in several experiments share one "
               "column of the file.", ""]
     for name, experiment in experiments.items():
-        gpus = " Needs two or more GPUs." if experiment.gpus > 1 else ""
+        gpus = " Needs two or more GPUs." if experiment.processes.gpus > 1 else ""
         lines += [f"### {name}", "", f"{cell(experiment.description)}.{gpus}", "",
                   *table(experiment.columns, experiment.axes), ""]
     side = sorted({name for experiment in experiments.values() for name in experiment.tables})

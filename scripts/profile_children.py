@@ -67,7 +67,7 @@ def main(arguments: list[str]) -> None:
     names = [name for name in arguments if name not in planning.MODES] or None
     context = _processes()
     for item in planning.make(names, mode=mode):
-        if item.experiment.gpus > 1:
+        if item.experiment.processes.gpus > 1:
             continue
         receiver, sender = context.Pipe(duplex=False)
         forked = time.perf_counter()

@@ -197,7 +197,8 @@ def overlap_runner():
     from bench.measure.pipeline import Runner
     from bench.timing import Context, StopRule
 
-    return Runner(Context({purpose: StopRule(**rule) for purpose, rule in overlap.EXPERIMENT.stop_rules.items()}))
+    rules = overlap.EXPERIMENT.accuracy.stop_rules
+    return Runner(Context({purpose: StopRule(**rule) for purpose, rule in rules.items()}))
 
 
 def overlap_pipeline(config: dict, stack):

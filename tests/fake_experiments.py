@@ -7,12 +7,13 @@ experiment to a child process, which imports this module to unpickle it (tests/ 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from functools import partial
 from pathlib import Path
 
-from bench.experiments import Experiment
+from bench.experiments import Accuracy, Cost, Experiment, Processes, Sweeps
 from bench.results.schema import FLOAT, INT, TEXT, column
 from bench.timing import Floor, Samples
 
@@ -127,10 +128,20 @@ COLUMNS = (column("n", INT, "index"), column("count", INT, "a count"), column("n
            column("value", FLOAT, "a value"))
 
 
+PARTS = {"sweeps": Sweeps, "cost": Cost, "accuracy": Accuracy, "processes": Processes}  # Experiment's parts
+
+
 def experiment(name: str, measure, **changes) -> Experiment:
-    fields = {"description": name, "axes": {"n": N}, "columns": COLUMNS, "seconds": seconds,
-              "memory_needed": no_memory, "size_axis": "", **changes}
-    return Experiment(name=name, measure=measure, **fields)
+    """A fake experiment of one axis ``n``; ``changes``: fields of the experiment or of one of its parts, by name
+    (``own_gpu=True`` is its processes')."""
+    owner = {item.name: part for part, record in PARTS.items() for item in dataclasses.fields(record)}
+    parts = {"sweeps": {"size_axis": ""}, "cost": {"seconds": seconds, "memory_needed": no_memory}, "accuracy": {},
+             "processes": {}}
+    fields = {"description": name, "axes": {"n": N}, "columns": COLUMNS}
+    for key, value in changes.items():
+        (parts[owner[key]] if key in owner else fields)[key] = value
+    return Experiment(name=name, measure=measure, **fields,
+                      **{part: PARTS[part](**values) for part, values in parts.items()})
 
 
 FINE = experiment("fine", rows)

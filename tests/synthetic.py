@@ -356,7 +356,7 @@ def batched_records() -> list[dict]:
     from bench.experiments import batched
 
     rows = []
-    for config in plan.expand(batched.EXPERIMENT.axes, batched.EXPERIMENT.valid):
+    for config in plan.expand(batched.EXPERIMENT.axes, batched.EXPERIMENT.sweeps.valid):
         copies, nbytes, issue = config["copies"], config["bytes"], config["issue"]
         host_ms = copies * (0.0005 if issue == "batch" else 0.0025)
         if config["host_memory"] == "pageable":

@@ -40,14 +40,14 @@ def rows():
 def test_the_experiment_is_registered_with_typed_axes():
     assert registry()["batched"] is EXPERIMENT
     assert list(EXPERIMENT.axes) == ["host_memory", "access_order", "issue", "copies", "bytes"]
-    assert EXPERIMENT.size_axis == "bytes" and EXPERIMENT.share_s == 3
+    assert EXPERIMENT.sweeps.size_axis == "bytes" and EXPERIMENT.cost.share_s == 3
     check = RowCheck(synthetic.suite())
     for mode in plan.MODES:
         for axis, values in EXPERIMENT.axes_for(mode).items():
             assert values
             for value in values:
                 check({"experiment": "batched", axis: value})
-    assert EXPERIMENT.quick and set(EXPERIMENT.full) == {"copies", "bytes"}
+    assert EXPERIMENT.sweeps.quick and set(EXPERIMENT.sweeps.full) == {"copies", "bytes"}
     assert "cudaMemcpyBatchAsync" in EXPERIMENT.description and batched.__doc__.startswith("Batched copies")
 
 
@@ -75,7 +75,7 @@ def test_plans_of_each_sweep():
 
 def test_the_default_plan_fits_its_share():
     item = plan.make(["batched"])[0]
-    assert item.estimate_s <= EXPERIMENT.share_s
+    assert item.estimate_s <= EXPERIMENT.cost.share_s
     assert item.rules["default"].time_cap_s == 0.05
 
 

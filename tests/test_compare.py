@@ -120,7 +120,7 @@ def _floor_rows(old_met: bool | None, new_met: bool | None, samples: list[float]
 def test_a_row_below_its_floor_is_unclear_never_flagged():
     spread = [1.0, 1.04, 0.96, 1.02, 0.98, 1.0, 1.03, 0.97]  # 8 samples, a 95% interval of ±4%
     tight = [1.0, 1.001, 0.999, 1.0, 1.0005, 0.9995, 1.0, 1.0]  # 8 samples within ±0.1%
-    floor = registry()["bandwidth"].floor  # 10 samples, or a 95% interval within 1%
+    floor = registry()["bandwidth"].accuracy.floor  # 10 samples, or a 95% interval within 1%
     said = f"8 samples; its floor: {floor}"
     judged = {}
     for name, met, samples in (("at the floor", (True, True), spread), ("new below", (True, False), spread),
@@ -433,5 +433,5 @@ def test_two_committed_h100s_flag_no_row_below_its_floor_and_no_unclear_change_o
     assert floor.any() and not table[floor]["verdict"].ne("unclear").any()
     flagged = table[table["verdict"].isin(["slower", "faster"])]
     paced = {(row["experiment"], compare.describe(registry()[row["experiment"]], row)) for row in new.to_dict("records")
-             if noise.below_floor(row, selection.samples_of(row), registry()[row["experiment"]].floor)}
+             if noise.below_floor(row, selection.samples_of(row), registry()[row["experiment"]].accuracy.floor)}
     assert paced and not paced & set(zip(flagged["experiment"], flagged["configuration"]))

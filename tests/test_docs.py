@@ -541,7 +541,7 @@ def test_the_usage_page_names_the_experiments_that_run_beside_other_gpus():
     from bench.experiments import registry
 
     text = (DOCS / "usage.md").read_text()
-    named = re.search(r"\(`Experiment\.own_gpu`:\s*(.*?)\)", text, re.S)
+    named = re.search(r"\(`Experiment\.processes\.own_gpu`:\s*(.*?)\)", text, re.S)
     assert named, "docs/usage.md no longer lists the experiments with own_gpu"
     assert set(re.findall(r"`(\w+)`", named.group(1))) == {
-        name for name, experiment in registry().items() if experiment.own_gpu}
+        name for name, experiment in registry().items() if experiment.processes.own_gpu}

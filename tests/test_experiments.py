@@ -17,7 +17,7 @@ from bench.results import store
 from bench.catalogs import DOCS_HOST, documented_waits
 from bench.catalogs import measured as catalog_module
 from bench.catalogs.runtime import catalog, documented_serializes
-from bench.experiments import Experiment, alloc, graphs, overlap, registry
+from bench.experiments import Cost, Experiment, Sweeps, alloc, graphs, overlap, registry
 from bench.experiments import bandwidth as bandwidth_module
 from bench.measure import pipeline, verdicts
 from bench.results.schema import RowCheck, schema_of, suite_columns
@@ -74,12 +74,12 @@ def test_experiment_modules_leave_clocks_events_and_statistics_to_the_timing_cor
 
 def test_an_experiment_must_declare_its_axes():
     with pytest.raises(ValueError, match="axes \\['n'\\] have no column"):
-        Experiment(name="x", description="", axes={"n": (1,)}, columns=(), measure=None, seconds=None)
+        Experiment(name="x", description="", axes={"n": (1,)}, columns=(), measure=None, cost=Cost(None))
     from bench.results.schema import INT, column
 
     with pytest.raises(ValueError, match="quick/full name an axis the default sweep lacks"):
         Experiment(name="x", description="", axes={"n": (1,)}, columns=(column("n", INT), column("m", INT)),
-                   measure=None, seconds=None, quick={"m": (1,)})
+                   measure=None, cost=Cost(None), sweeps=Sweeps(quick={"m": (1,)}))
 
 
 # --- the contract, experiment by experiment ---------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_experiment_pickles(experiment):
     restored = pickle.loads(pickle.dumps(experiment))
     assert restored.name == experiment.name and restored.axes == experiment.axes
     assert restored.columns == experiment.columns and restored.order == experiment.order
-    assert restored.seconds is experiment.seconds  # by reference
+    assert restored.cost.seconds is experiment.cost.seconds  # by reference
 
 
 def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
@@ -107,7 +107,7 @@ def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
             assert values, (experiment.name, mode, axis)
             for value in values:
                 check({"experiment": experiment.name, axis: value})
-    assert experiment.size_axis == "" or experiment.size_axis in experiment.axes
+    assert experiment.sweeps.size_axis == "" or experiment.sweeps.size_axis in experiment.axes
     for name in experiment.outcome:
         assert name in declared or name in schema.names
     for table, columns in experiment.tables.items():
@@ -117,17 +117,17 @@ def test_every_axis_has_a_column_and_every_value_fits_it(experiment):
 @pytest.mark.parametrize("mode", plan.MODES)
 def test_descriptions_accept_every_configuration(experiment, mode):
     every = plan.expand(experiment.axes_for(mode))
-    valid = [config for config in every if _is_bool(experiment.valid(config))]
-    kept = [config for config in valid if mode == "full" or _is_bool(experiment.lean(config))]
+    valid = [config for config in every if _is_bool(experiment.sweeps.valid(config))]
+    kept = [config for config in valid if mode == "full" or _is_bool(experiment.sweeps.lean(config))]
     assert kept, (experiment.name, mode)
     for rule in plan.rules_for(experiment, mode).values():
         for config in kept:
-            seconds = experiment.seconds(config, rule)
+            seconds = experiment.cost.seconds(config, rule)
             assert 0 < seconds < math.inf, (experiment.name, config, seconds)
-    device, host = experiment.memory_needed(kept)
+    device, host = experiment.cost.memory_needed(kept)
     assert isinstance(device, int) and isinstance(host, int) and device >= 0 and host >= 0
     for config in kept:
-        assert all(value >= 0 for value in experiment.memory_needed([config]))
+        assert all(value >= 0 for value in experiment.cost.memory_needed([config]))
 
 
 def _is_bool(value):
@@ -139,7 +139,7 @@ def test_seconds_grow_with_the_stop_rule(experiment):
     item = plan.make([experiment.name], mode="quick", devices=(0, 1))[0]
     quick = sum(item.seconds(config) for config in item.configs)
     full_rules = plan.rules_for(experiment, "default")
-    default = sum(experiment.seconds(config, full_rules["default"]) for config in item.configs)
+    default = sum(experiment.cost.seconds(config, full_rules["default"]) for config in item.configs)
     assert quick <= default
 
 
@@ -474,7 +474,7 @@ def test_every_experiment_plans_at_least_its_floor():
     experiments' floors are their agreeing repeats, which their own loops make)."""
     for experiment in registry().values():
         rules = plan.rules_for(experiment, "default")
-        assert rules["default"].min_samples >= experiment.floor.min_samples, experiment.name
+        assert rules["default"].min_samples >= experiment.accuracy.floor.min_samples, experiment.name
 
 
 def test_the_floors_pass_a_full_accuracy_sweep_and_catch_what_a_pacer_cut():
@@ -484,7 +484,8 @@ def test_the_floors_pass_a_full_accuracy_sweep_and_catch_what_a_pacer_cut():
 
     def below(rows: pd.DataFrame) -> pd.Series:
         measured = rows[(rows["status"] == "ok") & (rows["n_samples"].fillna(0) > 0)]
-        return pd.Series([noise.below_floor(row, selection.samples_of(row), registry()[row["experiment"]].floor)
+        floors = {name: experiment.accuracy.floor for name, experiment in registry().items()}
+        return pd.Series([noise.below_floor(row, selection.samples_of(row), floors[row["experiment"]])
                           for row in measured.to_dict("records")], index=measured.index, dtype=bool)
 
     assert not below(store.read(FULL_ACCURACY, suite)).any()
@@ -499,4 +500,4 @@ def test_a_verdict_experiment_floors_at_its_repeats():
     rows of a two-GPU sweep at 942ae42 fell below a floor of 10 with their 3 agreeing repeats)."""
     for experiment in registry().values():
         if "verdict" in {column.name for column in experiment.columns}:
-            assert experiment.floor.min_samples <= verdicts.MIN_REPEATS, experiment.name
+            assert experiment.accuracy.floor.min_samples <= verdicts.MIN_REPEATS, experiment.name

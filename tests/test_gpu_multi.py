@@ -20,7 +20,7 @@ def configs(name: str, **axes) -> list[dict]:
     from bench.experiments import registry
 
     experiment = registry()[name]
-    return expand({**experiment.axes, **axes}, experiment.valid)
+    return expand({**experiment.axes, **axes}, experiment.sweeps.valid)
 
 
 def test_peer_copies_are_verified_and_peer_access_is_the_fast_path():

@@ -33,15 +33,15 @@ def test_both_are_registered_after_bandwidth():
     assert {"hostmemory", "managed"} <= set(found)
     names = list(found)
     assert names.index("bandwidth") < names.index("hostmemory") < names.index("managed")
-    assert found["hostmemory"].share_s == 3 and found["managed"].share_s == 3
+    assert found["hostmemory"].cost.share_s == 3 and found["managed"].cost.share_s == 3
 
 
 def test_hostmemory_axes_and_validity():
     experiment = registry()["hostmemory"]
     assert experiment.axes["host_memory"] == ("pinned", "write-combined")
     assert experiment.axes["operation"] == ("H2D", "D2H", "cpu-read", "cpu-write")
-    assert experiment.axes["bytes"] == (MiB, 64 * MiB) and len(experiment.quick["bytes"]) == 1
-    assert len(experiment.full["bytes"]) > len(experiment.axes["bytes"])
+    assert experiment.axes["bytes"] == (MiB, 64 * MiB) and len(experiment.sweeps.quick["bytes"]) == 1
+    assert len(experiment.sweeps.full["bytes"]) > len(experiment.axes["bytes"])
     slow = {"host_memory": "write-combined", "operation": "cpu-read"}
     assert hostmemory.lean({**slow, "bytes": MiB}) and not hostmemory.lean({**slow, "bytes": 64 * MiB})
     assert hostmemory.valid({**slow, "bytes": 64 * MiB}) and not hostmemory.valid({**slow, "bytes": 256 * MiB})
@@ -55,7 +55,7 @@ def test_hostmemory_axes_and_validity():
 def test_managed_axes_and_validity():
     experiment = registry()["managed"]
     assert experiment.axes["case"] == ("first-touch", "prefetch-then-kernel", "resident")
-    assert experiment.axes["bytes"] == (64 * MiB, 256 * MiB) and len(experiment.quick["bytes"]) == 1
+    assert experiment.axes["bytes"] == (64 * MiB, 256 * MiB) and len(experiment.sweeps.quick["bytes"]) == 1
     assert managed.valid({"bytes": 4096, "case": "resident"}) and not managed.valid({"bytes": 4000, "case": "resident"})
     configs = plan.make(["managed"])[0].configs
     assert [config["bytes"] for config in configs] == sorted(config["bytes"] for config in configs)  # size by size
@@ -72,7 +72,7 @@ def test_managed_memory_is_declared_as_device_memory():
 @pytest.mark.parametrize("experiment_name", ["hostmemory", "managed"])
 def test_default_plan_fits_its_share(experiment_name):
     (item,) = plan.make([experiment_name])
-    assert item.estimate_s <= item.experiment.share_s, item.estimate_s
+    assert item.estimate_s <= item.experiment.cost.share_s, item.estimate_s
     (quick,) = plan.make([experiment_name], mode="quick")
     assert len({config["bytes"] for config in quick.configs}) == 1 and quick.estimate_s < item.estimate_s
     (full,) = plan.make([experiment_name], mode="full")

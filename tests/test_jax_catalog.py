@@ -79,7 +79,7 @@ def test_the_new_jax_calls_are_in_the_default_sweep():
     planned = {(config["call"], config["placement"]) for config in item.configs}
     for name in (*CONTROL_FLOW, DATA_DEPENDENT_LENGTH):
         assert {(name, placement) for placement in library.PLACEMENTS} <= planned, name
-    assert item.estimate_s <= item.experiment.share_s
+    assert item.estimate_s <= item.experiment.cost.share_s
 
 
 def test_call_names_are_unique_across_the_libraries():

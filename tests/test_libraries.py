@@ -246,7 +246,7 @@ def test_the_warm_up_makes_every_call_but_the_fresh_once_each_library_in_process
 
 
 def test_the_warm_up_makes_only_the_calls_of_the_plan():
-    plan = list(experiment.EXPERIMENT.quick["call"])
+    plan = list(experiment.EXPERIMENT.sweeps.quick["call"])
     made = [experiment.warm_calls(plan, shard, 3) for shard in range(3)]
     assert sorted(call.name for calls in made for call in calls) == sorted(plan)
     assert experiment.warm_calls([], 0, 1) == []

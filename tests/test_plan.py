@@ -20,7 +20,7 @@ def _experiment(name):
 
 def _only(name, **options):
     """The one plan of ``name`` (multi-GPU experiments on two GPUs)."""
-    (item,) = make([name], **{"devices": (0, 1) if registry()[name].gpus > 1 else (0,), **options})
+    (item,) = make([name], **{"devices": (0, 1) if registry()[name].processes.gpus > 1 else (0,), **options})
     return item
 
 
@@ -37,7 +37,7 @@ def test_expand_is_a_filtered_product_first_axis_slowest():
 def test_plan_estimates():
     rules = rules_for(FINE, "default")
     item = Plan(FINE, expand(FINE.axes), rules)
-    assert item.seconds({"n": 0}) == FINE.seconds({"n": 0}, rules["default"]) == 0.01
+    assert item.seconds({"n": 0}) == FINE.cost.seconds({"n": 0}, rules["default"]) == 0.01
     assert item.estimate_s == pytest.approx(plan.PROCESS_S + 5 * 0.01)
     assert Plan(FINE, [], rules).estimate_s == 0.0  # nothing to run: no process either
     assert estimate_s([item, item]) == pytest.approx(plan.STARTUP_S + 2 * item.estimate_s)
@@ -64,7 +64,7 @@ def test_rules_for_each_mode():
                                       time_cap_s=plan.QUICK_CAPS["time_cap_s"])
     overlap = rules_for(_experiment("overlap"), "default")
     assert set(overlap) == {"default", "stage", "bound"}
-    for purpose, changes in _experiment("overlap").stop_rules.items():
+    for purpose, changes in _experiment("overlap").accuracy.stop_rules.items():
         assert overlap[purpose] == StopRule().replace(**changes)
 
 
@@ -111,7 +111,8 @@ def test_axis_values_refused(axis, text, message):
 
 
 def test_axis_values_accept_words_of_the_full_grid():
-    experiment = dataclasses.replace(FINE, name="words", axes={"note": ("a",)}, full={"note": ("a", "b")})
+    experiment = dataclasses.replace(FINE, name="words", axes={"note": ("a",)},
+                                     sweeps=dataclasses.replace(FINE.sweeps, full={"note": ("a", "b")}))
     assert axis_values(experiment, "note", ["b"]) == ("b",)
 
 
@@ -119,33 +120,34 @@ def test_axis_values_accept_words_of_the_full_grid():
 
 
 def test_make_plans_every_experiment_in_sweep_order():
-    one_gpu = [name for name, experiment in registry().items() if experiment.gpus == 1]
+    one_gpu = [name for name, experiment in registry().items() if experiment.processes.gpus == 1]
     assert [item.experiment.name for item in make()] == one_gpu  # the multi-GPU ones need --devices
-    assert [item.name for item in make(devices=(0, 1)) if item.experiment.gpus > 1] == [
+    assert [item.name for item in make(devices=(0, 1)) if item.experiment.processes.gpus > 1] == [
         name for name in registry() if name not in one_gpu]
     plans = make()
     orders = [item.experiment.order for item in plans]
     assert orders == sorted(orders)
     for item in plans:
         assert item.configs and item.rules == rules_for(item.experiment, "default")
-        assert all(item.experiment.valid(config) and item.experiment.lean(config) for config in item.configs)
+        sweeps = item.experiment.sweeps
+        assert all(sweeps.valid(config) and sweeps.lean(config) for config in item.configs)
 
 
 def test_make_modes_pick_axes_and_lean_configurations():
     for name, experiment in registry().items():
         for mode in plan.MODES:
             configs = _only(name, mode=mode).configs
-            keep = [config for config in expand(experiment.axes_for(mode)) if experiment.valid(config)
-                    and (mode == "full" or experiment.lean(config))]
+            keep = [config for config in expand(experiment.axes_for(mode)) if experiment.sweeps.valid(config)
+                    and (mode == "full" or experiment.sweeps.lean(config))]
             assert configs == keep, (name, mode)
     overlap = _experiment("overlap")
     full = _only("overlap", mode="full").configs
-    assert any(not overlap.lean(config) for config in full)  # --full keeps what the default sweep leaves out
+    assert any(not overlap.sweeps.lean(config) for config in full)  # --full keeps what the default sweep leaves out
     quick = _only("overlap", mode="quick")
-    assert {c["total_bytes"] for c in quick.configs} == set(overlap.quick["total_bytes"])
+    assert {c["total_bytes"] for c in quick.configs} == set(overlap.sweeps.quick["total_bytes"])
     assert quick.rules == rules_for(overlap, "quick")
     alloc = _experiment("alloc")
-    assert any(not alloc.lean(config) for config in _only("alloc", mode="full").configs)
+    assert any(not alloc.sweeps.lean(config) for config in _only("alloc", mode="full").configs)
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
         make(mode="fast")
 
@@ -249,8 +251,8 @@ def test_every_experiment_fits_its_share_of_the_default_budget():
 
     plans = plan.make()
     for item in plans:
-        assert item.estimate_s <= item.experiment.share_s, (item.experiment.name, item.estimate_s)
-    assert plan.STARTUP_S + sum(experiment.share_s for experiment in registry().values()) <= plan.DEFAULT_BUDGET_S
+        assert item.estimate_s <= item.experiment.cost.share_s, (item.experiment.name, item.estimate_s)
+    assert plan.STARTUP_S + sum(experiment.cost.share_s for experiment in registry().values()) <= plan.DEFAULT_BUDGET_S
 
 
 def _committed_default_sweeps() -> list[tuple[dict, list[dict]]]:

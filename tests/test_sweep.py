@@ -24,6 +24,7 @@ import synthetic
 from bench.platform import env
 from bench.results import store, writes
 from bench.cli import measuring
+from bench.experiments import Processes
 from bench.platform.errors import ResultsError, UsageError, WriteError
 from bench.sweep import loop, preflight, processes
 from bench.sweep import plan as planning
@@ -216,6 +217,7 @@ SIGTERM_SCRIPT = """
 import sys
 from pathlib import Path
 from bench.cli import measuring
+from bench.experiments import Processes
 from bench.sweep import plan as planning
 from bench.sweep.loop import Runner
 from fake_experiments import SLOW
@@ -597,7 +599,7 @@ def test_by_default_two_gpus_run_beside_each_other_all_but_what_holds_the_host(t
     at once; a multi-GPU one holds every GPU and the host."""
     from fake_experiments import PAIRS
 
-    alone = dataclasses.replace(FINE, name="alone", own_gpu=True)
+    alone = dataclasses.replace(FINE, name="alone", processes=Processes(own_gpu=True))
     monkeypatch.setattr(planning, "registry", lambda: {"alone": alone, "fine": FINE, "pairs": PAIRS})
     request = Request(out=tmp_path / "r.parquet", devices=(0, 1))
     assert [request.at_once(experiment) for experiment in (alone, FINE, PAIRS)] == [True, False, False]
@@ -626,7 +628,7 @@ def test_the_schedule_runs_a_gpus_own_work_while_another_gpu_holds_the_host(monk
     host-bound work (fine) and own work (alone) take half the time of one GPU after another."""
     from fake_experiments import PAIRS
 
-    alone = dataclasses.replace(FINE, name="alone", own_gpu=True)
+    alone = dataclasses.replace(FINE, name="alone", processes=Processes(own_gpu=True))
     monkeypatch.setattr(planning, "registry", lambda: {"fine": FINE, "alone": alone, "pairs": PAIRS})
     request = Request(devices=(0, 1))
     plans = Runner(request, gpu=FakeGpu(gpus=2)).plan().plans
@@ -696,7 +698,8 @@ def test_a_cold_machine_compiles_every_experiment_at_once_first_and_only_once(tm
     touched.mkdir()
     warmed.mkdir()
     touching = [experiment(name, partial(touching_rows, directory=str(touched))) for name in ("one", "two")]
-    touching[1] = dataclasses.replace(touching[1], warm=partial(touch_warm, str(warmed)), warm_shards=2)
+    touching[1] = dataclasses.replace(touching[1],
+                                      processes=Processes(warm=partial(touch_warm, str(warmed)), warm_shards=2))
     broken = experiment("broken", partial(rows, fail_after=0, how="no kernel for you"))
     markers = tmp_path / "cache" / "bench" / "warm-key"
     reporter = Recorder()

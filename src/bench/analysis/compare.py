@@ -280,7 +280,7 @@ def _judge(pair: Pair, experiment, first: dict, second: dict, spread: tuple[floa
         old_median, new_median = median(old_samples), median(new_samples)
         line.update(old=old_median, new=new_median, ratio=new_median / old_median if old_median else math.nan)
         line.update(_timing_verdict(line["ratio"], (first, old_samples), (second, new_samples), spread,
-                                    experiment.floor))
+                                    experiment.accuracy.floor))
         if line["verdict"] != Change.SAME:
             line["change"] = _timing_change(pair.experiment, first, second, line)
     columns = ("status", *experiment.outcome)

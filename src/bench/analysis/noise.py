@@ -1,7 +1,7 @@
 """How far results move by themselves, for :mod:`bench.analysis.compare`: whether a row is below its accuracy floor, and the
 machine-to-machine spread of a GPU kind. pandas only; never imports CUDA.
 
-**The accuracy floor.** Each experiment states its floor (``Experiment.floor``, :class:`bench.timing.Floor`: enough
+**The accuracy floor.** Each experiment states its floor (``Experiment.accuracy``, :class:`bench.timing.Floor`: enough
 samples, or a 95% interval of their median narrow enough); a row records whether it met it (``floor_met``), and a
 row from before that column is judged from its samples. A row below its floor (a ``--quick`` smoke test, or a
 sweep of older code whose pacer cut its samples) may report a median its samples do not pin down.
@@ -83,7 +83,7 @@ class Record:
             return self.found[kind, experiment]
         rows = self._kind(kind)
         rows = selection.newest(rows[rows["experiment"] == experiment], self.experiments)
-        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].floor
+        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].accuracy.floor
         self.found[kind, experiment] = {
             gpu: {key: median(samples) for key, row in selection.keyed(mine, axes).items()
                   if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}

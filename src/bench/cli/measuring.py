@@ -132,8 +132,8 @@ def _list_experiments(request, console: Console) -> int:
     for name, experiment in registry().items():
         if name not in counts and name not in planned.left_out:
             continue
-        needs = f"\nneeds {experiment.gpus}+ GPUs" if experiment.gpus > 1 else ""
-        axes = "; ".join(f"{axis}: {_axis_values(values, axis == experiment.size_axis)}" for axis, values in
+        needs = f"\nneeds {experiment.processes.gpus}+ GPUs" if experiment.processes.gpus > 1 else ""
+        axes = "; ".join(f"{axis}: {_axis_values(values, axis == experiment.sweeps.size_axis)}" for axis, values in
                          planned_axes(experiment, request.mode, request.sizes, request.axes, devices).items())
         table.add_row(name + needs, f"{escape(experiment.description)}\n[dim]axes: {escape(axes)}[/dim]",
                       str(counts[name]) if name in counts else "left out")

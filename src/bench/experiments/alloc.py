@@ -17,7 +17,7 @@ from contextlib import nullcontext
 
 from bench.platform.cuda import cupy, runtime
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Row, Sweeps
 from bench.measure.memory import RELEASE_THRESHOLD_MAX, release_threshold, touched
 from bench.results.schema import FLOAT, FLOATS, INT, TEXT, column
 from bench.timing import Context, Samples, StopRule, Summary
@@ -164,14 +164,14 @@ EXPERIMENT = Experiment(
     description="allocation latency: cudaMalloc vs cudaMallocAsync (pool threshold 0 / max), pinned host memory",
     axes={"api": APIS, "release_threshold": THRESHOLDS, "pattern": PATTERNS,
           "bytes": (1 << 10, 1 << 20, 32 << 20, 1 << 30)},
-    quick={"bytes": (1 << 10, 1 << 20)},
-    full={"bytes": (1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30, 4 << 30)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    lean=lean,
-    memory_needed=memory_needed,
     order=60,
-    share_s=5,
+    sweeps=Sweeps(
+        quick={"bytes": (1 << 10, 1 << 20)},
+        full={"bytes": (1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30, 4 << 30)},
+        valid=valid,
+        lean=lean,
+    ),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=5),
 )

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Row, Sweeps
 from bench.measure import columns
 from bench.measure.copies import FILL_CHUNK, CopyBuffers, by_host_memory, verified_and_timed
 from bench.measure.memory import HOST_MEMORY
@@ -101,15 +101,15 @@ EXPERIMENT = Experiment(
     name="bandwidth",
     description="cudaMemcpyAsync bandwidth: H2D, D2H, D2D, BIDIR × pinned/pageable/registered × size",
     axes={"host_memory": HOST_KINDS, "direction": DIRECTIONS, "bytes": tuple(1 << p for p in range(12, 31, 2))},
-    quick={"bytes": (64 << 10, 16 << 20)},
-    full={"bytes": tuple(1 << p for p in range(12, 31))},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    lean=lean,
-    memory_needed=memory_needed,
     order=10,
-    stop_rules={"pageable": {"time_cap_s": PAGEABLE_TIME_CAP_S}},
-    share_s=15,
+    sweeps=Sweeps(
+        quick={"bytes": (64 << 10, 16 << 20)},
+        full={"bytes": tuple(1 << p for p in range(12, 31))},
+        valid=valid,
+        lean=lean,
+    ),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=15),
+    accuracy=Accuracy(stop_rules={"pageable": {"time_cap_s": PAGEABLE_TIME_CAP_S}}),
 )

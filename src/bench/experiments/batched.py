@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.platform.cuda import cupy, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Row, Sweeps
 from bench.measure import columns
 from bench.measure.copies import FILL_CHUNK, POISON, differing, fill_random
 from bench.measure.memory import BufferSet, DeviceBuffer, HostBuffer
@@ -388,14 +388,14 @@ EXPERIMENT = Experiment(
                 "source access order × copies × size; host-blocked time and GB/s",
     axes={"host_memory": HOST_KINDS, "access_order": ACCESS_ORDERS, "issue": ISSUES, "copies": (64, 1024),
           "bytes": (4 << 10, 64 << 10)},
-    quick={"copies": (256,), "bytes": (4 << 10,)},
-    full={"copies": (16, 64, 256, 1024, 4096), "bytes": (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    memory_needed=memory_needed,
-    stop_rules={"default": {"time_cap_s": 0.05}},
     order=12,
-    share_s=3,
+    sweeps=Sweeps(
+        quick={"copies": (256,), "bytes": (4 << 10,)},
+        full={"copies": (16, 64, 256, 1024, 4096), "bytes": (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10)},
+        valid=valid,
+    ),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=3),
+    accuracy=Accuracy(stop_rules={"default": {"time_cap_s": 0.05}}),
 )

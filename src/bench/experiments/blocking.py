@@ -25,7 +25,7 @@ from bench.catalogs import DOCS_HOST, documented_waits
 from bench.catalogs.measured import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
                                      run_each, takes_placement)
 from bench.catalogs.runtime import Kit, catalog
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure import columns
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, SPIN_MS, host_columns, host_verdict,
                                     repeat_until_settled, spin_for)
@@ -71,16 +71,14 @@ EXPERIMENT = Experiment(
     name="blocking",
     description="which CUDA calls block the host while a kernel runs, by placement, against the documentation",
     axes=catalog_axes(),
-    quick=QUICK_CALLS,
     columns=COLUMNS,
     measure=partial(run_each, measure_one=_measure),
-    seconds=seconds,
-    valid=takes_placement,
-    memory_needed=kit_memory,
     outcome=("verdict",),
-    size_axis="",
-    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats: the host times are what they agreed on
-    own_gpu=True,
     order=40,
-    share_s=7,
+    sweeps=Sweeps(quick=QUICK_CALLS, valid=takes_placement, size_axis=""),
+    cost=Cost(seconds, memory_needed=kit_memory, share_s=7),
+    accuracy=Accuracy(
+        floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats: the host times are what they agreed on
+    ),
+    processes=Processes(own_gpu=True),
 )

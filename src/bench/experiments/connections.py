@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Sequence
 
 from bench.platform.cuda import cupy
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure.pipeline import BOUND_RULE, verified_pipeline
 from bench.results.schema import FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, MeasurementFailed, Samples, SpinWatch, StopRule, Summary, peak_concurrency
@@ -117,17 +117,11 @@ EXPERIMENT = Experiment(
     name="connections",
     description=f"{VARIABLE} (1–32, unset, set too late): depth-first spins and the overlap pipeline over N streams",
     axes={"connections": CONNECTIONS, "workload": WORKLOADS, "streams": STREAMS},
-    quick={"connections": ("1",), "workload": ("spins",), "streams": (4,)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    lean=lean,
-    memory_needed=memory_needed,
-    process_axis="connections",
-    stop_rules={"bound": BOUND_RULE},
-    before_cuda=before_cuda,
-    size_axis="",
-    floor=Floor(min_samples=REPEATS),
     order=35,
-    share_s=8,
+    sweeps=Sweeps(quick={"connections": ("1",), "workload": ("spins",), "streams": (4,)}, lean=lean, size_axis=""),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=8),
+    accuracy=Accuracy(stop_rules={"bound": BOUND_RULE}, floor=Floor(min_samples=REPEATS)),
+    processes=Processes(process_axis="connections", before_cuda=before_cuda),
 )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from bench.catalogs.runtime import DEVICE_PAGE, MEMORY_PAGE, SYNC_PAGE, Prepared, catalog
 from bench.platform.cuda import on_device, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure import columns
 from bench.measure.memory import LEGACY_STREAM, OwnedStream
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, SPIN_METRIC, host_columns, host_verdict,
@@ -215,15 +215,16 @@ EXPERIMENT = Experiment(
     description="blocking across GPUs: cudaFree, cudaMalloc, cudaDeviceSynchronize, cudaMemcpyPeer ... on one GPU "
                 "while a kernel runs on another",
     axes={"call": CALL_NAMES, "call_gpu": (0, 1), "spin_gpu": (0, 1), "spin_stream": SPIN_STREAMS},
-    quick={"call": ("(nothing)", "cudaFree", "cudaDeviceSynchronize")},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
     outcome=("verdict",),
-    size_axis="",
-    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
     order=92,
-    share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
-    gpus=2,
-    device_axes=("call_gpu", "spin_gpu"),
+    sweeps=Sweeps(
+        quick={"call": ("(nothing)", "cudaFree", "cudaDeviceSynchronize")},
+        size_axis="",
+        device_axes=("call_gpu", "spin_gpu"),
+    ),
+    cost=Cost(seconds, share_s=0),  # multi-GPU: not in a one-GPU sweep's budget
+    accuracy=Accuracy(floor=Floor(min_samples=MIN_REPEATS)),  # its verdict's repeats
+    processes=Processes(gpus=2),
 )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from bench.platform.cuda import cupy, runtime
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure import columns
 from bench.measure.verdicts import (HOST_VERDICTS, MIN_REPEATS, host_columns, host_verdict, repeat_until_settled,
                                     spin_for)
@@ -162,17 +162,16 @@ EXPERIMENT = Experiment(
     description="CUDA_MODULE_LOADING lazy vs eager: module load, first launch, numba's first call and CuPy's first "
                 "compile while a kernel runs on another stream",
     axes={"module_loading": LOADING, "call": CALLS},
-    quick={"module_loading": ("lazy",), "call": ("first-launch", "second-launch")},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    lean=lean,
     outcome=("verdict",),
-    process_axis="module_loading",
-    before_cuda=before_cuda,
-    size_axis="",
-    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
-    own_gpu=True,
     order=45,
-    share_s=2,
+    sweeps=Sweeps(
+        quick={"module_loading": ("lazy",), "call": ("first-launch", "second-launch")},
+        lean=lean,
+        size_axis="",
+    ),
+    cost=Cost(seconds, share_s=2),
+    accuracy=Accuracy(floor=Floor(min_samples=MIN_REPEATS)),  # its verdict's repeats
+    processes=Processes(own_gpu=True, process_axis="module_loading", before_cuda=before_cuda),
 )

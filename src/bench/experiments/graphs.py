@@ -25,7 +25,7 @@ import numpy as np
 
 from bench.platform.cuda import cupy, runtime
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure.memory import BufferSet, DeviceBuffer
 from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, MeasurementFailed, StopRule
@@ -226,14 +226,11 @@ EXPERIMENT = Experiment(
     name="graphs",
     description="CUDA graphs with mallocAsync in a loop vs eager, sync inside a capture, stream order",
     axes={"case": CASES, "launch": LAUNCHES, "iterations": ITERATIONS, "bytes": SIZES},
-    quick={"iterations": (10,), "bytes": (1 << 20,)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    memory_needed=memory_needed,
     outcome=("wrong_results", "graph_equals_eager", "sync_error", "capture_state_after_sync"),
-    own_gpu=True,  # device memory and device-to-device copies only
     order=70,
-    share_s=2,
+    sweeps=Sweeps(quick={"iterations": (10,), "bytes": (1 << 20,)}, valid=valid),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=2),
+    processes=Processes(own_gpu=True),  # device memory and device-to-device copies only
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from bench.platform.cuda import on_device
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure import columns
 from bench.measure.copies import CopyBuffers, mismatch
 from bench.results.schema import FLOAT, INT, TEXT, column
@@ -137,15 +137,19 @@ EXPERIMENT = Experiment(
     name="hostlinks",
     description="host links under load: every GPU's pinned H2D/D2H at once against one GPU at a time",
     axes={"direction": DIRECTIONS, "bytes": (256 << 20,), "load": LOADS, "device": (0, 1)},
-    quick={"bytes": (64 << 20,)},
-    full={"bytes": (16 << 20, 64 << 20, 256 << 20, 1 << 30)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    memory_needed=memory_needed,
     order=91,
-    setup_s=1.0,
-    share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
-    gpus=2,
-    device_axes=("device",),
+    sweeps=Sweeps(
+        quick={"bytes": (64 << 20,)},
+        full={"bytes": (16 << 20, 64 << 20, 256 << 20, 1 << 30)},
+        device_axes=("device",),
+    ),
+    cost=Cost(
+        seconds,
+        memory_needed=memory_needed,
+        setup_s=1.0,
+        share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
+    ),
+    processes=Processes(gpus=2),
 )

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from bench.platform.cuda import cupy, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Row, Sweeps
 from bench.measure import columns
 from bench.measure.copies import POISON, CopyBuffers, by_host_memory, fill_pattern
 from bench.measure.memory import WRITE_COMBINED
@@ -240,15 +240,15 @@ EXPERIMENT = Experiment(
     name="hostmemory",
     description="write-combined vs pinned host memory: H2D/D2H copies, and the CPU reading and writing it",
     axes={"host_memory": HOST_KINDS, "operation": OPERATIONS, "bytes": (1 << 20, 64 << 20)},
-    quick={"bytes": (1 << 20,)},
-    full={"bytes": tuple(1 << p for p in range(16, 31, 2))},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    lean=lean,
-    memory_needed=memory_needed,
-    stop_rules={CPU_PURPOSE: {"time_cap_s": CPU_TIME_CAP_S}},
     order=12,
-    share_s=3,
+    sweeps=Sweeps(
+        quick={"bytes": (1 << 20,)},
+        full={"bytes": tuple(1 << p for p in range(16, 31, 2))},
+        valid=valid,
+        lean=lean,
+    ),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=3),
+    accuracy=Accuracy(stop_rules={CPU_PURPOSE: {"time_cap_s": CPU_TIME_CAP_S}}),
 )

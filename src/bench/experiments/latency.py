@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.platform.cuda import cupy, runtime
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Row, Sweeps
 from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
 from bench.measure.memory import DeviceBuffer, HostBuffer
 from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
@@ -80,12 +80,9 @@ EXPERIMENT = Experiment(
     name="latency",
     description="GPU access latency: a one-thread pointer chase through mapped host memory or device memory",
     axes={"memory": MEMORY, "bytes": (1 << 20, 256 << 20)},
-    quick={"bytes": (1 << 20,)},
-    full={"bytes": (1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    memory_needed=memory_needed,
     order=15,
-    share_s=2,
+    sweeps=Sweeps(quick={"bytes": (1 << 20,)}, full={"bytes": (1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)}),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=2),
 )

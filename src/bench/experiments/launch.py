@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from bench.platform.cuda import cupy
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Row, Sweeps
 from bench.measure.launches import LAUNCH_METRIC, LAUNCHES, launch_samples, launchers
 from bench.results.schema import INT, TEXT, column
 from bench.timing import Context, Samples, StopRule
@@ -61,8 +61,7 @@ EXPERIMENT = Experiment(
     axes={"path": PATHS},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    size_axis="",
     order=20,
-    share_s=2,
+    sweeps=Sweeps(size_axis=""),
+    cost=Cost(seconds, share_s=2),
 )

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from bench import catalogs
 from bench.catalogs import LIBRARIES, LIBRARY_DOCS_HOST, STREAM_USE, CallStream, Prepared, catalog, documented_waits
 from bench.platform.cuda import cupy, kept_device, make_current, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.platform.libraries import BY_NAME, Library, measured_versions
 from bench.measure import columns
 from bench.measure.verdicts import (DEVICE_VERDICTS, HOST_VERDICTS, SPIN_MS, host_columns, host_verdict,
@@ -283,23 +283,26 @@ EXPERIMENT = Experiment(
     name="library",
     description="which CuPy, numba-cuda, PyTorch and JAX calls block the host or serialize kernels, against their docs",
     axes={"call": tuple(catalog()), "placement": PLACEMENTS},
-    # --quick leaves PyTorch to the default sweep: importing it takes 2-4 s of the smoke test's 20 s
-    quick={"call": ("cupy a.item()", "cupy cupy.asarray(numpy pageable)", "numba cuda.to_device(pageable)")},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
     outcome=("verdict",),
-    size_axis="",
-    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
-    own_gpu=True,  # its calls' host times beside a kernel of its own GPU; inputs of 4 MiB
     order=55,
-    share_s=22,
-    row_timeout_s=60,
-    warm=warm,
-    ahead=ahead,
-    # the catalog's first calls (CuPy's and Triton's compiling): 27 s in one process on a fresh H100; in 8 processes
-    # 22.1 s, where 4 took 19.0 s (all the warm-up's processes were slower), each importing every library; now a
-    # process per library, CuPy's calls (the most compiling) in two
-    warm_shards=5,
+    sweeps=Sweeps(
+        # --quick leaves PyTorch to the default sweep: importing it takes 2-4 s of the smoke test's 20 s
+        quick={"call": ("cupy a.item()", "cupy cupy.asarray(numpy pageable)", "numba cuda.to_device(pageable)")},
+        valid=valid,
+        size_axis="",
+    ),
+    cost=Cost(seconds, share_s=22),
+    accuracy=Accuracy(floor=Floor(min_samples=MIN_REPEATS)),  # its verdict's repeats
+    processes=Processes(
+        own_gpu=True,  # its calls' host times beside a kernel of its own GPU; inputs of 4 MiB
+        row_timeout_s=60,
+        warm=warm,
+        # the catalog's first calls (CuPy's and Triton's compiling): 27 s in one process on a fresh H100; in 8 processes
+        # 22.1 s, where 4 took 19.0 s (all the warm-up's processes were slower), each importing every library; now a
+        # process per library, CuPy's calls (the most compiling) in two
+        warm_shards=5,
+        ahead=ahead,
+    ),
 )

@@ -56,7 +56,7 @@ import numpy as np
 
 from bench.platform.cuda import cupy, runtime
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Row, Sweeps
 from bench.results.schema import FLAG, FLOAT, INT, TEXT, column
 from bench.timing import Context, Floor, GpuTiming, MeasurementFailed, Samples, StopRule, Summary, Timeline
 from bench.platform.units import format_size
@@ -351,15 +351,17 @@ EXPERIMENT = Experiment(
     description="cudaMallocManaged: a kernel over pages on the host (first touch), after cudaMemPrefetchAsync, "
                 "or resident",
     axes={"bytes": (64 << 20, 256 << 20), "case": CASES},
-    quick={"bytes": (16 << 20,)},
-    full={"bytes": (4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    memory_needed=memory_needed,
-    stop_rules={MIGRATE_PURPOSE: MIGRATE_RULE},
-    floor=Floor(min_samples=MIGRATE_RULE["min_samples"]),  # migrations: each a fresh page-in
     order=14,
-    share_s=3,
+    sweeps=Sweeps(
+        quick={"bytes": (16 << 20,)},
+        full={"bytes": (4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)},
+        valid=valid,
+    ),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=3),
+    accuracy=Accuracy(
+        stop_rules={MIGRATE_PURPOSE: MIGRATE_RULE},
+        floor=Floor(min_samples=MIGRATE_RULE["min_samples"]),  # migrations: each a fresh page-in
+    ),
 )

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from bench.platform.cuda import cupy
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Row, Sweeps
 from bench.measure.launches import launch_samples, launchers
 from bench.measure.pipeline import BOUND_RULE, Payload, Pipeline, Runner, capture_pipeline
 from bench.measure.pipeline import mismatch as pipeline_mismatch
@@ -228,18 +228,20 @@ EXPERIMENT = Experiment(
         "chunks_per_stream": (1, 4),
         "streams": STREAMS,
     },
-    quick={"total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4)},
-    full={"total_bytes": (256 << 20, 1 << 30), "streams": (1, 2, 3, 4, 8, 16, 32)},
-    lean=lean,
     columns=COLUMNS,
-    tables={"timeline": TIMELINE},
     measure=measure,
-    seconds=seconds,
-    memory_needed=memory_needed,
-    stop_rules={"default": {"min_samples": 5, "time_cap_s": 0.25}, "stage": {"min_samples": 10, "time_cap_s": 1.0},
-                "bound": BOUND_RULE},
-    size_axis="total_bytes",
-    floor=Floor(min_samples=5),  # whole pipelines, each its stages' copies and kernels
+    tables={"timeline": TIMELINE},
     order=30,
-    share_s=23,
+    sweeps=Sweeps(
+        quick={"total_bytes": (64 << 20,), "compute_ratio": (1.0,), "streams": (1, 4)},
+        full={"total_bytes": (256 << 20, 1 << 30), "streams": (1, 2, 3, 4, 8, 16, 32)},
+        lean=lean,
+        size_axis="total_bytes",
+    ),
+    cost=Cost(seconds, memory_needed=memory_needed, share_s=23),
+    accuracy=Accuracy(
+        stop_rules={"default": {"min_samples": 5, "time_cap_s": 0.25}, "stage": {"min_samples": 10, "time_cap_s": 1.0},
+                    "bound": BOUND_RULE},
+        floor=Floor(min_samples=5),  # whole pipelines, each its stages' copies and kernels
+    ),
 )

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from bench.platform.cuda import cupy, on_device, runtime
 from bench.measure import kernels
 from bench.platform.env import gpu_uuid
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure.chase import CHASE_METRIC, STEPS, chain_end, pointer_chain, timed_chase
 from bench.measure.copies import POISON, fill_random, timed
 from bench.measure.memory import DeviceBuffer
@@ -268,16 +268,20 @@ EXPERIMENT = Experiment(
     description="GPU ↔ GPU: cudaMemcpyPeerAsync with and without peer access, SM copies, peer latency, every pair",
     axes={"src": (0, 1), "dst": (0, 1), "method": METHODS, "side": SIDES, "peer_access": ACCESS,
           "direction": DIRECTIONS, "bytes": (1 << 20, 16 << 20, 256 << 20)},
-    quick={"bytes": (16 << 20,)},
-    full={"bytes": tuple(1 << p for p in range(12, 31, 2))},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    valid=valid,
-    memory_needed=memory_needed,
     order=90,
-    setup_s=1.5,
-    share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
-    gpus=2,
-    device_axes=("src", "dst"),
+    sweeps=Sweeps(
+        quick={"bytes": (16 << 20,)},
+        full={"bytes": tuple(1 << p for p in range(12, 31, 2))},
+        valid=valid,
+        device_axes=("src", "dst"),
+    ),
+    cost=Cost(
+        seconds,
+        memory_needed=memory_needed,
+        setup_s=1.5,
+        share_s=0,  # multi-GPU: not in a one-GPU sweep's budget
+    ),
+    processes=Processes(gpus=2),
 )

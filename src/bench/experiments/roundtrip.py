@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from bench.platform.cuda import cupy
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Row, Sweeps
 from bench.measure import columns
 from bench.measure.copies import verified_copy
 from bench.results.schema import FLOAT, TEXT, column
@@ -74,12 +74,10 @@ EXPERIMENT = Experiment(
     name="roundtrip",
     description="small-copy round trip: cudaMemcpyAsync + event record + event synchronize, host µs, 4 B – 64 KiB",
     axes={"direction": DIRECTIONS, "bytes": (4, 256, 4096, 65536)},
-    quick={"bytes": (4,)},
-    full={"bytes": (4, 64, 256, 1024, 4096, 16384, 65536)},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    stop_rules={"default": {"time_cap_s": 0.1, "min_samples": 20}},
     order=16,
-    share_s=2,
+    sweeps=Sweeps(quick={"bytes": (4,)}, full={"bytes": (4, 64, 256, 1024, 4096, 16384, 65536)}),
+    cost=Cost(seconds, share_s=2),
+    accuracy=Accuracy(stop_rules={"default": {"time_cap_s": 0.1, "min_samples": 20}}),
 )

@@ -20,7 +20,7 @@ from functools import partial
 from bench.catalogs.measured import (QUICK_CALLS, catalog_axes, catalog_row, idle_ms, kit_memory, on_fresh_streams,
                                      run_each, takes_placement)
 from bench.catalogs.runtime import GUIDE_IMPLICIT, Kit, catalog, documented_serializes
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.measure import columns
 from bench.measure.verdicts import (DEVICE_MIN_REPEATS, DEVICE_VERDICTS, SPIN_MS, pair_columns, repeat_between_spins,
                                     spin_for)
@@ -71,16 +71,12 @@ EXPERIMENT = Experiment(
     name="serialization",
     description="which CUDA calls, issued between two kernels on two streams, keep them from overlapping",
     axes=catalog_axes(),
-    quick=QUICK_CALLS,
     columns=COLUMNS,
     measure=partial(run_each, measure_one=_measure),
-    seconds=seconds,
-    valid=takes_placement,
-    memory_needed=kit_memory,
     outcome=("verdict",),
-    size_axis="",
-    floor=Floor(min_samples=MIN_REPEATS),  # its verdict's repeats
-    own_gpu=True,
     order=50,
-    share_s=6,
+    sweeps=Sweeps(quick=QUICK_CALLS, valid=takes_placement, size_axis=""),
+    cost=Cost(seconds, memory_needed=kit_memory, share_s=6),
+    accuracy=Accuracy(floor=Floor(min_samples=MIN_REPEATS)),  # its verdict's repeats
+    processes=Processes(own_gpu=True),
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from bench.platform.cuda import cupy, runtime
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Accuracy, Config, Cost, Experiment, Processes, Row, Sweeps
 from bench.results.schema import FLOAT, TEXT, column
 from bench.timing import (ClockPair, Context, Event, MeasurementFailed, Samples, SpinWatch, StopRule, Summary,
                           host_wait, wait_samples)
@@ -89,15 +89,15 @@ EXPERIMENT = Experiment(
     name="waitmodes",
     description="host wait modes (spin, yield, blocking sync): wake-up after a kernel's end and CPU burnt waiting",
     axes={"schedule": SCHEDULES, "wait": WAITS},
-    quick={"schedule": ("blocking-sync",), "wait": ("stream", "event")},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    process_axis="schedule",
-    before_cuda=before_cuda,
-    size_axis="",
     order=17,
-    stop_rules={"default": {"time_cap_s": 0.1}},
-    setup_s=0.1,  # pairing the clocks
-    share_s=5,
+    sweeps=Sweeps(quick={"schedule": ("blocking-sync",), "wait": ("stream", "event")}, size_axis=""),
+    cost=Cost(
+        seconds,
+        setup_s=0.1,  # pairing the clocks
+        share_s=5,
+    ),
+    accuracy=Accuracy(stop_rules={"default": {"time_cap_s": 0.1}}),
+    processes=Processes(process_axis="schedule", before_cuda=before_cuda),
 )

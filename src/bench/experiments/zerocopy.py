@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.measure import kernels
-from bench.experiments import Config, Experiment, Row
+from bench.experiments import Config, Cost, Experiment, Row, Sweeps
 from bench.measure import columns
 from bench.measure.copies import CopyBuffers, verified_and_timed
 from bench.results.schema import TEXT, column
@@ -91,13 +91,14 @@ EXPERIMENT = Experiment(
     name="zerocopy",
     description="SM copies: a kernel reading (H2D) or writing (D2H) mapped pinned host memory, × size",
     axes={"direction": DIRECTIONS, "bytes": tuple(1 << p for p in range(12, 31, 2))},
-    quick={"bytes": (64 << 10, 16 << 20)},
-    full={"bytes": tuple(1 << p for p in range(12, 31))},
     columns=COLUMNS,
     measure=measure,
-    seconds=seconds,
-    memory_needed=memory_needed,
     order=11,
-    setup_s=1.2,  # compiling the copy kernel (a fresh machine has no cache), 1 GiB buffers filled
-    share_s=4,
+    sweeps=Sweeps(quick={"bytes": (64 << 10, 16 << 20)}, full={"bytes": tuple(1 << p for p in range(12, 31))}),
+    cost=Cost(
+        seconds,
+        memory_needed=memory_needed,
+        setup_s=1.2,  # compiling the copy kernel (a fresh machine has no cache), 1 GiB buffers filled
+        share_s=4,
+    ),
 )

@@ -156,7 +156,7 @@ class _Sweep:
             "devices": list(checked.devices), "concurrent": request.concurrent, "one_at_a_time": request.one_at_a_time,
             "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
                                                   for purpose, rule in item.rules.items()} for item in self.plans},
-            "floors": {item.experiment.name: dataclasses.asdict(item.experiment.floor) for item in self.plans},
+            "floors": {item.experiment.name: dataclasses.asdict(item.experiment.accuracy.floor) for item in self.plans},
             "estimate_s": planning.estimate_s(self.plans, self.at_once),
             "least_s": planning.least_s(self.plans, self.at_once),
             "environment": dict(checked.environment),
@@ -312,7 +312,7 @@ class _Sweep:
         environment = self.checked.selected.get(item.devices[0])
         if not runner.isolate or environment is None:
             return runner.gpu.child_device(item.devices[0]), [], None
-        sees = runner.gpu.child_sees(environment) if item.experiment.gpus == 1 else None
+        sees = runner.gpu.child_sees(environment) if item.experiment.processes.gpus == 1 else None
         device = runner.gpu.child_device(0 if sees else item.devices[0])
         return device, runner.gpu.child_cpus(environment), sees
 
@@ -326,8 +326,8 @@ class _Sweep:
 
     def start_ahead(self) -> None:
         """Start the processes of the waiting plans expected to start next (their first parts), one per GPU of the
-        sweep, while the running ones measure: what they do before their turn (``Experiment.ahead``, importing
-        their libraries) is then done by their turn."""
+        sweep, while the running ones measure: what they do before their turn (``Experiment.processes.ahead``,
+        importing their libraries) is then done by their turn."""
         if not self.runner.isolate or not self.waiting:
             return
         starts = planning.schedule(self.waiting, self.at_once, self.busy_s())

@@ -4,7 +4,7 @@ Pure Python; nothing here touches CUDA.
 
 Three sweeps: ``quick`` (a smoke test of every experiment), ``default`` (the axis points that carry the headline
 answers, within :data:`DEFAULT_BUDGET_S`) and ``full`` (the exhaustive grid). Each experiment estimates the wall
-time of a configuration under a stop rule (``Experiment.seconds``); a ``budget`` shrinks the stop rules' time caps
+time of a configuration under a stop rule (``Experiment.cost.seconds``); a ``budget`` shrinks the stop rules' time caps
 (never their minimum samples: the experiments' accuracy floors) until the whole plan fits, or says it cannot.
 :class:`Pace` keeps one experiment's process to its share of the time while it runs.
 """
@@ -55,10 +55,11 @@ class Request:
     def at_once(self, experiment: Experiment) -> bool:
         """Whether this sweep runs ``experiment``'s per-GPU plans beside other GPUs' plans (else one at a time, the
         host theirs alone: :func:`holds`): by default an experiment that neither loads nor measures what another
-        GPU's run shares (``Experiment.own_gpu``); --concurrent every one-GPU experiment; --one-at-a-time none."""
-        if experiment.gpus != 1 or self.one_at_a_time:
+        GPU's run shares (``Experiment.processes.own_gpu``); --concurrent every one-GPU experiment; --one-at-a-time
+        none."""
+        if experiment.processes.gpus != 1 or self.one_at_a_time:
             return False
-        return self.concurrent or experiment.own_gpu
+        return self.concurrent or experiment.processes.own_gpu
 
 
 def budget_for(mode: str, budget_s: float | None) -> float | None:
@@ -89,12 +90,12 @@ class Plan:
         return self.label or self.experiment.name
 
     def seconds(self, config: Config) -> float:
-        return self.experiment.seconds(config, self.rules["default"])
+        return self.experiment.cost.seconds(config, self.rules["default"])
 
     def parts(self) -> list[Plan]:
         """The plan split into the parts that each run in a process of their own: one per value of the
         experiment's ``process_axis``, in order of first appearance; else the whole plan."""
-        axis = self.experiment.process_axis
+        axis = self.experiment.processes.process_axis
         if not axis:
             return [self]
         values = dict.fromkeys(config[axis] for config in self.configs)
@@ -106,7 +107,8 @@ class Plan:
         if not self.configs:
             return 0.0
         processes = len(self.parts())
-        return (PROCESS_S + self.experiment.setup_s) * processes + sum(self.seconds(config) for config in self.configs)
+        setup_s = self.experiment.cost.setup_s
+        return (PROCESS_S + setup_s) * processes + sum(self.seconds(config) for config in self.configs)
 
     def scaled(self, scale: float) -> Plan:
         """This plan with every stop rule scaled down by ``scale`` (:meth:`StopRule.scaled`)."""
@@ -118,7 +120,7 @@ class Plan:
         """The pace that holds this plan's process (one part: :meth:`parts`) to ``slack`` × its estimate."""
         planned = [self.seconds(config) for config in self.configs]
         if planned:
-            planned[0] += self.experiment.setup_s
+            planned[0] += self.experiment.cost.setup_s
         return Pace(planned, slack * sum(planned))
 
 
@@ -175,7 +177,7 @@ def holds(item: Plan, at_once: AtOnce = False) -> frozenset:
     """What ``item`` holds while it runs: its GPUs, and :data:`HOST` unless its experiment is one GPU's and runs
     beside other GPUs' plans (``at_once``: :meth:`Request.at_once`)."""
     together = at_once if callable(at_once) else (lambda experiment: bool(at_once))
-    beside = item.experiment.gpus == 1 and together(item.experiment)
+    beside = item.experiment.processes.gpus == 1 and together(item.experiment)
     return frozenset(item.devices) if beside else frozenset(item.devices) | {HOST}
 
 
@@ -186,7 +188,8 @@ def starting(plans: Sequence[Plan], at_once: AtOnce = False, taken: AbstractSet 
     free starts and takes it. Their positions in ``plans``, in the order they start."""
     needs = [holds(item, at_once) for item in plans]
     held, started = set(taken), []
-    order = sorted(range(len(plans)), key=lambda index: (plans[index].experiment.gpus > 1, HOST not in needs[index]))
+    several = [plans[index].experiment.processes.gpus > 1 for index in range(len(plans))]
+    order = sorted(range(len(plans)), key=lambda index: (several[index], HOST not in needs[index]))
     for index in order:
         if not needs[index] & held:
             started.append(index)
@@ -251,15 +254,15 @@ def fitting_scale(plans: Sequence[Plan], budget_s: float, at_once: AtOnce = Fals
 def too_few_gpus(names: Sequence[str] | None, devices: Sequence[int]) -> dict[str, str]:
     """The experiments (of ``names``; None: all) a sweep of ``devices`` leaves out, each with why."""
     known = registry()
-    return {name: f"needs {known[name].gpus} GPUs; this sweep has {len(devices)} (--devices all)"
+    return {name: f"needs {known[name].processes.gpus} GPUs; this sweep has {len(devices)} (--devices all)"
             for name in (known if names is None else names)
-            if name in known and known[name].gpus > len(devices)}
+            if name in known and known[name].processes.gpus > len(devices)}
 
 
 def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str, StopRule]:
     """The stop rules an experiment's measurements run under: its declared changes to the default rule, capped for
     a quick sweep, and with time caps scaled down by ``scale`` (< 1) to fit a budget."""
-    purposes = {"default": {}, **experiment.stop_rules}
+    purposes = {"default": {}, **experiment.accuracy.stop_rules}
     rules = {}
     for purpose, changes in purposes.items():
         rule = StopRule().replace(**changes)
@@ -272,12 +275,12 @@ def rules_for(experiment: Experiment, mode: str, scale: float = 1.0) -> dict[str
 def axis_values(experiment: Experiment, axis: str, texts: Sequence[str]) -> tuple:
     """``--axis`` values in the axis's own type: numbers (sizes for the size axis, GPU ordinals for a device axis)
     or one of the known words. ValueError for a value the axis cannot take."""
-    known = tuple(dict.fromkeys([*experiment.axes[axis], *experiment.full.get(axis, ())]))
+    known = tuple(dict.fromkeys([*experiment.axes[axis], *experiment.sweeps.full.get(axis, ())]))
     values = []
     for text in texts:
-        if axis == experiment.size_axis:
+        if axis == experiment.sweeps.size_axis:
             values.append(parse_size(text))
-        elif axis in experiment.device_axes:
+        elif axis in experiment.sweeps.device_axes:
             if not text.strip().isdigit():
                 raise ValueError(f"{axis}={text!r} is not a GPU ordinal")
             values.append(int(text))
@@ -330,13 +333,13 @@ def make(names: Sequence[str] | None = None, *, mode: str = "default", sizes: Se
         experiment = known[name]
         values = planned_axes(experiment, mode, sizes, overrides, devices)
         unused -= set(experiment.axes)
-        for axis in experiment.device_axes:
+        for axis in experiment.sweeps.device_axes:
             outside = [value for value in values[axis] if value not in devices]
             if outside:
                 raise ValueError(f"{axis}={outside[0]} is not a GPU of this sweep ({', '.join(map(str, devices))})")
 
         def keep(config: Config, experiment=experiment) -> bool:
-            return experiment.valid(config) and (mode == "full" or experiment.lean(config))
+            return experiment.sweeps.valid(config) and (mode == "full" or experiment.sweeps.lean(config))
 
         chosen.append((experiment, expand(values, keep)))
     if unused:
@@ -355,10 +358,10 @@ def planned_axes(experiment: Experiment, mode: str, sizes: Sequence[int] | None,
     and ``overrides`` (axis -> values as the user typed them, in the axis's own type). ValueError for a value the
     axis cannot take."""
     values = experiment.axes_for(mode)
-    for axis in experiment.device_axes:
+    for axis in experiment.sweeps.device_axes:
         values[axis] = tuple(devices)
-    if sizes and experiment.size_axis:
-        values[experiment.size_axis] = tuple(sizes)
+    if sizes and experiment.sweeps.size_axis:
+        values[experiment.sweeps.size_axis] = tuple(sizes)
     for axis, texts in overrides.items():
         if axis in experiment.axes:
             values[axis] = axis_values(experiment, axis, texts)
@@ -369,7 +372,7 @@ def _check_sizes(sizes: Sequence[int] | None, overrides: Mapping, experiments: S
     """ValueError where --sizes would be taken by no experiment, or where --axis gives a size axis its values too."""
     if not sizes:
         return
-    axes = {experiment.size_axis for experiment in experiments if experiment.size_axis}
+    axes = {experiment.sweeps.size_axis for experiment in experiments if experiment.sweeps.size_axis}
     if not axes:
         names = [experiment.name for experiment in experiments]
         raise ValueError(f"--sizes: {', '.join(names)} take{'s' * (len(names) == 1)} no transfer size")
@@ -381,7 +384,7 @@ def _plans(chosen, mode: str, scale: float, devices: tuple[int, ...]) -> list[Pl
     plans = []
     for experiment, configs in chosen:
         rules = rules_for(experiment, mode, scale)
-        if experiment.gpus > 1:
+        if experiment.processes.gpus > 1:
             plans.append(Plan(experiment, configs, rules, devices))
         else:
             plans += [Plan(experiment, configs, rules, (device,),
@@ -409,7 +412,7 @@ def experiments_of(plans: Sequence[Plan]) -> dict[str, Experiment]:
 
 def describe(experiment: Experiment, config: Mapping) -> str:
     """A configuration in a few words, for the progress bar: 'bandwidth pinned H2D 16 MiB'."""
-    words = [format_size(int(config[axis])) if axis == experiment.size_axis else str(config[axis])
+    words = [format_size(int(config[axis])) if axis == experiment.sweeps.size_axis else str(config[axis])
              for axis in experiment.axes]
     return " ".join([experiment.name, *words])
 

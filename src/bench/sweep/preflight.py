@@ -114,7 +114,9 @@ class _Uncounted(Gpu):
     def count(self) -> int:
         from bench.experiments import registry
 
-        return env.gpu_count() if env.no_gpu_reason() is None else max(item.gpus for item in registry().values())
+        if env.no_gpu_reason() is None:
+            return env.gpu_count()
+        return max(item.processes.gpus for item in registry().values())
 
 
 def listing_devices(request: Request) -> tuple[int, ...]:
@@ -170,7 +172,7 @@ def memory_problem(plans: Sequence[Plan], gpu_name: str, device_free: int, host_
     for item in plans:
         if not item.configs:
             continue
-        device_bytes, host_bytes = item.experiment.memory_needed(item.configs)
+        device_bytes, host_bytes = item.experiment.cost.memory_needed(item.configs)
         if device_bytes > device_free:
             return (f"--sizes: {item.experiment.name} needs {format_size(device_bytes)} of device memory; "
                     f"{gpu_name} has {format_size(device_free)} free")

@@ -115,18 +115,18 @@ def _child(sender, starter, experiment, configs, rules, device: int | None, cpus
             os.environ["CUDA_VISIBLE_DEVICES"] = sees
         if cpus:
             os.sched_setaffinity(0, cpus)
-        if experiment.process_axis:  # this process's value of it, set before CUDA reads its settings
-            experiment.before_cuda(configs[0][experiment.process_axis], device or 0)
-        if experiment.ahead is not None:
-            experiment.ahead(configs)
+        if experiment.processes.process_axis:  # this process's value of it, set before CUDA reads its settings
+            experiment.processes.before_cuda(configs[0][experiment.processes.process_axis], device or 0)
+        if experiment.processes.ahead is not None:
+            experiment.processes.ahead(configs)
         pace = starter.recv()  # EOFError: the sweep ended first
         if device is not None:
             use_device(device)
         sender.send(ReadyMessage())
         for row in paced(experiment, configs, rules, pace):
             sender.send(RowMessage(row))
-        if warming is not None and experiment.warm is not None:
-            experiment.warm(warming.configs, warming.shard, warming.shards)
+        if warming is not None and experiment.processes.warm is not None:
+            experiment.processes.warm(warming.configs, warming.shard, warming.shards)
         sender.send(DoneMessage())
     except BaseException as error:
         sender.send(FailedMessage(f"{type(error).__name__}: {error}"))
@@ -148,7 +148,7 @@ def paced(experiment, configs, rules, pace: Pace | None) -> Iterator[dict]:
     for row in experiment.measure(configs, context):
         row["stop_scale"] = context.scale
         samples = row.get("samples")
-        row["floor_met"] = experiment.floor.met(samples) if samples is not None and len(samples) else None
+        row["floor_met"] = experiment.accuracy.floor.met(samples) if samples is not None and len(samples) else None
         yield row
         if pace is not None:
             context.rescale(pace.finished(watch.seconds(), RuleBoundSampling.seconds - bound_before_s))
@@ -156,8 +156,8 @@ def paced(experiment, configs, rules, pace: Pace | None) -> Iterator[dict]:
 
 @dataclass(frozen=True)
 class Started:
-    """An experiment's process, started: it does what its experiment does ahead of its turn (``Experiment.ahead``),
-    then waits for :func:`isolated` to give it the turn."""
+    """An experiment's process, started: it does what its experiment does ahead of its turn
+    (``Experiment.processes.ahead``), then waits for :func:`isolated` to give it the turn."""
 
     process: object
     receiver: object  # the process's messages
@@ -195,8 +195,8 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: thr
              sees: str | None = None) -> Iterator[ReadyMessage | RowMessage | FailedMessage]:
     """Run a plan in a child process (``started``: the one :func:`start` started for it ahead; else a new one):
     ready, its rows, then a FailedMessage if the child could not finish, or if it went
-    ``Experiment.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop`` is set
-    (nobody listens any more), it ends the process and returns. ``warming``, ``sees``: see :func:`start`;
+    ``Experiment.processes.row_timeout_s`` without a row (a hung call: the watchdog ends the process). Once ``stop``
+    is set (nobody listens any more), it ends the process and returns. ``warming``, ``sees``: see :func:`start`;
     ``pace``: see :func:`paced`."""
     started = started or start(item, device, cpus, warming, sees)
     child, receiver = started.process, started.receiver
@@ -206,9 +206,9 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: thr
             started.starter.send(pace)
         waiting = Stopwatch()
         while stop is None or not stop.is_set():
-            if waiting.seconds() > item.experiment.row_timeout_s:
-                yield FailedMessage(f"no row for {item.experiment.row_timeout_s:g} s: the {item.experiment.name} "
-                                    "process hung and was stopped")
+            if waiting.seconds() > item.experiment.processes.row_timeout_s:
+                yield FailedMessage(f"no row for {item.experiment.processes.row_timeout_s:g} s: the "
+                                    f"{item.experiment.name} process hung and was stopped")
                 return
             if receiver.poll(0.2):
                 waiting = Stopwatch()
@@ -233,8 +233,8 @@ def isolated(item: Plan, device: int | None, cpus: Sequence[int] = (), stop: thr
 def inline(item: Plan, pace: Pace | None = None) -> Iterator[ReadyMessage | RowMessage]:
     """Run a plan in this process (tests, and code that owns the GPU already); its exceptions propagate. A
     ``process_axis`` hook runs too, though CUDA may have read its settings already."""
-    if item.experiment.process_axis and item.configs:
-        item.experiment.before_cuda(item.configs[0][item.experiment.process_axis], 0)
+    if item.experiment.processes.process_axis and item.configs:
+        item.experiment.processes.before_cuda(item.configs[0][item.experiment.processes.process_axis], 0)
     yield ReadyMessage()
     for row in paced(item.experiment, item.configs, item.rules, pace):
         yield RowMessage(row)

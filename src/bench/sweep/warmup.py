@@ -22,16 +22,17 @@ WARM_CONTEXT_BYTES = 2 << 30  # device memory a warm-up process may take: its CU
 def warm_parts(plans: Sequence[Plan]) -> list[tuple[Plan, Warming]]:
     """Each experiment's first configuration under the quick stop rules, in a process of its own, which then runs
     the first shard of the experiment's ``warm`` hook over the plan's configurations; its other shards
-    (``Experiment.warm_shards``, never more than the plan has configurations) in processes of their own, with no
-    configuration: enough to compile the kernels the plan's processes build (numba-cuda's, CuPy's, Triton's and XLA's
-    on-disk caches) on a fresh machine."""
+    (``Experiment.processes.warm_shards``, never more than the plan has configurations) in processes of their own,
+    with no configuration: enough to compile the kernels the plan's processes build (numba-cuda's, CuPy's, Triton's
+    and XLA's on-disk caches) on a fresh machine."""
     parts, seen = [], set()
     for item in plans:
         if item.experiment.name in seen or not item.configs:
             continue
         seen.add(item.experiment.name)
         first = dataclasses.replace(item.parts()[0], rules=rules_for(item.experiment, "quick"))
-        shards = 1 if item.experiment.warm is None else min(max(1, item.experiment.warm_shards), len(item.configs))
+        processes = item.experiment.processes
+        shards = 1 if processes.warm is None else min(max(1, processes.warm_shards), len(item.configs))
         parts += [(dataclasses.replace(first, configs=first.configs[:1] if shard == 0 else []),
                    Warming(list(item.configs), shard, shards)) for shard in range(shards)]
     return parts
