@@ -59,17 +59,38 @@ def test_gate_holds_work_until_opened(cupy):
 
 
 def test_gate_watchdog_expires(cupy):
+    """A gate nobody opens holds its stream until its watchdog gives up, and says so. How long it held is read on the
+    GPU's clock, from an event just before it to one just after it, all three queued behind a gate the host opens
+    once they are (no stall of the host falls between the two events): at least its timeout, and less than a gate of
+    four times the timeout holds."""
+    from cupy.cuda import runtime
+
     from bench.timing import Gate, MeasurementFailed
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    gate = Gate(timeout_s=0.2)
-    started = time.monotonic()
-    gate.close(stream)
-    stream.synchronize()  # nobody opens it
-    assert 0.15 < time.monotonic() - started < 3
-    gate.open()
-    with pytest.raises(MeasurementFailed, match="watchdog expired"):
-        gate.check()
+
+    def held_ms(timeout_s: float) -> float:
+        queued, gate = Gate(timeout_s=60.0), Gate(timeout_s=timeout_s)
+        before, after = runtime.eventCreate(), runtime.eventCreate()
+        try:
+            queued.close(stream)
+            runtime.eventRecord(before, stream.ptr)
+            gate.close(stream)
+            runtime.eventRecord(after, stream.ptr)
+            queued.open()
+            stream.synchronize()  # nobody opens the gate: only its watchdog lets the stream go
+            queued.check()
+            assert gate.expired()
+            gate.open()
+            with pytest.raises(MeasurementFailed, match="watchdog expired"):
+                gate.check()
+            return runtime.eventElapsedTime(before, after)
+        finally:
+            runtime.eventDestroy(before)
+            runtime.eventDestroy(after)
+
+    short, long = held_ms(0.2), held_ms(0.8)
+    assert 0.9 * 200 < short < long and 0.9 * 800 < long, (short, long)  # the watchdog counts the timeout it is given
 
 
 def test_timer_gated_and_ungated_agree_on_a_long_copy(cupy, whole_gpu):
@@ -496,27 +517,32 @@ def test_probe_catches_item_and_passes_an_async_copy_into_pinned_memory(cupy):
     assert returned.serialization == "overlaps" and "returned while the GPU was busy" in str(returned)
 
 
-def test_assert_async_fails_a_region_that_waits_and_passes_one_that_does_not(cupy):
+def test_assert_async_fails_a_region_that_waits_and_passes_one_that_does_not(cupy, monkeypatch):
     import cupyx
 
     from bench.pytest_plugin import WaitedForGpu, assert_async
+    from bench.usercode.hold import in_use
 
     data = cupy.arange(1 << 20, dtype=cupy.float32)
     pinned = cupyx.empty_pinned((), data.dtype)
     float(data.sum())  # its kernel loaded: a first launch would wait too (lazy loading waits for an idle GPU)
-    started = time.monotonic()
-    with pytest.raises(WaitedForGpu, match=r"waited for the GPU 1 time .*:\n  .*test_gpu.py:\d+ float\(data.sum\(\)\)"):
-        with assert_async():
-            float(data.sum())
-    assert time.monotonic() - started < 1  # found after the settle (0.1 s), not after a watchdog
+    with monkeypatch.context() as patch:  # the hold's watchdog (0.25 s) out of the reach of a stalled host: the
+        patch.setattr("bench.usercode.syncs.run.HOLD_TIMEOUT_S", 30.0)  # settle (0.1 s) alone can find the wait
+        with pytest.raises(WaitedForGpu, match=r"waited for the GPU 1 time .*:\n  .*test_gpu.py:\d+ "
+                                               r"float\(data.sum\(\)\)( \(.*\))?: stood there \d+ ms under the hold$"):
+            with assert_async():  # found standing still after the settle, not once the hold's watchdog ended it
+                float(data.sum())
+    assert not in_use().expired()  # the watcher released the hold
     with assert_async():
         data.sum().get(out=pinned, blocking=False)
     assert float(pinned) == float(data.sum())
     started = time.monotonic()
-    with pytest.raises(WaitedForGpu, match=r"waited for the GPU: it held the host \d+ ms"):  # stream=: the gate
-        with assert_async(stream=0, timeout_s=0.5):
+    with pytest.raises(WaitedForGpu, match=r"waited for the GPU: it held the host \d+ ms and returned only after "
+                                           r"the gate holding the stream was released by its 0.5 s watchdog"):
+        with assert_async(stream=0, timeout_s=0.5):  # stream=: the gate
             float(data.sum())
-    assert 0.4 < time.monotonic() - started < 5
+    assert time.monotonic() - started > 0.4  # it returned only once the gate's watchdog let its stream go (how soon
+    # after its timeout a watchdog lets go is read on the GPU's clock: test_gate_watchdog_expires)
 
 
 def test_the_readme_training_step(tmp_path):
