@@ -164,8 +164,8 @@ def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
 
 
 def _by_gpu_and_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[Gpu, dict[str, pd.DataFrame]]:
-    """Each GPU's rows (:func:`bench.analysis.selection.by_gpu`) of each experiment of ``experiments`` it measured, of only the
-    columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
+    """Each GPU's rows (:func:`bench.analysis.selection.by_gpu`) of each experiment of ``experiments`` it measured, of
+    only the columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
     found = {}
     for gpu, mine in selection.by_gpu(rows):
         found[gpu] = {}

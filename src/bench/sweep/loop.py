@@ -173,8 +173,8 @@ class _Sweep:
 
     def save(self, complete: bool) -> None:
         """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
-        (:func:`bench.results.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
-        that failed and what the results file kept."""
+        (:func:`bench.results.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the
+        file that failed and what the results file kept."""
         if not self.rows:
             return
         stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,

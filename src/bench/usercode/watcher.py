@@ -146,7 +146,7 @@ class Watcher:
                 if tid != own and not thread_name(tid).startswith(OWN_THREAD_PREFIX)}
 
     def _watch(self) -> None:
-        last: dict[int, tuple] = {}  # each thread's newest frame, its line then and its position (a wait holding the GIL)
+        last: dict[int, tuple] = {}  # each thread's newest frame, its line then, its position (a wait holding the GIL)
         while not self._stop.is_set():
             if self.hold is not None:
                 self.hold.beat()

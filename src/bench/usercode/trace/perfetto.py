@@ -173,8 +173,8 @@ def trace_events(result: Trace) -> dict:
 
 
 def encoded(result: Trace) -> bytes:
-    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.analysis.escape.json_text`): kernel names and
-    lines come from the user's code."""
+    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.analysis.escape.json_text`): kernel
+    names and lines come from the user's code."""
     return json_text(trace_events(result), allow_nan=False).encode("utf-8")
 
 
