@@ -1,36 +1,12 @@
-"""What changed between two results, configuration by configuration, for every experiment. pandas only; never
-imports CUDA.
+"""What changed between two results, configuration by configuration, for every experiment (``bench compare``). pandas
+only; never imports CUDA.
 
-Both sides keep the newest measurement of each configuration per GPU. GPUs pair up experiment by experiment: the
-same GPU (host and UUID) on both sides, whatever its index; then, when exactly one GPU on each side is left without
-a partner, those two (a driver update on a new machine, a replaced GPU; the results say so in a warning). Any other
-GPU left over is named in a warning as only in the old or only in the new results, and not compared. Where the
-results hold GPUs of several hosts, each GPU's label names its host. Configurations are matched by their axis
-values. For each pair:
-
-- the **outcome** columns an experiment declares (a blocking verdict, wrong results, a runtime error) or the row's
-  status differ: ``changed``, with "old → new" beside it;
-- otherwise, where both rows carry samples, a **verdict on the samples** (GPU ms, host µs, whatever the row
-  measured), which flags a change only beyond both rows' uncertainty: ``same`` when the medians differ by at most
-  :data:`SAME_WITHIN` or their 95% intervals (:func:`bench.timing.median_interval`, order statistics of each row's
-  samples) overlap; ``unclear`` when either row has too few samples to bound its median at 95% (five or fewer) or
-  is below its experiment's accuracy floor (:func:`bench.analysis.noise.below_floor`: the row's ``floor_met``, or its samples
-  against the floor), with why beside it; otherwise ``faster`` or ``slower`` (less or more time);
-- rows with the same outcome where either side has no samples (version 1 serialization rows kept none) are
-  ``same``.
-
-An ``unclear`` configuration always moved by more than :data:`SAME_WITHIN`: one whose medians agree is ``same``.
-
-**Two machines of one kind** (the same GPU name, different UUIDs): a configuration found faster or slower also says
-whether its change exceeds the machine-to-machine spread on record for that kind (:mod:`bench.analysis.noise`: over the
-machines of that name in both results and in ``record``, such as the committed results), and the headlines say how
-many do, or that no spread is on record. The spread (largest machine median over smallest, less 1: ``s``) is stated
-as the changes it allows, in the change's own terms (new median over old, less 1): ``-s/(1+s)`` to ``+s``; a
-change is beyond it when it lies outside (:func:`spread_bounds`), so that either machine may be the old one.
-
-The headlines are what a team reads after a driver update: outcome changes ("blocking cudaFree placement=none
-spin_stream=blocking: waits-for-device → returns"), configurations slower or faster beyond noise (copies in GB/s),
-and claims whose verdict changed.
+Both sides keep the newest measurement of each configuration per GPU; GPUs pair up by host and UUID (or, one left on
+each side, with each other) and configurations by their axis values. An outcome that differs is ``changed``;
+otherwise the samples are judged (:func:`verdict`: ``same``, ``faster``, ``slower`` or ``unclear``, beyond both rows'
+uncertainty and :data:`SAME_WITHIN`), and a change between two machines of one kind against the machine-to-machine
+spread on record (:mod:`bench.analysis.noise`, :func:`spread_bounds`). The headlines: outcome changes, configurations
+slower or faster beyond noise, claims whose verdict changed. The rules in full: docs/compare.md.
 """
 
 from __future__ import annotations
@@ -69,7 +45,7 @@ JUDGED = ("status", "error", "unit", "samples", "floor_met")  # what judging row
 
 
 def verdict(old: list[float], new: list[float]) -> str:
-    """``same``, ``faster``, ``slower`` or ``unclear`` for two lists of samples of a time (the module's rules; the
+    """``same``, ``faster``, ``slower`` or ``unclear`` for two lists of samples of a time (docs/compare.md's rules; the
     accuracy floor aside, which needs the rows)."""
     if not len(old) or not len(new):
         return Change.UNCLEAR
@@ -188,8 +164,8 @@ def _select(rows: pd.DataFrame, gpu: str | None, side: str) -> pd.DataFrame:
 
 
 def _by_gpu_and_experiment(rows: pd.DataFrame, experiments: Mapping) -> dict[Gpu, dict[str, pd.DataFrame]]:
-    """Each GPU's rows (:func:`bench.analysis.selection.by_gpu`) of each experiment of ``experiments`` it measured, of only the
-    columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
+    """Each GPU's rows (:func:`bench.analysis.selection.by_gpu`) of each experiment of ``experiments`` it measured, of
+    only the columns judging them reads: its axes, outcome and rate, and :data:`JUDGED`."""
     found = {}
     for gpu, mine in selection.by_gpu(rows):
         found[gpu] = {}

@@ -1,6 +1,7 @@
 """What ``bench claims`` and ``bench compare`` of results files print, in each ``--format``: text for a terminal,
 JSON for CI, Markdown for a pull request (two traces compared: :mod:`bench.usercode.trace.compare_text`). Results files
-are untrusted: their text is escaped for where it lands (:mod:`bench.analysis.escape`; rich markup). The analysis side."""
+are untrusted: their text is escaped for where it lands (:mod:`bench.analysis.escape`; rich markup). The analysis
+side."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""How far results move by themselves, for :mod:`bench.analysis.compare`: whether a row is below its accuracy floor, and the
-machine-to-machine spread of a GPU kind. pandas only; never imports CUDA.
-
-**The accuracy floor.** Each experiment states its floor (``Experiment.accuracy``, :class:`bench.timing.Floor`: enough
-samples, or a 95% interval of their median narrow enough); a row records whether it met it (``floor_met``), and a
-row from before that column is judged from its samples. A row below its floor (a ``--quick`` smoke test, or a
-sweep of older code whose pacer cut its samples) may report a median its samples do not pin down.
-
-**The machine-to-machine spread.** Comparing two machines of one kind (the same GPU name, different UUIDs), a change
-beyond noise may still be no more than machines of that kind differ by. The spread of a configuration is the largest
-of the machines' medians over the smallest, less 1, over every machine of that name on record (:class:`Record`: each
-machine's newest row at its floor), the new machine left out (it is what is judged; the old one is part of the
-record); where fewer than two machines measured it, it has none. Nothing here is a fixed number: the record is the
-results handed in.
+"""How far results move by themselves, for :mod:`bench.analysis.compare`: whether a row is below its accuracy floor
+(:func:`below_floor`: its ``floor_met``, or its samples against the floor), and the machine-to-machine spread of a GPU
+kind (:class:`Record`: each machine's newest row at its floor, over the results handed in). pandas only; never
+imports CUDA. The rules: docs/compare.md.
 """
 
 from __future__ import annotations
@@ -83,7 +73,7 @@ class Record:
             return self.found[kind, experiment]
         rows = self._kind(kind)
         rows = selection.newest(rows[rows["experiment"] == experiment], self.experiments)
-        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].accuracy.floor
+        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].floor
         self.found[kind, experiment] = {
             gpu: {key: median(samples) for key, row in selection.keyed(mine, axes).items()
                   if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}

@@ -93,9 +93,9 @@ def _write_if_changed(path: Path, content: bytes) -> None:
 
 def literal(text: str) -> str:
     """``text`` as matplotlib draws it character for character: a ``$`` in it starts no mathtext, and a control
-    character (an escape sequence, a tab, a line break: :data:`bench.analysis.escape.CONTROL`) is drawn as its Python escape
-    (:func:`bench.analysis.escape.visible`), so that no figure runs it nor has matplotlib warn of a glyph missing with the
-    character itself in the warning."""
+    character (an escape sequence, a tab, a line break: :data:`bench.analysis.escape.CONTROL`) is drawn as its Python
+    escape (:func:`bench.analysis.escape.visible`), so that no figure runs it nor has matplotlib warn of a glyph missing
+    with the character itself in the warning."""
     return visible(text).replace("$", r"\$")
 
 

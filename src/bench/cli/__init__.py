@@ -8,8 +8,8 @@ rows, says where it stopped and exits 130 (143 for SIGTERM); ``--resume FILE`` f
 The package: :mod:`.parser` (every command and option; :mod:`.options`, what several share), and a module per
 command family, each importing the bench modules it needs at its top and imported only when its command runs:
 :mod:`.measuring` (sweep, env), :mod:`.results` (plot, claims, compare, and the report made anew; what claims and
-compare print is :mod:`bench.analysis.documents`), :mod:`.reporting` (report: one kept in the cache, without pandas, else
-:mod:`.results`'s), :mod:`.usercode` (probe, syncs, trace). It may import any bench module; none imports it.
+compare print is :mod:`bench.analysis.documents`), :mod:`.reporting` (report: one kept in the cache, without pandas,
+else :mod:`.results`'s), :mod:`.usercode` (probe, syncs, trace). It may import any bench module; none imports it.
 """
 
 from __future__ import annotations

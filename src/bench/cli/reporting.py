@@ -1,6 +1,6 @@
 """``report``: one HTML file of results. A report already made of the same results files, by the same code and
-libraries, is copied from the cache (:mod:`bench.platform.cache`) without reading a row; otherwise :mod:`.results` makes it,
-and a report made without a warning is kept for the next time."""
+libraries, is copied from the cache (:mod:`bench.platform.cache`) without reading a row; otherwise :mod:`.results` makes
+it, and a report made without a warning is kept for the next time."""
 
 from __future__ import annotations
 

@@ -1,45 +1,12 @@
 """Batched copies: many small host-to-device copies in one cudaMemcpyBatchAsync call, against the same copies issued
 one by one with cudaMemcpyAsync.
 
-What: ``copies`` copies of ``bytes`` each, host to device, from one host buffer (``pinned`` or ``pageable``) into one
-device buffer, each copy at its own offset with a 256-byte gap to the next (so no two copies are adjacent and none
-could be merged into one). ``issue`` ``batch`` makes all of them one call of the batched-copy entry point with one
-attribute entry for the whole batch, whose source access order is ``access_order``: ``stream`` (the source is read
-in stream order), ``during-call`` (read out of stream order, and finished before the call returns) or ``any`` (read
-out of stream order, possibly after the call returns). ``issue`` ``one-by-one`` is a loop of cudaMemcpyAsync over the
-same copies; it has no access order, so it runs once, under ``stream``. Direction H2D only: a host source is where
-pageable memory and the access order matter.
-
-How: ``host_ms`` is the median host time of the enqueue (the batch call, or the whole loop of calls): how long the
-host was blocked issuing the copies. ``gbps`` is the copies' bytes over their GPU time, from an event recorded just
-before the enqueue to one recorded just after it (one batch per sample). No configuration is timed behind the gate:
-the GPU starts on the first copy as soon as it is issued, so ``gbps`` is the rate at which the data arrives when the
-copies are issued this way, issuing included (for pageable sources, staging included). The gate is not an option
-here: on an H200 (driver 580.159) 1024 cudaMemcpyAsync calls behind a closed gate filled the stream's queue, so the
-host blocked in the loop until the gate's watchdog gave up, and a ``during-call`` batch from pinned memory waited for
-the stream before returning, so it blocked behind the gate too (a batch of 1024 ``stream`` or ``any`` copies did
-not). Every configuration is verified once before it is timed: a random source that never holds the poison byte, a
-poisoned destination, one batch, then every copied byte must equal its source and every gap byte must still be
-poison.
-
-The call: the CUDA driver's entry point behind the runtime's cudaMemcpyBatchAsync, through ctypes on libcuda, with
-the pointer, size and attribute arrays built once per configuration. CUDA 13.0 removed the ``failIdx`` argument:
-``cuMemcpyBatchAsync_v2(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream)`` is the CUDA 13 entry point
-(what ``cuMemcpyBatchAsync`` means in CUDA 13's cuda.h); a CUDA 12.8 or 12.9 driver has only
-``cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)``. Python wrappers
-such as cuda.bindings' cudaMemcpyBatchAsync rebuild the arrays from Python lists on every call, which would put
-their own cost (hundreds of µs for 1024 copies) into ``host_ms``. Where the driver is older than CUDA 12.8 or
-exports neither symbol, every row is ``unsupported`` with the reason in ``error``.
-
-Caveats: the batch's copies may run in any order and on any copy engine, and the driver may carry them out
-differently from single copies, so its GPU time is not comparable copy by copy with the loop's. ``during-call``
-obliges the driver to finish reading the source before it returns, so its ``host_ms`` includes reading the source
-(for pinned memory on the H200 above it waited for the stream's earlier work). Every sample starts on an idle
-stream (the previous one has finished), and that matters: on the H200 above, a batch of 1024 pinned copies of 4 KiB
-blocked the host for 1.7 ms and one of 16 KiB copies for 4.5 ms when issued to an idle stream, against 0.7-0.8 ms
-for the same call behind a busy stream (64 KiB copies: about 0.7 ms either way). ``host_ms`` is Python's time around
-the call and holds about a µs of interpreter overhead per call, which the loop pays once per copy, as any Python
-program issuing copies one by one does.
+``copies`` copies of ``bytes`` each, from one host buffer (``pinned`` or ``pageable``) into one device buffer, 256
+bytes apart; ``issue=batch`` is one call of the driver's entry point (``cuMemcpyBatchAsync_v2``, or CUDA 12.8's
+``cuMemcpyBatchAsync``, through ctypes) with source access order ``access_order``, ``issue=one-by-one`` a loop of
+cudaMemcpyAsync. ``host_ms`` is how long the host was blocked issuing them, ``gbps`` the copies' bytes over their GPU
+time, timed without the gate; every copied byte and every gap byte is verified. Where the driver lacks the entry
+point, every row is ``unsupported``. Why no gate, the two entry points and the caveats: docs/methodology.md.
 """
 
 from __future__ import annotations
@@ -356,7 +323,7 @@ def _measure(config: Config, buffers: _Buffers, api: BatchApi, context: Context)
             work.enqueue_once()
 
     try:
-        # Never behind the gate (see the module's description): the loop would fill the stream's queue, and a
+        # Never behind the gate (docs/methodology.md, batched): the loop would fill the stream's queue, and a
         # during-call batch waits for the stream.
         timing = context.timer().measure(enqueue, [buffers.stream], metric=METRIC, gated=False, ops_per_batch=1)
     except MeasurementFailed as error:

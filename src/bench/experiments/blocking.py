@@ -1,20 +1,10 @@
 """Which CUDA calls block the host: each call in :mod:`bench.catalogs.runtime`, made while a spin kernel runs.
 
-A one-thread kernel busy-waits ``SPIN_MS`` on the GPU's global timer on the *spinning* stream (created ``blocking``,
-i.e. with default flags, so the legacy default stream synchronizes with it, or ``non-blocking``). Once the host
-sees it running, the call is made on its placement stream and timed on the host; right after it returns, the host
-reads whether the spin is still running (:meth:`bench.timing.SpinWatch.call_during_spin`). Each configuration is
-repeated (fresh streams each time) until ``MIN_REPEATS`` agree, or ``MAX_REPEATS`` were made, and made once with no
-spin (``idle_host_ms``: what the call costs by itself). The verdict of one repeat:
-
-- ``waits-for-device``: the spin had ended when the call returned, and the call took at least half of what was left
-  of the spin when it was made: it waited for the GPU;
-- ``own-work``: the spin was still running, but the call took at least ``OWN_WORK_MS`` (a copy, an allocation);
-- ``returns``: the spin was still running and the call took less than ``OWN_WORK_MS``.
-
-The row's verdict is the most common one and ``stable`` says whether all repeats agreed. ``docs_waits`` is what the
-documentation says (:func:`bench.catalogs.documented_waits`), and ``matches_docs`` compares it with whether the call
-waited for the device; both are empty where the docs are silent or vague.
+A one-thread kernel busy-waits ``spin_ms`` on the *spinning* stream (``blocking`` or ``non-blocking``); once the host
+sees it running, the call is made on its placement stream and timed on the host, and the host reads whether the spin
+still runs (:meth:`bench.timing.SpinWatch.call_during_spin`). Repeated until the verdicts agree
+(:mod:`bench.measure.verdicts`), and made once with no spin (``idle_host_ms``); ``docs_waits`` and ``matches_docs``
+say what the documentation says and whether the call did. The method in full: docs/methodology.md.
 """
 
 from __future__ import annotations

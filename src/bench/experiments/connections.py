@@ -1,17 +1,10 @@
 """What ``CUDA_DEVICE_MAX_CONNECTIONS`` does: how many hardware queues the streams of a context share.
 
-The driver maps a context's streams onto ``CUDA_DEVICE_MAX_CONNECTIONS`` hardware work queues (8 when unset; 1 to
-32), read once, when the context is created: each value runs in a process of its own that sets the variable before
-its first CUDA call. ``1 after init`` sets it to 1 only after the context exists, which must change nothing.
-
-- ``spins`` (serialization): on each of ``streams`` non-blocking streams in turn, two one-thread spin kernels of
-  ``SPIN_MS`` (all of the first stream's work, then the second's: depth-first, the order in which queue sharing
-  shows). With a queue per stream the streams run side by side and the makespan is two spins; streams that share a
-  queue line up behind each other's second kernel, up to ``streams + 1`` spins with one queue. Samples: the makespan
-  (GPU global timer stamps of every kernel), ``spin_lengths`` = makespan / spin, ``peak_kernels`` = most kernels
-  running at once.
-- ``pipeline`` (overlap): the overlap experiment's pinned pipeline (64 MiB, kernel = 1 × transfer time, 4 chunks per
-  stream), timed behind the gate, verified, with its efficiency against the same engine-aware bound.
+Each value runs in a process of its own that sets the variable before its first CUDA call (``1 after init`` sets it
+only after the context exists, which must change nothing). ``spins``: two dependent spin kernels of ``SPIN_MS`` on
+each stream, depth-first; the makespan, in spins (``spin_lengths``), and ``peak_kernels`` say how many streams ran
+side by side. ``pipeline``: the overlap experiment's pinned pipeline, with its efficiency against the same bound. The
+method in full: docs/methodology.md.
 """
 
 from __future__ import annotations

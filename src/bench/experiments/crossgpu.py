@@ -1,16 +1,10 @@
 """Blocking across GPUs: does a call made on one GPU wait for a kernel running on another?
 
-The ``blocking`` experiment's method, with the spin kernel and the call on GPUs of their own: a one-thread kernel
-busy-waits on ``spin_gpu`` (on a stream created ``blocking`` or ``non-blocking``); once the host sees it running,
-the call is made with ``call_gpu`` current and timed on the host, and right after it returns the host reads whether
-the spin still runs. ``call_gpu == spin_gpu`` is the same-GPU control (placement ``same-gpu``), the rest are
-``other-gpu``. Each configuration repeats until ``MIN_REPEATS`` verdicts agree (or ``MAX_REPEATS``); verdicts as
-in :mod:`bench.measure.verdicts`: ``waits-for-device``, ``own-work`` or ``returns``.
-
-``cudaMemcpyPeer`` copies 4 KiB from ``call_gpu`` to the other GPU of the pair (for ``same-gpu``, to the next GPU
-of the sweep): its page says it is "serialized with respect to all pending and future asynchronous work in to the
-current device, srcDevice, and dstDevice", which orders it on the GPUs; whether the host waits is the synchronous
-memcpy rule of the API synchronization page: device to device, "no host-side synchronization is performed".
+The ``blocking`` experiment's method with the spin kernel on ``spin_gpu`` (on a ``blocking`` or ``non-blocking``
+stream) and the call made with ``call_gpu`` current: ``same-gpu`` where they are one GPU (the control), ``other-gpu``
+otherwise. Each configuration repeats until ``MIN_REPEATS`` verdicts agree (at most five), verdicts as in
+:mod:`bench.measure.verdicts`. ``cudaMemcpyPeer`` copies 4 KiB from ``call_gpu`` to the other GPU of the pair (for
+``same-gpu``, the next GPU of the sweep). The method and what the documentation says: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """First-call blocking: does loading (or compiling) a kernel wait for a kernel already running on another stream?
 
-Each ``module_loading`` runs in a process of its own with ``CUDA_MODULE_LOADING`` set before its first CUDA call
-(``lazy``: functions are loaded when first used, the default since CUDA 12.2; ``eager``: all of a module's functions
-when the module is loaded). The module is a cubin compiled once per process with NVRTC (through CuPy), holding one
-empty kernel; each repeat loads it anew (``cupy.cuda.function.Module.load``: ``cuModuleLoadData``) and the steps are
-timed in turn while a spin kernel runs on another stream:
-
-- ``module-load``: ``cuModuleLoadData`` of the cubin;
-- ``get-function``: ``cuModuleGetFunction`` on the freshly loaded module;
-- ``first-launch``: the first launch of that function;
-- ``second-launch``: the next launch (the control: loading is done);
-- ``numba-first-call``: a new ``@cuda.jit`` kernel's first call (compiles, loads and launches);
-- ``cupy-first-compile``: a new ``cupy.RawKernel``'s first call (compiles with NVRTC, loads and launches).
-
-Verdicts as in the ``blocking`` experiment: ``waits-for-device`` when the call returned only after the spin ended,
-``returns`` when it came back while the spin ran. The spin lasts ``SPIN_MS``, or four times the step's own host time
-(measured first, with nothing running), so a slow step cannot end after the spin by itself.
+Each ``module_loading`` (``lazy``, ``eager``) runs in a process of its own with ``CUDA_MODULE_LOADING`` set before
+its first CUDA call. Each repeat loads a cubin (compiled once per process with NVRTC) anew and times its steps in turn
+while a spin kernel runs on another stream: ``module-load``, ``get-function``, ``first-launch``, ``second-launch``
+(the control), and ``numba-first-call`` and ``cupy-first-compile`` (in ``--full``). Verdicts as in ``blocking``; the
+spin lasts ``SPIN_MS`` or four times the step's own host time. The method in full: docs/methodology.md.
 """
 
 from __future__ import annotations

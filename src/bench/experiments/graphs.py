@@ -1,19 +1,14 @@
 """CUDA graphs with cudaMallocAsync in a loop, synchronization inside a capture, and stream order.
 
-``case=malloc-loop``: ``iterations`` times (mallocAsync a buffer, copy the input into it, a kernel on it (rounds
-vary by iteration), copy it into the iteration's output slot, freeAsync) on one stream, enqueued eagerly and captured
-once into a graph. Both outputs are checked: graph equal to eager, and a sample of each slot equal to the host
-reference. The row's ``launch`` way (``eager`` or ``graph``) is timed on the GPU behind the gate (the samples: the
-whole loop), with the host's enqueue time beside it (``host_enqueue_ms``).
+- ``case=malloc-loop``: a loop of (mallocAsync, copy in, kernel, copy out, freeAsync) on one stream, enqueued eagerly
+  and captured once into a graph, both outputs checked; the row's ``launch`` is timed on the GPU behind the gate,
+  with ``host_enqueue_ms`` beside it.
+- ``case=sync-in-capture`` (``launch=graph``): cudaStreamSynchronize on a capturing stream: what the runtime says
+  (``sync_error``), the capture's state, and whether the device still computes (``usable_after``).
+- ``case=stream-order`` (``launch=eager``): ``iterations`` dependent chains on one stream with no synchronization
+  between them; ``wrong_results`` counts the outputs that differ from the expected.
 
-``case=sync-in-capture`` (``launch=graph``): begin a capture, mallocAsync into it, call cudaStreamSynchronize on the capturing stream,
-and record what the runtime says (``sync_error``), the capture's state afterwards and what ending it reports; then
-check that the device still computes correctly (``usable_after``).
-
-``case=stream-order`` (``launch=eager``): ``iterations`` trials of a dependent chain on one stream with no synchronization anywhere
-(mallocAsync, copy in, two kernels, copy out to the trial's slot, freeAsync: each trial's buffer is likely the
-previous one's memory again) and one synchronization at the end; ``wrong_results`` counts the slots that differ from
-the expected output. Any operation that ran out of order, or an allocation used before it existed, would show there.
+The method in full: docs/methodology.md.
 """
 
 from __future__ import annotations

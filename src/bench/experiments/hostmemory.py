@@ -1,35 +1,11 @@
 """Write-combined pinned host memory against ordinary pinned memory: what the GPU's copies gain, what the CPU pays.
 
-``host_memory=pinned`` is ``cudaHostAlloc(flags=0)``, cached by the CPU like any memory; ``write-combined`` is
-``cudaHostAlloc(flags=cudaHostAllocWriteCombined)`` (4): the CPU does not cache it and gathers its stores in
-write-combining buffers, so writes stream out, reads go to memory one load at a time, and (in CUDA's words) it "can
-be transferred across the PCI Express bus more quickly on some system configurations, but cannot be read efficiently
-by most CPUs".
-
-``operation``:
-
-- ``H2D`` and ``D2H``: one ``cudaMemcpyAsync`` of ``bytes`` between the host buffer and a device buffer, timed on
-  the GPU behind the gate as the ``bandwidth`` experiment times its pinned copies (``gbps``: bytes over the median
-  GPU time). Verified once: the destination is poisoned with a byte the random source never holds, one copy runs,
-  and the destination must equal the source byte for byte; a host destination is compared on the device after
-  copying it back, so verifying never reads write-combined memory with the CPU.
-- ``cpu-read``: host time of one pass of numpy over the buffer (``sum`` of its 64-bit words, one CPU thread);
-  verified once against the same sum computed on the device from the bytes the buffer was filled with.
-- ``cpu-write``: host time of ``fill`` over the buffer (one CPU thread); verified once by copying the buffer to the
-  device and checking every byte.
-
-Host passes are sampled by :func:`bench.timing.host_samples` (unit ms, under the ``cpu`` stop rule: a shorter time
-cap, since a pass over 64 MiB is already milliseconds long); ``gbps`` is bytes over the median pass.
-
-Caveats: pinned memory is cached, so a pinned buffer that fits the CPU's caches (1 MiB does, and on large server
-CPUs even 64 MiB may partly fit the last-level cache) is read from them, not from DRAM; write-combined memory never
-is. Reading write-combined memory is so slow that the default and quick sweeps read it only up to
-:data:`WC_READ_LEAN_BYTES`, and even ``--full`` only up to :data:`WC_READ_MAX_BYTES`. numpy's loops use ordinary
-loads, not the streaming loads (MOVNTDQA) with which a hand-written reader can fetch write-combined memory faster.
-One thread's rate is not the socket's. Write-combining is a page attribute the CPU must honour: in a virtual machine
-the hypervisor may map the guest's memory write-back whatever the guest asks, and then write-combined memory is just
-pinned memory. On the lent H200 virtual machine (Firecracker) it was: the CPU read write-combined memory at 56 GB/s,
-as fast as pinned, and copies ran at the same rate from both.
+``host_memory`` is ``pinned`` (``cudaHostAlloc(flags=0)``) or ``write-combined``
+(``cudaHostAlloc(flags=cudaHostAllocWriteCombined)``); ``operation`` is a copy (``H2D``, ``D2H``: timed on the GPU
+behind the gate, verified on the device) or one CPU thread's pass over the buffer (``cpu-read``: numpy's ``sum``;
+``cpu-write``: ``fill``), sampled by :func:`bench.timing.host_samples`. Write-combined memory is read only up to
+:data:`WC_READ_LEAN_BYTES` in the default and quick sweeps, and up to :data:`WC_READ_MAX_BYTES` in ``--full``. The
+method and its caveats (CPU caches, virtual machines): docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ The working set (``bytes``) is cut into 256-byte slots; each slot's first 8 byte
 slot, in one random cyclic order, so every load depends on the one before and no prefetcher can guess the next
 address. A one-thread kernel follows ``STEPS`` links with volatile loads (``ld.volatile.global``: from memory, never
 from a register or L1), starting where the previous launch ended, so successive launches walk on through the chain
-and a working set larger than the L2 cache is read from DRAM, not from slots the last launch left in L2. The sample is the
-kernel's GPU time (CUDA events, behind the gate) divided by ``STEPS``: nanoseconds per dependent access, including
+and a working set larger than the L2 cache is read from DRAM, not from slots the last launch left in L2. The sample is
+the kernel's GPU time (CUDA events, behind the gate) divided by ``STEPS``: nanoseconds per dependent access, including
 the loop's few instructions. The chain is checked once per configuration: from slot 0, the offset the kernel ends
 at must be the one the host computes by following the same chain. ``host-mapped`` is what a kernel pays per access to
 zero-copy memory across PCIe (nvbandwidth's ``host_device_latency_sm``); ``device`` is device memory (a working set

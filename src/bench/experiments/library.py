@@ -2,33 +2,12 @@
 overlapping: each call in :mod:`bench.catalogs`, measured as the ``blocking`` and ``serialization`` experiments
 measure CUDA runtime calls.
 
-JAX runs its work on streams of its own that nobody can name: its ``same`` placement holds every stream with the
-device-wide hold (:mod:`bench.usercode.hold`) instead of a spin on one.
-
-Every call has its own *call stream*, a fresh non-blocking stream that CuPy and PyTorch use as their current stream
-and that numba-cuda calls are given (calls without a stream argument use the legacy default stream). Placements:
-
-- ``same``: a spin kernel of ``SPIN_MS`` runs on the call's stream (for calls on the legacy default stream, on a
-  blocking stream, which that stream waits for); the call is timed on the host, and the host reads whether the spin
-  still ran when it returned. Verdicts as in ``blocking``: ``returns``, ``own-work`` (≥ 1 ms of its own),
-  ``waits-for-device``;
-- ``other``: the same with the spin on another non-blocking stream: does the call wait for work it has nothing to do
-  with (a device-wide synchronization, a freed pool)?
-- ``between``: the call is made between two spins on two other streams: do they still overlap (``overlaps``,
-  ``partial``, ``serializes``, as in ``serialization``)?
-
-Repeats run until ``MIN_REPEATS`` agree (at most five); ``stable`` says whether all agreed. ``idle_host_ms`` is a
-warm call with nothing running, ``first_host_ms`` (on each call's first row) the first call of it in the process:
-compilation, module loading, plan and handle creation (CuPy and XLA compile on a first call unless their on-disk
-caches hold what it needs: a sweep's warm-up fills them on a fresh machine, and the sweep's processes keep what XLA
-compiles, :attr:`bench.platform.libraries.Library.disk_cache`; numba-cuda's target is built in advance by the sweep's fork
-server, :mod:`bench.sweep.preload`). Calls that compile something new each time (``fresh``) pay that every
-time: their kernels carry numbers no other process used. A spin must outlast
-the call's own work, or a slow call would look as if it waited: each row's spin lasts ``SPIN_MS`` or four times the
-call's idle time, whichever is longer (``spin_ms``). A call that raises is a failed row with its error; one that hangs is stopped by the runner's
-watchdog. An optional library's rows (PyTorch, JAX) are skipped, with the reason, where it is not installed or has
-no CUDA (its record, :mod:`bench.platform.libraries`, tells). Every row records the version of the library it measured (and of
-those measured among its calls: Triton's on PyTorch's rows).
+Every call has its own *call stream*; a spin kernel of ``spin_ms`` runs on it (``same``; for JAX, the device-wide hold
+of :mod:`bench.usercode.hold`), on another stream (``other``), or as two spins on two other streams around the call
+(``between``). Repeats run until ``MIN_REPEATS`` agree; ``idle_host_ms`` is a warm call with nothing running,
+``first_host_ms`` the first call in the process. An optional library's rows are skipped where it cannot run
+(:mod:`bench.platform.libraries`); every row records the version of the library it measured. The method in full:
+docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -1,48 +1,12 @@
 """Managed memory (``cudaMallocManaged``): what a kernel pays when its pages start on the host, with and without
 ``cudaMemPrefetchAsync``, against the same kernel on pages already on the GPU.
 
-One managed buffer of ``bytes`` per size; the kernel is :class:`bench.measure.kernels.MixKernel` with one round
-(``data[i] = mix(data[i], 1)`` on every 4-byte word: one read and one write each, memory-bound), launched on the
-buffer's raw pointer on one non-blocking stream. ``gbps`` is ``bytes`` (the touched bytes, each read and written
-once) over the median GPU time; ``median`` is that time in ms.
-
-``case``:
-
-- ``first-touch``: before every sample, untimed, the CPU writes one word in every page (through a numpy view of the
-  managed pointer), which moves every page to the host and unmaps it from the GPU. The timed operation is the kernel
-  alone: its accesses fault, and the Unified Memory driver migrates the pages over while it runs, so its GPU time
-  includes the faults and the migration. Timed behind the gate (:meth:`bench.timing.Timer.each`, ``gated=True``):
-  the gate only keeps Python's launch time out of the interval; it changes nothing for the page faults, which
-  happen while the kernel runs, after the gate has opened, and are serviced by the driver on the CPU whatever the
-  launching thread does.
-- ``prefetch-then-kernel``: the same untimed CPU write before every sample; the timed operation is
-  ``cudaMemPrefetchAsync`` of the whole buffer to the GPU followed by the kernel on the same stream. Not gated: on
-  an idle stream the call does much of the work on the host before it returns (on the H200, driver 580: 4.1 of the
-  5.5 ms that 256 MiB took), so the time runs from a start event recorded just before the call and keeps that host
-  work in, as a program pays it. (Behind a closed gate the same call returned in 0.3 ms there, deferring the work;
-  ungated timing does not depend on how a driver splits it.) Events around each of the two operations give
-  ``prefetch_ms`` (from the call to the pages' arrival on the GPU; ``prefetch_gbps``: the host → device migration
-  rate) and ``kernel_ms`` (the kernel after the prefetch).
-- ``resident``: the pages are prefetched to the GPU once, untimed; the timed operation is the kernel alone, batched
-  behind the gate (:meth:`bench.timing.Timer.measure`): the reference.
-
-Every configuration is verified once before it is timed: the CPU touches every page (as before a sample) and writes
-their index into a sample of words (:data:`SPOT_CHECKS`, evenly spread, first and last included), the case's
-operations run once, and those words, gathered on the GPU (so no page moves back for the check), must hold
-:func:`bench.measure.kernels.mix_reference` of their index.
-
-**Memory.** Managed memory can oversubscribe the GPU, and asking for more than it has free can hang it: before
-allocating each size, the free device memory is read (``cudaMemGetInfo``) and a size above half of it becomes a
-``skipped`` row that says why (:func:`too_large`), as do all rows where the device lacks concurrent managed access
-(``unsupported``). ``memory_needed`` declares the managed bytes as device bytes.
-
-**API.** ``cudaMemPrefetchAsync`` changed in CUDA 13 (a ``cudaMemLocation`` and flags replace the device number);
-CuPy 14's ``runtime.memPrefetchAsync(ptr, count, device, stream)`` keeps its four arguments and, in builds for CUDA
-13, passes ``{cudaMemLocationTypeDevice, device}`` and flags 0 itself, so this experiment calls it unchanged.
-
-Caveats: page-fault migration depends on the driver's heuristics (it groups faults and prefetches larger regions
-when it sees dense access), on the access pattern (this kernel strides over the buffer with one wave of resident
-blocks) and on the host's page size; CPU-side faults of the untimed touch are not measured.
+One managed buffer of ``bytes`` per size and a memory-bound kernel over it
+(:class:`bench.measure.kernels.MixKernel`, one round). ``case``: ``first-touch`` (the CPU touches every page before
+each sample; the kernel's faults and migration are timed), ``prefetch-then-kernel`` (the same, then
+``cudaMemPrefetchAsync`` and the kernel, not gated) and ``resident`` (the reference). Verified once per configuration
+on :data:`SPOT_CHECKS` words gathered on the GPU; a size above half the free device memory is skipped
+(:func:`too_large`). The method, the API's change in CUDA 13 and the caveats: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,12 @@
 """Copy/compute overlap: a payload split into chunks over N streams, each chunk H2D → kernel → D2H on its stream.
 
-Chunks go round-robin over ``streams`` non-blocking streams, ``chunks_per_stream`` each. With ``allocator=malloc``
-the chunks live in one device buffer allocated up front; with ``mallocAsync`` every chunk allocates its buffer on its
-stream before the upload and frees it after the download, inside the timed loop, as real code does (the device's
-default pool, release threshold untouched). ``launch=eager`` enqueues every operation from Python (kernels through
-the precompiled path, see the ``launch`` experiment); ``launch=graph`` captures the whole multi-stream pipeline into a
-CUDA graph once and times its replays. A combination the runtime will not capture is a row with status
-``unsupported`` and the runtime's error text.
-
-The kernel does ``compute_ratio`` × (the pinned one-direction transfer time of the whole payload) of work; its rounds
-per element (``kernel_rounds``) are calibrated on the GPU at hand, and the ratio actually reached is recorded.
-
-**The bound.** Each stage of the whole payload is timed alone on one stream, after untimed passes over the fresh
-buffers: ``h2d_ms``, ``kernel_ms``, ``d2h_ms`` are medians and ``serial_ms`` is their sum. The bound takes each stage
-at its fastest sample, since a lower bound must not inherit a slow moment, and the kernel stage at the faster of the
-single whole-payload kernel and the same work split into four chunks per stream over 2, 4 or 8 streams
-(``kernel_split_ms``): on the H200, concurrent chunk kernels finish the same work about 8% sooner than one kernel
-(the next kernel fills the SMs a finishing one leaves idle), so the single kernel alone gives no lower bound.
-
-With two or more copy engines (``asyncEngineCount``) an upload, a download and kernels can all run at once, but the
-two copy directions share the PCIe link, so the copy stages are counted at the rate each direction keeps while the
-other one runs (``h2d_duplex_ms``, ``d2h_duplex_ms``: the fastest of 300 samples of the whole payload copied both
-ways at once, ``BOUND_RULE``: the fastest of a few moves by several percent from one moment to the next). No
-schedule can finish sooner than ``bound_ms = max(kernel, h2d_duplex_ms, d2h_duplex_ms)``: splitting a direction's
-bytes between "alone" and "together" periods only lengthens the copies, because the link moves more in total when
-both directions run. With one copy engine the copies serialize: ``bound_ms = max(kernel, h2d_ms + d2h_ms)``, each
-copy at its fastest of 300 samples. The bound uses pinned copy times for every row, so pageable rows show what pageable memory costs against
-what the hardware can do; their ``serial_ms`` (and so ``speedup``) uses their own pageable stage times. Filling and
-draining the pipeline (the first upload and the last download overlap nothing) is not in the bound, so
-``efficiency = bound_ms / makespan_ms`` approaches 1 only with enough, small enough chunks.
-
-**Timing.** Pinned pipelines are enqueued behind the gate and timed from the start event to the last stream's end
-(``makespan_ms``), so Python's enqueue speed is not in it; ``host_enqueue_ms`` is the host time the enqueue took.
-Pageable copies cannot wait behind a closed gate, so those rows are timed from a start event recorded just before
-the first enqueue (``gated`` False). Each configuration runs once first with an event before and after every
-operation (the ``timeline`` side table, from which ``concurrency`` is computed: the share of the makespan during which
-two or more operations run) and with its output checked against the kernel applied to the input.
+Chunks go round-robin over ``streams`` non-blocking streams, ``chunks_per_stream`` each; the ``allocator``
+(``malloc`` up front, or ``mallocAsync`` per chunk in the timed loop), the ``launch`` (``eager`` or one CUDA
+``graph``) and the host memory vary, and the kernel does ``compute_ratio`` × the payload's transfer time of work.
+``efficiency`` is ``bound_ms`` (the engine-aware lower bound on the makespan, from each stage timed alone:
+:mod:`bench.measure.pipeline`) over ``makespan_ms``, timed behind the gate where the copies are pinned; each
+configuration also runs once with events around every operation (the ``timeline`` side table) and its output checked.
+The model of the bound and the timing in full: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Copies between two GPUs: copy engines (``cudaMemcpyPeerAsync``) with peer access enabled or disabled, SM copies
 (a kernel reading or writing the other GPU's memory), and peer access latency (a pointer chase).
 
-For every ordered pair of the sweep's GPUs (``src`` → ``dst``):
-
-- ``method``: ``ce`` is ``cudaMemcpyPeerAsync``; ``sm`` a kernel that moves 8-byte words (``SmCopy`` in
-  :mod:`bench.measure.kernels`, as the ``zerocopy`` experiment); ``chase`` one thread following a random pointer chain
-  (``Chase``, as the ``latency`` experiment) through ``src``'s memory, from a kernel on ``dst``.
-- ``side`` (nvbandwidth's read and write): ``read`` issues the copy from the destination GPU (its stream, its copy
-  engine or its kernel pulls the data), ``write`` from the source GPU (pushes it).
-- ``peer_access``: ``enabled`` (``cudaDeviceEnablePeerAccess`` both ways: copies go GPU to GPU over NVLink or PCIe)
-  or ``disabled`` (both ways off: the runtime stages a copy through host memory; kernels cannot reach the peer).
-- ``direction``: ``uni`` (src → dst) or ``bidir`` (src → dst and dst → src at once, each issued by its own ``side``).
-  ``gbps`` of a bidirectional pair is both directions' bytes over the slower one's time; ``forward_gbps`` and
-  ``backward_gbps`` are each direction over its own time (their sum is nvbandwidth's "total").
-
-Every copy is verified once per configuration (the destination poisoned, one copy, compared byte for byte with the
-random source); every chase ends where the host says its chain ends. Times are CUDA events on the streams that do
-the work, behind a gate on each GPU (the gates open together); a copy staged through the host (peer access
-disabled) is timed without the gates, as pageable copies are, because the runtime may need the host to move it.
+For every ordered pair of the sweep's GPUs (``src`` → ``dst``), by ``method`` (``ce``, ``sm``, ``chase``), ``side``
+(``read``: issued by the destination GPU; ``write``: by the source), ``peer_access`` (``enabled``, ``disabled``) and
+``direction`` (``uni``, ``bidir``). Every copy is verified once per configuration; times are CUDA events behind a gate
+on each GPU (the gates open together), but for copies staged through the host. The method in full, and what
+``gbps``, ``forward_gbps`` and ``backward_gbps`` are: docs/methodology.md.
 """
 
 from __future__ import annotations

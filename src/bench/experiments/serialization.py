@@ -1,16 +1,10 @@
 """Which CUDA calls keep kernels on different streams from overlapping (implicit synchronization on the device).
 
-Two spin kernels of ``spin_ms`` each (``SPIN_MS``, or four times the call's own host time when that is longer, so a
-slow call cannot by itself leave the second kernel less than half a spin to overlap) go to two streams (both ``blocking`` or both ``non-blocking``): the first one is
-launched, and once the host sees it running the call is made (on its placement stream, see :mod:`bench.catalogs.runtime`), then
-the second is launched (:meth:`bench.timing.SpinWatch.call_between_spins`). Both kernels stamp their start and end
-with the GPU's global timer, so the result needs no events: ``overlap_ms`` is how long both ran at once and the
-samples are the makespan, first start to last end. The verdict is ``overlaps`` when they ran together for at least
-half a spin, ``serializes`` when the second started only after the first ended, ``partial`` in between.
-``host_waited`` says the call itself held the host until the first kernel ended (the second could not even be
-launched earlier), which serializes them from the host; otherwise the serialization, if any, happened on the device.
-``docs_serializes`` is the Programming Guide's list of operations that keep streams from running concurrently, plus
-"any CUDA command to the NULL stream" for blocking streams.
+Each call of :mod:`bench.catalogs.runtime` is made between two spin kernels of ``spin_ms`` on two streams (both
+``blocking`` or both ``non-blocking``: :meth:`bench.timing.SpinWatch.call_between_spins`). The kernels' global-timer
+stamps give ``overlap_ms``, the samples (the makespan) and the verdict: ``overlaps``, ``partial`` or ``serializes``;
+``host_waited`` says the call itself held the host, and ``docs_serializes`` is the Programming Guide's list. The
+method in full: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """How the host waits for the GPU: spin, yield or blocking sync, and what each costs in wake-up time and CPU.
 
 Each ``schedule`` runs in a process of its own whose primary context is created with that flag
-(``cuDevicePrimaryCtxSetFlags`` before the first CUDA call: what ``cudaSetDeviceFlags(cudaDeviceScheduleSpin |
-...Yield | ...BlockingSync)`` does; ``auto``, the default, lets the driver choose by the number of active contexts and
-CPUs); ``schedule_in_effect`` is what the driver reports afterwards. For each ``wait``:
-``stream`` (``cudaStreamSynchronize``), ``event`` (``cudaEventSynchronize`` on an event recorded after the kernel) and
-``event-blocking-sync`` (the same on an event created with ``cudaEventBlockingSync``, which blocks whatever the
-schedule), a one-thread kernel spins ``SPIN_MS`` and stamps its end with the GPU's global timer. The sample,
-``wake_us``, is the time from that stamp to the host's return from the wait, with the GPU's clock placed on the host's
-by :class:`bench.timing.ClockPair` (accurate to under a microsecond, the GPU-to-host write latency, by which it may
-read short). ``cpu_fraction`` is the process CPU time (every thread) over the wait's wall time: about 1 for a spinning
-host thread, near 0 for one that sleeps.
+(``schedule_in_effect``: what the driver reports). For each ``wait`` (``stream``, ``event``,
+``event-blocking-sync``) a one-thread kernel spins ``SPIN_MS`` and stamps its end; the sample, ``wake_us``, is the
+time from that stamp to the host's return from the wait, the clocks paired by :class:`bench.timing.ClockPair`, and
+``cpu_fraction`` the process's CPU time over the wait's wall time. The method in full: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The chunked copy/compute pipeline: a payload split into chunks over N streams, each chunk H2D → kernel → D2H on
-its stream (the ``overlap`` experiment, whose docstring tells the method; the ``connections`` experiment runs it too).
-The payload's buffers, the stage times of the whole payload alone and the engine-aware bound on the makespan, the
-kernel's calibration to a compute ratio, the pipeline's enqueueing (with a timeline, every operation bracketed by
-events) and capture into a graph, and the check of its output."""
+its stream (the ``overlap`` experiment's, whose method docs/methodology.md tells; the ``connections`` experiment runs
+it too). The payload's buffers, the stage times of the whole payload alone and the engine-aware bound on the
+makespan, the kernel's calibration to a compute ratio, the pipeline's enqueueing (with a timeline, every operation
+bracketed by events) and capture into a graph, and the check of its output."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ BOUND_RULE = {"min_samples": 300, "time_cap_s": 2.0}
 
 def bound_ms(kernel_ms: float, h2d_ms: float, d2h_ms: float, h2d_duplex_ms: float, d2h_duplex_ms: float,
              copy_engines: int) -> float:
-    """The engine-aware lower bound on the pipeline's makespan (see the module docstring)."""
+    """The engine-aware lower bound on the pipeline's makespan (docs/methodology.md, overlap)."""
     if copy_engines >= 2:
         return max(kernel_ms, h2d_duplex_ms, d2h_duplex_ms)
     return max(kernel_ms, h2d_ms + d2h_ms)

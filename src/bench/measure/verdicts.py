@@ -1,17 +1,13 @@
 """Verdicts on a call made while spin kernels run, and repeating it until they settle.
 
-A one-thread kernel busy-waits ``spin_ms`` on the GPU's global timer; the call is made while it runs
-(:meth:`bench.timing.SpinWatch.call_during_spin`) or between two of them on two streams
-(:meth:`bench.timing.SpinWatch.call_between_spins`). The verdict of one repeat, for the host:
-
-- ``waits-for-device``: the spin had ended when the call returned, and the call took at least half of what was left
-  of the spin when it was made: it waited for the GPU;
-- ``own-work``: the spin was still running, but the call took at least ``OWN_WORK_MS`` (a copy, an allocation);
-- ``returns``: the spin was still running and the call took less than ``OWN_WORK_MS``;
-
-and for the device (two spins around the call): ``overlaps`` when they ran together for at least half a spin,
-``serializes`` when the second started only after the first ended, ``partial`` in between. A call is repeated until
-``MIN_REPEATS`` verdicts agree, or ``MAX_REPEATS`` were made; its verdict is the most common one.
+For the host, a call made while one spin runs (:meth:`bench.timing.SpinWatch.call_during_spin`):
+``waits-for-device`` when the spin had ended when the call returned and the call took at least half of what was left
+of it (``unclear`` when it took less); ``own-work`` when the spin still ran but the call took ``OWN_WORK_MS`` or more;
+``returns`` when it took less. For the device, a call between two spins on two streams
+(:meth:`bench.timing.SpinWatch.call_between_spins`): ``overlaps`` when they ran together for at least half a spin,
+``serializes`` when the second started only after the first ended, ``partial`` in between. A call repeats until
+``MIN_REPEATS`` verdicts agree (``DEVICE_MIN_REPEATS`` for the device's), or ``MAX_REPEATS`` were made; its verdict is
+the most common one. The method: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from bench.platform.errors import UsageError
 
 GPU_COMMANDS = ("sweep", "probe", "syncs", "trace")  # measure on a GPU; so does `claims --measure`
 RESULTS_NAME = "<run_id>-<gpu>.parquet"  # a sweep's results file: its run id (UTC start second, process id), its GPU
-MEASURING_EXTRAS = ("cu12", "cu13")  # every command that measures needs one of them (bench.platform.env names the missing)
+MEASURING_EXTRAS = ("cu12", "cu13")  # every measuring command needs one of them (bench.platform.env names the missing)
 EXTRAS = {"trace": ("cu13", "cupti")}  # what a command needs besides: the extras that install it
 BESIDE = {"cupti": "cu13"}  # an extra that installs only beside another: CUPTI 13's bindings need CUDA 13's
 

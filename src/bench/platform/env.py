@@ -70,9 +70,9 @@ def gpu_skip_reason() -> str | None:
 @dataclass(frozen=True)
 class Environment:
     """One row's worth of environment columns (every result row carries them). The measuring stack's libraries
-    (:data:`bench.platform.libraries.REQUIRED`) have a version field each; an optional library's version is a column of the rows
-    that measured it or ran with it loaded (:func:`bench.results.schema.environment_columns`), never a field here: a sweep's
-    environment columns replace a row's own."""
+    (:data:`bench.platform.libraries.REQUIRED`) have a version field each; an optional library's version is a column of
+    the rows that measured it or ran with it loaded (:func:`bench.results.schema.environment_columns`), never a field
+    here: a sweep's environment columns replace a row's own."""
 
     gpu_name: str
     gpu_uuid: str

@@ -3,8 +3,8 @@ call it, how pip installs it (the distribution's extras and the packages they na
 top-level packages that are its code, how to tell that its calls cannot run here, how it is put on a stream, and how
 its version is read. What else names libraries derives from these records: the catalogs (:mod:`bench.catalogs`), the
 ``library`` experiment and its view, the attribution of a wait to a library (:mod:`bench.usercode.stacks`), the
-environment's and the rows' version columns (:mod:`bench.platform.env`, :mod:`bench.results.schema`); a test holds ``pyproject.toml``'s
-extras to them.
+environment's and the rows' version columns (:mod:`bench.platform.env`, :mod:`bench.results.schema`); a test holds
+``pyproject.toml``'s extras to them.
 
 Imports nothing of bench but the distribution's name (and the cache, where versions are read), and no library: a
 record reaches its library only when one of its functions runs, so that the analysis side reads the records without

@@ -1,18 +1,12 @@
-"""One self-contained HTML report of results, for people to read: the answers first (per GPU, newest run first: its
-newest run's date and commit, and each experiment's answer in a sentence), every run of the input with the GPU it ran
-on, where code waited and how much it overlapped (the tools' own results), then per GPU (a section each when there
-are several) each experiment's headline table and figures, the truth tables (blocking, serialization, library,
-crossgpu) as HTML tables, and the claims. Every section is in the contents. Of several measurements of a
-configuration on one GPU, the newest is shown. An experiment's figures are drawn once, of the GPU that measured it
-last; the other GPUs' sections say whose they are (``bench report --gpu`` or ``bench plot`` draw theirs): the report
-of a fleet of any size stays quick to make and to open. Figures shrink to the page's width; a table column holds one
-unit, named in its header.
+"""One self-contained HTML report of results, for people to read (``bench report``): the answers first, the runs and
+the tools' results, then per GPU each experiment's headline table and figures, the truth tables and the claims.
 
 A results file is untrusted input: every value from it is escaped for where it lands (:mod:`bench.report.markup`),
-and the report forbids script by its Content-Security-Policy (it has none of its own). Opens in a browser from the
-file alone; never imports CUDA, nor an experiment: the experiments' descriptions come in as ``experiments`` (name ->
-description, in the sweep's order: :func:`bench.experiments.registry`), their headlines, answers and figures from
-their views (:mod:`bench.views`). The same results give the same bytes (the only dates in it are the runs')."""
+and the report forbids script by its Content-Security-Policy. Never imports CUDA, nor an experiment: the experiments'
+descriptions come in as ``experiments`` (name -> description, in the sweep's order: :func:`bench.experiments.registry`),
+their headlines, answers and figures from their views (:mod:`bench.views`). The same results give the same bytes.
+What it shows: docs/usage.md.
+"""
 
 from __future__ import annotations
 

@@ -59,8 +59,8 @@ def text(value) -> str:
 
 
 def words(value: str) -> str:
-    """Text with its control characters (:data:`bench.analysis.escape.CONTROL`) but tab and line break written as their Python
-    escapes (``\\x1b``, ``\\r``): shown as text in the report, never run by a terminal that prints the file."""
+    """Text with its control characters (:data:`bench.analysis.escape.CONTROL`) but tab and line break written as their
+    Python escapes (``\\x1b``, ``\\r``): shown as text in the report, never run by a terminal that prints the file."""
     return visible(value, keep=LAYOUT)
 
 

@@ -93,9 +93,9 @@ MONITOR = (
 
 
 def environment_columns() -> tuple[Column, ...]:
-    """The environment every row records, typed from :class:`bench.platform.env.Environment`; then the version of each GPU
-    library that is not a field there (:mod:`bench.platform.libraries`), which the rows that measured it or ran with it loaded
-    record."""
+    """The environment every row records, typed from :class:`bench.platform.env.Environment`; then the version of each
+    GPU library that is not a field there (:mod:`bench.platform.libraries`), which the rows that measured it or ran with
+    it loaded record."""
     from bench.platform.env import Environment
     from bench.platform.libraries import LIBRARIES
 

@@ -1,21 +1,12 @@
 """Results on disk: typed parquet, a schema version, atomic writes, and directories read as one dataset.
 
-Layout of a results directory (what ``pandas.read_parquet(DIR)`` and ``pyarrow.dataset.dataset(DIR)`` read as one
-table, since both pass over names that start with ``_`` or ``.``)::
-
-    results/
-      20261121T145904Z-NVIDIA-H200.parquet     one run's rows (the main table)
-      fleet/node-a/20261121T145904Z-NVIDIA-H200.parquet    runs in subdirectories, at any depth (a node's sweep)
-      _timeline/20261121T145904Z-NVIDIA-H200.parquet    its side table "timeline", same file name
-      _logs/  _superseded/  ...                 anything else: logs, references, older runs
-
-Every main table of a schema version has the same columns (:mod:`bench.results.schema`), so runs of different experiments
-read together; files written before a column was added get it from ``python -m bench.cli.upgrade``. Version 1 files
-(bench before the one-sample schema) are converted on read (:mod:`bench.results.version1`). The suite's columns are those of
-the experiments the caller hands in (the registry, :func:`bench.experiments.registry`): the store imports none.
-
-Its writes are :mod:`bench.results.writes`': never half a file, never through a symlink, never over a device, a pipe or a
-directory, and a new run's file never replaces another file.
+A results directory holds a parquet file per run (at any depth), each side table in ``_<table>/`` under its run's file
+name, and anything else in directories whose names start with ``_`` or ``.``, which ``pandas.read_parquet(DIR)`` and
+``pyarrow.dataset.dataset(DIR)`` pass over. Every main table of a schema version has the same columns
+(:mod:`bench.results.schema`): the suite's are those of the experiments the caller hands in, for the store imports
+none. Version 1 files are converted on read (:mod:`bench.results.version1`). Its writes are
+:mod:`bench.results.writes`': never half a file, never through a symlink, and a new run's file never replaces another
+file. The layout: docs/usage.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Older results files brought up to today's: schema version 1 files (bench before the one-sample schema) are
-converted on read to version 2 (:mod:`bench.results.version1`); version 2 files written before a column was added get it, on
-disk, from ``python -m bench.cli.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of the
-version has the same columns and plain ``pandas.read_parquet`` or ``pyarrow.dataset`` drop none of them.
+converted on read to version 2 (:mod:`bench.results.version1`); version 2 files written before a column was added get
+it, on disk, from ``python -m bench.cli.upgrade [DIRECTORY ...]`` (:func:`to_suite_schema`), so that every main table of
+the version has the same columns and plain ``pandas.read_parquet`` or ``pyarrow.dataset`` drop none of them.
 Its command is :mod:`bench.cli.upgrade`, which reads the registry of experiments and hands their schema down.
 """
 
@@ -31,11 +31,11 @@ def main_tables(directory: Path) -> list[Path]:
 
 
 def to_suite_schema(path: Path, schema: pa.Schema) -> bool:
-    """Give the main table at ``path`` every column of today's suite ``schema`` (:func:`bench.results.store.suite_schema`),
-    in its order: a column the file lacks is added empty (null); each column it has keeps its values, type and
-    description, and the file keeps its bench metadata byte for byte. False, writing nothing, when it has those
-    columns already. ResultsError for a column the suite lacks or types differently: that takes a new schema
-    version."""
+    """Give the main table at ``path`` every column of today's suite ``schema``
+    (:func:`bench.results.store.suite_schema`), in its order: a column the file lacks is added empty (null); each column
+    it has keeps its values, type and description, and the file keeps its bench metadata byte for byte. False, writing
+    nothing, when it has those columns already. ResultsError for a column the suite lacks or types differently: that
+    takes a new schema version."""
     table = pq.read_table(path)
     for field in table.schema:
         if field.name not in schema.names or field.type != schema.field(field.name).type:

@@ -1,5 +1,5 @@
-"""Version 1 rows (bench before the one-sample schema) as version 2 rows: :func:`bench.results.store.read` converts a version
-1 file with :func:`from_version_1` as it reads it.
+"""Version 1 rows (bench before the one-sample schema) as version 2 rows: :func:`bench.results.store.read` converts a
+version 1 file with :func:`from_version_1` as it reads it.
 
 Version 1 rows kept their raw samples under experiment-specific names (``samples_ms``, ``host_us_samples``,
 ``host_ms_samples``, ``cycle_us_samples``, ...), stored yes/no/unknown flags as the text 'true'/'false'/'', and

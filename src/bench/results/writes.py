@@ -1,7 +1,7 @@
-"""Writing files safely, for every writer of bench (:mod:`bench.results.store`'s results files, figures, reports, exports):
-a reader sees the old file or the new one, never half of one (a full disk is a :class:`bench.platform.errors.WriteError`); a
-write never goes through a symlink (:func:`write_target`), never replaces a device, a pipe or a directory, and a new
-run's file never replaces another file. The standard library only."""
+"""Writing files safely, for every writer of bench (:mod:`bench.results.store`'s results files, figures, reports,
+exports): a reader sees the old file or the new one, never half of one (a full disk is a
+:class:`bench.platform.errors.WriteError`); a write never goes through a symlink (:func:`write_target`), never replaces
+a device, a pipe or a directory, and a new run's file never replaces another file. The standard library only."""
 
 from __future__ import annotations
 
@@ -221,8 +221,8 @@ def kind_of(path: Path) -> str:
 
 def write_file(path: Path, fill: Callable[[BinaryIO], object], mode: int, new: bool = False) -> Path:
     """``fill`` a temporary file beside ``path`` (checked by :func:`write_target`), sync it, then give it that name
-    in one step (``new``: only a free name, see :func:`write_table`): a reader sees the old file or the new
-    one, and a write that fails (a full disk) leaves nothing behind. WriteError says what failed."""
+    in one step (``new``: only a free name, see :func:`bench.results.store.write_table`): a reader sees the old file or
+    the new one, and a write that fails (a full disk) leaves nothing behind. WriteError says what failed."""
     target = write_target(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

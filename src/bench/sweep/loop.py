@@ -1,21 +1,13 @@
-"""The running sweep: :class:`Runner` takes a :class:`~bench.sweep.plan.Request` through three steps, each taking
-what the one before returned, to an :class:`Outcome`:
+"""The running sweep: :class:`Runner` takes a :class:`~bench.sweep.plan.Request` through three steps, each taking what
+the one before returned, to an :class:`Outcome`: :meth:`Runner.plan` → :class:`~bench.sweep.plan.Planned`,
+:meth:`Runner.check` → :class:`~bench.sweep.preflight.Checked` (a problem is a
+:class:`bench.platform.errors.UsageError`, nothing written), :meth:`Runner.run` → :class:`Outcome` (each experiment in
+a child process, every row checked and saved as it goes; a save that fails ends the sweep with a
+:class:`bench.platform.errors.WriteError`). The runner prints nothing: it reports to a :class:`Reporter`.
 
-1. :meth:`Runner.plan` → :class:`~bench.sweep.plan.Planned` (the plans, their GPUs, what was left out);
-2. :meth:`Runner.check` → :class:`~bench.sweep.preflight.Checked` (the plans left to run, the results path, the
-   GPUs' environments, a resumed file's rows); a problem is a :class:`bench.platform.errors.UsageError`, nothing written;
-3. :meth:`Runner.run` → :class:`Outcome`: each experiment in a child process (:mod:`bench.sweep.processes`), so that
-   a CUDA error that poisons its context (or a crash) ends only that experiment, whose unmeasured configurations
-   become failed (or, out of memory, skipped) rows; every row checked against the schema and saved atomically at
-   least every ``save_every_s``, so an interrupted sweep (Ctrl-C, SIGTERM) keeps what it finished; ``--resume``
-   runs only what a file lacks. A new sweep's file never replaces another's (two sweeps of one second get two
-   files), and a save that fails (a full disk) ends the sweep with a :class:`bench.platform.errors.WriteError`, its file as
-   last saved.
-
-The runner prints nothing: it reports to a :class:`Reporter` (the command line draws a progress bar from it).
-
-It imports the rest of :mod:`bench.sweep`, :mod:`bench.results.store`, :mod:`bench.results.schema`, :mod:`bench.platform.env` and
-:mod:`bench.timing`; nothing CUDA (the experiments' processes measure).
+It imports the rest of :mod:`bench.sweep`, :mod:`bench.results.store`, :mod:`bench.results.schema`,
+:mod:`bench.platform.env` and :mod:`bench.timing`; nothing CUDA (the experiments' processes measure). The steps in
+full: docs/reference/packages.md.
 """
 
 from __future__ import annotations
@@ -181,8 +173,8 @@ class _Sweep:
 
     def save(self, complete: bool) -> None:
         """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
-        (:func:`bench.results.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
-        that failed and what the results file kept."""
+        (:func:`bench.results.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the
+        file that failed and what the results file kept."""
         if not self.rows:
             return
         stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,

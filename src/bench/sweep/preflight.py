@@ -1,10 +1,11 @@
 """The checks before a sweep writes or runs anything: the GPUs it selects, the output path (never an existing
 results file, unless resuming it), the file it resumes, the memory its plans need. A problem is a
-:class:`bench.platform.errors.UsageError` and nothing is written. What the checks establish is a :class:`Checked`, all the
-run needs besides the request.
+:class:`bench.platform.errors.UsageError` and nothing is written. What the checks establish is a :class:`Checked`, all
+the run needs besides the request.
 
-It imports :mod:`bench.platform.env` (the GPU's environment, read without a CUDA context in this process), :mod:`bench.results.store`
-and :mod:`bench.sweep.plan` / :mod:`bench.sweep.resume`; nothing CUDA is imported until the GPU is asked about.
+It imports :mod:`bench.platform.env` (the GPU's environment, read without a CUDA context in this process),
+:mod:`bench.results.store` and :mod:`bench.sweep.plan` / :mod:`bench.sweep.resume`; nothing CUDA is imported until the
+GPU is asked about.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ started ahead of its turn: :class:`Started`), :func:`isolated` (its turn, with a
 process), :func:`paced` (the rows, rescaled to keep to a :class:`Pace`),
 and :class:`Drains` (several message sources drained at once, joining as they start).
 
-It imports :mod:`bench.sweep.plan`, :mod:`bench.platform.env` (the device helpers), :mod:`bench.platform.libraries` (the records: which
-keep compiled code on disk when told) and :mod:`bench.timing`; nothing CUDA until a child measures.
+It imports :mod:`bench.sweep.plan`, :mod:`bench.platform.env` (the device helpers), :mod:`bench.platform.libraries` (the
+records: which keep compiled code on disk when told) and :mod:`bench.timing`; nothing CUDA until a child measures.
 """
 
 from __future__ import annotations

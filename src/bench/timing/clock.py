@@ -18,7 +18,7 @@ class GpuClock:
     work enqueued on the stream between them, as CUDA events measure it. With ``gated`` (the default), every call
     also closes a :class:`Gate` and records its start event behind it, and the next call opens the gate only after
     recording its end event: the work between two calls waits until the host has enqueued all of it, so how fast
-    Python enqueues is not in the time (as in :meth:`Timer.measure`). Pageable copies need ``gated=False``.
+    Python enqueues is not in the time (as in :meth:`bench.timing.Timer.measure`). Pageable copies need ``gated=False``.
 
     Use it in pedantic mode and call :meth:`release` when done, which opens a gate left closed by the last call::
 

@@ -2,8 +2,8 @@
 (:class:`Timer`, :class:`GpuTiming`), an :class:`Event` that is part of what is measured, and :class:`Context`, the
 timers and host sampling the harness hands an experiment.
 
-It imports :mod:`bench.platform.cuda` (lazy stand-ins: CuPy and numba-cuda load on first use), :mod:`bench.timing.stats` and
-:mod:`bench.timing.host`.
+It imports :mod:`bench.platform.cuda` (lazy stand-ins: CuPy and numba-cuda load on first use), :mod:`bench.timing.stats`
+and :mod:`bench.timing.host`.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ class Timer:
 
     def run_once(self, enqueue: Callable[[int], None], streams: Sequence, *, gated: bool = True) -> list[float]:
         """One batch of one operation, outside the stop rule: a verification run, or one that records its own
-        :class:`Timeline`. Returns each stream's GPU time (ms)."""
+        :class:`bench.timing.Timeline`. Returns each stream's GPU time (ms)."""
         with _Events([None] * len(streams)) as events:
             return self._batch(events, enqueue, streams, 1, gated)[0]
 

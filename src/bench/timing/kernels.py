@@ -1,7 +1,7 @@
 """The timing core's kernels: the gate, the spin, the clock publisher and the device-wide hold, in CUDA C++.
 
-NVRTC compiles them once for the GPU's architecture; the cubin is kept in bench's cache (:mod:`bench.platform.cache`, keyed
-by this source, the architecture and CuPy's version), so a later command loads it without compiling. They are
+NVRTC compiles them once for the GPU's architecture; the cubin is kept in bench's cache (:mod:`bench.platform.cache`,
+keyed by this source, the architecture and CuPy's version), so a later command loads it without compiling. They are
 loaded and launched through the driver (``libcuda``), so the tools that use them import neither numba nor CuPy:
 only CuPy's runtime bindings. Their state lives in host-mapped pinned memory (:class:`Mapped`), which host and
 kernel both read and write while the kernel runs.

@@ -2,8 +2,8 @@
 :class:`Samples` (raw samples with their unit and clock, and the sample columns of a result row), and the units,
 clocks and stop reasons that the schema shares.
 
-Pure Python: it imports the standard library only (never :mod:`bench.platform.cuda`, CuPy or numba), so the analysis commands,
-the planner and the schema use it without any CUDA library installed.
+Pure Python: it imports the standard library only (never :mod:`bench.platform.cuda`, CuPy or numba), so the analysis
+commands, the planner and the schema use it without any CUDA library installed.
 """
 
 from __future__ import annotations

@@ -2,24 +2,13 @@
 
     import bench
     result = bench.probe(step, batch)            # the whole GPU held: work on any stream, of any library
-    print(result)                                # "waits-for-device: held the host 19.8 ms ..."
     result = bench.probe(step, batch, stream=s)  # or a spin on one stream (CuPy, PyTorch, numba, a handle; 0: legacy)
 
-:func:`probe` holds the GPU for ``spin_ms`` more than twice the call's own time (by default the device-wide hold, :mod:`bench.usercode.hold`, which keeps
-every kernel of every stream from starting; with ``stream``, a one-thread spin kernel on that stream), calls
-``fn(*args, **kwargs)`` while it holds and times the call on the host; the host knows whether the hold (or the spin)
-still ran when the call returned. Repeats run until ``repeats`` agree (at most five). Inside a
-``bench.allow_waits`` scope entered by the call's thread, the GPU is not held (the hold is released on entry and a
-new one launched on exit; a spin, which cannot be released, runs again from there): the waits there do not make the
-verdict, and the host time spent in scopes is not the call's. With ``serialization``, the call
-is also made between two spins on two other non-blocking streams, to see whether they still overlap.
-
-Under the hold nothing is queued on your streams before the call: the call waits only for work it queued itself, or
-for the whole device (a ``.item()`` of a result computed before the probe returns: the copy engines are not held).
-With ``stream``, the spin is queued ahead of the call on that stream, and only work on that stream waits behind it:
-``stream=0`` is the legacy default stream, where the spin runs on a blocking stream (which that stream waits for). To see where in ``fn`` it waited, use
-:func:`bench.syncs`. The callable runs once to warm up, then as often as the repeats need (at least ``repeats`` + 2
-times in all): make it repeatable.
+:func:`probe` holds the GPU (the device-wide hold of :mod:`bench.usercode.hold`, or with ``stream`` a spin kernel on
+that stream) for ``spin_ms`` more than twice the call's own time, calls ``fn(*args, **kwargs)`` while it holds, times
+the call on the host and reads whether the hold still ran when it returned, until ``repeats`` verdicts agree (at most
+five); with ``serialization`` it also makes the call between two spins on two other streams. The GPU is not held inside
+a ``bench.allow_waits`` scope of the call's thread. Make the callable repeatable. More: docs/usage.md, docs/syncs.md.
 """
 
 from __future__ import annotations

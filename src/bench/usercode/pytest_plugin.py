@@ -5,27 +5,11 @@ its copies (or its NCCL communication) do not hide behind its kernels.
         with assert_async():
             step(batch)
 
-    def test_input_pipeline_overlaps(assert_overlap):
-        pipeline()  # warm up: a first call's loading would be in the trace
-        with assert_overlap(min_hidden=0.8):
-            pipeline()
-
-    def test_ddp_step_hides_its_all_reduces(assert_overlap):  # in each rank, under torchrun
-        with assert_overlap(min_comm_hidden=0.5):
-            train_step(model, batch)
-
-    # or, without the fixture:  from bench.pytest_plugin import assert_async
-
-While the region runs, the device-wide hold (:mod:`bench.usercode.hold`) keeps every kernel of every stream and every
-library from starting, so a call that needs the GPU's results cannot return; a watcher thread finds where the
-region's thread stands still (:mod:`bench.usercode.watcher`), releases the hold and holds again. The test fails with the
-lines that waited; a region that only enqueues work passes. Regions nest (an inner one joins the outer hold), and an
-exception inside releases the GPU at once. ``stream=`` keeps the old meaning: only work queued on that stream (a CuPy,
-PyTorch or numba stream, or a handle; 0 for the legacy default stream) is held, behind a one-thread gate.
-
-Without a GPU the test is skipped, with the reason bench's own GPU tests give ("needs a GPU: ..."). Registered through
-the ``pytest11`` entry point, :mod:`bench.pytest_plugin`, which gives these names; it imports nothing CUDA until a
-test uses it, so installing bench changes nothing for other test suites.
+``assert_async`` holds the GPU (:mod:`bench.usercode.hold`) while a watcher finds where the region waits
+(:mod:`bench.usercode.watcher`); ``assert_overlap`` traces the region (:mod:`bench.usercode.trace`). Without a GPU a
+test is skipped. Registered through the ``pytest11`` entry point, :mod:`bench.pytest_plugin`, which gives these names;
+it imports nothing CUDA until a test uses it. The fixtures' options and baselines: docs/usage.md, docs/trace.md,
+docs/ci.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """The watcher: finds where the threads of a region wait for the GPU, reading every Python thread's stack every half
 millisecond while the device-wide hold (:mod:`bench.usercode.hold`) keeps every kernel from starting.
 
-A call that needs the GPU's results cannot return while the GPU is held; PyTorch, CuPy, numba-cuda and JAX release
-the GIL while they wait, so the watcher sees the waiting thread stand still at one place with the GIL free (a thread
-that runs Python keeps the GIL and is caught at the same instruction, a loop's jump, every time Python hands the GIL
-over: a poll that had to wait for the GIL never counts as standing still). Once a thread has stood still for
-``settle_s`` in a GPU library's call (or, for the region's own thread, anywhere), the watcher takes its stack (and,
-with CUPTI, the CUDA driver call it is in), releases the hold and holds the GPU again before that thread runs its
-next line:
-
-- With CUPTI (:class:`Gate`), the thread that waited is kept at the return of the driver call it waited in until the
-  new hold is full, so the next wait, on the next line or the next pass of a loop, stands still too: counts are
-  exact. Where the thread waited in no driver call of its own (JAX waits on its own threads), the gate keeps the
-  threads that were in one.
-- Without CUPTI the watcher holds again once the thread has moved on: work the thread enqueues before the new hold
-  is in place runs, and a wait for it right after another wait can be missed.
-
-A place that has waited ``KNOWN_AFTER`` times counts its further waits after ``FAST_SETTLE_S``: finding a wait costs
-the settle once per place, not once per wait. Threads other than the region's own count only where they stand in a
-GPU library or a CUDA driver call (an idle thread on a queue is not waiting for the GPU); the region's thread standing
-elsewhere while another thread's wait is found, and moving on once that wait ends, waited on that thread.
-
-Without a hold the same watcher measures how long each thread stands at each line on its own (:class:`Dwell`).
+A thread that stands still with the GIL free for ``settle_s`` in a GPU library's call (the region's own thread:
+anywhere) has waited: the watcher takes its stack (with CUPTI, the driver call it is in), releases the hold and holds
+the GPU again before that thread runs its next line. With CUPTI, :class:`Gate` keeps the thread at its driver call's
+return until the new hold is full; without it, the hold comes back once the thread has moved on. A place that has
+waited ``KNOWN_AFTER`` times counts its further waits after ``FAST_SETTLE_S``. Without a hold the same watcher
+measures how long each thread stands at each line on its own (:class:`Dwell`). How it finds a wait, in full:
+docs/syncs.md.
 """
 
 from __future__ import annotations
@@ -160,7 +146,7 @@ class Watcher:
                 if tid != own and not thread_name(tid).startswith(OWN_THREAD_PREFIX)}
 
     def _watch(self) -> None:
-        last: dict[int, tuple] = {}  # each thread's newest frame, its line then and its position (a wait holding the GIL)
+        last: dict[int, tuple] = {}  # each thread's newest frame, its line then, its position (a wait holding the GIL)
         while not self._stop.is_set():
             if self.hold is not None:
                 self.hold.beat()

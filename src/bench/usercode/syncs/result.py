@@ -55,7 +55,7 @@ class Place:
 
 @dataclass
 class SyncsResult:
-    """What :func:`syncs` found."""
+    """What :func:`bench.syncs` found."""
 
     places: list[Place]  # lines that waited for the GPU, first waited first (outside every allow_waits scope)
     own_work: list[Place] = field(default_factory=list)  # lines that stood still as long without the hold

@@ -4,17 +4,12 @@
     found = bench.syncs(train_step, model, batch)   # any library, any stream
     print(found)                                     # one row per line that waited
 
-:func:`syncs` calls ``fn(*args, **kwargs)`` three times: once to warm up (compiling, caches), once as it is (how long
-it stands at each line on its own), and once under the device-wide hold (:mod:`bench.usercode.hold`), which keeps every
-kernel of every stream from starting. Under the hold a call that needs the GPU's results cannot return; a watcher
-thread sees the region's thread stand still, takes its stack, releases the hold and holds again for the next wait
-(:mod:`bench.usercode.watcher`). A place that stood still as long without the hold was busy on the host, not waiting:
-it is listed apart (``own_work``). With CUPTI (the ``cupti`` extra) each wait also names the CUDA driver call it
-waited in. Make the callable repeatable.
-
-:func:`held_region` is the same hold and watcher around a ``with`` block (the pytest plugin's ``assert_async``);
-regions nest: an inner region joins the outer one's hold. What it found: :mod:`bench.usercode.syncs.result`; its
-results files: :mod:`bench.usercode.syncs.files`.
+:func:`syncs` calls ``fn(*args, **kwargs)`` three times: to warm up, as it is (how long it stands at each line on its
+own), and under the device-wide hold (:mod:`bench.usercode.hold`) with the watcher (:mod:`bench.usercode.watcher`),
+which finds where it waited; a place that stood still as long without the hold was host work (``own_work``). Make the
+callable repeatable. :func:`held_region` is the same hold and watcher around a ``with`` block (``assert_async``;
+regions nest). What it found: :mod:`bench.usercode.syncs.result`; its files: :mod:`bench.usercode.syncs.files`. The
+method: docs/syncs.md.
 """
 
 from __future__ import annotations

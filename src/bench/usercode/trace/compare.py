@@ -1,20 +1,12 @@
 """Two traces compared (``bench compare OLD.parquet NEW.parquet`` of two ``bench trace --save`` files): what changed,
-target by target, in the makespan, the efficiency, the share of copying hidden behind compute, the idle time, the
-pageable copies' cost, the share of communication hidden behind compute and the time of each kernel name. The analysis side: pandas and the results files only.
+target by target, in the makespan, the efficiency, the shares of copying and of communication hidden behind compute,
+the idle time, the pageable copies' cost and the time of each kernel name. The analysis side: pandas and the results
+files only.
 
-Each target's newest trace on each side is compared (a file may hold several targets; ``--gpu`` picks one GPU's). A
-trace keeps every traced run's numbers (the ``*_runs`` columns); a number's change is flagged only beyond their
-spread:
-
-- ``same``: the two values are equal, or the two sides' runs overlap (the lowest run of one side is at most the
-  highest of the other);
-- ``worse`` or ``better``: every run of one side lies beyond every run of the other (more time, or a smaller share of
-  the bound or of the copying hidden, is worse);
-- ``unclear``: a side keeps fewer than two runs (a ``tracing()`` block, or a file written before bench kept them);
-- ``changed``: a side lacks the number (a kernel name only one trace ran, copies or communication only one side
-  had).
-
-A change is the relative change of a time, in percent, and the difference of a share, in percentage points.
+Each target's newest trace on each side is compared, and a number's change is flagged only beyond the spread of the
+traced runs each trace keeps: ``same`` (equal, or the two sides' runs overlap), ``worse`` or ``better`` (every run of
+one side beyond every run of the other), ``unclear`` (a side keeps fewer than two runs) or ``changed`` (a side lacks
+the number). The rules: docs/trace.md.
 """
 
 from __future__ import annotations

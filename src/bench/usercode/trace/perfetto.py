@@ -1,19 +1,10 @@
 """A trace's timeline for Perfetto (ui.perfetto.dev) and chrome://tracing: the JSON object form of the Chrome Trace
 Event format, written with the standard library.
 
-- A process per GPU ("GPU 0", "GPU 1 (rank 1)") with a track per stream ("stream 7"). Perfetto does not support JSON slices that
-  overlap on one track, so a stream's records that overlap in time go on further tracks ("stream 7 (2)"): each record
-  takes the stream's first track free at its start.
-- Every kernel, copy and memset is a complete event (``X``), times in µs from the earliest record or watched call of
-  the described run (``otherData.origin_ns`` is that time on CUPTI's clock); a copy's name gives its direction and
-  size, and "pageable" where its host memory is (its category is ``copy,pageable`` and its args say so too); NCCL's
-  kernels have the category ``kernel,communication``.
-- Each GPU's idle gaps on an "idle" track of its process, with the call the host was in when it ran dry and its line.
-- A "host" process (one per rank in a trace merged from several): the watched driver calls that took :data:`~bench.usercode.trace.outputs.WAIT_NS` or more on "host waits",
-  the others on "driver calls", each with the line that made it (as many tracks as calls overlap: threads).
-- A flow (``s`` to ``f``, bound to the enclosing slices) from each watched call to the GPU work it enqueued, by
-  CUPTI's correlation id: copies and memsets. bench watches only the calls that may wait, not kernel launches (a
-  callback per launch costs too much), so kernels have no flow.
+A process per GPU with a track per stream (records that overlap in time go on further tracks) and an "idle" track; a
+"host" process per rank with the watched driver calls (those of :data:`~bench.usercode.trace.outputs.WAIT_NS` or more
+on "host waits"); a flow from each watched call to the copies and memsets it enqueued, by CUPTI's correlation id.
+What each event holds: docs/trace.md.
 """
 
 from __future__ import annotations
@@ -182,8 +173,8 @@ def trace_events(result: Trace) -> dict:
 
 
 def encoded(result: Trace) -> bytes:
-    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.analysis.escape.json_text`): kernel names and
-    lines come from the user's code."""
+    """The timeline's JSON, UTF-8, its control characters escaped (:func:`bench.analysis.escape.json_text`): kernel
+    names and lines come from the user's code."""
     return json_text(trace_events(result), allow_nan=False).encode("utf-8")
 
 

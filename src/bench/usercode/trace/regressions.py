@@ -1,16 +1,11 @@
 """What got worse in a trace against an earlier one, named by line and stream (``bench trace --baseline``, and
 ``bench compare`` of two trace files): the analysis side, pandas and the traces' rows only.
 
-Of each target both traces hold (each side's newest trace):
-
-- **a share**: the copies hidden, the efficiency or the communication hidden judged worse beyond the spread of both
-  traces' runs (:func:`bench.usercode.trace.compare.compare`);
-- **a host wait**: more waits of the host in one driver call at one file than before (a wait is matched by its file
-  and call, not its line: code moved within the file still matches);
-- **a pageable copy**: a copy of a file, direction and size made from pageable memory where it was not before;
-- **an idle gap after a wait**: more gaps of the GPU after a host wait in one driver call at one file than before;
-- **streams that serialize**: two streams whose kernels ran at once before and no longer do (both still ran
-  kernels).
+Of each target both traces hold (each side's newest trace): a share (copies, efficiency, communication) judged worse
+beyond both traces' runs (:func:`bench.usercode.trace.compare.compare`); more host waits in one driver call at one
+file; a copy of a file, direction and size that became pageable; more idle gaps after a host wait in one driver call
+at one file; two streams whose kernels ran at once and no longer do. Waits, copies and gaps match by file and call,
+not line. More: docs/trace.md.
 """
 
 from __future__ import annotations

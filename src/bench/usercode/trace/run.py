@@ -1,33 +1,13 @@
 """How much does my code overlap? ``bench.trace(fn)`` records what ``fn`` ran on the GPU with CUPTI
-(:mod:`bench.usercode.activity`) and tells, from the records' execution intervals:
+(:mod:`bench.usercode.activity`) and tells, from the records' execution intervals, the makespan and each engine's
+busy time, the copy time hidden behind compute, the GPU's idle gaps (:data:`~bench.usercode.trace.overlap.GAP_NS` or
+more) with the driver call and line the host was in, the pageable copies against pinned ones, and the bound (the
+overlap experiment's rule) and efficiency; on several GPUs each GPU's and the whole's, NCCL's kernels as communication.
 
-- the makespan (first start to last end on the GPU) and the busy time of each engine: ``compute`` (kernels and
-  memsets), ``H2D``, ``D2H`` and ``D2D`` copies;
-- the copy time hidden behind compute: of the time an H2D or D2H copy ran, the share during which a kernel or memset
-  ran too;
-  the time both directions copied at once; the time two or more kernels ran at once;
-- the GPU's idle gaps of :data:`GAP_NS` or more, each joined with the driver call the host was in when the GPU ran
-  dry (the line that made it, from the call's Python stack), where there was one;
-- the pageable copies, each against a pinned copy of its size on this GPU (the bandwidth experiment's result where
-  the GPU has one, else measured);
-- the bound: the least time the same work can take with perfect overlap, ``max(compute busy, the copies at pinned
-  speed with both directions at once where there are two copy engines, D2D busy)``, the overlap experiment's rule
-  (:mod:`bench.experiments.overlap`), fill and drain not in it; the efficiency is bound / makespan. ``fill_ms`` (until
-  compute first ran) and ``drain_ms`` (after compute last ran) say what the pipeline's ends cost.
-
-``fn`` runs once to warm up, then ``runs`` times without tracing and ``runs`` times traced, alternately: the traced run
-of median makespan is the one described, and the host time of the traced runs against the untraced ones is the
-tracing overhead. Event intervals are not used for overlap: a copy's event interval includes the time it waited for
-its engine. :func:`tracing` records one run of a ``with`` block (the pytest helper ``assert_overlap`` uses it).
- Several GPUs: the records carry their GPU, each GPU is analysed on its own (its copies hide only behind its own
-compute) and the whole is their sum, with the makespan from the first start on any to the last end on any. NCCL's
-kernels are communication, not compute (:mod:`bench.usercode.trace.collectives`): their time hidden behind compute
-(HTA's overlap), exposed, and the compute idle while it was exposed. Ranks of a torchrun job each trace their own GPU
-and
-save it (``tracing(save=..., rank=...)``); :func:`bench.usercode.trace.merge.merged` makes them one.
-
-This module runs the region under CUPTI; what it finds is assembled, shown, saved and exported by the other parts of
-:mod:`bench.usercode.trace`; :mod:`bench.trace` gives their public names.
+``fn`` runs once to warm up, then ``runs`` times untraced and ``runs`` times traced, alternately: the traced run of
+median makespan is described. :func:`tracing` records one run of a ``with`` block. This module runs the region under
+CUPTI; what it finds is assembled, shown, saved and exported by the rest of :mod:`bench.usercode.trace`, whose public
+names :mod:`bench.trace` gives. What each number means: docs/trace.md.
 """
 
 from __future__ import annotations
