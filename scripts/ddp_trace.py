@@ -72,7 +72,7 @@ def merged_path(out: Path, stamp: str, variant: str, suffix: str) -> Path:
 def gpu_readings(result) -> dict:
     """The figures of the one GPU a rank traced (its own; a rank drives one GPU)."""
     (figures,) = result.gpus.values()
-    return {**figures.as_dict(), "kernels": sum(str(a.op) == "kernel" for a in result.activities)}
+    return {**figures.as_dict(), "kernels": sum(str(a.op) == "kernel" for a in result.records.activities)}
 
 
 def median(values: list[float]) -> float | None:

@@ -43,8 +43,8 @@ def _figures(result) -> dict:
     summary = result.summary()
     found = {name: summary.get(name) for name in (*SHARES, *TIMES)}
     found["pageable_copies"] = summary.get("pageable_copies")
-    found["kernels"] = sum(str(a.op) == "kernel" for a in result.activities)
-    found["copies"] = sum(str(a.op) in ("H2D", "D2H") for a in result.activities)
+    found["kernels"] = sum(str(a.op) == "kernel" for a in result.records.activities)
+    found["copies"] = sum(str(a.op) in ("H2D", "D2H") for a in result.records.activities)
     return found
 
 
@@ -52,7 +52,7 @@ def child_bench(target: str, runs: int) -> dict:
     import bench
 
     result = bench.trace(_function(target), runs=runs)
-    return {"figures": _figures(result), "makespans_ms": result.makespans_ms}
+    return {"figures": _figures(result), "makespans_ms": result.runs.makespans_ms}
 
 
 def child_profiler(target: str, runs: int, keep: Path) -> dict:

@@ -153,9 +153,10 @@ def event_checks(found, spans: list[float]) -> dict:
     alternately. CUPTI's makespan of the described run (median makespan) against its events', and the traced runs'
     median event makespan against the untraced runs' (the overhead on GPU time)."""
     untraced, traced = spans[1::2], spans[2::2]
-    chosen = sorted(range(len(found.makespans_ms)), key=lambda i: found.makespans_ms[i])[(len(traced) - 1) // 2]
+    makespans = found.runs.makespans_ms
+    chosen = sorted(range(len(makespans)), key=lambda i: makespans[i])[(len(traced) - 1) // 2]
     return {"events_traced_ms": traced, "events_untraced_ms": untraced,
-            "cupti_vs_events": found.makespans_ms[chosen] / traced[chosen] - 1,
+            "cupti_vs_events": found.runs.makespans_ms[chosen] / traced[chosen] - 1,
             "gpu_overhead": statistics.median(traced) / statistics.median(untraced) - 1}
 
 
@@ -264,13 +265,13 @@ def side_by_side_bounds(runner, config: dict, payload, found) -> tuple[list[floa
     from bench.usercode.activity import Op
     from bench.usercode.pinned import copy_engines
 
-    h2d = sum(activity.bytes for activity in found.activities if activity.op == Op.H2D)
-    d2h = sum(activity.bytes for activity in found.activities if activity.op == Op.D2H)
+    h2d = sum(activity.bytes for activity in found.records.activities if activity.op == Op.H2D)
+    d2h = sum(activity.bytes for activity in found.records.activities if activity.op == Op.D2H)
     trace_bounds, experiment_bounds = [], []
     for _ in range(BOUND_ROUNDS):
         runner.remeasure_stages()
         experiment_bounds.append(runner.stages(payload, config["compute_ratio"], config["host_memory"]).bound_ms)
-        trace_bounds.append(max({**found.bound_terms, "copies": copy_engines(h2d, d2h).bound_ms()}.values()))
+        trace_bounds.append(max({**found.bound.terms, "copies": copy_engines(h2d, d2h).bound_ms()}.values()))
     return trace_bounds, experiment_bounds
 
 
@@ -320,9 +321,9 @@ def overlap_case(host_memory: str, results, lines: bool = True) -> dict:
             "makespan_vs_experiment": found.makespan_ms / makespan - 1,
             "efficiency_pp": 100 * (found.efficiency - efficiency), "interleaved_ms": interleaved,
             "makespan_vs_interleaved": found.makespan_ms / interleaved - 1,
-            "makespan_vs_interleaved_95": median_ratio_interval(found.makespans_ms, untraced),
-            "cupti_makespans_ms": list(found.makespans_ms),
-            "deciles_vs_interleaved": decile_ratios(found.makespans_ms, untraced),
+            "makespan_vs_interleaved_95": median_ratio_interval(found.runs.makespans_ms, untraced),
+            "cupti_makespans_ms": list(found.runs.makespans_ms),
+            "deciles_vs_interleaved": decile_ratios(found.runs.makespans_ms, untraced),
             "bound_vs_experiment": found.bound_ms / bound - 1, "side_by_side_bounds_ms": bounds,
             "interleaved_efficiency": bound / interleaved,
             "efficiency_pp_interleaved": 100 * (found.efficiency - bound / interleaved)}

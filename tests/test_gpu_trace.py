@@ -46,16 +46,17 @@ def test_trace_counts_what_ran_and_finds_the_overlap(pipeline):
     from bench import trace
 
     found = trace(pipeline, runs=3)
-    assert {activity.device for activity in found.activities} == {cupy.cuda.Device().id}
-    ops = [activity.op for activity in found.activities]
+    activities = found.records.activities
+    assert {activity.device for activity in activities} == {cupy.cuda.Device().id}
+    ops = [activity.op for activity in activities]
     assert ops.count("kernel") == 4 * CHUNKS and ops.count("H2D") == CHUNKS and ops.count("D2H") == CHUNKS
-    assert {activity.bytes for activity in found.activities if activity.op in ("H2D", "D2H")} == {ROWS * 1024 * 4}
-    assert {activity.host_memory for activity in found.activities if activity.op in ("H2D", "D2H")} == {"pinned"}
-    assert len(found.makespans_ms) == 3 and found.makespan_ms == sorted(found.makespans_ms)[1]
+    assert {activity.bytes for activity in activities if activity.op in ("H2D", "D2H")} == {ROWS * 1024 * 4}
+    assert {activity.host_memory for activity in activities if activity.op in ("H2D", "D2H")} == {"pinned"}
+    assert len(found.runs.makespans_ms) == 3 and found.makespan_ms == sorted(found.runs.makespans_ms)[1]
     assert found.hidden is not None and found.hidden > 0.5  # four streams: most copy time runs beside a kernel
     assert 0.3 < found.efficiency <= 1.02 and found.bound_ms <= found.makespan_ms * 1.02
-    assert found.busy_ms["compute"] <= found.makespan_ms and not found.pageable
-    assert found.overhead is not None and len(found.untraced_ms) == 3
+    assert found.whole.busy_ms["compute"] <= found.makespan_ms and not found.pageable
+    assert found.overhead is not None and len(found.runs.untraced_ms) == 3
 
 
 def test_one_stream_hides_nothing_and_assert_overlap_fails_naming_the_copies(pipeline):
@@ -89,7 +90,7 @@ def test_a_pageable_copy_is_flagged_and_its_host_wait_names_the_line(tmp_path):
     assert group.line.endswith(f"test_gpu_trace.py:{_line_of('device.set(host)  # the pageable upload')}")
     assert 0 < group.pinned_ms < group.ms and group.host_ms >= group.ms * 0.5
     assert float(device[0]) == pytest.approx(2 * host[0])
-    (upload,) = [a for a in result.activities if a.op == "H2D"]
+    (upload,) = [a for a in result.records.activities if a.op == "H2D"]
     assert result.maker(upload).correlation == upload.correlation  # CUPTI's record and the watched call share it
     events = json.loads(result.to_perfetto(tmp_path / "pageable.json").read_text())["traceEvents"]
     (pageable,) = [e for e in events if e["ph"] == "X" and "pageable" in e["name"]]
@@ -109,7 +110,8 @@ def test_bench_s_own_synchronize_is_never_a_wait_of_the_region(pipeline):
     with tracing(bound=False) as traced:
         pipeline()
     for result in (found, traced.result):
-        assert not [call for call in result.calls if any(frame.library == "bench" for frame in call.frames[-1:])]
+        calls = result.records.calls
+        assert not [call for call in calls if any(frame.library == "bench" for frame in call.frames[-1:])]
         assert all("/bench/trace.py:" not in wait.line for wait in result.waits)  # bench's, not this test file
 
 
@@ -134,8 +136,9 @@ def test_a_region_on_two_gpus_is_traced_on_both_and_ends_on_both():
                     array @ array
     found = traced.result
     assert sorted(found.gpus) == [0, 1]
-    assert [sum(a.op == "kernel" and a.device == device for a in found.activities) for device in (0, 1)] == [4, 4]
+    activities = found.records.activities
+    assert [sum(a.op == "kernel" and a.device == device for a in activities) for device in (0, 1)] == [4, 4]
     gpu0, gpu1 = found.gpus[0], found.gpus[1]
-    assert found.busy_ms["compute"] == pytest.approx(
+    assert found.whole.busy_ms["compute"] == pytest.approx(
         (gpu0.overlap.busy_ns["compute"] + gpu1.overlap.busy_ns["compute"]) / 1e6)
-    assert found.makespan_ms >= max(gpu0.makespan_ms, gpu1.makespan_ms) and found.comm_ms == 0
+    assert found.makespan_ms >= max(gpu0.makespan_ms, gpu1.makespan_ms) and found.whole.comm_ms == 0

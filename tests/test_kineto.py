@@ -87,8 +87,8 @@ def test_the_figures_the_lines_and_what_no_reference_leaves_out(write, no_gpu):
     from bench.usercode.trace.profiler import described_trace
 
     result, notes = described_trace(write(_trace()), None)
-    assert result.makespan_ms == pytest.approx(0.8) and result.copy_ms == pytest.approx(0.25)
-    assert result.hidden_ms == pytest.approx(0.1)  # the H2D copy ran under gemm; the D2H copy after it
+    assert result.makespan_ms == pytest.approx(0.8) and result.whole.copy_ms == pytest.approx(0.25)
+    assert result.whole.hidden_ms == pytest.approx(0.1)  # the H2D copy ran under gemm; the D2H copy after it
     assert result.bound_ms is None and result.efficiency is None  # no pinned reference: no bound
     [gap] = [gap for gap in result.gaps if gap.wait]
     assert gap.ms == pytest.approx(0.3) and gap.wait.call == "cudaStreamSynchronize"

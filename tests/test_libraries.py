@@ -198,7 +198,7 @@ def test_syncs_and_trace_rows_record_the_libraries_loaded(tmp_path):
                tmp_path / "_syncs" / "run.parquet")
     found = result_of([Recording([Activity(Op.KERNEL, 7, 0, 100_000, name="k")], [])], copy_bound=None,
                       pinned=lambda op, nbytes: (0.0, "measured"))
-    found.libraries = loaded
+    found.provenance = dataclasses.replace(found.provenance, libraries=loaded)
     save_trace([("x.py:step", found)], synthetic.environment(), tmp_path / "_trace" / "run.parquet")
     for table in ("syncs", "trace"):
         rows = store.named_tables(tmp_path, table)

@@ -79,7 +79,7 @@ def test_a_trace_is_named_too(tmp_path):
     result, _ = described_trace(path, None, references=False)
     named = named_trace(result, lambda file: "In [2]" if file == "train.py" else file)
     assert [wait.line for wait in named.waits] == ["In [2]:12"]
-    assert all(frame.file == "In [2]" for call in named.calls for frame in call.frames)
+    assert all(frame.file == "In [2]" for call in named.records.calls for frame in call.frames)
     assert [gap.wait.frames[-1].file for gap in named.gaps if gap.wait] == ["In [2]"]
     assert [group.line for group in named.pageable] == ["In [2]:12"]
     assert "at In [2]:12" in str(named)

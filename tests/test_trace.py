@@ -69,12 +69,13 @@ PIPELINE = [copy(Op.H2D, 1, 0, 100 * US), kernel(2, 50 * US, 150 * US), kernel(1
 
 def test_overlap_arithmetic_of_a_pipeline():
     found = analysed(PIPELINE, copy_bound=lambda h2d, d2h: (0.2, 2))
-    assert found.makespan_ms == 0.42 and found.makespans_ms == [0.42] and found.origin_ns == 0
-    assert found.busy_ms == {"compute": 0.27, "H2D": 0.115, "D2H": 0.13, "D2D": 0.05}  # compute: 50-320, memset too
-    assert found.copy_ms == 0.235  # 0-100, 150-250, 385-420
-    assert found.hidden_ms == 0.15 and found.hidden == pytest.approx(0.15 / 0.235)  # 50-100 and 150-250
-    assert found.duplex_ms == 0.01 and found.concurrent_kernels_ms == 0.05
-    assert found.fill_ms == 0.05 and found.drain_ms == 0.1  # compute ends with the memset at 320
+    assert found.makespan_ms == 0.42 and found.runs.makespans_ms == [0.42] and found.records.origin_ns == 0
+    whole = found.whole
+    assert whole.busy_ms == {"compute": 0.27, "H2D": 0.115, "D2H": 0.13, "D2D": 0.05}  # compute: 50-320, memset too
+    assert whole.copy_ms == 0.235  # 0-100, 150-250, 385-420
+    assert whole.hidden_ms == 0.15 and found.hidden == pytest.approx(0.15 / 0.235)  # 50-100 and 150-250
+    assert whole.duplex_ms == 0.01 and whole.concurrent_kernels_ms == 0.05
+    assert whole.fill_ms == 0.05 and whole.drain_ms == 0.1  # compute ends with the memset at 320
     assert [(gap.start_ns, gap.end_ns, gap.wait) for gap in found.gaps] == [(320 * US, 330 * US, None)]
     assert GAP_NS == 10 * US and found.idle_ms == pytest.approx(0.01)  # the 5 µs gap is launch latency
 
@@ -82,7 +83,7 @@ def test_overlap_arithmetic_of_a_pipeline():
 @pytest.mark.parametrize("idle_ns, gaps", [(GAP_NS - 1, 0), (GAP_NS, 1)])
 def test_gaps_shorter_than_gap_ns_are_not_gaps(idle_ns, gaps):
     found = analysed([kernel(1, 0, 100 * US), kernel(1, 100 * US + idle_ns, 200 * US + idle_ns)])
-    assert len(found.gaps) == gaps and found.busy_ms["compute"] == 0.2
+    assert len(found.gaps) == gaps and found.whole.busy_ms["compute"] == 0.2
 
 
 @pytest.mark.parametrize("copies_ms, engines, bound", [(0.2, 2, 0.27), (0.3, 1, 0.3)])
@@ -90,25 +91,25 @@ def test_the_bound_is_the_largest_of_compute_the_copies_and_d2d(copies_ms, engin
     asked = []
     found = analysed(PIPELINE, copy_bound=lambda h2d, d2h: asked.append((h2d, d2h)) or (copies_ms, engines))
     assert asked == [(3 * MIB, 4 * MIB)]  # the bytes of each direction, D2D not among them
-    assert found.bound_terms == {"compute": 0.27, "copies": copies_ms, "D2D": 0.05}
-    assert found.bound_ms == bound and found.efficiency == bound / 0.42 and found.copy_engines == engines
+    assert found.bound.terms == {"compute": 0.27, "copies": copies_ms, "D2D": 0.05}
+    assert found.bound_ms == bound and found.efficiency == bound / 0.42 and found.bound.copy_engines == engines
 
 
 def test_d2d_can_be_the_bound():
     found = analysed([kernel(1, 0, 100 * US), copy(Op.D2D, 2, 0, 500 * US, memory="device")])
-    assert found.bound_terms == {"compute": 0.1, "D2D": 0.5} and found.bound_ms == 0.5 and found.efficiency == 1.0
+    assert found.bound.terms == {"compute": 0.1, "D2D": 0.5} and found.bound_ms == 0.5 and found.efficiency == 1.0
 
 
 def test_without_copies_the_bound_is_compute_and_copy_bound_is_not_asked():
     found = analysed([kernel(1, 0, 100 * US), kernel(1, 150 * US, 250 * US)])
-    assert found.bound_terms == {"compute": 0.2} and found.bound_ms == 0.2 and found.efficiency == 0.2 / 0.25
-    assert found.copy_engines is None and found.hidden is None and found.copy_ms == 0
+    assert found.bound.terms == {"compute": 0.2} and found.bound_ms == 0.2 and found.efficiency == 0.2 / 0.25
+    assert found.bound.copy_engines is None and found.hidden is None and found.whole.copy_ms == 0
 
 
 def test_copies_without_a_copy_bound_have_no_bound():
     found = result_of([Recording(PIPELINE, [])], copy_bound=None, pinned=lambda op, nbytes: (0.0, "measured"))
-    assert found.bound_ms is None and found.efficiency is None and found.bound_terms == {"compute": 0.27, "D2D": 0.05}
-    assert found.hidden_ms == 0.15  # the rest is measured as before
+    assert found.bound_ms is None and found.efficiency is None and found.bound.terms == {"compute": 0.27, "D2D": 0.05}
+    assert found.whole.hidden_ms == 0.15  # the rest is measured as before
     assert not any(line.startswith("runs at") for line in describe(found))
 
 
@@ -139,8 +140,8 @@ def test_the_run_of_median_makespan_is_described():
                   for start, ms in ((10 * MS, 5), (20 * MS, 9), (30 * MS, 7))]
     found = result_of(recordings, copy_bound=None, pinned=None, untraced_ms=[2.0, 4.0, 3.0],
                       traced_ms=[2.2, 4.8, 3.9])
-    assert found.makespans_ms == [5.0, 9.0, 7.0] and found.makespan_ms == 7.0
-    assert [activity.name for activity in found.activities] == ["run7"] and found.origin_ns == 30 * MS
+    assert found.runs.makespans_ms == [5.0, 9.0, 7.0] and found.makespan_ms == 7.0
+    assert [activity.name for activity in found.records.activities] == ["run7"] and found.records.origin_ns == 30 * MS
     assert found.overhead == pytest.approx(0.2)  # the runs paired: 1.1, 1.2, 1.3 (the medians' ratio: 1.3)
     summary = found.summary()
     assert (summary["makespan_min_ms"], summary["makespan_max_ms"], summary["runs"]) == (5.0, 9.0, 3)
@@ -160,15 +161,16 @@ def test_every_traced_run_keeps_its_numbers_and_the_results_file_their_spread(tm
     found = result_of([recording(0, 4, 0, MIB), recording(100 * MS, 2, 1, MIB), recording(200 * MS, 3, 1, 2 * MIB)],
                       copy_bound=lambda h2d, d2h: bounds.append((h2d, d2h)) or (3.0, 2),
                       pinned=lambda op, nbytes: references.append(nbytes) or (0.5 * nbytes / MIB, "measured"))
-    assert found.makespans_ms == [5.0, 4.0, 5.0] and found.makespan_ms == 5.0 and found.origin_ns == 0  # the first
-    assert [run.makespan_ms for run in found.per_run] == found.makespans_ms
-    assert [run.kernel_ms for run in found.per_run] == [{"gemm": 4.0, "relu": 1.0}, {"gemm": 2.0, "relu": 1.0},
-                                                        {"gemm": 3.0, "relu": 1.0}]
-    assert [run.idle_ms for run in found.per_run] == [0.0, 1.0, 1.0]  # the gap between gemm and relu
-    assert [run.pageable_cost_ms for run in found.per_run] == [0.5, 0.5, 0.0]  # 1 ms against 0.5 and 1 ms pinned
-    assert [run.efficiency for run in found.per_run] == [1.0, 0.75, 0.8]  # max(compute, copies 3 ms) / makespan
-    assert [run.hidden for run in found.per_run] == [1.0, 1.0, 1.0]
-    assert found.per_run[0].efficiency == found.efficiency and found.per_run[0].idle_ms == found.idle_ms
+    assert found.runs.makespans_ms == [5.0, 4.0, 5.0] and found.makespan_ms == 5.0
+    assert found.records.origin_ns == 0  # the first
+    assert [run.makespan_ms for run in found.runs.per_run] == found.runs.makespans_ms
+    assert [run.kernel_ms for run in found.runs.per_run] == [{"gemm": 4.0, "relu": 1.0}, {"gemm": 2.0, "relu": 1.0},
+                                                             {"gemm": 3.0, "relu": 1.0}]
+    assert [run.idle_ms for run in found.runs.per_run] == [0.0, 1.0, 1.0]  # the gap between gemm and relu
+    assert [run.pageable_cost_ms for run in found.runs.per_run] == [0.5, 0.5, 0.0]  # 1 ms against 0.5 and 1 ms pinned
+    assert [run.efficiency for run in found.runs.per_run] == [1.0, 0.75, 0.8]  # max(compute, copies 3 ms) / makespan
+    assert [run.hidden for run in found.runs.per_run] == [1.0, 1.0, 1.0]
+    assert found.runs.per_run[0].efficiency == found.efficiency and found.runs.per_run[0].idle_ms == found.idle_ms
     assert bounds == [(2 * MIB, 0), (3 * MIB, 0)]  # the described run's bytes, then the third run's: once each
     assert references == [MIB, 2 * MIB]  # the described run's group, then the size only the third run copied
     path = save([("x.py:step", found)], synthetic.environment(), tmp_path / "_trace" / "x.parquet")
@@ -187,8 +189,8 @@ def test_a_run_without_a_number_keeps_nan_in_the_spread_and_none_without_any(tmp
     copied = [kernel(1, 0, MS, "k"), copy(Op.H2D, 2, 0, MS // 2)]
     found = result_of([Recording(copied, []), Recording(copied[:1], []), Recording(copied, [])], copy_bound=None,
                       pinned=None)
-    assert [run.hidden for run in found.per_run] == [1.0, None, 1.0]
-    assert [run.efficiency for run in found.per_run] == [None, 1.0, None]
+    assert [run.hidden for run in found.runs.per_run] == [1.0, None, 1.0]
+    assert [run.efficiency for run in found.runs.per_run] == [None, 1.0, None]
     save([("x", found)], synthetic.environment(), tmp_path / "_trace" / "x.parquet")
     rows = store.named_tables(tmp_path, "trace")
     hidden, efficiency = rows["hidden_runs"].iloc[0], rows["efficiency_runs"].iloc[0]

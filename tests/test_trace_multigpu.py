@@ -107,14 +107,15 @@ def assert_by_hand(found):
     assert gpu1.comm_hidden == 0.5 and o.comm_idle_ns == 50 * US and o.gaps == [] and gpu1.hidden is None
     assert gpu1.bound_ms == 0.2
     # The whole: 0 to 300; times summed over the GPUs; the slowest GPU's bound.
-    assert found.makespan_ms == 0.3 and found.busy_ms == {"compute": 0.38, "H2D": 0.06, "D2H": 0.0, "D2D": 0.0}
-    assert (found.comm_ms, found.comm_hidden_ms, found.comm_exposed_ms, found.comm_idle_ms) == pytest.approx(
+    whole = found.whole
+    assert found.makespan_ms == 0.3 and whole.busy_ms == {"compute": 0.38, "H2D": 0.06, "D2H": 0.0, "D2D": 0.0}
+    assert (whole.comm_ms, whole.comm_hidden_ms, whole.comm_exposed_ms, whole.comm_idle_ms) == pytest.approx(
         (0.26, 0.11, 0.15, 0.11))
     assert found.comm_hidden == pytest.approx(0.11 / 0.26)
-    assert (found.copy_ms, found.hidden_ms, found.idle_ms) == pytest.approx((0.06, 0.02, 0.02))
-    assert (found.fill_ms, found.drain_ms, found.concurrent_kernels_ms) == (0.0, 0.03, 0.0)  # NCCL is no compute
-    assert found.bound_ms == 0.2 and found.bound_terms == {"compute": 0.2, "copies": 0.05}
-    assert found.efficiency == pytest.approx(0.2 / 0.3) and found.copy_engines == 2
+    assert (whole.copy_ms, whole.hidden_ms, found.idle_ms) == pytest.approx((0.06, 0.02, 0.02))
+    assert (whole.fill_ms, whole.drain_ms, whole.concurrent_kernels_ms) == (0.0, 0.03, 0.0)  # NCCL is no compute
+    assert found.bound_ms == 0.2 and found.bound.terms == {"compute": 0.2, "copies": 0.05}
+    assert found.efficiency == pytest.approx(0.2 / 0.3) and found.bound.copy_engines == 2
 
 
 def test_one_process_on_two_gpus_is_analysed_per_gpu_and_whole():
@@ -134,7 +135,7 @@ def test_one_process_on_two_gpus_is_analysed_per_gpu_and_whole():
 def test_one_gpu_shows_no_lines_per_gpu_and_keeps_nccl_out_of_the_bound():
     found = traced(GPU0, [])
     assert list(found.gpus) == [0] and not any(line.startswith("  GPU") for line in str(found).splitlines())
-    assert found.bound_terms == {"compute": 0.18, "copies": 0.05} and found.comm_hidden == 0.375
+    assert found.bound.terms == {"compute": 0.18, "copies": 0.05} and found.comm_hidden == 0.375
     assert found.summary()["comm_hidden"] == 0.375 and found.summary()["gpus"] == 1
 
 
@@ -145,7 +146,7 @@ def test_the_ranks_traces_merge_into_the_same_figures_with_each_ranks_calls():
     made = {(row["op"], row["rank"]): (row["call"], row["line"]) for row in found.table() if row["correlation"] == 5}
     assert made == {("H2D", 0): ("cuMemcpyHtoDAsync", "/u/x.py:5"), ("memset", 1): ("cuMemsetD32Async", "/u/y.py:9"),
                     }  # correlation 5 of each rank: its own call
-    assert found.target == "ddp:step" and found.rank is None and found.makespans_ms == [0.3]
+    assert found.target == "ddp:step" and found.provenance.rank is None and found.runs.makespans_ms == [0.3]
     assert "  GPU 1 (rank 1): makespan 0.250 ms" in str(found)
 
 
@@ -193,7 +194,7 @@ def test_a_saved_trace_reads_back_with_its_numbers_and_rows(rank_files):
     original = traced(GPU0, GPU0_CALLS, rank=0)
     back = load(rank_files[0])
     assert back.summary() == original.summary() and back.table() == original.table()
-    assert back.rank == 0 and back.environments[0]["gpu_uuid"] == synthetic.ENV["gpu_uuid"]
+    assert back.provenance.rank == 0 and back.provenance.environments[0]["gpu_uuid"] == synthetic.ENV["gpu_uuid"]
 
 
 def test_the_ranks_files_merge_like_the_ranks_results(rank_files, tmp_path):
@@ -362,13 +363,13 @@ def test_a_committed_ddp_trace_reads_back_with_the_communication_overlap_it_save
     assert rows["gpus"].iloc[0] == 2 and set(rows["rank"].dropna()) == {0, 1} and rows["gpu_uuid"].nunique() == 2
     found = load(path)
     assert len(found.gpus) == 2
-    assert any(is_collective(activity.name) for activity in found.activities)
+    assert any(is_collective(activity.name) for activity in found.records.activities)
     assert found.comm_hidden == pytest.approx(float(rows["comm_hidden"].iloc[0]), abs=1e-3)
     for device, figures in found.gpus.items():
         saved = rows.loc[rows["device"] == device, "gpu_comm_hidden"].iloc[0]
         assert figures.comm_hidden == pytest.approx(float(saved), abs=1e-3)
     if "-exposed-" in path.name:
-        assert found.comm_hidden == 0.0 and found.comm_ms > 0
+        assert found.comm_hidden == 0.0 and found.whole.comm_ms > 0
 
 
 def test_the_committed_ddp_traces_are_found():

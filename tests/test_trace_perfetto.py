@@ -137,12 +137,12 @@ def stream_of(thread: str) -> int | None:
 
 
 def test_every_record_is_a_slice_of_its_gpu_and_stream_at_its_time(found, timeline):
-    earliest_ns = min([a.start_ns for a in found.activities] + [c.start_ns for c in found.calls])
+    earliest_ns = min([a.start_ns for a in found.records.activities] + [c.start_ns for c in found.records.calls])
     earliest_us = min(s.ts for s in timeline.slices)
     work = sorted((s.process, stream_of(s.thread), round(s.ts - earliest_us, 6), round(s.dur, 6))
                   for s in timeline.slices if stream_of(s.thread) is not None)
     expected = sorted((f"GPU {a.device}", a.stream, round((a.start_ns - earliest_ns) / 1000, 6),
-                       round((a.end_ns - a.start_ns) / 1000, 6)) for a in found.activities)
+                       round((a.end_ns - a.start_ns) / 1000, 6)) for a in found.records.activities)
     assert work == expected
     names = {s.name for s in timeline.slices if stream_of(s.thread) is not None}
     assert {"gemm<float>", "fill", "relu", "add"} <= names  # kernels by their names
@@ -181,9 +181,9 @@ def test_the_hosts_waits_are_on_a_host_track_with_the_line_that_waited(found, ti
 
 
 def test_a_flow_runs_from_each_call_to_the_gpu_work_it_enqueued(found, timeline):
-    made = {c.correlation: c for c in found.calls}
+    made = {c.correlation: c for c in found.records.calls}
     expected = sorted((made[a.correlation].call, round((a.start_ns - made[a.correlation].start_ns) / 1000, 6))
-                      for a in found.activities if a.correlation in made)
+                      for a in found.records.activities if a.correlation in made)
     assert len(expected) == 3  # the two uploads and the memset; kernel launches are not watched
     flows = sorted((source.name, round(target.ts - source.ts, 6)) for source, target in timeline.flows)
     assert flows == expected

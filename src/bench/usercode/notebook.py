@@ -181,7 +181,8 @@ def named_trace(found, name: Callable[[str], str]):
                                                       for frame in item.frames))
 
     return dataclasses.replace(
-        found, calls=[call(item) for item in found.calls],
-        gaps=[dataclasses.replace(gap, wait=call(gap.wait)) for gap in found.gaps],
+        found, records=dataclasses.replace(found.records, calls=[call(item) for item in found.records.calls]),
+        whole=dataclasses.replace(found.whole,
+                                  gaps=[dataclasses.replace(gap, wait=call(gap.wait)) for gap in found.gaps]),
         waits=[dataclasses.replace(wait, line=_renamed(wait.line, name)) for wait in found.waits],
         pageable=[dataclasses.replace(group, line=_renamed(group.line, name)) for group in found.pageable])

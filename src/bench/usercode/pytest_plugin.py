@@ -156,7 +156,8 @@ def check_overlap(result, min_hidden: float | None = None, min_efficiency: float
         problems.append(f"ran at {shown} (at least {min_efficiency:.0%} required)")
     if min_comm_hidden is not None and (result.comm_hidden is None or result.comm_hidden < min_comm_hidden):
         shown = ("no NCCL kernels ran" if result.comm_hidden is None else
-                 f"{result.comm_hidden:.0%} of its {result.comm_ms:.3f} ms, {result.comm_exposed_ms:.3f} ms exposed")
+                 f"{result.comm_hidden:.0%} of its {result.whole.comm_ms:.3f} ms, {result.comm_exposed_ms:.3f} ms "
+                 "exposed")
         gpus = "; ".join(f"GPU {device}: {figures.comm_hidden:.0%}" for device, figures in result.gpus.items()
                          if figures.comm_hidden is not None)
         problems.append(f"communication hidden behind compute: {shown} (at least {min_comm_hidden:.0%} required)"

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bench.usercode.activity import Activity, HostCall, Op, Recording
-from bench.usercode.trace.model import GpuFigures, HostWait, PageableCopies, RunFigures
+from bench.usercode.trace.model import (Bound, GpuFigures, HostWait, PageableCopies, Provenance, Records, RunFigures,
+                                        Runs, Whole)
 from bench.usercode.trace.outputs import WAIT_NS, line_of_frames, source_of_frames
 from bench.usercode.trace.overlap import LINK, Overlap, combined, per_gpu
 from bench.usercode.trace.result import TraceResult
@@ -116,18 +117,14 @@ def _figures(recording: Recording, gpus: dict[int, GpuFigures], pinned_ms: Calla
                       overlap.comm_hidden_ns / overlap.comm_ns if overlap.comm_ns else None)
 
 
-def described(activities: Sequence[Activity], calls: Sequence[HostCall], gpus: dict[int, GpuFigures],
-              **fields) -> TraceResult:
-    """The result of a run from its records and each GPU's figures: the whole combined from them (``fields``: the
-    rest of :class:`TraceResult`'s, the bound's terms and copy engines among them)."""
+def described(activities: Sequence[Activity], calls: Sequence[HostCall], gpus: dict[int, GpuFigures], *,
+              bound_terms: dict[str, float], copy_engines: int | None, pageable: list[PageableCopies],
+              waits: list[HostWait], runs: Runs, provenance: Provenance) -> TraceResult:
+    """The result of a run from its records and each GPU's figures: the whole combined from them, its bound the
+    slowest GPU's (``bound_terms`` and ``copy_engines``: the rest of it)."""
     overlap = combined([figures.overlap for figures in gpus.values()])
-    return TraceResult(
-        activities=list(activities), calls=list(calls), origin_ns=overlap.start_ns,
-        makespan_ms=overlap.makespan_ns / 1e6, busy_ms={engine: ns / 1e6 for engine, ns in overlap.busy_ns.items()},
-        copy_ms=overlap.copy_ns / 1e6, hidden_ms=overlap.hidden_ns / 1e6, duplex_ms=overlap.duplex_ns / 1e6,
-        concurrent_kernels_ms=overlap.concurrent_kernels_ns / 1e6, gaps=overlap.gaps, fill_ms=overlap.fill_ns / 1e6,
-        drain_ms=overlap.drain_ns / 1e6, bound_ms=whole_bound(gpus), comm_ms=overlap.comm_ns / 1e6,
-        comm_hidden_ms=overlap.comm_hidden_ns / 1e6, comm_idle_ms=overlap.comm_idle_ns / 1e6, gpus=gpus, **fields)
+    return TraceResult(Records(list(activities), list(calls), overlap.start_ns), Whole.of(overlap),
+                       Bound(whole_bound(gpus), bound_terms, copy_engines), pageable, waits, gpus, runs, provenance)
 
 
 def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int], tuple[float, int]] | None,
@@ -154,7 +151,7 @@ def result_of(recordings: Sequence[Recording], *, copy_bound: Callable[[int, int
 
     per_run = [_figures(run, figures, pinned_ms) for run, (figures, _, _) in zip(recordings, runs)]
     gpus = {device: GpuFigures(device, figures.overlap, figures.bound_ms, rank) for device, figures in gpus.items()}
-    return described(recording.activities, recording.calls, gpus, makespans_ms=makespans, bound_terms=terms,
-                     pageable=pageable, waits=waits_of(recording.calls, sources), copy_engines=engines,
-                     untraced_ms=list(untraced_ms), traced_ms=list(traced_ms), target=target, per_run=per_run,
-                     rank=rank)
+    return described(recording.activities, recording.calls, gpus, bound_terms=terms, copy_engines=engines,
+                     pageable=pageable, waits=waits_of(recording.calls, sources),
+                     runs=Runs(makespans, list(untraced_ms), list(traced_ms), per_run),
+                     provenance=Provenance(target, rank))

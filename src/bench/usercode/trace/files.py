@@ -101,22 +101,23 @@ def save(found: Sequence[tuple[str, Trace]], environment, path) -> object:
 def rows_of(found: Sequence[tuple[str, Trace]], environment) -> list[dict]:
     """The rows :func:`save` writes (also what a trace is compared with its baseline by, unwritten)."""
     traced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if environment is None and not all(result.environments for _, result in found):
+    if environment is None and not all(result.provenance.environments for _, result in found):
         raise ValueError("no environment to record: give the GPU's, or save a trace read back or merged from files")
     rows = []
     for target, result in found:
         summary = result.summary()
         shared_columns = {name: summary.get(name) for name in SUMMARY}
-        spread = {name: _spread([getattr(run, figure) for run in result.per_run]) for name, figure in RUNS.items()}
+        spread = {name: _spread([getattr(run, figure) for run in result.runs.per_run])
+                  for name, figure in RUNS.items()}
         gpus = {device: figures.as_dict() for device, figures in result.gpus.items()}
         for row in result.table():
             mine = gpus.get(row["device"], {})
-            rows.append({"target": target, "traced_at": traced_at, "runs": len(result.makespans_ms),
-                         "gpus": len(result.gpus), "copy_engines": result.copy_engines,
-                         "origin_ns": result.origin_ns, **shared_columns, **spread,
+            rows.append({"target": target, "traced_at": traced_at, "runs": len(result.runs.makespans_ms),
+                         "gpus": len(result.gpus), "copy_engines": result.bound.copy_engines,
+                         "origin_ns": result.records.origin_ns, **shared_columns, **spread,
                          **{name: mine.get(figure) for name, figure in GPU_COLUMNS.items()},
                          KERNEL_RUNS: _kernel_runs(result, row), **_environment(result, row, environment),
-                         **result.libraries, **row})
+                         **result.provenance.libraries, **row})
     return rows
 
 
@@ -124,7 +125,8 @@ def _environment(result: Trace, row: dict, environment) -> dict:
     """The environment a row records: the GPU's given, else that of the rank that traced it."""
     if environment is not None:
         return environment.as_dict()
-    return result.environments.get(row["rank"], next(iter(result.environments.values()), {}))
+    environments = result.provenance.environments
+    return environments.get(row["rank"], next(iter(environments.values()), {}))
 
 
 def _spread(values: list[float | None]) -> list[float] | None:
@@ -136,6 +138,6 @@ def _spread(values: list[float | None]) -> list[float] | None:
 
 def _kernel_runs(result: Trace, row: dict) -> list[float] | None:
     """Of a kernel's row, the time the kernels of its name ran in each traced run (None for other rows)."""
-    if row["op"] != "kernel" or not result.per_run:
+    if row["op"] != "kernel" or not result.runs.per_run:
         return None
-    return [run.kernel_ms.get(row["name"], 0.0) for run in result.per_run]
+    return [run.kernel_ms.get(row["name"], 0.0) for run in result.runs.per_run]

@@ -22,7 +22,7 @@ from bench.usercode.activity import Activity, HostCall, Op
 from bench.usercode.stacks import Frame
 from bench.usercode.trace.assemble import described, pageable_of, waits_of
 from bench.usercode.trace.files import KERNEL_RUNS, RUNS, TABLE
-from bench.usercode.trace.model import GpuFigures, RunFigures
+from bench.usercode.trace.model import GpuFigures, Provenance, RunFigures, Runs
 from bench.usercode.trace.overlap import Gap, one_gpu
 from bench.usercode.trace.result import TraceResult
 
@@ -140,12 +140,13 @@ def _result(frame: pd.DataFrame) -> TraceResult:
     per_run = _per_run(rows)
     return described(
         activities, calls, _gpus(rows, activities, gaps, reader, "gpu_bound_ms" in frame),
-        makespans_ms=[run.makespan_ms for run in per_run] or [_number(first.get("makespan_ms")) or 0.0],
         bound_terms={term: _number(first.get(f"bound_{term}_ms")) for term in TERMS
                      if _number(first.get(f"bound_{term}_ms")) is not None},
+        copy_engines=_whole(first.get("copy_engines"), None),
         pageable=pageable_of(activities, calls, lambda op, nbytes: (pinned.get((str(op), nbytes), math.nan), "saved")),
-        waits=waits_of(calls, sources=False), copy_engines=_whole(first.get("copy_engines"), None),
-        target=_text(first["target"]), per_run=per_run, rank=reader.rank, environments=_environments(rows, reader))
+        waits=waits_of(calls, sources=False),
+        runs=Runs([run.makespan_ms for run in per_run] or [_number(first.get("makespan_ms")) or 0.0], per_run=per_run),
+        provenance=Provenance(_text(first["target"]), reader.rank, environments=_environments(rows, reader)))
 
 
 def _gpus(rows: list[dict], activities: list[Activity], gaps: list[Gap], reader: _Reader,

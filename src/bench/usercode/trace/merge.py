@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.platform.errors import UsageError
 from bench.usercode.trace.assemble import described, waits_of
-from bench.usercode.trace.model import GpuFigures
+from bench.usercode.trace.model import GpuFigures, Provenance, Runs
 from bench.usercode.trace.overlap import Gap, combined
 from bench.usercode.trace.result import TraceResult
 
@@ -30,11 +30,12 @@ def merged(results: Sequence[TraceResult], target: str | None = None) -> TraceRe
     for result in results:
         if len({figures.rank for figures in result.gpus.values()}) > 1:
             raise ValueError("a trace of several ranks is merged already: merge each rank's own trace")
-    ranks = [result.rank if result.rank is not None else index for index, result in enumerate(results)]
+    ranks = [result.provenance.rank if result.provenance.rank is not None else index
+             for index, result in enumerate(results)]
     for rank in ranks:
         if ranks.count(rank) > 1:
             raise ValueError(f"two traces of rank {rank}: merge one trace of each rank")
-    hosts = {str(env.get("hostname")) for result in results for env in result.environments.values()}
+    hosts = {str(env.get("hostname")) for result in results for env in result.provenance.environments.values()}
     if len(hosts) > 1:
         raise ValueError(f"traces of {len(hosts)} hosts ({', '.join(sorted(hosts))}): CUPTI's clocks of different "
                          "hosts are not one clock; merge the ranks of one host")
@@ -47,25 +48,27 @@ def merged(results: Sequence[TraceResult], target: str | None = None) -> TraceRe
             gaps = [_gap(gap, rank) for gap in figures.overlap.gaps]
             gpus[device] = GpuFigures(device, dataclasses.replace(figures.overlap, gaps=gaps), figures.bound_ms, rank)
     gpus = dict(sorted(gpus.items()))
-    calls = [dataclasses.replace(call, rank=rank) for rank, result in zip(ranks, results) for call in result.calls]
+    calls = [dataclasses.replace(call, rank=rank) for rank, result in zip(ranks, results)
+             for call in result.records.calls]
     terms: dict[str, float] = {}
     for result in results:
-        for term, ms in result.bound_terms.items():
+        for term, ms in result.bound.terms.items():
             terms[term] = max(terms.get(term, ms), ms)
     libraries: dict[str, str] = {}
     for result in results:
-        libraries.update(result.libraries)
+        libraries.update(result.provenance.libraries)
     sources = {wait.line: wait.source for result in results for wait in result.waits}
     waits = [dataclasses.replace(wait, source=sources.get(wait.line, "")) for wait in waits_of(calls, sources=False)]
+    engines = next((result.bound.copy_engines for result in results if result.bound.copy_engines is not None), None)
+    named = target if target is not None else " + ".join(dict.fromkeys(result.target for result in results))
+    environments = {rank: env for rank, result in zip(ranks, results)
+                    for env in list(result.provenance.environments.values())[:1]}
     return described(
-        [dataclasses.replace(a, rank=rank) for rank, result in zip(ranks, results) for a in result.activities], calls,
-        gpus, makespans_ms=[combined([figures.overlap for figures in gpus.values()]).makespan_ns / 1e6],
-        bound_terms=terms, pageable=[group for result in results for group in result.pageable],
-        waits=waits, copy_engines=next(
-            (result.copy_engines for result in results if result.copy_engines is not None), None),
-        target=target if target is not None else " + ".join(dict.fromkeys(result.target for result in results)),
-        libraries=libraries, environments={rank: env for rank, result in zip(ranks, results)
-                                           for env in list(result.environments.values())[:1]})
+        [dataclasses.replace(a, rank=rank) for rank, result in zip(ranks, results) for a in result.records.activities],
+        calls, gpus, bound_terms=terms, copy_engines=engines,
+        pageable=[group for result in results for group in result.pageable], waits=waits,
+        runs=Runs([combined([figures.overlap for figures in gpus.values()]).makespan_ns / 1e6]),
+        provenance=Provenance(named, None, libraries, environments))
 
 
 def _gap(gap: Gap, rank: int) -> Gap:

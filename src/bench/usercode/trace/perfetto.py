@@ -93,7 +93,7 @@ def _gpu_work(timeline: _Timeline, result: Trace) -> dict[tuple, list[tuple[Acti
     """Every record's slice on its GPU's stream tracks; (rank, correlation id) -> the records it enqueued, with their
     slices."""
     streams: dict[tuple[int, int], list[Activity]] = {}
-    for activity in sorted(result.activities, key=lambda a: (a.start_ns, a.end_ns)):
+    for activity in sorted(result.records.activities, key=lambda a: (a.start_ns, a.end_ns)):
         streams.setdefault((activity.device, activity.stream), []).append(activity)
     enqueued: dict[tuple, list[tuple[Activity, dict]]] = {}
     for (device, stream), records in sorted(streams.items()):
@@ -127,14 +127,14 @@ def _host(timeline: _Timeline, calls: Sequence[HostCall], pid: int) -> dict[tupl
 def _hosts(timeline: _Timeline, result: Trace) -> dict[tuple, dict]:
     """The host's process, or in a merged trace one per rank, with its calls' slices."""
     name = f"host: {result.target}" if result.target else "host"
-    ranks = sorted({call.rank for call in result.calls if call.rank is not None})
+    ranks = sorted({call.rank for call in result.records.calls if call.rank is not None})
     if not ranks:
         timeline.process(HOST, name)
-        return _host(timeline, result.calls, HOST)
+        return _host(timeline, result.records.calls, HOST)
     slices = {}
     for rank in ranks:
         timeline.process(RANK_HOSTS + rank, f"{name} (rank {rank})")
-        slices.update(_host(timeline, [call for call in result.calls if call.rank == rank], RANK_HOSTS + rank))
+        slices.update(_host(timeline, [call for call in result.records.calls if call.rank == rank], RANK_HOSTS + rank))
     return slices
 
 
@@ -154,10 +154,11 @@ def _flows(timeline: _Timeline, calls: dict[tuple, dict],
 
 def trace_events(result: Trace) -> dict:
     """The timeline of ``result``'s described run as a Trace Event document (a JSON object)."""
-    starts = [a.start_ns for a in result.activities] + [call.start_ns for call in result.calls]
-    timeline = _Timeline(min(starts, default=result.origin_ns))
+    starts = [a.start_ns for a in result.records.activities] + [call.start_ns for call in result.records.calls]
+    timeline = _Timeline(min(starts, default=result.records.origin_ns))
     calls = _hosts(timeline, result)
-    for device in sorted({activity.device for activity in result.activities} | {gap.device for gap in result.gaps}):
+    for device in sorted({activity.device for activity in result.records.activities}
+                         | {gap.device for gap in result.gaps}):
         rank = result.gpu_rank(device)
         timeline.process(device + 1, f"GPU {device}" + (f" (rank {rank})" if rank is not None else ""))
     enqueued = _gpu_work(timeline, result)

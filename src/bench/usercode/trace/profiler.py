@@ -6,6 +6,7 @@ name, and left out otherwise, with a note that says why.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,8 @@ def described_trace(path: Path, device: int | None, results: Callable[[], object
     used = {activity.device for activity in kineto.recording.activities}
     names = sorted({name for device, name in kineto.gpu_names.items() if device in used})
     # the trace names no host and no GPU's UUID: an empty one stands for them (one machine, unnamed)
-    result.environments = {kineto.rank: {"hostname": "", "gpu_uuid": "", "gpu_name": ", ".join(names)}}
+    environment = {"hostname": "", "gpu_uuid": "", "gpu_name": ", ".join(names)}
+    result.provenance = dataclasses.replace(result.provenance, environments={kineto.rank: environment})
     return result, notes
 
 

@@ -12,6 +12,7 @@ names :mod:`bench.trace` gives. What each number means: docs/trace.md.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -144,7 +145,7 @@ def trace(fn: Callable, *args, runs: int = DEFAULT_RUNS, warmup: bool = True, re
         result = result_of(recordings, copy_bound=copy_bound, pinned=pinned, untraced_ms=untraced, traced_ms=traced,
                            target=target, rank=rank_of(rank))
     with phase(VERSIONS):
-        result.libraries = loaded_versions()
+        result.provenance = dataclasses.replace(result.provenance, libraries=loaded_versions())
     return result
 
 
@@ -180,10 +181,11 @@ def tracing(target: str = "", bound: bool = True, save: str | Path | None = None
         recorder.close()
     copy_bound, pinned = references(bound=bound)
     box.result = result_of([recording], copy_bound=copy_bound, pinned=pinned, target=target, rank=rank_of(rank))
-    box.result.libraries = loaded_versions()
+    box.result.provenance = dataclasses.replace(box.result.provenance, libraries=loaded_versions())
     if save is not None:
         from bench.platform.env import gpu_environment
 
         environment = gpu_environment(runtime.getDevice())
-        box.result.environments = {box.result.rank: environment.as_dict()}
+        provenance = box.result.provenance
+        box.result.provenance = dataclasses.replace(provenance, environments={provenance.rank: environment.as_dict()})
         files.save([(target, box.result)], environment, save)

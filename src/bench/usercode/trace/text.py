@@ -20,38 +20,38 @@ def where(line: str) -> str:
 
 def describe(result: Trace) -> list[str]:
     """The result in a few lines a person reads."""
-    kernels = sum(a.op == Op.KERNEL for a in result.activities)
-    nccl = sum(a.op == Op.KERNEL and is_collective(a.name) for a in result.activities)
-    copies = sum(a.op in COPIES for a in result.activities)
-    streams = len({(a.device, a.stream) for a in result.activities})
-    spread = (f" (runs {min(result.makespans_ms):.3f}–{max(result.makespans_ms):.3f})"
-              if len(result.makespans_ms) > 1 else "")
+    activities, whole, runs = result.records.activities, result.whole, result.runs
+    kernels = sum(a.op == Op.KERNEL for a in activities)
+    nccl = sum(a.op == Op.KERNEL and is_collective(a.name) for a in activities)
+    copies = sum(a.op in COPIES for a in activities)
+    streams = len({(a.device, a.stream) for a in activities})
+    spread = (f" (runs {min(runs.makespans_ms):.3f}–{max(runs.makespans_ms):.3f})" if len(runs.makespans_ms) > 1
+              else "")
     several = f" on {len(result.gpus)} GPUs" if len(result.gpus) > 1 else ""
-    lines = [f"makespan {result.makespan_ms:.3f} ms{spread}{several}: {kernels} kernels"
+    lines = [f"makespan {whole.makespan_ms:.3f} ms{spread}{several}: {kernels} kernels"
              f"{f' ({nccl} NCCL)' if nccl else ''}, {copies} copies on {streams} stream{'s' * (streams != 1)}"]
     if result.efficiency is not None:
-        terms = ", ".join(f"{term} {ms:.3f}" for term, ms in result.bound_terms.items())
+        terms = ", ".join(f"{term} {ms:.3f}" for term, ms in result.bound.terms.items())
         lines.append(f"runs at {result.efficiency:.0%} of what its copies and kernels allow: bound "
-                     f"{result.bound_ms:.3f} ms ({terms}); fill {result.fill_ms:.3f} ms, "
-                     f"drain {result.drain_ms:.3f} ms")
-    busy = ", ".join(f"{engine} {ms:.3f}" for engine, ms in result.busy_ms.items() if ms)
+                     f"{result.bound.ms:.3f} ms ({terms}); fill {whole.fill_ms:.3f} ms, drain {whole.drain_ms:.3f} ms")
+    busy = ", ".join(f"{engine} {ms:.3f}" for engine, ms in whole.busy_ms.items() if ms)
     lines.append(f"busy ms: {busy or 'nothing ran'}")
-    if result.hidden is not None:
-        lines.append(f"copies hidden behind compute: {result.hidden:.0%} ({result.hidden_ms:.3f} of "
-                     f"{result.copy_ms:.3f} ms); H2D and D2H at once {result.duplex_ms:.3f} ms; kernels at once "
-                     f"{result.concurrent_kernels_ms:.3f} ms")
-    if result.comm_ms:
-        lines.append(f"communication (NCCL) {result.comm_ms:.3f} ms: {result.comm_hidden:.0%} hidden behind compute "
-                     f"({result.comm_hidden_ms:.3f} ms), exposed {result.comm_exposed_ms:.3f} ms, compute idle "
-                     f"during it {result.comm_idle_ms:.3f} ms")
+    if whole.hidden is not None:
+        lines.append(f"copies hidden behind compute: {whole.hidden:.0%} ({whole.hidden_ms:.3f} of "
+                     f"{whole.copy_ms:.3f} ms); H2D and D2H at once {whole.duplex_ms:.3f} ms; kernels at once "
+                     f"{whole.concurrent_kernels_ms:.3f} ms")
+    if whole.comm_ms:
+        lines.append(f"communication (NCCL) {whole.comm_ms:.3f} ms: {whole.comm_hidden:.0%} hidden behind compute "
+                     f"({whole.comm_hidden_ms:.3f} ms), exposed {whole.comm_exposed_ms:.3f} ms, compute idle "
+                     f"during it {whole.comm_idle_ms:.3f} ms")
     if several:
         lines.append("per GPU (the times above are their sums; the makespan runs from the first start on any GPU to "
                      "the last end on any):")
         lines += [f"  {gpu_line(figures)}" for figures in result.gpus.values()]
     if result.pageable:
         lines += _pageable(result)
-    waited = [gap for gap in result.gaps if gap.wait]
-    lines.append(f"idle {result.idle_ms:.3f} ms in {len(result.gaps)} gap{'s' * (len(result.gaps) != 1)}"
+    waited = [gap for gap in whole.gaps if gap.wait]
+    lines.append(f"idle {whole.idle_ms:.3f} ms in {len(whole.gaps)} gap{'s' * (len(whole.gaps) != 1)}"
                  + (f", {len(waited)} after a host wait:" if waited else ""))
     for gap in sorted(waited, key=lambda gap: -gap.ms)[:5]:
         lines.append(f"  {gap.ms:.3f} ms after {gap.wait.call} ({gap.wait.ms:.3f} ms) "
@@ -60,10 +60,10 @@ def describe(result: Trace) -> list[str]:
         lines.append(f"host waits (driver calls of {WAIT_NS / 1000:g} µs or more):")
     for wait in result.waits[:5]:
         lines.append(f"  host waited {wait.ms:.3f} ms in {wait.count} × {wait.call_names} {where(wait.line)}")
-    if result.overhead is not None:
-        lines.append(f"tracing overhead: {result.overhead:+.1%} host time per run, paired "
-                     f"({statistics.median(result.traced_ms):.3f} traced vs "
-                     f"{statistics.median(result.untraced_ms):.3f} ms, medians)")
+    if runs.overhead is not None:
+        lines.append(f"tracing overhead: {runs.overhead:+.1%} host time per run, paired "
+                     f"({statistics.median(runs.traced_ms):.3f} traced vs "
+                     f"{statistics.median(runs.untraced_ms):.3f} ms, medians)")
     return lines
 
 
