@@ -403,21 +403,6 @@ def test_every_package_says_what_it_holds_and_may_import():
 
 MODULE_DOCSTRING_MAX_LINES = 12
 
-# Modules whose docstrings are being rewritten elsewhere (issue 54): left out of the check below until that work lands.
-# Empty this set once they are in; a module that is short already may stay listed until then.
-LONG_DOCSTRINGS_BEING_REWRITTEN = {
-    "src/bench/__init__.py",
-    "src/bench/platform/cuda.py",
-    "src/bench/sweep/__init__.py",
-    "src/bench/timing/__init__.py",
-    "src/bench/usercode/tools.py",
-    "src/bench/cli/options.py",
-    "src/bench/cli/parser.py",
-    "src/bench/catalogs/__init__.py",
-    "src/bench/experiments/__init__.py",
-    "src/bench/views/__init__.py",
-}
-
 
 def test_every_module_docstring_is_short():
     """A module's docstring says what it holds in at most 12 lines; rules, formulas and examples are the docs'."""
@@ -425,15 +410,10 @@ def test_every_module_docstring_is_short():
     for module in sorted((ROOT / "src" / "bench").rglob("*.py")):
         where = module.relative_to(ROOT).as_posix()
         doc = ast.get_docstring(ast.parse(module.read_text())) or ""
-        if where not in LONG_DOCSTRINGS_BEING_REWRITTEN and len(doc.splitlines()) > MODULE_DOCSTRING_MAX_LINES:
+        if len(doc.splitlines()) > MODULE_DOCSTRING_MAX_LINES:
             long.append(f"{where}: {len(doc.splitlines())} lines")
     assert not long, (f"module docstrings over {MODULE_DOCSTRING_MAX_LINES} lines (move the specification to docs/):\n"
                       + "\n".join(long))
-
-
-def test_the_docstring_allow_list_names_modules_that_exist():
-    missing = sorted(where for where in LONG_DOCSTRINGS_BEING_REWRITTEN if not (ROOT / where).is_file())
-    assert not missing, f"LONG_DOCSTRINGS_BEING_REWRITTEN names no such module: {missing}"
 
 
 # --- what the pages and the help say of the code is what the code declares or does --------------------------------
