@@ -73,7 +73,7 @@ class Record:
             return self.found[kind, experiment]
         rows = self._kind(kind)
         rows = selection.newest(rows[rows["experiment"] == experiment], self.experiments)
-        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].floor
+        axes, floor = list(self.experiments[experiment].axes), self.experiments[experiment].accuracy.floor
         self.found[kind, experiment] = {
             gpu: {key: median(samples) for key, row in selection.keyed(mine, axes).items()
                   if (samples := _in_ms(row)) and not below_floor(row, samples, floor)}
