@@ -33,10 +33,12 @@ from pathlib import Path
 from bench.results import store
 from bench.platform.env import over_interval
 from bench.platform.errors import WriteError
+from bench.experiments import Experiment
 from bench.results.schema import RowCheck, SchemaError
 from bench.sweep import plan as planning
 from bench.sweep import preflight
-from bench.sweep.plan import Plan, Planned, Request, config_key
+from bench.sweep.output import Output
+from bench.sweep.plan import AtOnce, Plan, Planned, Request, config_key
 from bench.sweep.preflight import Checked, Gpu
 from bench.sweep.processes import (Drains, FailedMessage, RaisedMessage, ReadyMessage, RowMessage, Started, inline,
                                    isolated, start, start_processes)
@@ -131,81 +133,90 @@ class Runner:
         return _Sweep(self, checked, monitors).run()
 
 
+@dataclass(frozen=True)
+class _Work:
+    """What a sweep runs: its plans that have configurations (in the sweep's order), their experiments, which of them
+    run beside other GPUs' plans, how many configurations in all, and the time it aims at (None: as planned)."""
+
+    plans: list[Plan]
+    experiments: dict[str, Experiment]
+    at_once: AtOnce
+    planned: int
+    budget_s: float | None
+
+    @classmethod
+    def of(cls, checked: Checked, request: Request) -> _Work:
+        plans = [item for item in checked.plans if item.configs]
+        budget_s = planning.budget_for(request.mode, request.budget_s)
+        return cls(plans, planning.experiments_of(plans), request.at_once, sum(len(item.configs) for item in plans),
+                   None if budget_s is None else planning.KEEP_TO * budget_s)
+
+
+@dataclass
+class _Progress:
+    """How long a sweep's parts took: each plan's wall time and its processes' start, the warm-up's, and each finished
+    plan's estimate against its wall time."""
+
+    wall_s: dict[str, float] = field(default_factory=dict)  # per plan (experiment, and GPU), its processes' start-up
+    # included
+    startup_s: dict[str, float] = field(default_factory=dict)  # per plan: process start and GPU selection
+    warm_s: float = 0.0
+    warm_each_s: dict[str, float] = field(default_factory=dict)  # each experiment's warm-up process, start to end
+    finished_estimates: list[tuple[float, float]] = field(default_factory=list)  # (estimate, wall time) of each
+    # finished plan
+
+
+@dataclass
+class _Processes:
+    """A sweep's plans as they take their turns: those waiting (in the sweep's order), those running, the processes
+    started ahead of their turn, and the most plans that ran at the same time."""
+
+    waiting: list[Plan]
+    running: dict[int, _PlanRun] = field(default_factory=dict)  # by its source's index in the drains
+    ahead: dict[str, Started] = field(default_factory=dict)  # by plan name: the process of its first part
+    most_at_once: int = 0
+
+
 class _Sweep:
-    """The running part of a :class:`Runner`: receives rows, keeps them, saves them, reports them."""
+    """The running part of a :class:`Runner`: receives rows, keeps them, saves them, reports them. Its parts: the work
+    it runs, the output it writes, its progress and its plans' processes."""
 
     def __init__(self, runner: Runner, checked: Checked, monitors: Mapping[int, Callable[[], dict] | None]) -> None:
         self.runner, self.checked, self.monitors = runner, checked, monitors
-        self.path = checked.path  # where it saves: a new run's first save may take the next free name
-        self.plans = [item for item in checked.plans if item.configs]
-        self.rows: list[dict] = []
-        self.tables: dict[str, list[dict]] = {}
-        earlier = checked.earlier
-        self.earlier = store.records(earlier.rows) if earlier is not None else []
-        self.earlier_tables = ({name: store.records(table) for name, table in earlier.tables.items()}
-                               if earlier is not None else {})
-        self.experiments = planning.experiments_of(self.plans)
-        self.at_once = runner.request.at_once
-        self.schema = store.suite_schema(self.experiments)
-        self.check_row = RowCheck(self.schema)
-        request = runner.request
-        self.metadata = {
+        self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
+        self.work = work = _Work.of(checked, runner.request)
+        earlier, request, schema = checked.earlier, runner.request, store.suite_schema(work.experiments)
+        metadata = {
             "run_id": checked.run_id,
             "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": request.command, "mode": request.mode, "budget_s": request.budget_s,
             "devices": list(checked.devices), "concurrent": request.concurrent, "one_at_a_time": request.one_at_a_time,
             "stop_rules": {item.experiment.name: {purpose: dataclasses.asdict(rule)
-                                                  for purpose, rule in item.rules.items()} for item in self.plans},
-            "floors": {item.experiment.name: dataclasses.asdict(item.experiment.accuracy.floor) for item in self.plans},
-            "estimate_s": planning.estimate_s(self.plans, self.at_once),
-            "least_s": planning.least_s(self.plans, self.at_once),
+                                                  for purpose, rule in item.rules.items()} for item in work.plans},
+            "floors": {item.experiment.name: dataclasses.asdict(item.experiment.accuracy.floor) for item in work.plans},
+            "estimate_s": planning.estimate_s(work.plans, work.at_once),
+            "least_s": planning.least_s(work.plans, work.at_once),
             "environment": dict(checked.environment),
             "environments": {str(device): dict(values) for device, values in checked.environments.items()},
         }
-        self.planned = sum(len(item.configs) for item in self.plans)
-        self.wall_s: dict[str, float] = {}  # per plan (experiment, and GPU), its processes' start-up included
-        self.startup_s: dict[str, float] = {}  # per plan: process start and GPU selection
-        self.readings: dict[int, dict] = {}  # the monitor's last reading, per device
-        self.warm_s = 0.0
-        self.warm_each_s: dict[str, float] = {}  # each experiment's warm-up process, from its start to its end
-        self.last_save = Stopwatch()
-        self.own_file = request.resume is not None  # self.path is this run's: resumed, or saved once
-        self.saved = len(self.earlier)  # rows in self.path as last saved
-        budget_s = planning.budget_for(request.mode, request.budget_s)
-        self.budget_s = None if budget_s is None else planning.KEEP_TO * budget_s  # what it aims at
-        self.finished_estimates: list[tuple[float, float]] = []  # (estimate, wall time) of each finished plan
-        self.ahead: dict[str, Started] = {}  # by plan name: the process of its first part, started ahead of its turn
-        self.waiting: list[Plan] = list(self.plans)  # in the sweep's order
-        self.running: dict[int, _PlanRun] = {}  # by its source's index in the drains
-        self.most_at_once = 0  # the most plans that ran at the same time
+        earlier_rows = store.records(earlier.rows) if earlier is not None else []
+        self.output = Output(
+            checked.path, schema, metadata, earlier_rows,
+            {name: store.records(table) for name, table in earlier.tables.items()} if earlier is not None else {},
+            own_file=request.resume is not None, saved=len(earlier_rows))
+        self.check_row = RowCheck(schema)
+        self.progress = _Progress()
+        self.processes = _Processes(list(work.plans))
 
     def save(self, complete: bool) -> None:
-        """Write the rows so far, then their side tables. A new run's first save takes a name no other run has
-        (:func:`bench.results.store.write_table`); later saves rewrite that file. WriteError (a full disk) names the file
-        that failed and what the results file kept."""
-        if not self.rows:
+        """Write the rows so far, then their side tables (:meth:`bench.sweep.output.Output.save`), stamped with the
+        run's metadata and times."""
+        output, progress = self.output, self.progress
+        if not output.rows:
             return
-        stamp = {**self.metadata, "complete": complete, "planned": self.planned, "wall_s": self.wall_s,
-                 "startup_s": self.startup_s, "warm_s": self.warm_s,
-                 "warm_each_s": self.warm_each_s}
-        rows = self.earlier + self.rows
-        try:
-            self.path = store.write(self.path, rows, self.schema, stamp, new=not self.own_file)
-            self.own_file, self.saved = True, len(rows)
-            for name in {*self.tables, *self.earlier_tables}:
-                entries = self.earlier_tables.get(name, []) + self.tables.get(name, [])
-                store.write(store.side_table_path(self.path, name), entries, store.table_schema(name, self.experiments),
-                            {**stamp, "table": name})
-        except WriteError as error:
-            raise WriteError(f"{error}; {self.kept()}") from None
-
-    def kept(self) -> str:
-        """What the results file holds after a failed save, for its message."""
-        measured = f"{len(self.rows)} configurations measured in this run"
-        if not self.own_file:
-            return f"nothing was written ({measured})"
-        path = self.path
-        return f"{path} keeps its last save, {self.saved} configurations ({measured}); --resume {path} finishes it"
+        stamp = {**output.metadata, "complete": complete, "planned": self.work.planned, "wall_s": progress.wall_s,
+                 "startup_s": progress.startup_s, "warm_s": progress.warm_s, "warm_each_s": progress.warm_each_s}
+        output.save(stamp, self.work.experiments)
 
     def read_monitor(self, device: int) -> dict:
         monitor = self.monitors.get(device)
@@ -220,7 +231,7 @@ class _Sweep:
         for key in [key for key in row if key.startswith("_")]:
             entries = row.pop(key)
             if key[1:] in item.experiment.tables:
-                self.tables.setdefault(key[1:], []).extend(
+                self.output.tables.setdefault(key[1:], []).extend(
                     {"experiment": name, **config, **entry, "run_id": self.checked.run_id, **gpu} for entry in entries)
         run = {**reading, **environment, "run_id": self.checked.run_id, "wall_s": wall_s,
                "concurrent_gpus": alongside}
@@ -230,11 +241,11 @@ class _Sweep:
         except SchemaError as error:  # the experiment's bug: keep the configuration as a failed row, go on
             row = {"experiment": name, **config, "status": Status.FAILED,
                    "error": f"row does not fit the schema: {error}", **run}
-        self.rows.append(row)
+        self.output.rows.append(row)
 
     def run(self) -> Outcome:
-        runner, reporter = self.runner, self.runner.reporter
-        reporter.planned(self.plans, self.metadata["estimate_s"], self.metadata["least_s"])
+        runner, reporter, output, progress = self.runner, self.runner.reporter, self.output, self.progress
+        reporter.planned(self.work.plans, output.metadata["estimate_s"], output.metadata["least_s"])
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         caught, stopped_in = 0, ""
         try:
@@ -243,7 +254,7 @@ class _Sweep:
             self.measure()
         except KeyboardInterrupt as interrupt:
             caught = interrupt.args[0] if interrupt.args else signal.SIGINT
-            stopped_in = ", ".join(run.item.name for run in self.running.values())
+            stopped_in = ", ".join(run.item.name for run in self.processes.running.values())
             self.save(complete=False)
         except WriteError:  # saving again would fail the same way
             raise
@@ -252,48 +263,50 @@ class _Sweep:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous_handler)
-            for started in self.ahead.values():
+            for started in self.processes.ahead.values():
                 started.end()
         if not caught:
             self.save(complete=True)
-        path = self.path if self.rows else None
-        return Outcome(path, self.rows, self.planned, interrupted=bool(caught), stopped_in=stopped_in,
-                       signal=int(caught), wall_s=self.wall_s, startup_s=self.startup_s,
-                       estimate_s=self.metadata["estimate_s"], concurrent=self.most_at_once > 1,
-                       warm_s=self.warm_s, mode=runner.request.mode)
+        path = output.path if output.rows else None
+        return Outcome(path, output.rows, self.work.planned, interrupted=bool(caught), stopped_in=stopped_in,
+                       signal=int(caught), wall_s=progress.wall_s, startup_s=progress.startup_s,
+                       estimate_s=output.metadata["estimate_s"], concurrent=self.processes.most_at_once > 1,
+                       warm_s=progress.warm_s, mode=runner.request.mode)
 
     def measure(self) -> None:
         """Run every plan: each starts as soon as all it holds is free (:func:`bench.sweep.plan.holds`), as
         :func:`bench.sweep.plan.schedule` expects, its processes' messages drained by a thread of its own, until
         every plan has ended."""
+        running, progress = self.processes.running, self.progress
         with contextlib.closing(Drains()) as drains:
             self.start_free(drains)  # with nothing running, the first waiting plan finds all it holds free
-            while self.running:
+            while running:
                 index, message = drains.next()
                 if isinstance(message, RaisedMessage):  # inline, the experiment's own; isolated, the harness's
                     raise message.error
                 if message is not None:
-                    self.running[index].handle(message)
+                    running[index].handle(message)
                     continue
-                plan_run = self.running.pop(index)
+                plan_run = running.pop(index)
                 name = plan_run.item.name
-                self.wall_s[name] = plan_run.watch.seconds()
-                self.finished_estimates.append((plan_run.item.estimate_s, self.wall_s[name]))
-                self.runner.reporter.finished(name, self.wall_s[name])
+                progress.wall_s[name] = plan_run.watch.seconds()
+                progress.finished_estimates.append((plan_run.item.estimate_s, progress.wall_s[name]))
+                self.runner.reporter.finished(name, progress.wall_s[name])
                 self.start_free(drains)  # what it held is free now
 
     def start_free(self, drains: Drains) -> None:
         """Start the waiting plans that find all they hold free (:func:`bench.sweep.plan.starting`); then start
         ahead the processes of those expected next."""
-        taken = set().union(*(plan_run.holds for plan_run in self.running.values()))
-        for item in [self.waiting[index] for index in planning.starting(self.waiting, self.at_once, taken)]:
-            plan_run = _PlanRun(self, item, planning.holds(item, self.at_once), self.slack())
-            self.waiting.remove(item)
+        processes, at_once = self.processes, self.work.at_once
+        taken = set().union(*(plan_run.holds for plan_run in processes.running.values()))
+        for item in [processes.waiting[index] for index in planning.starting(processes.waiting, at_once, taken)]:
+            plan_run = _PlanRun(self, item, planning.holds(item, at_once), self.slack())
+            processes.waiting.remove(item)
             self.runner.reporter.started(item.name)
-            self.running[drains.add(plan_run.messages)] = plan_run
-        for plan_run in self.running.values():
-            plan_run.alongside = max(plan_run.alongside, len(self.running))
-        self.most_at_once = max(self.most_at_once, len(self.running))
+            processes.running[drains.add(plan_run.messages)] = plan_run
+        for plan_run in processes.running.values():
+            plan_run.alongside = max(plan_run.alongside, len(processes.running))
+        processes.most_at_once = max(processes.most_at_once, len(processes.running))
         self.start_ahead()
 
     def warm_up(self) -> None:
@@ -302,7 +315,8 @@ class _Sweep:
         runner, device = self.runner, self.checked.devices[0]
         environment = self.checked.selected.get(device)
         if runner.isolate and environment is not None:
-            self.warm_s, self.warm_each_s = warm_up(self.plans, runner.gpu, environment, device, runner.reporter)
+            self.progress.warm_s, self.progress.warm_each_s = warm_up(self.work.plans, runner.gpu, environment, device,
+                                                                      runner.reporter)
 
     def where(self, item: Plan) -> tuple[int | None, list[int], str | None]:
         """The device a plan's processes select, the CPUs they run on (none: leave them alone) and the GPUs CUDA
@@ -319,7 +333,7 @@ class _Sweep:
     def busy_s(self) -> dict[object, float]:
         """What the running plans hold, and for how much longer each is expected to hold it."""
         busy: dict[object, float] = {}
-        for plan_run in self.running.values():
+        for plan_run in self.processes.running.values():
             left_s = max(0.0, plan_run.item.estimate_s - plan_run.watch.seconds())
             busy.update(dict.fromkeys(plan_run.holds, left_s))
         return busy
@@ -328,14 +342,15 @@ class _Sweep:
         """Start the processes of the waiting plans expected to start next (their first parts), one per GPU of the
         sweep, while the running ones measure: what they do before their turn (``Experiment.processes.ahead``,
         importing their libraries) is then done by their turn."""
-        if not self.runner.isolate or not self.waiting:
+        waiting, ahead = self.processes.waiting, self.processes.ahead
+        if not self.runner.isolate or not waiting:
             return
-        starts = planning.schedule(self.waiting, self.at_once, self.busy_s())
-        for index in sorted(range(len(self.waiting)), key=starts.__getitem__)[:len(self.checked.devices)]:
-            item = self.waiting[index]
-            if item.name not in self.ahead:
+        starts = planning.schedule(waiting, self.work.at_once, self.busy_s())
+        for index in sorted(range(len(waiting)), key=starts.__getitem__)[:len(self.checked.devices)]:
+            item = waiting[index]
+            if item.name not in ahead:
                 device, cpus, sees = self.where(item)
-                self.ahead[item.name] = start(item.parts()[0], device, cpus, sees=sees)
+                ahead[item.name] = start(item.parts()[0], device, cpus, sees=sees)
 
     def slack(self) -> float | None:
         """How much of its estimate each process of the waiting plan about to start may take (its pace's allowance:
@@ -344,13 +359,14 @@ class _Sweep:
         and the plans still to run are expected to take as much longer than estimated as the finished ones did
         (never less). Above 1 where time is left over, below 1 where the budget is short. Unbudgeted sweeps
         (``--full``, ``--quick``) run as planned."""
-        if self.budget_s is None:
+        budget_s, finished = self.work.budget_s, self.progress.finished_estimates
+        if budget_s is None:
             return None
-        estimated = sum(estimate for estimate, _ in self.finished_estimates)
-        spent = sum(wall for _, wall in self.finished_estimates)
+        estimated = sum(estimate for estimate, _ in finished)
+        spent = sum(wall for _, wall in finished)
         slowness = max(1.0, spent / estimated) if estimated > 0 else 1.0
-        left_s = (self.budget_s - self.runner.started.seconds()) / slowness
-        expected_s = planning.makespan_s(self.waiting, self.at_once, self.busy_s())
+        left_s = (budget_s - self.runner.started.seconds()) / slowness
+        expected_s = planning.makespan_s(self.processes.waiting, self.work.at_once, self.busy_s())
         return max(0.0, left_s / expected_s) if expected_s > 0 else 1.0
 
 
@@ -375,7 +391,7 @@ class _PlanRun:
         self.watch = Stopwatch()
         self.config_watch = self.part_watch = Stopwatch()
         self.part = item
-        sweep.startup_s[item.name] = 0.0
+        sweep.progress.startup_s[item.name] = 0.0
 
     def messages(self, stop: threading.Event | None = None) -> Iterator[_PartStarted | ReadyMessage | RowMessage |
                                                                          FailedMessage]:
@@ -388,7 +404,7 @@ class _PlanRun:
             pace = part.pace(self.slack) if self.slack is not None else None
             yield _PartStarted(part, Stopwatch())
             if runner.isolate:
-                started = self.sweep.ahead.pop(self.item.name, None) if number == 0 else None
+                started = self.sweep.processes.ahead.pop(self.item.name, None) if number == 0 else None
                 yield from isolated(part, device, cpus, stop, pace=pace, started=started, sees=sees)
             else:
                 yield from inline(part, pace)
@@ -400,7 +416,7 @@ class _PlanRun:
             self.part, self.part_watch = message.part, message.watch
             return
         if isinstance(message, ReadyMessage):
-            sweep.startup_s[item.name] += self.part_watch.seconds()
+            sweep.progress.startup_s[item.name] += self.part_watch.seconds()
             self.config_watch = Stopwatch()
             return
         if isinstance(message, FailedMessage):
@@ -414,11 +430,11 @@ class _PlanRun:
         before = sweep.readings.get(self.device, {})
         sweep.readings[self.device] = reading = sweep.read_monitor(self.device)
         sweep.keep(item, row, self.config_watch.seconds(), over_interval(before, reading), self.alongside)
-        self.config_watch, self.alongside = Stopwatch(), len(sweep.running)
-        reporter.row(item, sweep.rows[-1], item.seconds(row))
-        if sweep.last_save.seconds() >= sweep.runner.save_every_s:
+        self.config_watch, self.alongside = Stopwatch(), len(sweep.processes.running)
+        reporter.row(item, sweep.output.rows[-1], item.seconds(row))
+        if sweep.output.last_save.seconds() >= sweep.runner.save_every_s:
             sweep.save(complete=False)
-            sweep.last_save = Stopwatch()
+            sweep.output.last_save = Stopwatch()
 
 
 def _raise_interrupt(number, frame):
