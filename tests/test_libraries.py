@@ -65,7 +65,7 @@ def test_every_record_has_a_version_column_in_the_schema_the_environment_and_the
     from bench.trace import columns as trace_columns
 
     names = [item.name for item in environment_columns()]
-    fields = {field.name for field in dataclasses.fields(env.Environment)}
+    fields = {field.name for field in env.Environment.fields()}
     suite = synthetic.suite().names
     readings = env.host_readings()
     for library in LIBRARIES:
