@@ -198,15 +198,15 @@ def main() -> int:
                     zero = t0(target, env)
                 wall, status, errors = timed([sys.executable, "-m", "bench", tool, "-v", target.target], tool_env)
                 rows.append({"tool": tool, "target": target.target, "library": target.library, "region_ms": region,
-                             "t0_s": zero, "wall_s": wall, "gpu_name": environment.gpu_name,
-                             "gpu_uuid": environment.gpu_uuid, "git_commit": environment.git_commit,
+                             "t0_s": zero, "wall_s": wall, "gpu_name": environment.device.gpu_name,
+                             "gpu_uuid": environment.device.gpu_uuid, "git_commit": environment.host.git_commit,
                              "round": number, "status": status, "phases": json.dumps(phases(errors)),
                              "bench_src": str(args.bench_src or "src")})
                 print(f"{target.target:<40} {tool:<6} round {number}: T0 {zero:6.2f} s, {wall:6.2f} s "
                       f"({wall - zero:+.2f} s){'' if not status else f' exit {status}: ' + errors.strip()[-200:]}",
                       flush=True)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    stem = f"{run_id}-{environment.gpu_name.replace(' ', '-')}"
+    stem = f"{run_id}-{environment.device.gpu_name.replace(' ', '-')}"
     args.out.mkdir(parents=True, exist_ok=True)
     summary = summarized(rows)
     (args.out / f"{stem}.json").write_text(json.dumps({"gpu": environment.as_dict(), "runs": args.runs,

@@ -12,7 +12,6 @@ are laid out afresh for every case; some cases run in a clone of this checkout.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import re
@@ -282,9 +281,9 @@ def build_traces(cache: Path) -> None:
                          target="ddp:step" + word, rank=rank)
 
     def environment(rank: int, word: str):
-        values = {f.name: 1 if f.type == "int" else "x" for f in dataclasses.fields(Environment)}
-        return Environment(**{**values, "gpu_name": "G" + word, "hostname": "h", "gpu_index": rank,
-                              "gpu_uuid": f"GPU-{rank}{word}"})
+        values = {f.name: 1 if f.type == "int" else "x" for f in Environment.fields()}
+        return Environment.of(**{**values, "gpu_name": "G" + word, "hostname": "h", "gpu_index": rank,
+                                 "gpu_uuid": f"GPU-{rank}{word}"})
 
     for name, rank, word in (("t0", 0, ""), ("t1", 1, ""), ("th", 1, H)):
         save([("ddp:step" + word, traced(rank, word))], environment(rank, word), cache / f"{name}.parquet")

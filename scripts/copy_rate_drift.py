@@ -67,7 +67,8 @@ def main() -> int:
             up.append(up_ms)
             down.append(down_ms)
     blocks = {str(size): spread(block_bounds(up, down, size)) for size in BLOCKS if len(up) >= 2 * size}
-    print(f"{environment.gpu_name} {environment.gpu_uuid}: {len(up)} samples of {arguments.mib} MiB both ways "
+    gpu = environment.device
+    print(f"{gpu.gpu_name} {gpu.gpu_uuid}: {len(up)} samples of {arguments.mib} MiB both ways "
           f"over {arguments.seconds:.0f} s")
     print("samples per bound  blocks  fastest ms  median ms  slowest ms  spread  IQR")
     for size, entry in blocks.items():

@@ -632,10 +632,10 @@ def main(argv: list[str] | None = None) -> int:
     environment = gpu_environment(0)
     started = time.perf_counter()
     run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    stem = f"{run}-{slug(environment.gpu_name)}"
-    summary = {"format": "syncs-cases 2", "run_id": run, "gpu": environment.gpu_name, "uuid": environment.gpu_uuid,
-               "driver": environment.driver_version,
-               "commit": os.environ.get("BENCH_GIT_COMMIT", "") or environment.git_commit,
+    stem = f"{run}-{slug(environment.device.gpu_name)}"
+    summary = {"format": "syncs-cases 2", "run_id": run, "gpu": environment.device.gpu_name,
+               "uuid": environment.device.gpu_uuid, "driver": environment.cuda.driver_version,
+               "commit": os.environ.get("BENCH_GIT_COMMIT", "") or environment.host.git_commit,
                "settle_ms": options.settle_ms, "skipped_groups": {}, "setup_s": {},
                "environment": environment.as_dict()}
     wanted = [text.strip().lower() for text in options.only.split(",") if text.strip()]

@@ -67,7 +67,7 @@ def main() -> int:
     from bench.usercode.activity import open_recorder
 
     environment = gpu_environment(0)
-    print(f"{environment.gpu_name} {environment.gpu_uuid} {environment.git_commit}")
+    print(f"{environment.device.gpu_name} {environment.device.gpu_uuid} {environment.host.git_commit}")
     stream = cupy.cuda.Stream(non_blocking=True)
     user_line = activity.places_of
     cases = {}

@@ -365,7 +365,7 @@ def main() -> int:
     for case in cases:
         result = case.pop("result")
         rows = pd.DataFrame(result.table())
-        title = (f"{case['case']} on {environment.gpu_name}: makespan {result.makespan_ms:.2f} ms, "
+        title = (f"{case['case']} on {environment.device.gpu_name}: makespan {result.makespan_ms:.2f} ms, "
                  f"bound {result.bound_ms:.2f} ms ({result.efficiency:.0%}), copies hidden "
                  f"{(result.hidden or 0):.0%}")
         plots.save(timeline(rows, title),

@@ -35,7 +35,7 @@ class FakeGpu(preflight.Gpu):
         return None
 
     def child_sees(self, environment):
-        return environment.gpu_uuid if self.sees else None
+        return environment.device.gpu_uuid if self.sees else None
 
     def child_cpus(self, environment) -> list[int]:
         return []

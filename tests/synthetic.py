@@ -41,9 +41,9 @@ def environment(**changes):
     """A :class:`bench.platform.env.Environment` with :data:`ENV`'s values (and ``changes``)."""
     from bench.platform.env import Environment
 
-    names = {field.name for field in dataclasses.fields(Environment)}
+    names = {field.name for field in Environment.fields()}
     assert names == set(ENV), f"ENV is out of date with bench.platform.env.Environment: {names ^ set(ENV)}"
-    return Environment(**{**ENV, **changes})
+    return Environment.of(**{**ENV, **changes})
 
 
 def _row(experiment: str, config: dict, samples: Samples | None, **columns) -> dict:

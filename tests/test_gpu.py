@@ -211,9 +211,10 @@ def test_env_collect(cupy):
     from bench.platform import env
 
     environment = env.collect(0)
-    assert environment.gpu_name and environment.sm_count > 0 and environment.async_engine_count >= 1
-    assert environment.cuda_runtime.count(".") == 1 and environment.driver_version != "unknown"
-    assert environment.pcie_width_max > 0 and environment.pcie_gen_max > 0 and environment.l2_cache_bytes > 0
+    gpu, link = environment.device, environment.link
+    assert gpu.gpu_name and gpu.sm_count > 0 and gpu.async_engine_count >= 1 and gpu.l2_cache_bytes > 0
+    assert environment.cuda.cuda_runtime.count(".") == 1 and environment.cuda.driver_version != "unknown"
+    assert link.pcie_width_max > 0 and link.pcie_gen_max > 0
 
 
 def test_launch_paths_cost_what_they_should(cupy):

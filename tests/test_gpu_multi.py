@@ -123,7 +123,7 @@ def test_a_sweeps_process_of_gpu_1_sees_gpu_1_alone():
     from bench.sweep.processes import RowMessage, isolated
 
     seen = experiment("seen", cuda_seen_rows, axes={"n": (0,)})
-    uuid = gpu_environment(1).gpu_uuid
+    uuid = gpu_environment(1).device.gpu_uuid
     messages = list(isolated(Plan(seen, [{"n": 0}], rules_for(seen, "default")), 0, sees=uuid))
     rows = [message.row for message in messages if isinstance(message, RowMessage)]
     assert [row["note"] for row in rows] == [f"1 {uuid}"], messages

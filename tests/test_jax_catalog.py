@@ -214,7 +214,9 @@ def test_measure_keeps_its_gpu_through_the_libraries_start_and_failures(runtime,
         raise RuntimeError("the library's error")
 
     monkeypatch.setattr(library, "SpinWatch", lambda: None)
-    monkeypatch.setitem(BY_NAME, "jax", replace(BY_NAME["jax"], module="math", cuda_missing=lambda jax: missing()))
+    jax = BY_NAME["jax"]
+    monkeypatch.setitem(BY_NAME, "jax", replace(jax, module="math",
+                                                loading=replace(jax.loading, cuda_missing=lambda jax: missing())))
     monkeypatch.setattr(catalogs, "kit", failing)
     rows = []
     for row in library.measure([{"call": "jax float(a)", "placement": "same"},

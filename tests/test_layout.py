@@ -11,7 +11,8 @@ from measurement. Every module under src/bench is parsed (imports inside functio
   tools' records, report sections, figures and trace comparison) never reaches up to the registry, the sweep or the
   measuring code: the experiments' descriptions are handed down to it; a view imports only what presentation needs;
 - no modules import each other in a circle (the root package ``bench``, whose imports are its public names, aside);
-- no module is over 450 lines and no function over 80 (issue 33), the call catalogs aside.
+- no module is over 450 lines and no function over 80 (issue 33), the call catalogs aside;
+- no dataclass or NamedTuple has more than 15 fields (issue 54): a larger record is made of parts, named.
 """
 
 from __future__ import annotations
@@ -304,3 +305,47 @@ def test_the_size_check_finds_a_long_file_and_a_long_function(tmp_path):
 
 def test_no_source_file_over_450_lines_and_no_function_over_80():
     assert oversized(path for path in MODULES.values() if CATALOGS not in path.parents) == []
+
+
+MAX_RECORD_FIELDS = 15  # a record of more is made of parts: name them (issue 54, goal 4)
+RECORD_BASES = ("NamedTuple",)
+
+
+def _name(node: ast.expr) -> str:
+    """The last name of ``dataclass``, ``dataclasses.dataclass(frozen=True)``, ``typing.NamedTuple``..."""
+    node = node.func if isinstance(node, ast.Call) else node
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def record_fields(tree: ast.Module) -> dict[str, list[str]]:
+    """Each dataclass and NamedTuple class of a module, by name: its fields (annotated class attributes, ClassVar
+    aside), its bases' not counted."""
+    found = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if not (any(_name(decorator) == "dataclass" for decorator in node.decorator_list)
+                or any(_name(base) in RECORD_BASES for base in node.bases)):
+            continue
+        found[node.name] = [statement.target.id for statement in node.body
+                            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                            and "ClassVar" not in ast.unparse(statement.annotation)]
+    return found
+
+
+def test_the_field_count_finds_dataclasses_and_named_tuples():
+    tree = ast.parse("from dataclasses import dataclass\nimport dataclasses, typing\nfrom typing import ClassVar\n"
+                     "@dataclass\nclass A:\n    x: int\n    y: int = 0\n    z: ClassVar[int] = 1\n    w = 2\n"
+                     "@dataclasses.dataclass(frozen=True)\nclass B:\n    x: int\n"
+                     "class C(typing.NamedTuple):\n    x: int\n    def f(self) -> int:\n        q: int = 1\n"
+                     "        return q\n"
+                     "class D:\n    x: int\n")
+    assert record_fields(tree) == {"A": ["x", "y"], "B": ["x"], "C": ["x"]}
+
+
+def test_no_record_has_more_than_15_fields():
+    """A dataclass or NamedTuple of more than 15 fields is several records in one: split it into named parts."""
+    large = [f"{path.relative_to(ROOT)}: {name} has {len(fields)} fields" for path in MODULES.values()
+             for name, fields in record_fields(ast.parse(path.read_text(), str(path))).items()
+             if len(fields) > MAX_RECORD_FIELDS]
+    assert not large, "records of more than 15 fields (split each into its parts):\n" + "\n".join(large)

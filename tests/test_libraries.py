@@ -44,7 +44,7 @@ def test_the_records_are_distinct_and_well_formed():
         assert library.module.split(".")[0] in library.prefixes, library.name
         assert not library.part_of or library.part_of in BY_NAME, library.name
         assert library.extras or library.part_of, f"{library.name}: nothing says how it is installed"
-        assert library.current is None or library.stream is not None, library.name
+        assert library.streams.current is None or library.streams.stream is not None, library.name
 
 
 def test_every_catalog_has_a_record_and_every_record_its_catalog():
@@ -65,7 +65,7 @@ def test_every_record_has_a_version_column_in_the_schema_the_environment_and_the
     from bench.trace import columns as trace_columns
 
     names = [item.name for item in environment_columns()]
-    fields = {field.name for field in dataclasses.fields(env.Environment)}
+    fields = {field.name for field in env.Environment.fields()}
     suite = synthetic.suite().names
     readings = env.host_readings()
     for library in LIBRARIES:
@@ -140,7 +140,9 @@ def _measured(monkeypatch, call: str) -> dict:
 
 def _installed(monkeypatch, name: str) -> None:
     """Library ``name`` as if installed with CUDA: its missing() imports a module that exists."""
-    monkeypatch.setitem(BY_NAME, name, dataclasses.replace(BY_NAME[name], module="math", cuda_missing=None))
+    library = BY_NAME[name]
+    loading = dataclasses.replace(library.loading, cuda_missing=None)
+    monkeypatch.setitem(BY_NAME, name, dataclasses.replace(library, module="math", loading=loading))
 
 
 def test_a_row_of_a_torch_call_records_the_torch_and_triton_versions(monkeypatch, versions):
@@ -255,7 +257,7 @@ def test_the_warm_up_makes_only_the_calls_of_the_plan():
 def test_the_sweeps_processes_keep_what_jax_compiles_in_a_cache_of_the_machine(tmp_path, monkeypatch):
     from bench.sweep import processes
 
-    for key, _ in BY_NAME["jax"].disk_cache:
+    for key, _ in BY_NAME["jax"].loading.disk_cache:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(processes.os, "environ", dict(processes.os.environ))  # what the fork server inherits
@@ -265,4 +267,5 @@ def test_the_sweeps_processes_keep_what_jax_compiles_in_a_cache_of_the_machine(t
     processes.os.environ["JAX_COMPILATION_CACHE_DIR"] = "/the/users/own"
     processes._processes()
     assert processes.os.environ["JAX_COMPILATION_CACHE_DIR"] == "/the/users/own"  # a user's setting wins
-    assert not any(BY_NAME[name].disk_cache for name in ("cupy", "numba-cuda", "torch"))  # they keep theirs anyway
+    # they keep theirs anyway
+    assert not any(BY_NAME[name].loading.disk_cache for name in ("cupy", "numba-cuda", "torch"))

@@ -1,6 +1,5 @@
 """Result columns: types, allowed values, how experiments' columns merge, and row checks."""
 
-import dataclasses
 import json
 
 import numpy as np
@@ -30,7 +29,7 @@ def test_environment_columns_follow_the_environment_dataclass_then_the_optional_
     from bench.platform.libraries import LIBRARIES
 
     columns = environment_columns()
-    fields = dataclasses.fields(Environment)
+    fields = Environment.fields()
     optional = [library.version_column for library in LIBRARIES if library.optional]
     assert [item.name for item in columns] == [field.name for field in fields] + optional
     types = {item.name: item.type for item in columns}

@@ -4,7 +4,6 @@ and the independent methods faked (the table written as parquet and JSON, and pr
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import sys
@@ -144,8 +143,8 @@ def test_the_case_file_has_at_least_25_marked_regions(cases, markers):
 def fake_environment():
     from bench.platform.env import Environment
 
-    values = {field.name: (0 if field.type == "int" else "x") for field in dataclasses.fields(Environment)}
-    return Environment(**{**values, "gpu_name": "Fake GPU 80GB", "gpu_uuid": "GPU-00000000-fake"})
+    values = {field.name: (0 if field.type == "int" else "x") for field in Environment.fields()}
+    return Environment.of(**{**values, "gpu_name": "Fake GPU 80GB", "gpu_uuid": "GPU-00000000-fake"})
 
 
 def test_a_whole_run_with_faked_syncs_writes_and_prints_the_table(cases, markers, monkeypatch, tmp_path, capsys):

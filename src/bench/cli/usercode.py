@@ -108,7 +108,7 @@ def keep_compiled() -> None:
     where = cache.directory()
     if where is None or "JAX_COMPILATION_CACHE_DIR" in os.environ or "jax" in sys.modules:
         return
-    os.environ.update(BY_NAME["jax"].disk_cache_settings(str(where / "xla")))
+    os.environ.update(BY_NAME["jax"].loading.disk_cache_settings(str(where / "xla")))
 
 
 def _target(command: str, args: argparse.Namespace):

@@ -30,7 +30,7 @@ from bench.platform.vocabulary import Clock, HostVerdict, LibraryPlacement, Stat
 
 PLACEMENTS = values(LibraryPlacement)
 MIN_REPEATS = 2  # repeats that must agree (a row is unstable if they do not; at most five)
-# The calls of a library that may leave another GPU current (its record's moves_device: JAX) make the row's GPU
+# The calls of a library that may leave another GPU current (its record's loading.moves_device: JAX) make the row's GPU
 # current again as they return (a cudaGetDevice, well under a microsecond, inside the timed call), before bench's
 # streams, spins and holds of that GPU are used.
 
@@ -72,7 +72,7 @@ def seconds(config: Config, rule: StopRule) -> float:
 
 # --- measuring code --------------------------------------------------------------------------------------------
 
-# Streams a library may still use after its calls returned (its record's streams_outlive), kept until the process
+# Streams a library may still use after its calls returned (its record's streams.outlive), kept until the process
 # ends: PyTorch records an event on a tensor's streams when the tensor (or a pinned block a copy read) is freed, and
 # on a destroyed stream that aborts the process.
 _OUTLIVING: list = []
@@ -87,16 +87,17 @@ class _Streams:
         self.library = library
         self.owned = [cupy.cuda.Stream(non_blocking=True) for _ in range(3)] + [cupy.cuda.Stream(non_blocking=False)]
         self.own, self.other, self.second, self.blocking = self.owned
-        if library.streams_outlive:
+        streams = library.streams
+        if streams.outlive:
             _OUTLIVING.append(self.owned)
-        self.call = CallStream(self.own.ptr, library.stream(self.own) if library.stream else None)
+        self.call = CallStream(self.own.ptr, streams.stream(self.own) if streams.stream else None)
 
     @contextlib.contextmanager
     def current(self):
         """The call stream as CuPy's current stream (for every library: bench's streams are CuPy's) and as the call's
         library's, where it has one."""
-        library = self.library
-        with self.own, (library.current(self.call.named) if library.current else contextlib.nullcontext()):
+        current = self.library.streams.current
+        with self.own, (current(self.call.named) if current else contextlib.nullcontext()):
             yield
 
     def spinning(self, call, placement: str):
@@ -119,7 +120,7 @@ def _keeping(device: int, function):
 def _prepared(call, kit, streams: _Streams):
     with streams.current(), kept_device(streams.device):
         prepared = call.prepare(kit, streams.call)
-    if BY_NAME[call.library].moves_device:
+    if BY_NAME[call.library].loading.moves_device:
         prepared = Prepared(call=_keeping(streams.device, prepared.call), arm=_keeping(streams.device, prepared.arm),
                             cleanup=_keeping(streams.device, prepared.cleanup), keep=prepared.keep)
     runtime.deviceSynchronize()  # inputs ready before anything is timed
@@ -219,7 +220,7 @@ def warm_calls(names: Sequence[str], shard: int, shards: int) -> list:
     calls: dict[str, list] = {}
     for name in dict.fromkeys(names):
         call = catalog()[name]
-        if not call.fresh and BY_NAME[call.library].compiles_to_disk:
+        if not call.fresh and BY_NAME[call.library].loading.compiles_to_disk:
             calls.setdefault(call.library, []).append(call)
     if not calls:
         return []
@@ -239,7 +240,7 @@ def warm(configs: Sequence[Config], shard: int = 0, shards: int = 1) -> None:
     """The configurations' calls of its shard (:func:`warm_calls`) once each, untimed: CuPy compiles the kernels
     behind them into its on-disk cache (``cupy.bincount``'s first call took 3.2 s on a fresh H200,
     ``cupy.histogram``'s 0.9 s), and so do Triton and XLA (the sweep's processes keep its compiled functions on disk:
-    :attr:`bench.platform.libraries.Library.disk_cache`), before a sweep measures them."""
+    :attr:`bench.platform.libraries.Loading.disk_cache`), before a sweep measures them."""
     device = runtime.getDevice()
     kits: dict[str, object] = {}
     missing: dict[str, str | None] = {}  # by library: why its calls cannot run here, asked once

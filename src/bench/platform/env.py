@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import importlib.util
 import os
 import platform
 import socket
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench.platform import lazy
 from bench.platform.distribution import DISTRIBUTION, __version__
+from bench.platform.environment import Environment
 from bench.platform.errors import UsageError
 from bench.platform.libraries import LIBRARIES, REQUIRED, distribution_version
 
@@ -65,48 +64,6 @@ def gpu_skip_reason() -> str | None:
     or None where a GPU is usable."""
     reason = no_gpu_reason()
     return f"needs a GPU: {reason}" if reason else None
-
-
-@dataclass(frozen=True)
-class Environment:
-    """One row's worth of environment columns (every result row carries them). The measuring stack's libraries
-    (:data:`bench.platform.libraries.REQUIRED`) have a version field each; an optional library's version is a column of
-    the rows that measured it or ran with it loaded (:func:`bench.results.schema.environment_columns`), never a field
-    here: a sweep's environment columns replace a row's own."""
-
-    gpu_name: str
-    gpu_uuid: str
-    gpu_index: int
-    pci_bus_id: str
-    compute_capability: str
-    sm_count: int
-    device_memory_bytes: int
-    l2_cache_bytes: int
-    async_engine_count: int
-    driver_version: str
-    cuda_driver: str
-    cuda_runtime: str
-    pcie_gen: int  # current link generation; an idle link may have dropped to a lower one to save power
-    pcie_width: int
-    pcie_gen_max: int  # what the GPU and the slot can reach together
-    pcie_width_max: int
-    sm_clock_mhz: int
-    mem_clock_mhz: int
-    sm_clock_max_mhz: int
-    mem_clock_max_mhz: int
-    hostname: str
-    python_version: str
-    cupy_version: str
-    numba_cuda_version: str
-    numpy_version: str
-    bench_version: str
-    git_commit: str
-    host_cpus: str = ""  # the CPUs experiment processes run on: those NVML calls local to the GPU ("" if unknown)
-    nvlinks: int = -1  # the GPU's active NVLink links (0: none; -1: unknown)
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 
 def pcie_gbps_per_direction(generation: int, width: int) -> float | None:
@@ -280,7 +237,7 @@ def collect(device: int = 0) -> Environment:
     properties = runtime.getDeviceProperties(device)
     pci_bus_id = runtime.deviceGetPCIBusId(device)
     name = properties["name"]
-    return Environment(
+    return Environment.of(
         gpu_name=name.decode() if isinstance(name, bytes) else name,
         gpu_index=device,
         pci_bus_id=pci_bus_id,

@@ -26,29 +26,24 @@ from bench.platform.distribution import DISTRIBUTION
 
 
 @dataclass(frozen=True)
-class Library:
-    """One GPU library: its names, its installation, its code, its catalog, its streams and its version."""
+class Streams:
+    """How a library's calls are put on bench's streams."""
 
-    name: str  # as rows, catalogs and the library column name it: "numba-cuda"
-    title: str  # as people write it: "PyTorch"
-    module: str  # what bench imports to use it ("numba.cuda")
-    extras: tuple[str, ...]  # the distribution's extras that install it: pip install "cuda-sync-bench[torch]"
-    packages: tuple[str, ...]  # the pip packages those extras name for it (one of them installs it)
-    versioned: tuple[str, ...]  # top-level modules whose installed distributions make its version; the first one
-    # in sys.modules: the library is loaded (finding them imports nothing)
-    prefixes: tuple[str, ...]  # top-level packages that are its code: a wait in their frames is a wait in it
-    catalog: str = ""  # the module of its calls and the inputs they need (CALLS, Kit), whole; "" for none
-    optional: bool = True  # measuring goes without it (its rows are skipped, saying why); False: the cu12/cu13 stack
-    part_of: str = ""  # the library among whose calls its own are measured (Triton: PyTorch's); those rows record its
-    # version too
-    settings: tuple[tuple[str, str], ...] = ()  # environment variables it reads as it loads: set (unless set) first
-    cuda_missing: Callable[[object], str | None] | None = None  # the imported module -> why it has no CUDA, or None
-    stream: Callable[[object], object] | None = None  # bench's stream (a CuPy stream) -> the same CUDA stream as this
-    # library names it, for calls that take one or make it current; None: its calls take no stream
+    stream: Callable[[object], object] | None = None  # bench's stream (a CuPy stream) -> the same CUDA stream as
+    # this library names it, for calls that take one or make it current; None: its calls take no stream
     current: Callable[[object], AbstractContextManager] | None = None  # that stream -> a block in which it is the
     # library's current stream; None: the library has no current stream
-    streams_outlive: bool = False  # it may use a stream after its calls returned (PyTorch records an event on a
-    # tensor's streams when the tensor is freed): the streams it was given must live until the process ends
+    outlive: bool = False  # it may use a stream after its calls returned (PyTorch records an event on a tensor's
+    # streams when the tensor is freed): the streams it was given must live until the process ends
+
+
+@dataclass(frozen=True)
+class Loading:
+    """What loading a library and running its calls does in a process: what it reads as it loads, how it says it has
+    no CUDA, the GPU it leaves current, and where what it compiles is kept."""
+
+    settings: tuple[tuple[str, str], ...] = ()  # environment variables it reads as it loads: set (unless set) first
+    cuda_missing: Callable[[object], str | None] | None = None  # the imported module -> why it has no CUDA, or None
     moves_device: bool = False  # it may leave another GPU current on the calling thread (XLA: starting its backend,
     # running work, allocating pinned staging memory with the first GPU's context)
     compiles_to_disk: bool = True  # what its first calls compile is kept on disk (CuPy's, numba-cuda's and Triton's
@@ -62,6 +57,27 @@ class Library:
     def disk_cache_settings(self, directory: str) -> dict[str, str]:
         """The environment variables that make it keep what it compiles in ``directory`` (none: it does anyway)."""
         return {key: value.format(directory=directory) for key, value in self.disk_cache}
+
+
+@dataclass(frozen=True)
+class Library:
+    """One GPU library: its names, its installation, its code, its catalog and its version; how its calls are put on
+    streams (:class:`Streams`) and what loading it does (:class:`Loading`)."""
+
+    name: str  # as rows, catalogs and the library column name it: "numba-cuda"
+    title: str  # as people write it: "PyTorch"
+    module: str  # what bench imports to use it ("numba.cuda")
+    extras: tuple[str, ...]  # the distribution's extras that install it: pip install "cuda-sync-bench[torch]"
+    packages: tuple[str, ...]  # the pip packages those extras name for it (one of them installs it)
+    versioned: tuple[str, ...]  # top-level modules whose installed distributions make its version; the first one
+    # in sys.modules: the library is loaded (finding them imports nothing)
+    prefixes: tuple[str, ...]  # top-level packages that are its code: a wait in their frames is a wait in it
+    catalog: str = ""  # the module of its calls and the inputs they need (CALLS, Kit), whole; "" for none
+    optional: bool = True  # measuring goes without it (its rows are skipped, saying why); False: the cu12/cu13 stack
+    part_of: str = ""  # the library among whose calls its own are measured (Triton: PyTorch's); those rows record its
+    # version too
+    streams: Streams = Streams()
+    loading: Loading = Loading()
 
     @property
     def version_column(self) -> str:
@@ -83,7 +99,7 @@ class Library:
 
     def load(self):
         """Its module, imported after its settings (ImportError where it is not installed); touches no GPU."""
-        for key, value in self.settings:
+        for key, value in self.loading.settings:
             os.environ.setdefault(key, value)
         return lazy.now(self.module)
 
@@ -95,7 +111,7 @@ class Library:
             how = f"pip install \"{DISTRIBUTION}[{self.extras[0]}]\"" if self.extras else \
                 f"it comes with {BY_NAME[self.part_of].title}"
             return f"{self.title} is not installed ({how}): {error}"
-        return self.cuda_missing(module) if self.cuda_missing else None
+        return self.loading.cuda_missing(module) if self.loading.cuda_missing else None
 
 
 @functools.cache
@@ -151,22 +167,26 @@ def _jax_cuda(jax) -> str | None:
 
 LIBRARIES = (
     Library("cupy", "CuPy", "cupy", ("cu12", "cu13"), ("cupy-cuda12x", "cupy-cuda13x"), ("cupy",),
-            ("cupy", "cupyx", "cupy_backends"), catalog="bench.catalogs.cupy_calls", optional=False, stream=_itself,
-            current=_itself),
+            ("cupy", "cupyx", "cupy_backends"), catalog="bench.catalogs.cupy_calls", optional=False,
+            streams=Streams(stream=_itself, current=_itself)),
     Library("numba-cuda", "numba-cuda", "numba.cuda", ("cu12", "cu13"), ("numba-cuda",), ("numba_cuda",),
-            ("numba", "numba_cuda"), catalog="bench.catalogs.numba_calls", optional=False, stream=_numba_stream),
+            ("numba", "numba_cuda"), catalog="bench.catalogs.numba_calls", optional=False,
+            streams=Streams(stream=_numba_stream)),
     Library("torch", "PyTorch", "torch", ("torch",), ("torch",), ("torch",), ("torch",),
-            catalog="bench.catalogs.torch_calls", cuda_missing=_torch_cuda, stream=_torch_stream, current=_torch_current, streams_outlive=True),
+            catalog="bench.catalogs.torch_calls",
+            streams=Streams(stream=_torch_stream, current=_torch_current, outlive=True),
+            loading=Loading(cuda_missing=_torch_cuda)),
     # JAX runs its work on streams of its own, and is told not to take most of the GPU's memory up front: it shares
     # the process with CuPy and PyTorch
     Library("jax", "JAX", "jax", ("jax",), ("jax",), ("jax", "jaxlib"), ("jax", "jaxlib", "flax", "optax"),
-            catalog="bench.catalogs.jax_calls", settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),),
-            cuda_missing=_jax_cuda, moves_device=True,
-            # XLA's persistent compilation cache, every function kept: its 64 compiles took 5.2 s of the library
-            # experiment's process on an H100
-            disk_cache=(("JAX_COMPILATION_CACHE_DIR", "{directory}"),
-                        ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
-                        ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1"))),
+            catalog="bench.catalogs.jax_calls",
+            loading=Loading(settings=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),), cuda_missing=_jax_cuda,
+                            moves_device=True,
+                            # XLA's persistent compilation cache, every function kept: its 64 compiles took 5.2 s of
+                            # the library experiment's process on an H100
+                            disk_cache=(("JAX_COMPILATION_CACHE_DIR", "{directory}"),
+                                        ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
+                                        ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")))),
     # Triton launches on PyTorch's current stream; it comes with PyTorch's CUDA builds on Linux
     Library("triton", "Triton", "triton", (), (), ("triton",), ("triton",), part_of="torch"),
 )

@@ -101,7 +101,7 @@ def environment_columns() -> tuple[Column, ...]:
 
     types = {"int": INT, "str": TEXT}
     fields = tuple(column(field.name, types[field.type], field.metadata.get("doc", ""))
-                   for field in dataclasses.fields(Environment))
+                   for field in Environment.fields())
     names = {item.name for item in fields}
     return fields + tuple(column(library.version_column, TEXT, library.version_doc) for library in LIBRARIES
                           if library.version_column not in names)

@@ -35,7 +35,7 @@ class Gpu:
         return env.gpu_count()
 
     def free_bytes(self, environment) -> int:
-        return env.free_memory_bytes(environment.pci_bus_id)
+        return env.free_memory_bytes(environment.device.pci_bus_id)
 
     def child_device(self, device: int) -> int | None:
         """The device an experiment's process selects (None: leave it alone)."""
@@ -44,7 +44,7 @@ class Gpu:
     def child_sees(self, environment) -> str | None:
         """What CUDA shows an experiment's process of one GPU (``CUDA_VISIBLE_DEVICES``): that GPU alone, by its
         UUID (None: leave it, where NVML named none)."""
-        return environment.gpu_uuid if environment.gpu_uuid.startswith("GPU-") else None
+        return environment.device.gpu_uuid if environment.device.gpu_uuid.startswith("GPU-") else None
 
     def warm_markers(self, environment) -> Path | None:
         """A directory of one file per experiment whose existence says that this machine's kernel caches
@@ -54,14 +54,14 @@ class Gpu:
 
         package = Path(__file__).resolve().parents[1]  # bench/
         tree = hashlib.sha1(str(package).encode()).hexdigest()[:8]
-        key = "-".join([environment.bench_version, environment.git_commit[:12], environment.cupy_version,
-                        environment.numba_cuda_version, f"sm{environment.compute_capability}", tree])
+        key = "-".join([environment.host.bench_version, environment.host.git_commit[:12], environment.host.cupy_version,
+                        environment.host.numba_cuda_version, f"sm{environment.device.compute_capability}", tree])
         return cache_directory() / ("warm-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in key))
 
     def child_cpus(self, environment) -> list[int]:
         """The CPUs an experiment's process runs on (empty: leave it alone): those local to the GPU, as its
         environment read them."""
-        return env.parse_cpu_ranges(environment.host_cpus)
+        return env.parse_cpu_ranges(environment.topology.host_cpus)
 
 
 @dataclass(frozen=True)
@@ -143,18 +143,18 @@ def check(request: Request, planned: Planned, gpu: Gpu, run_id: str) -> Checked:
     environments = {device: environment.as_dict() for device, environment in selected.items()}
     plans = list(planned.plans)
     if earlier is not None:
-        uuids = {device: selected[device].gpu_uuid for device in devices}
+        uuids = {device: selected[device].device.gpu_uuid for device in devices}
         resume.check_gpus(earlier, uuids)
         plans = resume.remaining(plans, earlier, uuids)
         path = request.resume
     else:
-        path = results_path(request.out, run_id, selected[devices[0]].gpu_name)
+        path = results_path(request.out, run_id, selected[devices[0]].device.gpu_name)
     host_available = env.host_memory_available()
     if len(selected) > 1 and any(request.at_once(item.experiment) for item in plans):
         host_available //= len(selected)  # every GPU's buffers at once
     for device, environment in selected.items():
         mine = [item for item in plans if device in item.devices]
-        problem = memory_problem(mine, environment.gpu_name, gpu.free_bytes(environment), host_available)
+        problem = memory_problem(mine, environment.device.gpu_name, gpu.free_bytes(environment), host_available)
         if problem:
             raise UsageError(problem if len(selected) == 1 else f"{problem} (GPU {device})")
     return Checked(plans, devices, path, run_id, selected, environments, earlier)

@@ -79,7 +79,7 @@ def _processes():
     # Experiments never use NVLink multicast; a library they call (NCCL under PyTorch) must not choose it either.
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     for library in LIBRARIES:  # what a library compiles outlives the process that compiled it (unless set already)
-        for key, value in library.disk_cache_settings(str(cache_directory() / library.name)).items():
+        for key, value in library.loading.disk_cache_settings(str(cache_directory() / library.name)).items():
             os.environ.setdefault(key, value)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD] + [f"bench.experiments.{name}" for name in _experiment_modules()])
