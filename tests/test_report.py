@@ -369,3 +369,11 @@ def test_report_shows_its_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
         monkeypatch.setenv("FORCE_COLOR", "1")  # rich takes stderr for a terminal
         assert cli.main(["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")]) == 0
     assert "drawing the report's figures" in capsys.readouterr().err
+
+
+def test_every_truth_table_has_its_question():
+    """The analysis side names the experiments shown as truth tables; the report asks each one's question."""
+    from bench.analysis.results import TRUTH_TABLES
+    from bench.report.truth import QUESTIONS
+
+    assert tuple(QUESTIONS) == TRUTH_TABLES

@@ -114,6 +114,7 @@ class Results:
         return {part.gpu: f"{part.gpu.short} on {part.gpu.host}" if len(hosts) > 1 else part.gpu.short
                 for part in self.gpus}
 
+    @cached_property
     def figure_owners(self) -> dict[str, Gpu]:
         """experiment -> the GPU whose figures of it are shown: the one that measured it last (the first of them on
         a tie). The truth tables' experiments have tables of verdicts instead."""
@@ -134,7 +135,7 @@ class Results:
     def figure_rows(self) -> list[tuple[Gpu, str, pd.DataFrame, dict[str, pd.DataFrame]]]:
         """(GPU, experiment, rows, side tables) of each experiment's figures to draw, of the GPU that owns them, in
         the order they are shown: the columns and side tables the experiment's view reads."""
-        views, owners, asked = self.views, self.figure_owners(), []
+        views, owners, asked = self.views, self.figure_owners, []
         for part in self.gpus:
             owned = [name for name in views if owners.get(name) == part.gpu]
             if not owned:

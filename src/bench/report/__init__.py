@@ -41,7 +41,7 @@ def render(rows: pd.DataFrame, tables: dict, experiments: Mapping, source: str =
 def laid_out(results: Results, source: str = "", tools: Mapping[str, pd.DataFrame | None] | None = None,
              progress: Progress | None = None) -> str:
     """The report of ``results`` as an HTML document (:func:`render`)."""
-    labels, owners, asks = results.labels(), results.figure_owners(), results.figure_rows()  # asked of the rows
+    labels, owners, asks = results.labels(), results.figure_owners, results.figure_rows()  # asked of the rows
     answers = [(part.gpu, results.answers(part)) for part in results.newest_first()]
     summary, runs = results.summary(), results.runs()  # all the rows are asked, once, before anything is laid out
     found = sections(tools or {})
