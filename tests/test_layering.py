@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from test_layout import ANALYSIS, MEASURING, MODULES, ROOT, SRC, module_name
+from test_layout import ANALYSIS, MEASURING, MODULES, ROOT, SRC, imported_from, module_name, package_of
 
 LAZY = "bench.platform.lazy"
 # the places a module is loaded by a name computed at run time: the mechanism itself, the two registries (an
@@ -67,13 +67,19 @@ def _defined(name: str) -> frozenset[str]:
 
 
 @functools.cache
+def _tables(name: str) -> dict[str, ast.Dict]:
+    """The dicts a module's top assigns as literals, by name (a package's ``lazy.names`` table is one)."""
+    return {target.id: node.value for node in ast.parse(MODULES[name].read_text()).body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
+@functools.cache
 def _served(name: str) -> dict[str, str]:
     """The names a package serves from its modules on first use (its ``lazy.names`` table): name -> module."""
-    tree = ast.parse(MODULES[name].read_text())
-    tables = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
-              for target in node.targets if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict)}
+    tables = _tables(name)
     served = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
         if isinstance(node, ast.Call) and _called(node) == "lazy.names" and len(node.args) > 1 \
                 and isinstance(node.args[1], ast.Name) and node.args[1].id in tables:
             table = tables[node.args[1].id]
@@ -92,16 +98,13 @@ def _packages(name: str) -> set[str]:
 def imported_on_import(name: str) -> frozenset[str]:
     """The modules of bench that importing ``name`` runs the import of, itself (directly)."""
     path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = package_of(name, path)
     found = set()
     for node in _run_on_import(ast.parse(path.read_text()).body):
         if isinstance(node, ast.Import):
             found |= {module for alias in node.names for module in _packages(alias.name)}
             continue
-        base = node.module or ""
-        if node.level:
-            anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-            base = ".".join(anchor + ([base] if base else []))
+        base = imported_from(node, package)
         found |= _packages(base)
         for alias in node.names:
             submodule = f"{base}.{alias.name}"
@@ -192,13 +195,13 @@ def test_the_reading_follows_imports_through_modules_and_packages(tmp_path, monk
         (package / "high" / f"{leaf}.py").write_text("")
     modules = {module_name(path, tmp_path / "src"): path for path in sorted(package.rglob("*.py"))}
     monkeypatch.setattr(sys.modules[__name__], "MODULES", modules)
-    for cached in (_defined, _served, imported_on_import, loaded_on_import):
+    for cached in (_defined, _tables, _served, imported_on_import, loaded_on_import):
         cached.cache_clear()
     try:
         assert loaded_on_import("bench.high.top") == {"bench", "bench.high", "bench.high.middle", "bench.low",
                                                       "bench.low.light"}
     finally:
-        for cached in (_defined, _served, imported_on_import, loaded_on_import):
+        for cached in (_defined, _tables, _served, imported_on_import, loaded_on_import):
             cached.cache_clear()
 
 
@@ -315,11 +318,9 @@ def test_every_module_handed_to_lazy_is_written_out_whole_and_exists():
 
 def _table(name: str, argument: ast.expr) -> list[str]:
     """The keys of the module-level dict ``argument`` names (a package's table of its modules' names)."""
-    for node in ast.parse(MODULES[name].read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == getattr(argument, "id", "")
-                                                for target in node.targets) and isinstance(node.value, ast.Dict):
-            return [key.value for key in node.value.keys]
-    raise AssertionError(f"{name}: lazy.names of a table that is not a literal dict at its top")
+    table = _tables(name).get(getattr(argument, "id", ""))
+    assert table is not None, f"{name}: lazy.names of a table that is not a literal dict at its top"
+    return [key.value for key in table.keys]
 
 
 def test_the_libraries_records_name_whole_modules():

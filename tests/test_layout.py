@@ -42,19 +42,28 @@ MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 def imports(path: Path, src: Path = SRC) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     """(line, imported module, names taken from it) for every import statement of the file, wherever it is:
     ``import a.b`` is ("a.b", ()); ``from a import b, c`` is ("a", ("b", "c")), relative imports resolved."""
-    name = module_name(path, src)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = package_of(module_name(path, src), path)
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            found.append((node.lineno, base, tuple(alias.name for alias in node.names)))
+            found.append((node.lineno, imported_from(node, package), tuple(alias.name for alias in node.names)))
     return tuple(found)
+
+
+def package_of(name: str, path: Path) -> str:
+    """The package module ``name``'s relative imports start from: the module itself for an __init__.py."""
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def imported_from(node: ast.ImportFrom, package: str) -> str:
+    """The module ``from X import ...`` takes its names from, a relative X resolved against ``package``."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join(anchor + ([base] if base else []))
 
 
 def experiment_modules_imported(path: Path, src: Path = SRC) -> list[str]:
